@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: MIT
+# ckptfs: one non-recursive Makefile.  `make help` lists the targets.
+
+PKGS    := fuse3 msgpack libxxhash
+SAN     ?=
+V       ?= 0
+PREFIX  ?= /usr/local
+DESTDIR ?=
+
+ifeq ($(SAN),)
+O       ?= build
+else
+O       ?= build-san
+endif
+
+CC      ?= cc
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+           -Wmissing-prototypes -Wwrite-strings -Wformat=2 -Wvla
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(WARN) \
+           -MMD -MP $(PKG_CFLAGS)
+LDLIBS  += $(PKG_LIBS)
+ifneq ($(SAN),)
+CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=$(SAN)
+endif
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+CORE_SRC  := $(wildcard core/*.c)
+FS_SRC    := $(wildcard fs/*.c)
+MOUNT_SRC := $(wildcard mount/*.c)
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+
+CORE_OBJ  := $(CORE_SRC:%.c=$(O)/%.o)
+FS_OBJ    := $(FS_SRC:%.c=$(O)/%.o)
+MOUNT_OBJ := $(MOUNT_SRC:%.c=$(O)/%.o)
+UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
+
+BIN := $(O)/ckptfs
+
+.PHONY: all help deps check test unit bats demo install clean check-layers
+
+all: $(BIN) $(UNIT_BIN)
+
+help:
+	@echo "make            build $(BIN) and the unit tests"
+	@echo "make demo       install what is missing, build, mount the demo checkpoint and show it"
+	@echo "make check      install what is missing, build, run every test (plain and SAN=address,undefined)"
+	@echo "make unit       run the C unit tests of core/"
+	@echo "make bats       run the end-to-end tests through a real mount"
+	@echo "make deps       install the Debian packages ckptfs needs (apt-get)"
+	@echo "make install    install ckptfs into \$$DESTDIR\$$PREFIX/bin (and mount.fuse helper link)"
+	@echo "make clean      remove build outputs"
+	@echo "Variables: SAN=address,undefined (sanitized build in build-san/), V=1 (show commands), O=DIR"
+
+deps:
+	$(Q)scripts/install-deps.sh
+
+$(O)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC    $<")
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BIN): $(CORE_OBJ) $(FS_OBJ) $(MOUNT_OBJ)
+	@$(if $(Q),echo "  LD    $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(O)/tests/test_%: tests/unit/test_%.c tests/unit/testhelp.h $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC    $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CORE_OBJ) $(LDLIBS)
+
+# core/ must never depend on FUSE.
+check-layers: $(CORE_OBJ)
+	$(Q)if nm -u $(CORE_OBJ) | grep -q 'fuse_'; then \
+		echo "core/ references FUSE symbols:"; nm -u $(CORE_OBJ) | grep fuse_; exit 1; fi
+	$(Q)if grep -l '#include.*fuse' core/*.c core/*.h; then \
+		echo "core/ includes a FUSE header"; exit 1; fi
+
+unit: $(UNIT_BIN)
+	$(Q)tests/run-unit.sh $(UNIT_BIN)
+
+bats: $(BIN)
+	$(Q)CKPTFS=$(abspath $(BIN)) bats tests/bats
+
+# The README's test command.  Installs what is missing, builds plain and
+# sanitized, runs unit + end-to-end suites under both, and ends with
+# "N passed, N failed".
+check: deps
+	$(Q)$(MAKE) --no-print-directory all check-layers
+	$(Q)$(MAKE) --no-print-directory SAN=address,undefined all
+	$(Q)tests/run-all.sh build build-san
+
+test: check
+
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)scripts/demo.sh $(abspath $(BIN))
+
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/ckptfs
+
+clean:
+	rm -rf build build-san
+
+-include $(wildcard build/*/*.d build/tests/*.d build-san/*/*.d build-san/tests/*.d)

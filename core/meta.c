@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/* Opening and freeing a checkpoint's metadata: see meta.h. */
+#include "meta.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "errbuf.h"
+
+/* Read the whole regular file at path, at most max bytes. */
+static int read_capped(const char *path, size_t max, uint8_t **out,
+		       size_t *outlen, struct timespec *mtime, char *err,
+		       size_t errlen)
+{
+	struct stat st;
+	uint8_t *buf = NULL;
+	size_t got = 0;
+	ssize_t n;
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return ckpt_errf(err, errlen, -errno, "%s: cannot open: %s",
+				 path, strerror(errno));
+	if (fstat(fd, &st) < 0) {
+		rc = ckpt_errf(err, errlen, -errno, "%s: cannot stat: %s",
+			       path, strerror(errno));
+		goto out_close;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = ckpt_errf(err, errlen, -EINVAL, "%s: not a regular file",
+			       path);
+		goto out_close;
+	}
+	if ((uint64_t)st.st_size > max) {
+		rc = ckpt_errf(err, errlen, -EFBIG,
+			       "%s: %" PRIu64 " bytes, more than the %zu-byte metadata limit",
+			       path, (uint64_t)st.st_size, max);
+		goto out_close;
+	}
+	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!buf) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory", path);
+		goto out_close;
+	}
+	while (got < (size_t)st.st_size) {
+		n = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = ckpt_errf(err, errlen, -EIO, "%s: short read: %s",
+				       path, n < 0 ? strerror(errno) : "file shrank");
+			free(buf);
+			goto out_close;
+		}
+		got += (size_t)n;
+	}
+	*out = buf;
+	*outlen = got;
+	*mtime = st.st_mtim;
+	rc = 0;
+out_close:
+	close(fd);
+	return rc;
+}
+
+int ckpt_meta_open(const char *dir, struct ckpt_meta **out, char *err,
+		   size_t errlen)
+{
+	struct timespec mtime;
+	struct ckpt_meta *m;
+	char *path = NULL;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int rc;
+
+	*out = NULL;
+	if (asprintf(&path, "%s/.metadata", dir) < 0)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	rc = read_capped(path, CKPT_META_MAX_BYTES, &buf, &len, &mtime, err,
+			 errlen);
+	if (rc)
+		goto out_path;
+	rc = ckpt_meta_parse(buf, len, path, &m, err, errlen);
+	free(buf);
+	if (rc)
+		goto out_path;
+	m->dir = strdup(dir);
+	if (!m->dir) {
+		ckpt_meta_free(m);
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out_path;
+	}
+	m->meta_path = path;
+	m->mtime = mtime;
+	*out = m;
+	return 0;
+out_path:
+	free(path);
+	return rc;
+}
+
+void ckpt_meta_free(struct ckpt_meta *m)
+{
+	uint32_t i;
+
+	if (!m)
+		return;
+	for (i = 0; i < m->nfiles; i++) {
+		if (m->files[i].fd >= 0)
+			close(m->files[i].fd);
+	}
+	if (m->dirfd >= 0)
+		close(m->dirfd);
+	ckpt_strtab_destroy(&m->by_fqn);
+	free(m->entries);
+	free(m->chunks);
+	free(m->dims);
+	free(m->comps);
+	free(m->files);
+	free(m->strings);
+	free(m->dir);
+	free(m->meta_path);
+	free(m);
+}
+
+const struct ckpt_entry *ckpt_meta_find(const struct ckpt_meta *m,
+					const char *fqn, size_t len)
+{
+	uint32_t i;
+
+	if (!m->by_fqn.slots)
+		return NULL;
+	i = ckpt_strtab_find(&m->by_fqn, 0, fqn, len);
+	return i == UINT32_MAX ? NULL : &m->entries[i];
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The view: the tree of directories and files that one rank of a new world
+ * sees, built once from a meta.  Node i has inode number i + 1; node 0 is
+ * the root.  Immutable once built, so lookups and reads may run on any
+ * number of threads.
+ */
+#ifndef CKPT_VIEW_H
+#define CKPT_VIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "meta.h"
+#include "strtab.h"
+
+struct ckpt_view_opts {
+	uint32_t world;		/* >= 1 */
+	uint32_t rank;		/* < world */
+	const char *prefix;	/* NULL: every key; else first component */
+};
+
+struct ckpt_node {
+	uint32_t parent;	/* node index; the root is its own parent */
+	uint32_t name;		/* NUL-terminated, at view->names + name */
+	uint32_t name_len;
+	uint32_t entry;		/* files: meta entry; CKPT_NONE for dirs */
+	uint32_t owner;		/* the first entry whose path made it */
+	uint32_t child_first;	/* dirs: at view->children, sorted by name */
+	uint32_t nchildren;
+	uint32_t nsubdirs;
+	uint64_t size;		/* files: bytes of the view */
+};
+
+struct ckpt_view {
+	const struct ckpt_meta *meta;	/* borrowed */
+	uint32_t world, rank;
+	char *prefix;			/* owned copy, or NULL */
+	struct ckpt_node *nodes;
+	uint32_t nnodes;
+	uint32_t nfiles;
+	uint64_t total_bytes;
+	uint32_t *children;
+	char *names;
+	size_t names_len;
+	struct ckpt_strtab by_name;	/* (parent, name) -> node */
+};
+
+/*
+ * Build the view of m for o.  Two keys needing the same path, or a key
+ * whose file would be another's directory, are an error naming both.
+ * Returns 0 and sets *out (caller frees with ckpt_view_free(); m must
+ * outlive it), or -errno with the reason in err.
+ */
+int ckpt_view_new(const struct ckpt_meta *m, const struct ckpt_view_opts *o,
+		  struct ckpt_view **out, char *err, size_t errlen);
+
+/* Accepts NULL. */
+void ckpt_view_free(struct ckpt_view *v);
+
+/* The child of directory node dir called name (NUL-terminated), or
+ * CKPT_NONE. */
+uint32_t ckpt_view_lookup(const struct ckpt_view *v, uint32_t dir,
+			  const char *name);
+
+static inline int ckpt_node_is_dir(const struct ckpt_node *n)
+{
+	return n->entry == CKPT_NONE;
+}
+
+/*
+ * Read up to len bytes of file node at off into buf; *got is how many
+ * (0 at or past the end).  Returns 0, or -EIO when a data file cannot
+ * give every byte asked for.  Thread-safe.
+ */
+int ckpt_view_read(const struct ckpt_view *v, uint32_t node, uint64_t off,
+		   size_t len, void *buf, size_t *got);
+
+/*
+ * Encode one path component for use as a file name: a component that is
+ * empty, ".", "..", or holds '/' or NUL is percent-encoded ("%" for empty,
+ * "%2E" and "%2E%2E", and %2F, %00, %25 for '/', NUL and '%' inside).
+ * Others are kept as they are.  out must hold 3 * len + 4 bytes; returns
+ * the encoded length (out is NUL-terminated).
+ */
+size_t ckpt_view_encode_name(const char *s, size_t len, char *out);
+
+#endif

@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * FUSE low-level handlers: lookup, getattr, readdir, open, read and the
+ * refusals of every mutating call (EROFS).  Inode numbers are the view's
+ * node indices + 1, so they are stable small integers; the root is 1.
+ */
+#include "ops.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "../core/meta.h"
+
+#define READ_MAX ((size_t)1 << 20)
+
+static struct ckfs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* The node of an inode number, or NULL when out of range. */
+static const struct ckpt_node *node_of(const struct ckfs *fs, fuse_ino_t ino)
+{
+	if (ino < 1 || ino > fs->view->nnodes)
+		return NULL;
+	return &fs->view->nodes[ino - 1];
+}
+
+static void fill_stat(const struct ckfs *fs, fuse_ino_t ino,
+		      const struct ckpt_node *n, struct stat *st)
+{
+	const struct ckpt_meta *m = fs->view->meta;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_atim = m->mtime;
+	st->st_mtim = m->mtime;
+	st->st_ctim = m->mtime;
+	st->st_blksize = 4096;
+	if (ckpt_node_is_dir(n)) {
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2 + n->nsubdirs;
+	} else {
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+		st->st_size = (off_t)n->size;
+		st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+	}
+}
+
+static void ckfs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* The view never changes: let the kernel cache and batch freely. */
+	if (conn->capable & FUSE_CAP_ASYNC_READ)
+		conn->want |= FUSE_CAP_ASYNC_READ;
+	conn->want &= ~(unsigned)(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
+				  FUSE_CAP_SPLICE_MOVE);
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+}
+
+static void ckfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct ckfs *fs = fs_of(req);
+	const struct ckpt_node *p = node_of(fs, parent);
+	struct fuse_entry_param ep;
+	uint32_t i;
+
+	if (!p) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (!ckpt_node_is_dir(p)) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	i = ckpt_view_lookup(fs->view, (uint32_t)(parent - 1), name);
+	if (i == CKPT_NONE) {
+		/* A negative entry the kernel may cache: the view is fixed. */
+		memset(&ep, 0, sizeof(ep));
+		ep.entry_timeout = fs->timeout;
+		fuse_reply_entry(req, &ep);
+		return;
+	}
+	memset(&ep, 0, sizeof(ep));
+	ep.ino = (fuse_ino_t)i + 1;
+	ep.generation = 1;
+	ep.attr_timeout = fs->timeout;
+	ep.entry_timeout = fs->timeout;
+	fill_stat(fs, ep.ino, &fs->view->nodes[i], &ep.attr);
+	fuse_reply_entry(req, &ep);
+}
+
+static void ckfs_getattr(fuse_req_t req, fuse_ino_t ino,
+			 struct fuse_file_info *fi)
+{
+	struct ckfs *fs = fs_of(req);
+	const struct ckpt_node *n = node_of(fs, ino);
+	struct stat st;
+
+	(void)fi;
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	fill_stat(fs, ino, n, &st);
+	fuse_reply_attr(req, &st, fs->timeout);
+}
+
+static void ckfs_opendir(fuse_req_t req, fuse_ino_t ino,
+			 struct fuse_file_info *fi)
+{
+	const struct ckpt_node *n = node_of(fs_of(req), ino);
+
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (!ckpt_node_is_dir(n)) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+/* Directory offsets: 0 = ".", 1 = "..", 2 + i = child i. */
+static void ckfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+			 off_t off, struct fuse_file_info *fi)
+{
+	struct ckfs *fs = fs_of(req);
+	const struct ckpt_view *v = fs->view;
+	const struct ckpt_node *n = node_of(fs, ino);
+	size_t used = 0, need;
+	struct stat st;
+	char *buf;
+	off_t i;
+
+	(void)fi;
+	if (!n || !ckpt_node_is_dir(n)) {
+		fuse_reply_err(req, n ? ENOTDIR : ENOENT);
+		return;
+	}
+	if (size > READ_MAX)
+		size = READ_MAX;
+	buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (i = off < 0 ? 0 : off; i < (off_t)n->nchildren + 2; i++) {
+		const char *name;
+		fuse_ino_t cino;
+
+		memset(&st, 0, sizeof(st));
+		if (i == 0) {
+			name = ".";
+			cino = ino;
+		} else if (i == 1) {
+			name = "..";
+			cino = (fuse_ino_t)n->parent + 1;
+		} else {
+			uint32_t c = v->children[n->child_first + (uint32_t)(i - 2)];
+
+			name = v->names + v->nodes[c].name;
+			cino = (fuse_ino_t)c + 1;
+		}
+		fill_stat(fs, cino, &v->nodes[cino - 1], &st);
+		need = fuse_add_direntry(req, buf + used, size - used, name,
+					 &st, i + 1);
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void ckfs_open(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi)
+{
+	const struct ckpt_node *n = node_of(fs_of(req), ino);
+
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (ckpt_node_is_dir(n)) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY ||
+	    (fi->flags & (O_TRUNC | O_CREAT))) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	fi->keep_cache = 1;
+	fi->direct_io = 0;
+	fuse_reply_open(req, fi);
+}
+
+static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		      struct fuse_file_info *fi)
+{
+	struct ckfs *fs = fs_of(req);
+	const struct ckpt_node *n = node_of(fs, ino);
+	size_t got;
+	char *buf;
+	int rc;
+
+	(void)fi;
+	if (!n || ckpt_node_is_dir(n)) {
+		fuse_reply_err(req, n ? EISDIR : ENOENT);
+		return;
+	}
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if ((uint64_t)off >= n->size) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > n->size - (uint64_t)off)
+		size = (size_t)(n->size - (uint64_t)off);
+	buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = ckpt_view_read(fs->view, (uint32_t)(ino - 1), (uint64_t)off, size,
+			    buf, &got);
+	if (rc)
+		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+	else
+		fuse_reply_buf(req, buf, got);
+	free(buf);
+}
+
+static void ckfs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct ckfs *fs = fs_of(req);
+	struct statvfs sv;
+
+	(void)ino;
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = (fsblkcnt_t)((fs->view->total_bytes + 4095) / 4096);
+	sv.f_files = fs->view->nnodes;
+	sv.f_namemax = 255;
+	sv.f_flag = ST_RDONLY;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void ckfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			  size_t size)
+{
+	(void)ino;
+	(void)name;
+	(void)size;
+	fuse_reply_err(req, ENODATA);
+}
+
+static void ckfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	(void)ino;
+	if (size == 0)
+		fuse_reply_xattr(req, 0);
+	else
+		fuse_reply_buf(req, NULL, 0);
+}
+
+/* Every call that would change the tree or a file. */
+static void erofs(fuse_req_t req)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void ckfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			 int to_set, struct fuse_file_info *fi)
+{
+	(void)ino; (void)attr; (void)to_set; (void)fi;
+	erofs(req);
+}
+
+static void ckfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode, dev_t rdev)
+{
+	(void)parent; (void)name; (void)mode; (void)rdev;
+	erofs(req);
+}
+
+static void ckfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode)
+{
+	(void)parent; (void)name; (void)mode;
+	erofs(req);
+}
+
+static void ckfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	(void)parent; (void)name;
+	erofs(req);
+}
+
+static void ckfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+			 const char *name)
+{
+	(void)link; (void)parent; (void)name;
+	erofs(req);
+}
+
+static void ckfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+			fuse_ino_t newparent, const char *newname,
+			unsigned int flags)
+{
+	(void)parent; (void)name; (void)newparent; (void)newname; (void)flags;
+	erofs(req);
+}
+
+static void ckfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		      const char *newname)
+{
+	(void)ino; (void)newparent; (void)newname;
+	erofs(req);
+}
+
+static void ckfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		       size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)ino; (void)buf; (void)size; (void)off; (void)fi;
+	erofs(req);
+}
+
+static void ckfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+			mode_t mode, struct fuse_file_info *fi)
+{
+	(void)parent; (void)name; (void)mode; (void)fi;
+	erofs(req);
+}
+
+static void ckfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			  const char *value, size_t size, int flags)
+{
+	(void)ino; (void)name; (void)value; (void)size; (void)flags;
+	erofs(req);
+}
+
+static void ckfs_removexattr(fuse_req_t req, fuse_ino_t ino,
+			     const char *name)
+{
+	(void)ino; (void)name;
+	erofs(req);
+}
+
+static void ckfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
+			   off_t offset, off_t length,
+			   struct fuse_file_info *fi)
+{
+	(void)ino; (void)mode; (void)offset; (void)length; (void)fi;
+	erofs(req);
+}
+
+const struct fuse_lowlevel_ops ckfs_ops = {
+	.init = ckfs_init,
+	.lookup = ckfs_lookup,
+	.getattr = ckfs_getattr,
+	.opendir = ckfs_opendir,
+	.readdir = ckfs_readdir,
+	.open = ckfs_open,
+	.read = ckfs_read,
+	.statfs = ckfs_statfs,
+	.getxattr = ckfs_getxattr,
+	.listxattr = ckfs_listxattr,
+	.setattr = ckfs_setattr,
+	.mknod = ckfs_mknod,
+	.mkdir = ckfs_mkdir,
+	.unlink = ckfs_unlink,
+	.rmdir = ckfs_unlink,
+	.symlink = ckfs_symlink,
+	.rename = ckfs_rename,
+	.link = ckfs_link,
+	.write = ckfs_write,
+	.create = ckfs_create,
+	.setxattr = ckfs_setxattr,
+	.removexattr = ckfs_removexattr,
+	.fallocate = ckfs_fallocate,
+};

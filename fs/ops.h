@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The FUSE low-level operations that serve a view.  Every handler sends
+ * exactly one reply; core's -errno results become fuse_reply_err().
+ */
+#ifndef CKFS_OPS_H
+#define CKFS_OPS_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+
+#include "../core/view.h"
+
+/* What the handlers share; owned by the caller of fuse_session_new(),
+ * read-only while the session runs. */
+struct ckfs {
+	const struct ckpt_view *view;	/* borrowed */
+	uid_t uid;
+	gid_t gid;
+	double timeout;			/* entry and attr timeout, seconds */
+	bool debug;
+};
+
+/* The operations table, to pass to fuse_session_new() with a struct ckfs
+ * as userdata. */
+extern const struct fuse_lowlevel_ops ckfs_ops;
+
+#endif

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ckptfs command: `ckptfs mount`, `ckptfs umount`, and the bare
+ * `ckptfs SRC MNT -o ...` form used by mount.fuse3 and /etc/fstab.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mount_opts.h"
+#include "mount_run.h"
+
+#ifndef CKPTFS_VERSION
+#define CKPTFS_VERSION "0.1.0"
+#endif
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: ckptfs mount CKPT MNT [--world W --rank R] [--prefix KEY] [-f] [-d] [-s] [-o OPTS]\n"
+"       ckptfs CKPT MNT [-o world=W,rank=R,prefix=KEY,...]   (mount.fuse3 / fstab form)\n"
+"       ckptfs umount MNT\n"
+"       ckptfs --version | --help\n"
+"\n"
+"Mounts a distributed-training checkpoint as a read-only tree with one file\n"
+"per state key, each holding rank R's slice of a world of W ranks (dim-0\n"
+"split as torch.chunk(t, W, 0)[R]; one-element tensors and bytes entries\n"
+"whole).  Without --world the view is the whole checkpoint (W=1, R=0).\n"
+"\n"
+"  --world W, -o world=W    new world size (>= 1)\n"
+"  --rank R, -o rank=R      this rank (0 <= R < W)\n"
+"  --prefix KEY, -o prefix=KEY  only keys whose first path component is KEY\n"
+"  -f                       stay in the foreground\n"
+"  -d                       FUSE debug output (implies -f)\n"
+"  -s                       single-threaded\n"
+"  -o OPTS                  FUSE options (allow_other adds default_permissions);\n"
+"                           fstab's rw,ro,nodev,nosuid,noauto,user,_netdev,x-* are ignored\n");
+}
+
+static int do_umount(int argc, char **argv)
+{
+	pid_t pid;
+	int st;
+
+	if (argc != 1 || argv[0][0] == '-') {
+		fprintf(stderr, "usage: ckptfs umount MNT\n");
+		return 2;
+	}
+	pid = fork();
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", "-u", argv[0], (char *)NULL);
+		_exit(127);
+	}
+	if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+	    WEXITSTATUS(st) == 0)
+		return 0;
+	if (umount2(argv[0], 0) == 0)
+		return 0;
+	fprintf(stderr, "ckptfs: cannot unmount %s\n", argv[0]);
+	return 1;
+}
+
+static int do_mount(int argc, char **argv, const char *argv0)
+{
+	struct mount_opts o;
+	char err[512];
+	int rc;
+
+	if (mount_opts_parse(&o, argc, argv, err, sizeof(err))) {
+		fprintf(stderr, "ckptfs: %s\n", err);
+		mount_opts_destroy(&o);
+		return 2;
+	}
+	if (o.help) {
+		usage(stdout);
+		mount_opts_destroy(&o);
+		return 0;
+	}
+	rc = mount_run(&o, argv0);
+	mount_opts_destroy(&o);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+		printf("ckptfs %s\n", CKPTFS_VERSION);
+		return 0;
+	}
+	if (strcmp(argv[1], "mount") == 0)
+		return do_mount(argc - 2, argv + 2, argv[0]);
+	if (strcmp(argv[1], "umount") == 0 || strcmp(argv[1], "unmount") == 0)
+		return do_umount(argc - 2, argv + 2);
+	return do_mount(argc - 1, argv + 1, argv[0]);
+}

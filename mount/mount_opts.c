@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: MIT */
+/* Parsing mount options: see mount_opts.h. */
+#include "mount_opts.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Keys that fstab and mount(8) add and that mean nothing to a read-only
+ * view: accepted and ignored. */
+static const char *const ignored[] = {
+	"rw", "ro", "nodev", "dev", "nosuid", "suid", "noexec", "exec",
+	"noauto", "auto", "user", "nouser", "users", "owner", "group",
+	"_netdev", "defaults", "nofail", "async", "sync", "atime", "noatime",
+	"relatime", "norelatime", "strictatime", "lazytime", "nolazytime",
+	"diratime", "nodiratime", "silent", "loud", NULL,
+};
+
+static bool is_ignored(const char *kv)
+{
+	int i;
+
+	if (strncmp(kv, "x-", 2) == 0 || strncmp(kv, "comment=", 8) == 0)
+		return true;
+	for (i = 0; ignored[i]; i++) {
+		if (strcmp(kv, ignored[i]) == 0)
+			return true;
+	}
+	return false;
+}
+
+static int parse_u32(const char *s, uint32_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || !*s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > UINT32_MAX)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int append_fuse_opt(struct mount_opts *o, const char *kv)
+{
+	size_t old = o->fuse_opts ? strlen(o->fuse_opts) : 0;
+	char *p = realloc(o->fuse_opts, old + strlen(kv) + 2);
+
+	if (!p)
+		return -1;
+	if (old)
+		p[old++] = ',';
+	strcpy(p + old, kv);
+	o->fuse_opts = p;
+	return 0;
+}
+
+static int set_num(const char *what, const char *val, uint32_t *slot,
+		   bool *has, char *err, size_t errlen)
+{
+	if (parse_u32(val, slot)) {
+		snprintf(err, errlen, "%s must be a whole number, got '%s'",
+			 what, val ? val : "");
+		return -1;
+	}
+	*has = true;
+	return 0;
+}
+
+static int set_prefix(struct mount_opts *o, const char *val, char *err,
+		      size_t errlen)
+{
+	if (!val || !*val) {
+		snprintf(err, errlen, "prefix must not be empty");
+		return -1;
+	}
+	free(o->prefix);
+	o->prefix = strdup(val);
+	if (!o->prefix) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* One key or key=value from -o. */
+static int take_o(struct mount_opts *o, char *kv, char *err, size_t errlen)
+{
+	char *eq = strchr(kv, '=');
+	const char *val = eq ? eq + 1 : NULL;
+	size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
+
+	if (klen == 5 && strncmp(kv, "world", 5) == 0)
+		return set_num("world", val, &o->world, &o->has_world, err,
+			       errlen);
+	if (klen == 4 && strncmp(kv, "rank", 4) == 0)
+		return set_num("rank", val, &o->rank, &o->has_rank, err,
+			       errlen);
+	if (klen == 6 && strncmp(kv, "prefix", 6) == 0)
+		return set_prefix(o, val, err, errlen);
+	if (strcmp(kv, "debug") == 0) {
+		o->debug = true;
+		return 0;
+	}
+	if (strcmp(kv, "allow_other") == 0)
+		o->allow_other = true;
+	if (is_ignored(kv) || !*kv)
+		return 0;
+	if (append_fuse_opt(o, kv)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+static int take_o_list(struct mount_opts *o, const char *list, char *err,
+		       size_t errlen)
+{
+	char *copy = strdup(list), *save = NULL, *kv;
+	int rc = 0;
+
+	if (!copy) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (kv = strtok_r(copy, ",", &save); kv && !rc;
+	     kv = strtok_r(NULL, ",", &save))
+		rc = take_o(o, kv, err, errlen);
+	free(copy);
+	return rc;
+}
+
+/* --name VALUE or --name=VALUE; *i advances past what was used. */
+static const char *long_value(int argc, char **argv, int *i, const char *name)
+{
+	size_t n = strlen(name);
+
+	if (strncmp(argv[*i], name, n) != 0)
+		return NULL;
+	if (argv[*i][n] == '=')
+		return argv[*i] + n + 1;
+	if (argv[*i][n] == '\0' && *i + 1 < argc)
+		return argv[++*i];
+	if (argv[*i][n] == '\0')
+		return "";
+	return NULL;
+}
+
+int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
+		     size_t errlen)
+{
+	const char *v;
+	int i;
+
+	memset(o, 0, sizeof(*o));
+	for (i = 0; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			o->help = true;
+			return 0;
+		}
+		if (strcmp(a, "-f") == 0) {
+			o->foreground = true;
+		} else if (strcmp(a, "-d") == 0) {
+			o->debug = true;
+		} else if (strcmp(a, "-s") == 0) {
+			o->single_thread = true;
+		} else if (strcmp(a, "-o") == 0 || strncmp(a, "-o", 2) == 0) {
+			const char *list = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+
+			if (!list) {
+				snprintf(err, errlen, "-o needs a list of options");
+				return -1;
+			}
+			if (take_o_list(o, list, err, errlen))
+				return -1;
+		} else if ((v = long_value(argc, argv, &i, "--world"))) {
+			if (set_num("--world", v, &o->world, &o->has_world,
+				    err, errlen))
+				return -1;
+		} else if ((v = long_value(argc, argv, &i, "--rank"))) {
+			if (set_num("--rank", v, &o->rank, &o->has_rank, err,
+				    errlen))
+				return -1;
+		} else if ((v = long_value(argc, argv, &i, "--prefix"))) {
+			if (set_prefix(o, v, err, errlen))
+				return -1;
+		} else if (a[0] == '-' && a[1]) {
+			snprintf(err, errlen, "unknown option '%s' (see --help)", a);
+			return -1;
+		} else if (!o->src) {
+			o->src = a;
+		} else if (!o->mnt) {
+			o->mnt = a;
+		} else {
+			snprintf(err, errlen, "unexpected argument '%s'", a);
+			return -1;
+		}
+	}
+	if (!o->src || !o->mnt) {
+		snprintf(err, errlen, "need a checkpoint directory and a mount point (see --help)");
+		return -1;
+	}
+	if (o->has_world && o->world < 1) {
+		snprintf(err, errlen, "world must be at least 1, got 0");
+		return -1;
+	}
+	if (o->has_world && !o->has_rank) {
+		snprintf(err, errlen, "rank is required with world");
+		return -1;
+	}
+	if (!o->has_world) {
+		if (o->has_rank) {
+			snprintf(err, errlen, "world is required with rank");
+			return -1;
+		}
+		o->world = 1;
+		o->rank = 0;
+	}
+	if (o->rank >= o->world) {
+		snprintf(err, errlen, "rank %u is out of range: need 0 <= rank < world (%u)",
+			 o->rank, o->world);
+		return -1;
+	}
+	if (o->debug)
+		o->foreground = true;
+	return 0;
+}
+
+void mount_opts_destroy(struct mount_opts *o)
+{
+	free(o->prefix);
+	free(o->fuse_opts);
+	o->prefix = NULL;
+	o->fuse_opts = NULL;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Mount options: the `ckptfs mount SRC MNT --world W --rank R` form and
+ * the `ckptfs SRC MNT -o world=W,rank=R` form that mount.fuse3 and fstab
+ * use.  Our own keys are taken out; generic fstab keys are dropped; the
+ * rest goes to FUSE.
+ */
+#ifndef CKFS_MOUNT_OPTS_H
+#define CKFS_MOUNT_OPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct mount_opts {
+	const char *src;	/* borrowed from argv */
+	const char *mnt;	/* borrowed from argv */
+	uint32_t world, rank;
+	bool has_world, has_rank;
+	char *prefix;		/* owned, or NULL */
+	bool foreground, debug, single_thread, allow_other, help;
+	char *fuse_opts;	/* owned: comma-separated, or NULL */
+};
+
+/*
+ * Parse argv[0..argc) (the words after the subcommand).  Returns 0, or -1
+ * with a one-line reason in err.  Release with mount_opts_destroy() in
+ * either case.
+ */
+int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
+		     size_t errlen);
+
+void mount_opts_destroy(struct mount_opts *o);
+
+#endif

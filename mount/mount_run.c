@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The mount lifecycle.  Everything that can fail on input (metadata, data
+ * files, options, the view tree) is checked before fuse_session_mount(),
+ * so errors reach the terminal and no mount is left behind.  In the
+ * background form the parent returns only after the mount exists.
+ */
+#include "mount_run.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/datafiles.h"
+#include "../core/meta.h"
+#include "../core/view.h"
+#include "../fs/ops.h"
+
+#define ATTR_TIMEOUT 86400.0
+
+/* fsname=... with ',' and '\' escaped for fuse_opt. */
+static char *fsname_opt(const char *src)
+{
+	size_t n = strlen(src), i, o = 0;
+	char *s = malloc(2 * n + sizeof("fsname=ckptfs:"));
+
+	if (!s)
+		return NULL;
+	o = (size_t)sprintf(s, "fsname=ckptfs:");
+	for (i = 0; i < n; i++) {
+		if (src[i] == ',' || src[i] == '\\')
+			s[o++] = '\\';
+		s[o++] = src[i];
+	}
+	s[o] = '\0';
+	return s;
+}
+
+static int build_args(const struct mount_opts *o, const char *argv0,
+		      const char *src, struct fuse_args *args)
+{
+	char *fsname = fsname_opt(src);
+	int rc = -1;
+
+	if (!fsname)
+		return -1;
+	if (fuse_opt_add_arg(args, argv0) ||
+	    fuse_opt_add_arg(args, "-o") ||
+	    fuse_opt_add_arg(args, "ro,subtype=ckptfs"))
+		goto out_free;
+	if (fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, fsname))
+		goto out_free;
+	if (o->allow_other && (fuse_opt_add_arg(args, "-o") ||
+			       fuse_opt_add_arg(args, "default_permissions")))
+		goto out_free;
+	if (o->fuse_opts && (fuse_opt_add_arg(args, "-o") ||
+			     fuse_opt_add_arg(args, o->fuse_opts)))
+		goto out_free;
+	if (o->debug && fuse_opt_add_arg(args, "-d"))
+		goto out_free;
+	rc = 0;
+out_free:
+	free(fsname);
+	return rc;
+}
+
+static int serve(struct fuse_session *se, const struct mount_opts *o)
+{
+	struct fuse_loop_config *cfg;
+	int rc;
+
+	if (o->single_thread)
+		return fuse_session_loop(se);
+	cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(cfg, 0);
+	fuse_loop_cfg_set_idle_threads(cfg, 16);
+	fuse_loop_cfg_set_max_threads(cfg, 64);
+	rc = fuse_session_loop_mt(se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return rc;
+}
+
+int mount_run(const struct mount_opts *o, const char *argv0)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct ckpt_view_opts vo = { 0 };
+	struct ckpt_meta *meta = NULL;
+	struct ckpt_view *view = NULL;
+	struct fuse_session *se;
+	char src[PATH_MAX];
+	char err[1024];
+	struct ckfs fs;
+	int rc, status = 1;
+
+	if (!realpath(o->src, src)) {
+		fprintf(stderr, "ckptfs: %s: %s\n", o->src, strerror(errno));
+		return 1;
+	}
+	rc = ckpt_meta_open(src, &meta, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "ckptfs: %s\n", err);
+		return 1;
+	}
+	vo.world = o->world;
+	vo.rank = o->rank;
+	vo.prefix = o->prefix;
+	rc = ckpt_view_new(meta, &vo, &view, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "ckptfs: %s\n", err);
+		goto out_meta;
+	}
+	rc = ckpt_files_open(meta, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "ckptfs: %s\n", err);
+		goto out_view;
+	}
+	memset(&fs, 0, sizeof(fs));
+	fs.view = view;
+	fs.uid = getuid();
+	fs.gid = getgid();
+	fs.timeout = ATTR_TIMEOUT;
+	fs.debug = o->debug;
+	if (build_args(o, argv0, src, &args)) {
+		fprintf(stderr, "ckptfs: out of memory\n");
+		goto out_view;
+	}
+	se = fuse_session_new(&args, &ckfs_ops, sizeof(ckfs_ops), &fs);
+	if (!se) {
+		fprintf(stderr, "ckptfs: cannot start FUSE with these options (see above)\n");
+		goto out_args;
+	}
+	if (fuse_set_signal_handlers(se)) {
+		fprintf(stderr, "ckptfs: cannot install signal handlers\n");
+		goto out_session;
+	}
+	if (fuse_session_mount(se, o->mnt)) {
+		fprintf(stderr, "ckptfs: cannot mount on %s\n", o->mnt);
+		goto out_signals;
+	}
+	if (fuse_daemonize(o->foreground)) {
+		fprintf(stderr, "ckptfs: cannot go to the background\n");
+		goto out_unmount;
+	}
+	status = serve(se, o) ? 1 : 0;
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_args:
+	fuse_opt_free_args(&args);
+out_view:
+	ckpt_view_free(view);
+out_meta:
+	ckpt_meta_free(meta);
+	return status;
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Install the Debian packages ckptfs needs to build, test and demo, only
+# those missing.  Safe to run again; does nothing when all are there.
+set -euo pipefail
+
+pkgs=(build-essential pkg-config fuse3 libfuse3-dev libmsgpack-dev
+      libxxhash-dev bats python3-numpy python3-msgpack attr)
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+		missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "ckptfs: installing ${missing[*]}" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+	command -v sudo >/dev/null || {
+		echo "ckptfs: need root (or sudo) to install: ${missing[*]}" >&2
+		exit 1
+	}
+	sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
