@@ -991,9 +991,17 @@ int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 			*seen = true;
 		}
 		if (mp_skip(&c)) {
-			rc = corrupt(&ps, "top level");
+			rc = ckpt_errf(err, errlen, -EBADMSG,
+				       "%s: top-level field '%.*s': truncated or malformed msgpack (a length or count runs past the end)",
+				       name, (int)(kl > 64 ? 64 : kl), k);
 			goto out_free;
 		}
+	}
+	if (len >= 2 && buf[0] == 0x80 && buf[1] >= 2 && buf[1] <= 5) {
+		rc = ckpt_errf(err, errlen, -EINVAL,
+			       "%s: this is a Python pickle (PyTorch's own .metadata), not ckptfs's msgpack format '" CKPT_FORMAT_NAME "'",
+			       name);
+		goto out_free;
 	}
 	if (c.p != c.end) {
 		rc = ckpt_errf(err, errlen, -EINVAL,

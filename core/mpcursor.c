@@ -308,6 +308,9 @@ const char *mp_type_name(const struct mp_cursor *c)
 	if (mp_left(c) < 1)
 		return "end of data";
 	t = c->p[0];
+	if (t >= 0xe0 || (t >= 0xd0 && t <= 0xd3 && mp_left(c) > 1 &&
+			  (c->p[1] & 0x80)))
+		return "negative integer";
 	if (mp_is_int(c))
 		return "integer";
 	if (mp_is_str(c))

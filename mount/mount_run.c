@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,12 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		fprintf(stderr, "ckptfs: cannot start FUSE with these options (see above)\n");
 		goto out_args;
 	}
+	/* A shell starts background jobs with SIGINT ignored, and libfuse
+	 * only takes over signals left at their default: SIGINT and SIGTERM
+	 * must always unmount cleanly. */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
 	if (fuse_set_signal_handlers(se)) {
 		fprintf(stderr, "ckptfs: cannot install signal handlers\n");
 		goto out_session;
@@ -146,7 +153,10 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		fprintf(stderr, "ckptfs: cannot go to the background\n");
 		goto out_unmount;
 	}
-	status = serve(se, o) ? 1 : 0;
+	rc = serve(se, o);
+	/* libfuse's signal handler leaves the signal number as the loop's
+	 * result: SIGINT, SIGTERM and SIGHUP are a clean shutdown. */
+	status = (rc == 0 || rc == SIGINT || rc == SIGTERM || rc == SIGHUP) ? 0 : 1;
 out_unmount:
 	fuse_session_unmount(se);
 out_signals:

@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: MIT
+# Shared helpers for the end-to-end suites (after libfuse's
+# test/cases/lib/common.sh): start the daemon in the foreground in the
+# background, wait for the mount with a deadline, and in teardown unmount,
+# wait for the daemon and require that it exits 0.
+
+ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+CKPTFS=${CKPTFS:-$ROOT/build/ckptfs}
+PY=/usr/bin/python3
+GEN="$PY $ROOT/scripts/gen_ckpt.py"
+REF="$PY $ROOT/tests/reference.py"
+BAD="$PY $ROOT/tests/make_bad_ckpt.py"
+
+common_setup() {
+	TMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/ckptfs-test.XXXXXX")
+	MNT=$TMP/mnt
+	mkdir -p "$MNT"
+	DAEMON_PID=
+	MOUNTED=
+}
+
+common_teardown() {
+	local rc=0
+	stop_mount || rc=1
+	# Any daemonized mount a test made under $TMP.
+	for m in $(awk -v t="$TMP" 'index($2, t) == 1 { print $2 }' /proc/mounts); do
+		fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" || true
+		rc=1
+	done
+	wait_daemons_gone
+	rm -rf "$TMP"
+	return $rc
+}
+
+# start_mount CKPT MNT [ARGS...]: daemon in the foreground (-f), in the
+# background; returns once MNT is a mount point, fails early if it died.
+start_mount() {
+	local ckpt=$1 mnt=$2 deadline
+	shift 2
+	"$CKPTFS" mount "$ckpt" "$mnt" -f "$@" >>"$TMP/daemon.log" 2>&1 &
+	DAEMON_PID=$!
+	MOUNTED=$mnt
+	deadline=$((SECONDS + 20))
+	until mountpoint -q "$mnt"; do
+		if ! kill -0 "$DAEMON_PID" 2>/dev/null; then
+			wait "$DAEMON_PID" || true
+			echo "daemon died before mounting:"
+			cat "$TMP/daemon.log"
+			DAEMON_PID=
+			MOUNTED=
+			return 1
+		fi
+		if [ $SECONDS -ge $deadline ]; then
+			echo "mount did not appear within 20 s"
+			return 1
+		fi
+		sleep 0.05
+	done
+}
+
+# Unmount what start_mount mounted; the daemon must exit 0.
+stop_mount() {
+	local rc=0 deadline status=0
+	if [ -n "$MOUNTED" ] && mountpoint -q "$MOUNTED"; then
+		if ! fusermount3 -u "$MOUNTED" 2>/dev/null; then
+			sleep 0.5
+			fusermount3 -u "$MOUNTED" 2>/dev/null ||
+				{ fusermount3 -uz "$MOUNTED"; rc=1; }
+		fi
+	fi
+	if [ -n "$DAEMON_PID" ]; then
+		deadline=$((SECONDS + 10))
+		while kill -0 "$DAEMON_PID" 2>/dev/null && [ $SECONDS -lt $deadline ]; do
+			sleep 0.05
+		done
+		if kill -0 "$DAEMON_PID" 2>/dev/null; then
+			echo "daemon still running 10 s after unmount"
+			kill -9 "$DAEMON_PID"
+			rc=1
+		fi
+		wait "$DAEMON_PID" || status=$?
+		if [ "$status" -ne 0 ]; then
+			echo "daemon exited with status $status"
+			rc=1
+		fi
+	fi
+	DAEMON_PID=
+	MOUNTED=
+	if [ $rc -ne 0 ]; then
+		echo "daemon log:"
+		cat "$TMP/daemon.log" 2>/dev/null
+	fi
+	return $rc
+}
+
+# Wait (with a deadline) until no ckptfs daemon serves anything under $TMP.
+wait_daemons_gone() {
+	local deadline=$((SECONDS + 10))
+	while pgrep -f "ckptfs.* $TMP" >/dev/null && [ $SECONDS -lt $deadline ]; do
+		sleep 0.05
+	done
+	pkill -9 -f "ckptfs.* $TMP" 2>/dev/null || true
+}
+
+# mount, compare with the numpy reference, unmount.
+check_view() {
+	local ckpt=$1 w=$2 r=$3
+	shift 3
+	start_mount "$ckpt" "$MNT" --world "$w" --rank "$r" "$@"
+	run $REF check "$ckpt" "$MNT" --world "$w" --rank "$r" "$@"
+	echo "W=$w R=$r: $output"
+	stop_mount
+	[ "$status" -eq 0 ]
+}
+
+# `not CMD`: succeeds only when CMD fails.  (A bare `! CMD` does not stop
+# a bats test, since set -e ignores negated commands.)
+not() {
+	if "$@"; then
+		echo "expected to fail: $*"
+		return 1
+	fi
+	return 0
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The whole test run behind `make check`: for each build directory given
+# (plain, then sanitized), the C unit tests and the end-to-end bats suites
+# through real mounts.  Ends with one line "N passed, N failed".
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=23}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+total_p=0
+total_f=0
+log=$(mktemp)
+
+count() {	# count TAP lines of $log into the totals
+	local p f
+	p=$(grep -c '^ok ' "$log")
+	f=$(grep -c '^not ok ' "$log")
+	total_p=$((total_p + p))
+	total_f=$((total_f + f))
+	echo "== $1: $p passed, $f failed"
+}
+
+for b in "$@"; do
+	echo "== unit tests ($b)"
+	tests/run-unit.sh $(find "$b/tests" -name "test_*" -type f ! -name "*.d" | sort) | tee "$log"
+	count "unit ($b)"
+	echo "== end-to-end tests ($b)"
+	CKPTFS="$ROOT/$b/ckptfs" bats --tap tests/bats 2>&1 | tee "$log"
+	if ! grep -q '^1\.\.' "$log"; then
+		echo "not ok bats did not run ($b)" | tee -a "$log"
+	fi
+	count "bats ($b)"
+done
+rm -f "$log"
+left=$(grep -E ' fuse(\.[A-Za-z0-9_-]+)? ' /proc/mounts | awk '$2 ~ /ckptfs-test/ {print $2}')
+if [ -n "$left" ]; then
+	echo "not ok mounts left behind: $left"
+	total_f=$((total_f + 1))
+fi
+echo "$total_p passed, $total_f failed"
+[ "$total_f" -eq 0 ]

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of metadata parsing and validation (core/meta_parse.c,
+ * core/tiling.c): good images parse; every cut of a good image and
+ * hostile numbers are refused with a message, never a crash.
+ */
+#include <stdlib.h>
+
+#include "../../core/meta.h"
+#include "metabuild.h"
+#include "testhelp.h"
+
+static int parse(const msgpack_sbuffer *sb, char *err, size_t errlen)
+{
+	struct ckpt_meta *m = NULL;
+	int rc;
+
+	rc = ckpt_meta_parse((const uint8_t *)sb->data, sb->size, "x/.metadata",
+			     &m, err, errlen);
+	ckpt_meta_free(m);
+	return rc;
+}
+
+static void test_good_and_every_cut(void)
+{
+	uint64_t shape[2] = { 4, 6 };
+	struct mb_chunk ch[2] = { { { 0, 0 }, { 4, 3 } },
+				  { { 0, 3 }, { 4, 3 } } };
+	msgpack_sbuffer sb;
+	char err[512];
+	size_t full, cut;
+
+	msgpack_sbuffer_init(&sb);
+	mb_tensor_meta(&sb, shape, 2, ch, 2, "bfloat16", 2);
+	CHECK(parse(&sb, err, sizeof(err)) == 0);
+	full = sb.size;
+	for (cut = 0; cut < full; cut++) {
+		sb.size = cut;
+		err[0] = '\0';
+		CHECK(parse(&sb, err, sizeof(err)) < 0);
+		CHECK(strncmp(err, "x/.metadata: ", 13) == 0);
+	}
+	sb.size = full;
+	msgpack_sbuffer_destroy(&sb);
+}
+
+static void expect_reject(const uint64_t *shape, unsigned ndim,
+			  const struct mb_chunk *ch, unsigned nch,
+			  const char *want)
+{
+	msgpack_sbuffer sb;
+	char err[512] = "";
+
+	msgpack_sbuffer_init(&sb);
+	mb_tensor_meta(&sb, shape, ndim, ch, nch, "float32", 4);
+	CHECK(parse(&sb, err, sizeof(err)) < 0);
+	if (!strstr(err, want)) {
+		fprintf(stderr, "  want '%s' in '%s'\n", want, err);
+		CHECK(0);
+	}
+	msgpack_sbuffer_destroy(&sb);
+}
+
+static void test_tiling_rules(void)
+{
+	uint64_t shape[2] = { 6, 8 };
+	struct mb_chunk overlap[2] = { { { 0, 0 }, { 6, 8 } },
+				       { { 4, 0 }, { 2, 8 } } };
+	struct mb_chunk gap[2] = { { { 0, 0 }, { 3, 8 } },
+				   { { 4, 0 }, { 2, 8 } } };
+	struct mb_chunk outside[1] = { { { 0, 0 }, { 7, 8 } } };
+	struct mb_chunk wrap[2] = { { { 0, 0 }, { 6, 8 } },
+				    { { UINT64_MAX, 0 }, { 2, 8 } } };
+
+	expect_reject(shape, 2, overlap, 2,
+		      "chunk [4,0]+[2,8] overlaps chunk [0,0]+[6,8]");
+	expect_reject(shape, 2, gap, 2, "the tiling has a gap");
+	expect_reject(shape, 2, outside, 1, "lies outside the shape");
+	expect_reject(shape, 2, wrap, 2, "lies outside the shape");
+}
+
+static void test_overflowing_shape(void)
+{
+	uint64_t shape[3] = { UINT64_MAX / 2, 4, 4 };
+	uint64_t shape2[2] = { UINT64_MAX / 8 + 1, 1 };
+	struct mb_chunk ch[1] = { { { 0, 0, 0 }, { UINT64_MAX / 2, 4, 4 } } };
+	struct mb_chunk ch2[1] = { { { 0, 0 }, { UINT64_MAX / 8 + 1, 1 } } };
+
+	expect_reject(shape, 3, ch, 1, "element count overflows");
+	expect_reject(shape2, 2, ch2, 1, "byte size overflows");
+}
+
+static void test_not_a_map(void)
+{
+	static const uint8_t junk[] = { 0x93, 1, 2, 3 };
+	struct ckpt_meta *m = NULL;
+	char err[256];
+
+	CHECK(ckpt_meta_parse(junk, sizeof(junk), "j", &m, err,
+			      sizeof(err)) < 0 && !m);
+	CHECK(strstr(err, "expected a msgpack map") != NULL);
+	CHECK(ckpt_meta_parse(junk, 0, "j", &m, err, sizeof(err)) < 0);
+	CHECK(strstr(err, "empty file") != NULL);
+}
+
+int main(void)
+{
+	TEST(test_good_and_every_cut);
+	TEST(test_tiling_rules);
+	TEST(test_overflowing_shape);
+	TEST(test_not_a_map);
+	return TEST_REPORT();
+}
