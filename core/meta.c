@@ -116,8 +116,10 @@ void ckpt_meta_free(struct ckpt_meta *m)
 		if (m->files[i].fd >= 0)
 			close(m->files[i].fd);
 	}
-	if (m->dirfd >= 0)
+	if (m->dirfd >= 0) {
 		close(m->dirfd);
+		pthread_mutex_destroy(&m->fds.lock);
+	}
 	ckpt_strtab_destroy(&m->by_fqn);
 	free(m->entries);
 	free(m->chunks);

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -69,8 +70,23 @@ struct ckpt_file {
 	uint32_t path;		/* relative path, at meta->strings + path */
 	uint32_t need_entry;	/* the entry whose record ends last ... */
 	uint64_t need;		/* ... and where: the size the file needs */
-	int fd;			/* -1 until ckpt_files_open() */
-	uint64_t size;		/* its size when opened */
+	uint64_t size;		/* its size when validated */
+	uint64_t dev, ino;	/* its identity when validated */
+	/* The fd cache (core/datafiles.c); guarded by meta->fds.lock unless
+	 * every file stays open (fds.pinned). */
+	int fd;			/* -1 when not open */
+	uint32_t refs;		/* readers using fd now */
+	uint32_t lru_prev, lru_next;	/* CKPT_NONE-terminated */
+};
+
+/* The bounded cache of open data files. */
+struct ckpt_fdcache {
+	pthread_mutex_t lock;
+	bool pinned;		/* all files open for good: no locking */
+	bool follow_symlinks;
+	uint32_t cap;		/* most files open at once */
+	uint32_t nopen;		/* guarded by lock */
+	uint32_t lru_head, lru_tail;	/* most / least recently used */
 };
 
 struct ckpt_meta {
@@ -79,6 +95,7 @@ struct ckpt_meta {
 	uint64_t version;
 	struct timespec mtime;	/* of .metadata */
 	int dirfd;		/* -1 until ckpt_files_open() */
+	struct ckpt_fdcache fds;
 
 	struct ckpt_entry *entries;	/* in metadata order */
 	uint32_t nentries;

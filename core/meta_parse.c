@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -758,9 +759,10 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 				&m->files[m->nfiles].path);
 		if (rc)
 			goto out_files;
+		memset(&m->files[m->nfiles].need, 0,
+		       sizeof(struct ckpt_file) -
+		       offsetof(struct ckpt_file, need));
 		m->files[m->nfiles].fd = -1;
-		m->files[m->nfiles].need = 0;
-		m->files[m->nfiles].size = 0;
 		fi = ckpt_strtab_insert(&files, m->nfiles);
 		if (fi == UINT32_MAX) {
 			fi = m->nfiles++;

@@ -243,7 +243,7 @@ static int link_children(struct ckpt_view *v)
 	return 0;
 }
 
-int ckpt_view_new(const struct ckpt_meta *m, const struct ckpt_view_opts *o,
+int ckpt_view_new(struct ckpt_meta *m, const struct ckpt_view_opts *o,
 		  struct ckpt_view **out, char *err, size_t errlen)
 {
 	struct builder b = { .err = err, .errlen = errlen };

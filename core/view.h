@@ -33,7 +33,7 @@ struct ckpt_node {
 };
 
 struct ckpt_view {
-	const struct ckpt_meta *meta;	/* borrowed */
+	struct ckpt_meta *meta;		/* borrowed; reads use its fd cache */
 	uint32_t world, rank;
 	char *prefix;			/* owned copy, or NULL */
 	struct ckpt_node *nodes;
@@ -52,7 +52,7 @@ struct ckpt_view {
  * Returns 0 and sets *out (caller frees with ckpt_view_free(); m must
  * outlive it), or -errno with the reason in err.
  */
-int ckpt_view_new(const struct ckpt_meta *m, const struct ckpt_view_opts *o,
+int ckpt_view_new(struct ckpt_meta *m, const struct ckpt_view_opts *o,
 		  struct ckpt_view **out, char *err, size_t errlen);
 
 /* Accepts NULL. */

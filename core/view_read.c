@@ -15,7 +15,7 @@
 int ckpt_view_read(const struct ckpt_view *v, uint32_t node, uint64_t off,
 		   size_t len, void *buf, size_t *got)
 {
-	const struct ckpt_meta *m = v->meta;
+	struct ckpt_meta *m = v->meta;
 	const struct ckpt_entry *e;
 	struct ckpt_planner p;
 	struct ckpt_run run, cur = { 0 };

@@ -19,6 +19,7 @@ struct mount_opts {
 	bool has_world, has_rank;
 	char *prefix;		/* owned, or NULL */
 	bool foreground, debug, single_thread, allow_other, help;
+	bool follow_symlinks;	/* -o follow_symlinks */
 	char *fuse_opts;	/* owned: comma-separated, or NULL */
 };
 

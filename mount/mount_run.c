@@ -115,7 +115,8 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		fprintf(stderr, "ckptfs: %s\n", err);
 		goto out_meta;
 	}
-	rc = ckpt_files_open(meta, err, sizeof(err));
+	rc = ckpt_files_open(meta, o->follow_symlinks ? CKPT_FILES_FOLLOW_SYMLINKS : 0,
+			     0, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "ckptfs: %s\n", err);
 		goto out_view;

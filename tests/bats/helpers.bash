@@ -34,10 +34,16 @@ common_teardown() {
 
 # start_mount CKPT MNT [ARGS...]: daemon in the foreground (-f), in the
 # background; returns once MNT is a mount point, fails early if it died.
+# With FD_LIMIT=N set, the daemon runs under `ulimit -n N`.
 start_mount() {
 	local ckpt=$1 mnt=$2 deadline
 	shift 2
-	"$CKPTFS" mount "$ckpt" "$mnt" -f "$@" >>"$TMP/daemon.log" 2>&1 &
+	if [ -n "${FD_LIMIT:-}" ]; then
+		bash -c 'ulimit -n "$0" && exec "$@"' "$FD_LIMIT" \
+			"$CKPTFS" mount "$ckpt" "$mnt" -f "$@" >>"$TMP/daemon.log" 2>&1 &
+	else
+		"$CKPTFS" mount "$ckpt" "$mnt" -f "$@" >>"$TMP/daemon.log" 2>&1 &
+	fi
 	DAEMON_PID=$!
 	MOUNTED=$mnt
 	deadline=$((SECONDS + 20))

@@ -1,0 +1,139 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: MIT
+# Faults while mounted, concurrency, and the security options: truncated,
+# replaced and deleted data files, signals with open readers, a small fd
+# limit, a 16-process stress test, follow_symlinks and allow_other.
+
+load helpers
+
+setup() { common_setup; }
+teardown() { common_teardown; }
+
+@test "a data file truncated after mounting: EIO for its bytes, the rest keeps working" {
+	$BAD ok "$TMP/ckpt"
+	start_mount "$TMP/ckpt" "$MNT" --world 1 --rank 0
+	truncate -s 100 "$TMP/ckpt/__0_0.distcp"
+	run cat "$MNT/optim/state/w/exp_avg"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Input/output error"* ]]
+	run cat "$MNT/optim/param_groups"
+	[[ "$output" == *"Input/output error"* ]]
+	# The first 96 bytes (chunk 0) are still whole: an uncached read works.
+	run $PY -c 'import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY|os.O_DIRECT); print(len(os.pread(fd, 96, 0)))' "$MNT/optim/state/w/exp_avg"
+	[ "$output" = 96 ]
+	# Another data file is untouched.
+	[ "$(od -An -f "$MNT/optim/state/w/step" | tr -d ' ')" = 7 ]
+	kill -0 "$DAEMON_PID"
+	stop_mount
+}
+
+@test "data files replaced or deleted after mounting: old bytes or EIO, never new bytes" {
+	$GEN "$TMP/ckpt" --seed 21 --keys 300 --files 200
+	$REF paths "$TMP/ckpt" --world 2 --rank 1 > "$TMP/paths"
+	FD_LIMIT=64 start_mount "$TMP/ckpt" "$MNT" --world 2 --rank 1
+	# Expected bytes, computed before the change.
+	$PY -c '
+import sys, pickle; sys.path.insert(0, sys.argv[3])
+import reference
+pickle.dump(reference.expected(sys.argv[1], 2, 1), open(sys.argv[2], "wb"))' "$TMP/ckpt" "$TMP/exp.pkl" "$ROOT/tests"
+	i=0
+	for f in "$TMP"/ckpt/__*.distcp; do
+		i=$((i + 1))
+		if [ $((i % 2)) -eq 0 ]; then
+			head -c "$(stat -c %s "$f")" /dev/urandom > "$f.new"
+			mv "$f.new" "$f"
+		else
+			rm "$f"
+		fi
+	done
+	run $PY -c '
+import os, sys, pickle
+exp = pickle.load(open(sys.argv[2], "rb"))
+old = eio = 0
+for rel, want in exp.items():
+    try:
+        with open(os.path.join(sys.argv[1], rel), "rb") as fh:
+            got = fh.read()
+    except OSError as e:
+        assert e.errno == 5, (rel, e)
+        eio += 1
+        continue
+    assert got == want, rel + ": bytes of a different file"
+    old += 1
+print("old", old, "eio", eio)' "$MNT" "$TMP/exp.pkl"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	stop_mount
+}
+
+@test "ulimit -n 64 with 500 data files: every read still works" {
+	$GEN "$TMP/ckpt" --seed 5 --keys 700 --files 500 --max-elems 2000
+	[ "$(ls "$TMP/ckpt" | wc -l)" -eq 500 ]
+	FD_LIMIT=64 start_mount "$TMP/ckpt" "$MNT" --world 3 --rank 1
+	[ "$(ls /proc/$DAEMON_PID/fd | wc -l)" -le 64 ]
+	run $REF check "$TMP/ckpt" "$MNT" --world 3 --rank 1
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(ls /proc/$DAEMON_PID/fd | wc -l)" -le 64 ]
+	stop_mount
+}
+
+@test "SIGTERM with a reader holding a file open unmounts within seconds" {
+	$BAD ok "$TMP/ckpt"
+	start_mount "$TMP/ckpt" "$MNT" --world 2 --rank 0
+	sleep 30 < "$MNT/optim/state/w/exp_avg" &
+	holder=$!
+	kill -TERM "$DAEMON_PID"
+	for i in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
+	kill "$holder" || true
+	not kill -0 "$DAEMON_PID" 2>/dev/null
+	wait "$DAEMON_PID"
+	DAEMON_PID=
+	not mountpoint -q "$MNT"
+}
+
+@test "16 processes of random preads, O_DIRECT and mmap reads: zero mismatches" {
+	$GEN "$TMP/ckpt" --seed 8 --keys 40 --max-elems 300000
+	start_mount "$TMP/ckpt" "$MNT" --world 3 --rank 1
+	run $PY "$ROOT/tests/stress.py" "$TMP/ckpt" "$MNT" --world 3 --rank 1 --procs 16 --seconds 5
+	echo "$output"
+	[ "$status" -eq 0 ]
+	kill -0 "$DAEMON_PID"
+	stop_mount
+}
+
+@test "a symlink leading outside is refused unless -o follow_symlinks" {
+	$BAD symlink_outside "$TMP/ckpt"
+	run "$CKPTFS" mount "$TMP/ckpt" "$MNT" --world 2 --rank 0
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"__1_0.distcp: key 'optim.state.w.step': data file leads outside the checkpoint directory"* ]]
+	start_mount "$TMP/ckpt" "$MNT" --world 2 --rank 0 -o follow_symlinks
+	[ "$(od -An -f "$MNT/optim/state/w/step" | tr -d ' ')" = 7 ]
+	stop_mount
+}
+
+@test "a symlink inside the checkpoint is followed" {
+	$BAD ok "$TMP/ckpt"
+	mkdir "$TMP/ckpt/shards"
+	mv "$TMP/ckpt/__1_0.distcp" "$TMP/ckpt/shards/"
+	ln -s shards/__1_0.distcp "$TMP/ckpt/__1_0.distcp"
+	start_mount "$TMP/ckpt" "$MNT" --world 2 --rank 0
+	[ "$(od -An -f "$MNT/optim/state/w/step" | tr -d ' ')" = 7 ]
+	stop_mount
+}
+
+@test "allow_other is off by default; given, it adds default_permissions" {
+	$BAD ok "$TMP/ckpt"
+	start_mount "$TMP/ckpt" "$MNT"
+	opts=$(awk -v m="$MNT" '$2 == m { print $4 }' /proc/mounts)
+	echo "$opts"
+	[[ "$opts" != *allow_other* ]]
+	[[ "$opts" == ro,* ]]
+	stop_mount
+	start_mount "$TMP/ckpt" "$MNT" -o allow_other
+	opts=$(awk -v m="$MNT" '$2 == m { print $4 }' /proc/mounts)
+	echo "$opts"
+	[[ "$opts" == *default_permissions* ]]
+	[[ "$opts" == *allow_other* ]]
+	stop_mount
+}
