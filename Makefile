@@ -44,10 +44,13 @@ MOUNT_OBJ := $(MOUNT_SRC:%.c=$(O)/%.o)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 
 BIN := $(O)/ckptfs
+FUZZ_REPLAY := $(O)/tests/test_fuzz_replay
+FUZZ_TIME ?= 60
+FUZZ_CC ?= clang
 
-.PHONY: all help deps check test unit bats demo install clean check-layers
+.PHONY: all help deps check test unit bats demo install clean check-layers fuzz
 
-all: $(BIN) $(UNIT_BIN)
+all: $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY)
 
 help:
 	@echo "make            build $(BIN) and the unit tests"
@@ -55,6 +58,7 @@ help:
 	@echo "make check      install what is missing, build, run every test (plain and SAN=address,undefined)"
 	@echo "make unit       run the C unit tests of core/"
 	@echo "make bats       run the end-to-end tests through a real mount"
+	@echo "make fuzz       libFuzzer (clang) on the metadata parser, validator and planner for FUZZ_TIME=$(FUZZ_TIME) s"
 	@echo "make deps       install the Debian packages ckptfs needs (apt-get)"
 	@echo "make install    install ckptfs into \$$DESTDIR\$$PREFIX/bin (and mount.fuse helper link)"
 	@echo "make clean      remove build outputs"
@@ -77,6 +81,24 @@ $(O)/tests/test_%: tests/unit/test_%.c tests/unit/testhelp.h $(CORE_OBJ)
 	@$(if $(Q),echo "  CC    $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CORE_OBJ) $(LDLIBS)
 
+$(FUZZ_REPLAY): tests/fuzz/fuzz_meta.c tests/fuzz/replay.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC    $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ tests/fuzz/fuzz_meta.c tests/fuzz/replay.c $(CORE_OBJ) $(LDLIBS)
+
+# libFuzzer build of the same target; new crashes land in tests/fuzz/crashes/
+# (commit them: `make check` replays them).
+build-fuzz/fuzz_meta: tests/fuzz/fuzz_meta.c $(CORE_SRC) $(wildcard core/*.h)
+	@mkdir -p build-fuzz
+	$(Q)$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -O1 \
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+		-o $@ tests/fuzz/fuzz_meta.c $(CORE_SRC) -lxxhash -lpthread
+
+fuzz: build-fuzz/fuzz_meta
+	@mkdir -p build-fuzz/corpus tests/fuzz/crashes
+	$(Q)build-fuzz/fuzz_meta -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
+		-artifact_prefix=tests/fuzz/crashes/ build-fuzz/corpus tests/fuzz/corpus
+
 # core/ must never depend on FUSE.
 check-layers: $(CORE_OBJ)
 	$(Q)if nm -u $(CORE_OBJ) | grep -q 'fuse_'; then \
@@ -96,6 +118,7 @@ bats: $(BIN)
 check: deps
 	$(Q)$(MAKE) --no-print-directory all check-layers
 	$(Q)$(MAKE) --no-print-directory SAN=address,undefined all
+	$(Q)$(MAKE) --no-print-directory SAN=thread O=build-tsan build-tsan/ckptfs
 	$(Q)tests/run-all.sh build build-san
 
 test: check
@@ -109,6 +132,6 @@ install: $(BIN)
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/ckptfs
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan build-fuzz
 
--include $(wildcard build/*/*.d build/tests/*.d build-san/*/*.d build-san/tests/*.d)
+-include $(wildcard $(O)/*/*.d $(O)/tests/*.d)

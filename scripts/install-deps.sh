@@ -5,7 +5,8 @@
 set -euo pipefail
 
 pkgs=(build-essential pkg-config fuse3 libfuse3-dev libmsgpack-dev
-      libxxhash-dev bats python3-numpy python3-msgpack attr)
+      libxxhash-dev bats python3-numpy python3-msgpack attr valgrind clang
+      libclang-rt-14-dev)
 
 missing=()
 for p in "${pkgs[@]}"; do

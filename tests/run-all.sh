@@ -32,6 +32,30 @@ for b in "$@"; do
 	fi
 	count "bats ($b)"
 done
+
+# Memory errors the sanitizers cannot see in the plain build: valgrind runs
+# the unit tests of the first build given.
+if command -v valgrind >/dev/null; then
+	echo "== valgrind ($1)"
+	: > "$log"
+	for t in $(find "$1/tests" -name "test_*" -type f ! -name "*.d" | sort); do
+		if valgrind -q --error-exitcode=99 --leak-check=full "$t" >/dev/null 2>"$log.vg"; then
+			echo "ok valgrind $(basename "$t")" | tee -a "$log"
+		else
+			echo "not ok valgrind $(basename "$t")" | tee -a "$log"
+			cat "$log.vg"
+		fi
+	done
+	rm -f "$log.vg"
+	count "valgrind ($1)"
+fi
+
+# The stress test once more, against a ThreadSanitizer build of the daemon.
+if [ -x build-tsan/ckptfs ]; then
+	echo "== ThreadSanitizer stress"
+	tests/tsan-stress.sh build-tsan/ckptfs | tee "$log"
+	count "tsan"
+fi
 rm -f "$log"
 left=$(grep -E ' fuse(\.[A-Za-z0-9_-]+)? ' /proc/mounts | awk '$2 ~ /ckptfs-test/ {print $2}')
 if [ -n "$left" ]; then

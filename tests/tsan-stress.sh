@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The concurrency stress test against a ThreadSanitizer build of the daemon
+# (make SAN=thread O=build-tsan), with 500 data files under `ulimit -n 64`
+# so the locked fd-cache path is exercised too.  Prints a TAP line.
+#     tests/tsan-stress.sh build-tsan/ckptfs
+set -u
+BIN=$1
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TMP=$(mktemp -d /tmp/ckptfs-test.XXXXXX)
+MNT=$TMP/mnt
+mkdir -p "$MNT"
+fail() { echo "not ok tsan stress: $*"; cat "$TMP"/tsan.* 2>/dev/null | head -60; }
+cleanup() {
+	mountpoint -q "$MNT" && { fusermount3 -u "$MNT" || fusermount3 -uz "$MNT"; }
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+/usr/bin/python3 "$ROOT/scripts/gen_ckpt.py" "$TMP/ckpt" --seed 5 --keys 700 --files 500 --max-elems 4000
+bash -c 'ulimit -n 64 && exec "$@"' _ env TSAN_OPTIONS="halt_on_error=0 exitcode=66 log_path=$TMP/tsan" \
+	"$BIN" mount "$TMP/ckpt" "$MNT" --world 3 --rank 1 -f >"$TMP/daemon.log" 2>&1 &
+pid=$!
+for _ in $(seq 400); do mountpoint -q "$MNT" && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+if ! mountpoint -q "$MNT"; then fail "mount did not come up"; cat "$TMP/daemon.log"; exit 1; fi
+out=$(/usr/bin/python3 "$ROOT/tests/stress.py" "$TMP/ckpt" "$MNT" --world 3 --rank 1 --procs 16 --seconds 5)
+src=$?
+fusermount3 -u "$MNT"
+wait $pid
+drc=$?
+if [ $src -ne 0 ]; then fail "$out"; exit 1; fi
+if [ $drc -ne 0 ] || ls "$TMP"/tsan.* >/dev/null 2>&1; then fail "daemon exited $drc with reports"; exit 1; fi
+echo "ok tsan stress: $out, no data races reported"
