@@ -251,6 +251,27 @@ static int check_tensor_geometry(struct parser *ps, struct ckpt_entry *e,
 	return 0;
 }
 
+/* The "chunks" array of tensor entry e, whose dims are known. */
+static int parse_chunks(struct parser *ps, struct mp_cursor *c,
+			struct ckpt_entry *e, const char *where)
+{
+	uint32_t nch, j;
+	int rc;
+
+	rc = mp_read_array(c, &nch);
+	if (rc == -EPROTO)
+		return type_error(ps, where, "chunks", "array", c);
+	if (rc)
+		return corrupt(ps, where);
+	for (j = 0; j < nch; j++) {
+		rc = parse_chunk(ps, c, e, j, where);
+		if (rc)
+			return rc;
+	}
+	e->nchunks = nch;
+	return 0;
+}
+
 /* One "FQN: ENTRY" of state_dict_metadata. */
 static int parse_entry(struct parser *ps, struct mp_cursor *c,
 		       struct ckpt_entry *e)
@@ -258,13 +279,14 @@ static int parse_entry(struct parser *ps, struct mp_cursor *c,
 	struct ckpt_meta *m = ps->m;
 	const char *fqn = m->strings + e->fqn;
 	const char *k, *s;
-	uint32_t n, i, len, slen, nch, j;
+	uint32_t n, i, len, slen, nch;
 	bool have_type = false, have_dtype = false, have_size = false;
-	bool have_chunks = false;
+	bool have_chunks = false, chunks_done = false;
 	struct mp_cursor chunks_at = { 0 };
 	char where[96 + 64];
 	int rc;
 
+	e->chunk_first = m->nchunks;
 	snprintf(where, sizeof(where), "key '%.96s'", fqn);
 	rc = mp_read_map(c, &n);
 	if (rc == -EPROTO)
@@ -277,6 +299,10 @@ static int parse_entry(struct parser *ps, struct mp_cursor *c,
 		if (mp_read_str(c, &k, &len))
 			return type_error(ps, where, "(key)", "string", c);
 		if (str_is(k, len, "type")) {
+			if (have_type)
+				return ckpt_errf(ps->err, ps->errlen, -EINVAL,
+						 "%s: %s: field 'type' given twice",
+						 ps->name, where);
 			if (mp_read_str(c, &s, &slen))
 				return type_error(ps, where, "type", "string", c);
 			if (str_is(s, slen, "tensor"))
@@ -307,11 +333,23 @@ static int parse_entry(struct parser *ps, struct mp_cursor *c,
 			e->ndim = (uint8_t)nch;
 			have_size = true;
 		} else if (str_is(k, len, "chunks")) {
-			/* Parsed after the loop: the dims must be known. */
+			/* Chunks need the dims: parsed now when "size" came
+			 * first (the usual order), else after the loop. */
+			if (have_chunks)
+				return ckpt_errf(ps->err, ps->errlen, -EINVAL,
+						 "%s: %s: field 'chunks' given twice",
+						 ps->name, where);
 			chunks_at = *c;
 			have_chunks = true;
-			if (mp_skip(c))
+			if (have_size && have_type &&
+			    e->kind == CKPT_KIND_TENSOR) {
+				rc = parse_chunks(ps, c, e, where);
+				if (rc)
+					return rc;
+				chunks_done = true;
+			} else if (mp_skip(c)) {
 				return corrupt(ps, where);
+			}
 		} else if (str_is(k, len, "requires_grad")) {
 			if (mp_read_bool(c, &e->requires_grad))
 				return type_error(ps, where, "requires_grad",
@@ -323,7 +361,6 @@ static int parse_entry(struct parser *ps, struct mp_cursor *c,
 	if (!have_type)
 		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
 				 "%s: %s: missing field 'type'", ps->name, where);
-	e->chunk_first = m->nchunks;
 	if (e->kind == CKPT_KIND_BYTES) {
 		/* One pseudo-chunk carries the record. */
 		if (grow((void **)&m->chunks, &ps->cap_chunks,
@@ -341,17 +378,11 @@ static int parse_entry(struct parser *ps, struct mp_cursor *c,
 		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
 				 "%s: %s: missing field '%s'", ps->name, where,
 				 !have_dtype ? "dtype" : !have_size ? "size" : "chunks");
-	rc = mp_read_array(&chunks_at, &nch);
-	if (rc == -EPROTO)
-		return type_error(ps, where, "chunks", "array", &chunks_at);
-	if (rc)
-		return corrupt(ps, where);
-	for (j = 0; j < nch; j++) {
-		rc = parse_chunk(ps, &chunks_at, e, j, where);
+	if (!chunks_done) {
+		rc = parse_chunks(ps, &chunks_at, e, where);
 		if (rc)
 			return rc;
 	}
-	e->nchunks = nch;
 	return check_tensor_geometry(ps, e, fqn);
 }
 
@@ -615,7 +646,12 @@ static int record_chunk(struct parser *ps, struct record *r, uint32_t ri,
 	int rc;
 
 	snprintf(where, sizeof(where), "storage_data[%" PRIu32 "]", ri);
-	idx = ckpt_strtab_find(&m->by_fqn, 0, r->fqn, r->fqn_len);
+	/* Records of one key usually follow each other. */
+	if (*pe && (*pe)->fqn_len == r->fqn_len &&
+	    memcmp(m->strings + (*pe)->fqn, r->fqn, r->fqn_len) == 0)
+		idx = (uint32_t)(*pe - m->entries);
+	else
+		idx = ckpt_strtab_find(&m->by_fqn, 0, r->fqn, r->fqn_len);
 	if (idx == UINT32_MAX)
 		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
 				 "%s: %s: record for unknown key '%.*s'",
@@ -682,8 +718,9 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 {
 	struct ckpt_meta *m = ps->m;
 	struct ckpt_strtab files;
+	struct ckpt_entry *e = NULL;
 	size_t cap_files = 0;
-	uint32_t n, i, fi;
+	uint32_t n, i, fi = CKPT_NONE;
 	struct record r;
 	char a[256], b[256];
 	int rc;
@@ -696,7 +733,6 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 	if (ckpt_strtab_init(&files, n, file_key, m))
 		return oom(ps);
 	for (i = 0; i < n; i++) {
-		struct ckpt_entry *e = NULL;
 		struct ckpt_chunk *ch = NULL;
 		uint64_t end, want;
 
@@ -749,26 +785,29 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 				       r.path);
 			goto out_files;
 		}
-		/* Intern the path. */
-		if (grow((void **)&m->files, &cap_files, (size_t)m->nfiles + 1,
-			 sizeof(*m->files))) {
-			rc = oom(ps);
-			goto out_files;
-		}
-		rc = add_string(ps, r.path, r.path_len,
-				&m->files[m->nfiles].path);
-		if (rc)
-			goto out_files;
-		memset(&m->files[m->nfiles].need, 0,
-		       sizeof(struct ckpt_file) -
-		       offsetof(struct ckpt_file, need));
-		m->files[m->nfiles].fd = -1;
-		fi = ckpt_strtab_insert(&files, m->nfiles);
+		/* Intern the path; records of one file often follow each
+		 * other. */
+		if (fi == CKPT_NONE ||
+		    strncmp(m->strings + m->files[fi].path, r.path,
+			    r.path_len) != 0 ||
+		    m->strings[m->files[fi].path + r.path_len] != '\0')
+			fi = ckpt_strtab_find(&files, 0, r.path, r.path_len);
 		if (fi == UINT32_MAX) {
+			if (grow((void **)&m->files, &cap_files,
+				 (size_t)m->nfiles + 1, sizeof(*m->files))) {
+				rc = oom(ps);
+				goto out_files;
+			}
+			rc = add_string(ps, r.path, r.path_len,
+					&m->files[m->nfiles].path);
+			if (rc)
+				goto out_files;
+			memset(&m->files[m->nfiles].need, 0,
+			       sizeof(struct ckpt_file) -
+			       offsetof(struct ckpt_file, need));
+			m->files[m->nfiles].fd = -1;
 			fi = m->nfiles++;
-		} else {
-			/* Already known: drop the copy just added. */
-			m->strings_len -= r.path_len + 1;
+			ckpt_strtab_insert(&files, fi);
 		}
 		if (end >= m->files[fi].need) {
 			m->files[fi].need = end;
@@ -906,18 +945,70 @@ static int parse_planner_data(struct parser *ps, struct mp_cursor *c)
 	return 0;
 }
 
+/* The three big sections, parsed as soon as what they depend on is known
+ * (the header first, then state_dict_metadata), so a file written in the
+ * usual order is read in one pass. */
+struct sections {
+	struct mp_cursor at[3];
+	bool seen[3], done[3];
+};
+
+enum { SEC_SDM, SEC_SD, SEC_PD };
+
+static const char *const section_names[] = {
+	[SEC_SDM] = "state_dict_metadata",
+	[SEC_SD] = "storage_data",
+	[SEC_PD] = "planner_data",
+};
+
+static int parse_section(struct parser *ps, int which, struct mp_cursor *c)
+{
+	int rc;
+
+	switch (which) {
+	case SEC_SDM:
+		rc = parse_state_dict_metadata(ps, c);
+		return rc ? rc : order_and_tile(ps);
+	case SEC_SD:
+		return parse_storage_data(ps, c);
+	default:
+		return parse_planner_data(ps, c);
+	}
+}
+
+static bool can_parse(const struct sections *s, int which, bool header_ok)
+{
+	return header_ok && (which == SEC_SDM || s->done[SEC_SDM]);
+}
+
+/* Parse every section seen earlier whose dependencies are now met. */
+static int parse_pending(struct parser *ps, struct sections *s, bool header_ok)
+{
+	int which, rc;
+
+	for (which = SEC_SDM; which <= SEC_PD; which++) {
+		if (!s->seen[which] || s->done[which] ||
+		    !can_parse(s, which, header_ok))
+			continue;
+		rc = parse_section(ps, which, &s->at[which]);
+		if (rc)
+			return rc;
+		s->done[which] = true;
+	}
+	return 0;
+}
+
 int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 		    struct ckpt_meta **out, char *err, size_t errlen)
 {
 	struct mp_cursor c = { buf, buf + len };
-	struct mp_cursor sdm = { 0 }, sd = { 0 }, pd = { 0 };
-	bool have_format = false, have_version = false;
-	bool have_sdm = false, have_sd = false, have_pd = false;
+	bool have_format = false, have_version = false, header_ok;
+	struct sections sec = { 0 };
 	struct parser ps = { 0 };
 	struct ckpt_meta *m;
 	const char *k, *s;
 	uint32_t n, i, kl, sl;
-	int rc;
+	int rc, which;
 
 	*out = NULL;
 	m = calloc(1, sizeof(*m));
@@ -929,6 +1020,12 @@ int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 	ps.err = err;
 	ps.errlen = errlen;
 
+	if (len >= 2 && buf[0] == 0x80 && buf[1] >= 2 && buf[1] <= 5) {
+		rc = ckpt_errf(err, errlen, -EINVAL,
+			       "%s: this is a Python pickle (PyTorch's own .metadata), not ckptfs's msgpack format '" CKPT_FORMAT_NAME "'",
+			       name);
+		goto out_free;
+	}
 	rc = mp_read_map(&c, &n);
 	if (rc) {
 		rc = ckpt_errf(err, errlen, -EINVAL,
@@ -937,9 +1034,6 @@ int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 		goto out_free;
 	}
 	for (i = 0; i < n; i++) {
-		struct mp_cursor *slot = NULL;
-		bool *seen = NULL;
-
 		if (mp_read_str(&c, &k, &kl)) {
 			rc = ckpt_errf(err, errlen, -EINVAL,
 				       "%s: top level: key %" PRIu32
@@ -969,28 +1063,40 @@ int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 						"unsigned integer", &c);
 				goto out_free;
 			}
+			if (m->version != CKPT_FORMAT_VERSION) {
+				rc = ckpt_errf(err, errlen, -ENOTSUP,
+					       "%s: format version %" PRIu64
+					       " is not supported (this ckptfs reads version %d)",
+					       name, m->version, CKPT_FORMAT_VERSION);
+				goto out_free;
+			}
 			have_version = true;
 			continue;
 		}
-		if (str_is(k, kl, "state_dict_metadata")) {
-			slot = &sdm;
-			seen = &have_sdm;
-		} else if (str_is(k, kl, "storage_data")) {
-			slot = &sd;
-			seen = &have_sd;
-		} else if (str_is(k, kl, "planner_data")) {
-			slot = &pd;
-			seen = &have_pd;
+		header_ok = have_format && have_version;
+		for (which = SEC_SDM; which <= SEC_PD; which++) {
+			if (str_is(k, kl, section_names[which]))
+				break;
 		}
-		if (slot) {
-			if (*seen) {
+		if (which <= SEC_PD) {
+			if (sec.seen[which]) {
 				rc = ckpt_errf(err, errlen, -EINVAL,
-					       "%s: top-level key '%.*s' appears twice",
-					       name, (int)kl, k);
+					       "%s: top-level key '%s' appears twice",
+					       name, section_names[which]);
 				goto out_free;
 			}
-			*slot = c;
-			*seen = true;
+			sec.seen[which] = true;
+			sec.at[which] = c;
+			if (can_parse(&sec, which, header_ok)) {
+				rc = parse_section(&ps, which, &c);
+				if (rc)
+					goto out_free;
+				sec.done[which] = true;
+				rc = parse_pending(&ps, &sec, header_ok);
+				if (rc)
+					goto out_free;
+				continue;
+			}
 		}
 		if (mp_skip(&c)) {
 			rc = ckpt_errf(err, errlen, -EBADMSG,
@@ -999,49 +1105,26 @@ int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 			goto out_free;
 		}
 	}
-	if (len >= 2 && buf[0] == 0x80 && buf[1] >= 2 && buf[1] <= 5) {
-		rc = ckpt_errf(err, errlen, -EINVAL,
-			       "%s: this is a Python pickle (PyTorch's own .metadata), not ckptfs's msgpack format '" CKPT_FORMAT_NAME "'",
-			       name);
-		goto out_free;
-	}
 	if (c.p != c.end) {
 		rc = ckpt_errf(err, errlen, -EINVAL,
 			       "%s: %zu bytes of trailing data after the metadata map",
 			       name, mp_left(&c));
 		goto out_free;
 	}
-	if (!have_format || !have_version || !have_sdm || !have_sd) {
+	if (!have_format || !have_version || !sec.seen[SEC_SDM] ||
+	    !sec.seen[SEC_SD]) {
 		rc = ckpt_errf(err, errlen, -EINVAL,
 			       "%s: missing required field '%s'", name,
 			       !have_format ? "format" : !have_version ? "version" :
-			       !have_sdm ? "state_dict_metadata" : "storage_data");
+			       !sec.seen[SEC_SDM] ? "state_dict_metadata" : "storage_data");
 		goto out_free;
 	}
-	if (m->version != CKPT_FORMAT_VERSION) {
-		rc = ckpt_errf(err, errlen, -ENOTSUP,
-			       "%s: format version %" PRIu64
-			       " is not supported (this ckptfs reads version %d)",
-			       name, m->version, CKPT_FORMAT_VERSION);
-		goto out_free;
-	}
-	rc = parse_state_dict_metadata(&ps, &sdm);
-	if (rc)
-		goto out_free;
-	rc = order_and_tile(&ps);
-	if (rc)
-		goto out_free;
-	rc = parse_storage_data(&ps, &sd);
+	rc = parse_pending(&ps, &sec, true);
 	if (rc)
 		goto out_free;
 	rc = check_all_recorded(&ps);
 	if (rc)
 		goto out_free;
-	if (have_pd) {
-		rc = parse_planner_data(&ps, &pd);
-		if (rc)
-			goto out_free;
-	}
 	*out = m;
 	return 0;
 out_free:

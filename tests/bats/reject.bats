@@ -67,7 +67,7 @@ refuse() {
 @test "a pickle instead of msgpack" { refuse not_msgpack "this is a Python pickle"; }
 @test "empty .metadata" { refuse empty_metadata "got an empty file"; }
 @test "1 GiB .metadata is refused by the size cap" { refuse huge_metadata "more than the 536870912-byte metadata limit"; }
-@test "a count of 2^32-1 entries" { refuse huge_count "top-level field 'state_dict_metadata': truncated or malformed msgpack"; }
+@test "a count of 2^32-1 entries" { refuse huge_count "state_dict_metadata: truncated or malformed msgpack"; }
 
 @test "no .metadata at all" {
 	mkdir -p "$TMP/ckpt"
