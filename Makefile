@@ -48,9 +48,9 @@ FUZZ_REPLAY := $(O)/tests/test_fuzz_replay
 FUZZ_TIME ?= 60
 FUZZ_CC ?= clang
 
-.PHONY: all help deps check test unit bats demo install clean check-layers fuzz
+.PHONY: all help deps check test unit bats demo install clean check-layers fuzz bench
 
-all: $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY)
+all: $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY) $(O)/ceilfs
 
 help:
 	@echo "make            build $(BIN) and the unit tests"
@@ -58,6 +58,7 @@ help:
 	@echo "make check      install what is missing, build, run every test (plain and SAN=address,undefined)"
 	@echo "make unit       run the C unit tests of core/"
 	@echo "make bats       run the end-to-end tests through a real mount"
+	@echo "make bench      throughput vs raw pread and a minimal FUSE ceiling (>= 2 GiB checkpoints; BENCH_ARGS=...)"
 	@echo "make fuzz       libFuzzer (clang) on the metadata parser, validator and planner for FUZZ_TIME=$(FUZZ_TIME) s"
 	@echo "make deps       install the Debian packages ckptfs needs (apt-get)"
 	@echo "make install    install ckptfs into \$$DESTDIR\$$PREFIX/bin (and mount.fuse helper link)"
@@ -98,6 +99,16 @@ fuzz: build-fuzz/fuzz_meta
 	@mkdir -p build-fuzz/corpus tests/fuzz/crashes
 	$(Q)build-fuzz/fuzz_meta -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
 		-artifact_prefix=tests/fuzz/crashes/ build-fuzz/corpus tests/fuzz/corpus
+
+$(O)/ceilfs: scripts/bench/ceilfs.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS)
+
+# Throughput against baselines measured in the same run; not part of check.
+bench: deps $(BIN) $(O)/ceilfs
+	$(Q)command -v gnuplot >/dev/null || scripts/install-deps.sh gnuplot-nox
+	$(Q)/usr/bin/python3 scripts/bench/bench.py --ckptfs $(abspath $(BIN)) \
+		--ceilfs $(abspath $(O)/ceilfs) $(BENCH_ARGS)
 
 # core/ must never depend on FUSE.
 check-layers: $(CORE_OBJ)

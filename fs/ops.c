@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,6 +17,42 @@
 #include "../core/meta.h"
 
 #define READ_MAX ((size_t)1 << 20)
+
+/* One read buffer per serving thread, kept for the thread's life: no
+ * malloc per request, and daemon memory bounded by threads x request size
+ * whatever is read. */
+static pthread_key_t buf_key;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+
+struct tbuf {
+	size_t cap;
+	char data[];
+};
+
+static void buf_key_init(void)
+{
+	pthread_key_create(&buf_key, free);
+}
+
+/* A buffer of at least size bytes, owned by the calling thread; NULL on
+ * out-of-memory. */
+static char *thread_buf(size_t size)
+{
+	struct tbuf *b;
+
+	pthread_once(&buf_once, buf_key_init);
+	b = pthread_getspecific(buf_key);
+	if (b && b->cap >= size)
+		return b->data;
+	free(b);
+	pthread_setspecific(buf_key, NULL);
+	b = malloc(sizeof(*b) + (size < READ_MAX ? READ_MAX : size));
+	if (!b)
+		return NULL;
+	b->cap = size < READ_MAX ? READ_MAX : size;
+	pthread_setspecific(buf_key, b);
+	return b->data;
+}
 
 static struct ckfs *fs_of(fuse_req_t req)
 {
@@ -52,6 +89,13 @@ static void fill_stat(const struct ckfs *fs, fuse_ino_t ino,
 		st->st_size = (off_t)n->size;
 		st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
 	}
+}
+
+void ckfs_release_thread_buffer(void)
+{
+	pthread_once(&buf_once, buf_key_init);
+	free(pthread_getspecific(buf_key));
+	pthread_setspecific(buf_key, NULL);
 }
 
 static void ckfs_init(void *userdata, struct fuse_conn_info *conn)
@@ -235,7 +279,7 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > n->size - (uint64_t)off)
 		size = (size_t)(n->size - (uint64_t)off);
-	buf = malloc(size ? size : 1);
+	buf = thread_buf(size);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -246,7 +290,6 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
 	else
 		fuse_reply_buf(req, buf, got);
-	free(buf);
 }
 
 static void ckfs_statfs(fuse_req_t req, fuse_ino_t ino)

@@ -26,4 +26,8 @@ struct ckfs {
  * as userdata. */
 extern const struct fuse_lowlevel_ops ckfs_ops;
 
+/* Free the calling thread's read buffer (serving threads free theirs when
+ * they exit; the main thread calls this after the loop). */
+void ckfs_release_thread_buffer(void);
+
 #endif

@@ -155,6 +155,7 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		goto out_unmount;
 	}
 	rc = serve(se, o);
+	ckfs_release_thread_buffer();
 	/* libfuse's signal handler leaves the signal number as the loop's
 	 * result: SIGINT, SIGTERM and SIGHUP are a clean shutdown. */
 	status = (rc == 0 || rc == SIGINT || rc == SIGTERM || rc == SIGHUP) ? 0 : 1;

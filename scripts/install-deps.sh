@@ -4,7 +4,8 @@
 # those missing.  Safe to run again; does nothing when all are there.
 set -euo pipefail
 
-pkgs=(build-essential pkg-config fuse3 libfuse3-dev libmsgpack-dev
+pkgs=("$@")
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(build-essential pkg-config fuse3 libfuse3-dev libmsgpack-dev
       libxxhash-dev bats python3-numpy python3-msgpack attr valgrind clang
       libclang-rt-14-dev)
 

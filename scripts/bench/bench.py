@@ -1,0 +1,422 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""`make bench`: ckptfs read throughput against baselines measured in the
+same run, on generated float32 Adam-state checkpoints (>= 2 GiB) saved by 4
+ranks in dim-0 and dim-1 shards, with the backing files in the page cache.
+
+    bench.py --ckptfs BIN --ceilfs BIN [--work DIR] [--gib 2] [--reps 5]
+             [--quick]
+
+Prints a table (median, min, max of REPS repetitions), writes it to
+scripts/bench/results.md and a bar chart to scripts/bench/results.png
+(gnuplot).  --quick is the smoke run `make check` uses: a tiny checkpoint,
+one repetition, no chart.
+"""
+import argparse
+import mmap
+import multiprocessing as mp
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MiB = 1 << 20
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+# ---------------------------------------------------------------- mounts
+class Mount:
+    """A FUSE daemon in the foreground, in the background."""
+
+    def __init__(self, argv, mnt):
+        self.mnt = mnt
+        os.makedirs(mnt, exist_ok=True)
+        self.proc = subprocess.Popen(argv + ["-f"], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        self.t0 = time.perf_counter()
+        deadline = time.monotonic() + 60
+        while not os.path.ismount(mnt):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{argv}: {self.proc.stderr.read().decode()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{argv}: mount timed out")
+            time.sleep(0.002)
+        self.ready = time.perf_counter() - self.t0
+
+    def status(self, field):
+        with open(f"/proc/{self.proc.pid}/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def close(self):
+        if os.path.ismount(self.mnt):
+            if subprocess.call(["fusermount3", "-u", self.mnt]) != 0:
+                subprocess.call(["fusermount3", "-uz", self.mnt])
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def ckptfs_mount(args, ckpt, mnt, world, rank, extra=()):
+    return Mount([args.ckptfs, "mount", ckpt, mnt, "--world", str(world),
+                  "--rank", str(rank), *extra], mnt)
+
+
+# ---------------------------------------------------------------- readers
+def files_of(root):
+    out = []
+    for d, _, fs in os.walk(root):
+        out += [os.path.join(d, f) for f in fs]
+    return sorted(out)
+
+
+def read_all(paths, bs=MiB):
+    buf = bytearray(bs)
+    mv = memoryview(buf)
+    total = 0
+    for p in paths:
+        with open(p, "rb", buffering=0) as fh:
+            while True:
+                n = fh.readinto(mv)
+                if not n:
+                    break
+                total += n
+    return total
+
+
+def pread_bytes(paths, nbytes, bs=MiB):
+    """Read nbytes sequentially from the backing files, 1 MiB preads."""
+    buf = bytearray(bs)
+    left = nbytes
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        off = 0
+        try:
+            while left > 0:
+                n = os.preadv(fd, [memoryview(buf)[:min(bs, left)]], off)
+                if n <= 0:
+                    break
+                off += n
+                left -= n
+        finally:
+            os.close(fd)
+        if left <= 0:
+            break
+    return nbytes - left
+
+
+def mmap_touch(paths):
+    total = 0
+    for p in paths:
+        size = os.path.getsize(p)
+        if not size:
+            continue
+        with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0,
+                                            prot=mmap.PROT_READ) as mm:
+            s = 0
+            for off in range(0, size, PAGE):
+                s += mm[off]
+            total += size
+    return total
+
+
+def warm(paths):
+    for p in paths:
+        with open(p, "rb") as fh:
+            while fh.read(8 * MiB):
+                pass
+
+
+# ---------------------------------------------------------------- stats
+class Table:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, name, samples, unit="GB/s", base=None, note=""):
+        med = statistics.median(samples)
+        row = {"name": name, "med": med, "min": min(samples),
+               "max": max(samples), "unit": unit, "note": note,
+               "ratio": ""}
+        if base is not None:
+            bmed, bname = base
+            row["ratio"] = f"{med / bmed:.2f}x {bname}" if bmed else ""
+        self.rows.append(row)
+        print(f"  {name:<44} {med:9.3f} {unit:<5} "
+              f"[{row['min']:.3f}, {row['max']:.3f}] {row['ratio']} {note}",
+              flush=True)
+        return med
+
+    def markdown(self, header):
+        out = [header, "",
+               "| measurement | median | min | max | unit | ratio | note |",
+               "|---|---:|---:|---:|---|---|---|"]
+        for r in self.rows:
+            out.append(f"| {r['name']} | {r['med']:.3f} | {r['min']:.3f} | "
+                       f"{r['max']:.3f} | {r['unit']} | {r['ratio']} | "
+                       f"{r['note']} |")
+        return "\n".join(out) + "\n"
+
+
+def timed(fn, reps):
+    """Run fn() reps times; it returns (bytes, seconds)."""
+    return [fn() for _ in range(reps)]
+
+
+def gbps(res):
+    return [b / s / 1e9 for b, s in res]
+
+
+# ---------------------------------------------------------------- runs
+def first_read(args, ckpt, w, r, work, reader=read_all):
+    def one():
+        with ckptfs_mount(args, ckpt, os.path.join(work, "mnt"), w, r) as m:
+            paths = files_of(m.mnt)
+            t = time.perf_counter()
+            n = reader(paths)
+            return n, time.perf_counter() - t
+    return one
+
+
+def view_runs(args, t, ckpt, tiling, w, r, work, raw_paths, ceil):
+    with ckptfs_mount(args, ckpt, os.path.join(work, "mnt"), w, r) as m:
+        nbytes = sum(os.path.getsize(p) for p in files_of(m.mnt))
+    reps = args.reps
+    raw = t.add(f"raw pread, {nbytes / MiB:.0f} MiB ({tiling} W={w})",
+                gbps(timed(lambda: (lambda t0: (pread_bytes(raw_paths, nbytes),
+                                                time.perf_counter() - t0))(
+                    time.perf_counter()), reps)))
+    t.add(f"view first read, tiling {tiling}, W={w} R={r}",
+          gbps(timed(first_read(args, ckpt, w, r, work), reps)),
+          base=(ceil["first"], "ceiling"), note=f"{_ratio(raw)}")
+    # Re-read: the same mount, second pass from the kernel's page cache.
+    with ckptfs_mount(args, ckpt, os.path.join(work, "mnt"), w, r) as m:
+        paths = files_of(m.mnt)
+        read_all(paths)
+        res = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            n = read_all(paths)
+            res.append((n, time.perf_counter() - t0))
+    t.add(f"view re-read, tiling {tiling}, W={w} R={r}", gbps(res),
+          base=(ceil["reread"], "ceiling"))
+    t.add(f"view mmap every page, tiling {tiling}, W={w} R={r}",
+          gbps(timed(first_read(args, ckpt, w, r, work, mmap_touch), reps)),
+          base=(ceil["mmap"], "ceiling"))
+    return raw
+
+
+def _ratio(raw):
+    return f"raw {raw:.2f} GB/s"
+
+
+def ceiling(args, t, work, backing_src, nbytes):
+    backing = os.path.join(work, "ceil.bin")
+    if not os.path.exists(backing) or os.path.getsize(backing) != nbytes:
+        with open(backing, "wb") as out:
+            left = nbytes
+            for p in backing_src:
+                with open(p, "rb") as fh:
+                    while left > 0:
+                        b = fh.read(min(8 * MiB, left))
+                        if not b:
+                            break
+                        out.write(b)
+                        left -= len(b)
+    warm([backing])
+    mnt = os.path.join(work, "ceilmnt")
+    res = {}
+
+    def first(reader):
+        def one():
+            with Mount([args.ceilfs, backing, mnt], mnt) as m:
+                p = [os.path.join(m.mnt, "data")]
+                t0 = time.perf_counter()
+                n = reader(p)
+                return n, time.perf_counter() - t0
+        return one
+    res["first"] = t.add(f"FUSE ceiling first read, {nbytes / MiB:.0f} MiB",
+                         gbps(timed(first(read_all), args.reps)))
+    with Mount([args.ceilfs, backing, mnt], mnt) as m:
+        p = [os.path.join(m.mnt, "data")]
+        read_all(p)
+        rr = []
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            n = read_all(p)
+            rr.append((n, time.perf_counter() - t0))
+    res["reread"] = t.add("FUSE ceiling re-read", gbps(rr))
+    res["mmap"] = t.add("FUSE ceiling mmap every page",
+                        gbps(timed(first(mmap_touch), args.reps)))
+    return res
+
+
+def _reader_proc(paths, q):
+    t0 = time.perf_counter()
+    n = read_all(paths)
+    q.put((n, time.perf_counter() - t0))
+
+
+def all_ranks(args, t, ckpt, work, world=8):
+    res = []
+    for _ in range(args.reps):
+        mounts = [ckptfs_mount(args, ckpt, os.path.join(work, f"rank{r}"),
+                               world, r) for r in range(world)]
+        try:
+            q = mp.Queue()
+            procs = [mp.Process(target=_reader_proc,
+                                args=(files_of(m.mnt), q)) for m in mounts]
+            t0 = time.perf_counter()
+            for p in procs:
+                p.start()
+            total = sum(q.get()[0] for _ in procs)
+            for p in procs:
+                p.join()
+            res.append((total, time.perf_counter() - t0))
+        finally:
+            for m in mounts:
+                m.close()
+    t.add(f"all {world} ranks at once (8 mounts, 8 readers), aggregate",
+          gbps(res))
+
+
+def mount_figures(args, t, work):
+    meta = os.path.join(work, "meta1m")
+    keys, chunks = (100000, 10) if not args.quick else (1000, 10)
+    if not os.path.exists(os.path.join(meta, ".metadata")):
+        subprocess.check_call(["/usr/bin/python3",
+                               os.path.join(HERE, "gen_bench_ckpt.py"),
+                               "meta", meta, "--keys", str(keys),
+                               "--chunks", str(chunks)])
+    secs, rss = [], []
+    for _ in range(args.reps):
+        with ckptfs_mount(args, meta, os.path.join(work, "mnt"), 8, 3) as m:
+            secs.append(m.ready)
+            rss.append(m.status("VmHWM") / MiB)
+    msize = os.path.getsize(os.path.join(meta, ".metadata")) / MiB
+    t.add(f"mount, {keys} keys x {chunks} chunks ({msize:.0f} MiB metadata)",
+          secs, unit="s")
+    t.add("daemon peak RSS after that mount", rss, unit="MiB")
+
+
+def rss_growth(args, t, ckpt, work):
+    res = []
+    for _ in range(max(1, args.reps // 2)):
+        with ckptfs_mount(args, ckpt, os.path.join(work, "mnt"), 1, 0) as m:
+            before = m.status("VmRSS")
+            n = read_all(files_of(m.mnt))
+            after = m.status("VmRSS")
+            res.append((after - before) / MiB)
+    t.add(f"daemon RSS growth reading the whole view ({n / (1 << 30):.2f} GiB)",
+          res, unit="MiB")
+
+
+def chart(t, png):
+    rows = [r for r in t.rows if r["unit"] == "GB/s"]
+    dat = png[:-4] + ".dat"
+    with open(dat, "w") as fh:
+        for i, r in enumerate(rows):
+            label = r["name"].replace('"', "'")
+            fh.write(f'{i} "{label}" {r["med"]:.4f} {r["min"]:.4f} {r["max"]:.4f}\n')
+    gp = f"""
+set terminal png size 1400,{220 + 28 * len(rows)} font ",10"
+set output "{png}"
+set style fill solid 0.6
+set xlabel "GB/s (median; bars: min-max)"
+set ytics ({", ".join(f'"{r["name"]}" {i}' for i, r in enumerate(rows))})
+set yrange [-1:{len(rows)}]
+set xrange [0:*]
+set lmargin 60
+set title "ckptfs make bench"
+plot "{dat}" using ($3/2):1:($3/2):(0.35) with boxxyerror notitle, \\
+     "{dat}" using 3:1:4:5 with xerrorbars notitle lc rgb "black"
+"""
+    try:
+        subprocess.run(["gnuplot"], input=gp.encode(), check=True)
+        return True
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"  (no chart: {e})")
+        return False
+
+
+def main(argv):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ckptfs", required=True)
+    ap.add_argument("--ceilfs", required=True)
+    ap.add_argument("--work", default="/tmp/ckptfs-bench")
+    ap.add_argument("--gib", type=float, default=2)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=os.path.join(HERE, "results.md"))
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.gib, args.reps = 0.02, 1
+    os.makedirs(args.work, exist_ok=True)
+    t = Table()
+    ckpts = {}
+    for tiling in ("dim0", "dim1"):
+        d = os.path.join(args.work, f"{tiling}-{args.gib}")
+        if not os.path.exists(os.path.join(d, ".metadata")):
+            print(f"generating {args.gib} GiB checkpoint, {tiling} shards...",
+                  flush=True)
+            subprocess.check_call(["/usr/bin/python3",
+                                   os.path.join(HERE, "gen_bench_ckpt.py"),
+                                   "data", d, "--tiling", tiling,
+                                   "--gib", str(args.gib)])
+        ckpts[tiling] = d
+    data_a = sorted(os.path.join(ckpts["dim0"], f) for f in
+                    os.listdir(ckpts["dim0"]) if f.endswith(".distcp"))
+    for d in ckpts.values():
+        warm([os.path.join(d, f) for f in os.listdir(d)])
+    print(f"ckptfs bench: {args.gib} GiB per tiling, {args.reps} reps, "
+          f"{os.cpu_count()} CPUs", flush=True)
+    for w, r in ((8, 3), (3, 1)):
+        with ckptfs_mount(args, ckpts["dim0"], os.path.join(args.work, "mnt"),
+                          w, r) as m:
+            nbytes = sum(os.path.getsize(p) for p in files_of(m.mnt))
+        ceil = ceiling(args, t, args.work, data_a, nbytes)
+        for tiling in ("dim0", "dim1"):
+            view_runs(args, t, ckpts[tiling], tiling, w, r, args.work,
+                      sorted(os.path.join(ckpts[tiling], f)
+                             for f in os.listdir(ckpts[tiling])
+                             if f.endswith(".distcp")), ceil)
+    all_ranks(args, t, ckpts["dim0"], args.work)
+    mount_figures(args, t, args.work)
+    rss_growth(args, t, ckpts["dim0"], args.work)
+    try:
+        subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True,
+                       capture_output=True)
+        note = "torch is importable, but the torch-format writer (issue 5) is not built yet: not measured"
+    except subprocess.CalledProcessError:
+        note = "python3-torch is not installed: not measured"
+    print(f"  torch baseline: {note}")
+    header = (f"# ckptfs benchmark\n\n{time.strftime('%Y-%m-%d %H:%M')}, "
+              f"{os.cpu_count()} CPUs, {args.gib} GiB float32 Adam state per "
+              f"tiling, saved by 4 ranks; backing files in the page cache; "
+              f"{args.reps} repetitions (median, min, max).\n\n"
+              f"Ratios are against baselines measured in the same run: the "
+              f"FUSE ceiling is scripts/bench/ceilfs.c, a minimal FUSE file "
+              f"served by pread with the same settings.\n\n"
+              f"Torch baseline: {note}.")
+    if not args.quick:
+        with open(args.out, "w") as fh:
+            fh.write(t.markdown(header))
+        chart(t, args.out[:-3] + ".png")
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
