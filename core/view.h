@@ -68,13 +68,27 @@ static inline int ckpt_node_is_dir(const struct ckpt_node *n)
 	return n->entry == CKPT_NONE;
 }
 
+/* Reusable working memory for ckpt_view_read(), one per thread.  Start it
+ * zeroed; release with ckpt_read_scratch_destroy(). */
+struct ckpt_read_scratch {
+	void *runs;		/* pending runs */
+	uint32_t *order;	/* inside runs' allocation */
+	char *stage;		/* staging buffer for gathers */
+	size_t cap_stage;
+};
+
+void ckpt_read_scratch_destroy(struct ckpt_read_scratch *s);
+
 /*
  * Read up to len bytes of file node at off into buf; *got is how many
- * (0 at or past the end).  Returns 0, or -EIO when a data file cannot
- * give every byte asked for.  Thread-safe.
+ * (0 at or past the end).  s (may be NULL: slower for gathers) is the
+ * calling thread's scratch.  Returns 0, -ENOMEM, or -EIO when a data file
+ * cannot give every byte asked for.  Thread-safe with one scratch per
+ * thread.
  */
 int ckpt_view_read(const struct ckpt_view *v, uint32_t node, uint64_t off,
-		   size_t len, void *buf, size_t *got);
+		   size_t len, void *buf, size_t *got,
+		   struct ckpt_read_scratch *s);
 
 /*
  * Encode one path component for use as a file name: a component that is

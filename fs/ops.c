@@ -25,33 +25,43 @@ static pthread_key_t buf_key;
 static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
 
 struct tbuf {
+	struct ckpt_read_scratch scratch;
 	size_t cap;
 	char data[];
 };
 
-static void buf_key_init(void)
+static void tbuf_free(void *p)
 {
-	pthread_key_create(&buf_key, free);
+	struct tbuf *b = p;
+
+	if (b)
+		ckpt_read_scratch_destroy(&b->scratch);
+	free(b);
 }
 
-/* A buffer of at least size bytes, owned by the calling thread; NULL on
- * out-of-memory. */
-static char *thread_buf(size_t size)
+static void buf_key_init(void)
+{
+	pthread_key_create(&buf_key, tbuf_free);
+}
+
+/* A buffer of at least size bytes and a read scratch, owned by the calling
+ * thread; NULL on out-of-memory. */
+static struct tbuf *thread_buf(size_t size)
 {
 	struct tbuf *b;
 
 	pthread_once(&buf_once, buf_key_init);
 	b = pthread_getspecific(buf_key);
 	if (b && b->cap >= size)
-		return b->data;
-	free(b);
+		return b;
+	tbuf_free(b);
 	pthread_setspecific(buf_key, NULL);
-	b = malloc(sizeof(*b) + (size < READ_MAX ? READ_MAX : size));
+	b = calloc(1, sizeof(*b) + (size < READ_MAX ? READ_MAX : size));
 	if (!b)
 		return NULL;
 	b->cap = size < READ_MAX ? READ_MAX : size;
 	pthread_setspecific(buf_key, b);
-	return b->data;
+	return b;
 }
 
 static struct ckfs *fs_of(fuse_req_t req)
@@ -94,13 +104,22 @@ static void fill_stat(const struct ckfs *fs, fuse_ino_t ino,
 void ckfs_release_thread_buffer(void)
 {
 	pthread_once(&buf_once, buf_key_init);
-	free(pthread_getspecific(buf_key));
+	tbuf_free(pthread_getspecific(buf_key));
 	pthread_setspecific(buf_key, NULL);
 }
 
 static void ckfs_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct ckfs *fs = userdata;
+
+	/* Opens carry no state here: answering the first one with ENOSYS
+	 * lets the kernel skip OPEN/FLUSH/RELEASE for every later file
+	 * (its default for such files is keep_cache).  Write opens never get
+	 * here: the mount is read-only. */
+	if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) {
+		conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
+		fs->no_open = true;
+	}
 	/* The view never changes: let the kernel cache and batch freely. */
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
@@ -180,9 +199,11 @@ static void ckfs_opendir(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_open(req, fi);
 }
 
-/* Directory offsets: 0 = ".", 1 = "..", 2 + i = child i. */
-static void ckfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-			 off_t off, struct fuse_file_info *fi)
+/* Directory offsets: 0 = ".", 1 = "..", 2 + i = child i.  With plus, each
+ * entry carries its attributes, so `ls -l` and os.walk + open need no
+ * separate LOOKUP per file. */
+static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     bool plus)
 {
 	struct ckfs *fs = fs_of(req);
 	const struct ckpt_view *v = fs->view;
@@ -192,7 +213,6 @@ static void ckfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	char *buf;
 	off_t i;
 
-	(void)fi;
 	if (!n || !ckpt_node_is_dir(n)) {
 		fuse_reply_err(req, n ? ENOTDIR : ENOENT);
 		return;
@@ -222,14 +242,48 @@ static void ckfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 			cino = (fuse_ino_t)c + 1;
 		}
 		fill_stat(fs, cino, &v->nodes[cino - 1], &st);
-		need = fuse_add_direntry(req, buf + used, size - used, name,
-					 &st, i + 1);
+		if (plus) {
+			struct fuse_entry_param ep;
+
+			memset(&ep, 0, sizeof(ep));
+			/* "." and ".." carry no entry: no lookup count. */
+			if (i >= 2) {
+				ep.ino = cino;
+				ep.generation = 1;
+				ep.attr = st;
+				ep.attr_timeout = fs->timeout;
+				ep.entry_timeout = fs->timeout;
+			} else {
+				ep.attr.st_ino = cino;
+				ep.attr.st_mode = st.st_mode;
+			}
+			need = fuse_add_direntry_plus(req, buf + used,
+						      size - used, name, &ep,
+						      i + 1);
+		} else {
+			need = fuse_add_direntry(req, buf + used, size - used,
+						 name, &st, i + 1);
+		}
 		if (need > size - used)
 			break;
 		used += need;
 	}
 	fuse_reply_buf(req, buf, used);
 	free(buf);
+}
+
+static void ckfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+			 off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	list_dir(req, ino, size, off, false);
+}
+
+static void ckfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			     off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	list_dir(req, ino, size, off, true);
 }
 
 static void ckfs_open(fuse_req_t req, fuse_ino_t ino,
@@ -250,6 +304,10 @@ static void ckfs_open(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, EROFS);
 		return;
 	}
+	if (fs_of(req)->no_open) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	fi->keep_cache = 1;
 	fi->direct_io = 0;
 	fuse_reply_open(req, fi);
@@ -260,8 +318,8 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct ckfs *fs = fs_of(req);
 	const struct ckpt_node *n = node_of(fs, ino);
+	struct tbuf *tb;
 	size_t got;
-	char *buf;
 	int rc;
 
 	(void)fi;
@@ -279,17 +337,17 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > n->size - (uint64_t)off)
 		size = (size_t)(n->size - (uint64_t)off);
-	buf = thread_buf(size);
-	if (!buf) {
+	tb = thread_buf(size);
+	if (!tb) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	rc = ckpt_view_read(fs->view, (uint32_t)(ino - 1), (uint64_t)off, size,
-			    buf, &got);
+			    tb->data, &got, &tb->scratch);
 	if (rc)
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
 	else
-		fuse_reply_buf(req, buf, got);
+		fuse_reply_buf(req, tb->data, got);
 }
 
 static void ckfs_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -423,6 +481,7 @@ const struct fuse_lowlevel_ops ckfs_ops = {
 	.getattr = ckfs_getattr,
 	.opendir = ckfs_opendir,
 	.readdir = ckfs_readdir,
+	.readdirplus = ckfs_readdirplus,
 	.open = ckfs_open,
 	.read = ckfs_read,
 	.statfs = ckfs_statfs,

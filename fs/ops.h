@@ -20,6 +20,7 @@ struct ckfs {
 	gid_t gid;
 	double timeout;			/* entry and attr timeout, seconds */
 	bool debug;
+	bool no_open;			/* set in init: kernel skips opens */
 };
 
 /* The operations table, to pass to fuse_session_new() with a struct ckfs
