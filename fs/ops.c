@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,9 +65,31 @@ static struct tbuf *thread_buf(size_t size)
 	return b;
 }
 
+static pthread_once_t tune_once = PTHREAD_ONCE_INIT;
+static struct ckfs *tune_fs;
+
+/* Raise the mount's readahead (see mount_run.c): INIT is done once any
+ * other request arrives. */
+static void tune(void)
+{
+	FILE *f;
+
+	if (!tune_fs->readahead_path[0])
+		return;
+	f = fopen(tune_fs->readahead_path, "we");
+	if (f) {
+		fprintf(f, "%u\n", tune_fs->readahead_kb);
+		fclose(f);
+	}
+}
+
 static struct ckfs *fs_of(fuse_req_t req)
 {
-	return fuse_req_userdata(req);
+	struct ckfs *fs = fuse_req_userdata(req);
+
+	tune_fs = fs;
+	pthread_once(&tune_once, tune);
+	return fs;
 }
 
 /* The node of an inode number, or NULL when out of range. */

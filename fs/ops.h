@@ -21,6 +21,8 @@ struct ckfs {
 	double timeout;			/* entry and attr timeout, seconds */
 	bool debug;
 	bool no_open;			/* set in init: kernel skips opens */
+	char readahead_path[128];	/* sysfs knob, "" = leave it */
+	unsigned readahead_kb;
 };
 
 /* The operations table, to pass to fuse_session_new() with a struct ckfs

@@ -100,6 +100,12 @@ static int take_o(struct mount_opts *o, char *kv, char *err, size_t errlen)
 	if (klen == 4 && strncmp(kv, "rank", 4) == 0)
 		return set_num("rank", val, &o->rank, &o->has_rank, err,
 			       errlen);
+	if (klen == 12 && strncmp(kv, "readahead_kb", 12) == 0) {
+		bool has;
+
+		return set_num("readahead_kb", val, &o->readahead_kb, &has,
+			       err, errlen);
+	}
 	if (klen == 6 && strncmp(kv, "prefix", 6) == 0)
 		return set_prefix(o, val, err, errlen);
 	if (strcmp(kv, "follow_symlinks") == 0) {
@@ -161,6 +167,7 @@ int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
 	int i;
 
 	memset(o, 0, sizeof(*o));
+	o->readahead_kb = 1024;
 	for (i = 0; i < argc; i++) {
 		const char *a = argv[i];
 

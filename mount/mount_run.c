@@ -68,6 +68,42 @@ out_free:
 	return rc;
 }
 
+/*
+ * The kernel caps a FUSE mount's readahead at 128 KiB, so sequential reads
+ * and mmap faults arrive as 128 KiB requests whatever max_pages allows.
+ * Root may raise it through the mount's backing device, found in
+ * /proc/self/mountinfo (not by stat(): the daemon is not serving yet).
+ * The kernel resets it while handling INIT, so fs/ writes it at the first
+ * request after that.  Best effort: without root the default stays.
+ */
+static void find_readahead_knob(const char *mnt, unsigned kb, struct ckfs *fs)
+{
+	char path[PATH_MAX], line[8192];
+	unsigned maj = 0, min = 0, a, b;
+	char point[PATH_MAX];
+	FILE *f;
+
+	if (kb == 0 || !realpath(mnt, path))
+		return;
+	f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		/* id parent major:minor root mountpoint ... */
+		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, point) == 3 &&
+		    strcmp(point, path) == 0 && strstr(line, "fuse.ckptfs")) {
+			maj = a;
+			min = b;
+		}
+	}
+	fclose(f);
+	if (!maj && !min)
+		return;
+	snprintf(fs->readahead_path, sizeof(fs->readahead_path),
+		 "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+	fs->readahead_kb = kb;
+}
+
 static int serve(struct fuse_session *se, const struct mount_opts *o)
 {
 	struct fuse_loop_config *cfg;
@@ -150,6 +186,7 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		fprintf(stderr, "ckptfs: cannot mount on %s\n", o->mnt);
 		goto out_signals;
 	}
+	find_readahead_knob(o->mnt, o->readahead_kb, &fs);
 	if (fuse_daemonize(o->foreground)) {
 		fprintf(stderr, "ckptfs: cannot go to the background\n");
 		goto out_unmount;

@@ -46,6 +46,21 @@ class Mount:
             time.sleep(0.002)
         self.ready = time.perf_counter() - self.t0
 
+    def set_readahead(self, kb):
+        """What ckptfs does to its own mount (mount_run.c), for the
+        ceiling: the same FUSE settings."""
+        real = os.path.realpath(self.mnt)
+        with open("/proc/self/mountinfo") as fh:
+            for line in fh:
+                f = line.split()
+                if f[4] == real:
+                    dev = f[2]
+        try:
+            with open(f"/sys/class/bdi/{dev}/read_ahead_kb", "w") as fh:
+                fh.write(f"{kb}\n")
+        except OSError:
+            pass
+
     def status(self, field):
         with open(f"/proc/{self.proc.pid}/status") as fh:
             for line in fh:
@@ -242,6 +257,7 @@ def ceiling(args, t, work, backing_src, nbytes):
     def first(reader):
         def one():
             with Mount([args.ceilfs, backing, mnt], mnt) as m:
+                m.set_readahead(1024)
                 p = [os.path.join(m.mnt, "data")]
                 t0 = time.perf_counter()
                 n = reader(p)
@@ -250,6 +266,7 @@ def ceiling(args, t, work, backing_src, nbytes):
     res["first"] = t.add(f"FUSE ceiling first read, {nbytes / MiB:.0f} MiB",
                          gbps(timed(first(read_all), args.reps)))
     with Mount([args.ceilfs, backing, mnt], mnt) as m:
+        m.set_readahead(1024)
         p = [os.path.join(m.mnt, "data")]
         read_all(p)
         rr = []

@@ -1,0 +1,19 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: MIT
+# A smoke run of the benchmark script (tiny checkpoint, one repetition), to
+# keep `make bench` working.  No timing is checked.
+
+load helpers
+
+setup() { common_setup; }
+teardown() { common_teardown; }
+
+@test "make bench's script runs end to end (--quick)" {
+	run timeout 300 $PY "$ROOT/scripts/bench/bench.py" --quick \
+		--ckptfs "$CKPTFS" --ceilfs "$(dirname "$CKPTFS")/ceilfs" --work "$TMP/bench"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"FUSE ceiling first read"* ]]
+	[[ "$output" == *"view first read, tiling dim1, W=8 R=3"* ]]
+	[[ "$output" == *"daemon RSS growth"* ]]
+}
