@@ -72,6 +72,7 @@ static inline int ckpt_node_is_dir(const struct ckpt_node *n)
  * zeroed; release with ckpt_read_scratch_destroy(). */
 struct ckpt_read_scratch {
 	void *runs;		/* pending runs */
+	void *extents;		/* inside runs' allocation */
 	uint32_t *order;	/* inside runs' allocation */
 	char *stage;		/* staging buffer for gathers */
 	size_t cap_stage;

@@ -4,10 +4,11 @@
  * runs that continue each other in the same data file are merged.  When
  * that leaves a few runs (dim-0 tilings: usually one), each is pread
  * straight into the caller's buffer.  When it leaves many short runs
- * (dim-1 tilings: one per row per chunk), the runs are sorted by file
- * offset, where rows of one chunk are adjacent, merged again into a few
- * extents, pread into a staging buffer, and copied into place: a handful
- * of syscalls instead of thousands, and still only the bytes needed.
+ * (dim-1 tilings: one per row per chunk), runs of the same chunk, which
+ * come in ascending storage order and are usually adjacent there, are
+ * merged into a few extents, pread into a staging buffer, and copied into
+ * place: a handful of syscalls instead of thousands, and still only the
+ * bytes needed.
  */
 #include "view.h"
 
@@ -21,11 +22,19 @@
 
 #define BATCH_RUNS 4096		/* runs gathered per staged batch */
 #define DIRECT_MAX 8		/* at most this many runs: pread directly */
+#define OPEN_EXTENTS 64		/* chunks tracked at once while merging */
 
 struct pending {
 	uint32_t file;
+	uint32_t chunk;		/* the chunk the run ends in */
 	uint64_t foff, len;
 	uint64_t dst;		/* offset in the caller's buffer */
+	uint64_t at;		/* offset inside its extent */
+};
+
+struct extent {
+	uint32_t file;
+	uint64_t foff, len;
 	uint64_t stage;		/* offset in the staging buffer */
 };
 
@@ -40,22 +49,13 @@ void ckpt_read_scratch_destroy(struct ckpt_read_scratch *s)
 	s->cap_stage = 0;
 }
 
-static int cmp_foff(const void *a, const void *b, void *ctx)
-{
-	const struct pending *r = ctx;
-	const struct pending *x = &r[*(const uint32_t *)a];
-	const struct pending *y = &r[*(const uint32_t *)b];
-
-	if (x->file != y->file)
-		return x->file < y->file ? -1 : 1;
-	return x->foff < y->foff ? -1 : x->foff > y->foff;
-}
-
-/* Read n runs into buf: directly when few, else staged. */
+/* Read n runs into buf: directly when few, else through extents. */
 static int flush(struct ckpt_meta *m, struct pending *r, uint32_t n,
 		 char *buf, struct ckpt_read_scratch *s)
 {
-	uint32_t *order, i, j;
+	uint32_t open_chunk[OPEN_EXTENTS], open_ext[OPEN_EXTENTS];
+	uint32_t nopen = 0, next = 0, i, k;
+	struct extent *ext;
 	uint64_t total = 0;
 	int rc;
 
@@ -68,8 +68,34 @@ static int flush(struct ckpt_meta *m, struct pending *r, uint32_t n,
 		}
 		return 0;
 	}
-	for (i = 0; i < n; i++)
-		total += r[i].len;
+	ext = s->extents;
+	for (i = 0; i < n; i++) {
+		for (k = 0; k < nopen && open_chunk[k] != r[i].chunk; k++)
+			;
+		if (k < nopen && ext[open_ext[k]].file == r[i].file &&
+		    ext[open_ext[k]].foff + ext[open_ext[k]].len == r[i].foff) {
+			s->order[i] = open_ext[k];
+			r[i].at = ext[open_ext[k]].len;
+			ext[open_ext[k]].len += r[i].len;
+			continue;
+		}
+		ext[next].file = r[i].file;
+		ext[next].foff = r[i].foff;
+		ext[next].len = r[i].len;
+		s->order[i] = next;
+		r[i].at = 0;
+		if (k == nopen && nopen < OPEN_EXTENTS)
+			nopen++;
+		if (k < OPEN_EXTENTS) {
+			open_chunk[k] = r[i].chunk;
+			open_ext[k] = next;
+		}
+		next++;
+	}
+	for (k = 0; k < next; k++) {
+		ext[k].stage = total;
+		total += ext[k].len;
+	}
 	if (s->cap_stage < total) {
 		free(s->stage);
 		s->stage = malloc(total);
@@ -77,33 +103,15 @@ static int flush(struct ckpt_meta *m, struct pending *r, uint32_t n,
 		if (!s->stage)
 			return -ENOMEM;
 	}
-	order = s->order;
-	for (i = 0; i < n; i++)
-		order[i] = i;
-	qsort_r(order, n, sizeof(*order), cmp_foff, r);
-	/* Extents of file-adjacent runs, laid out back to back in stage. */
-	total = 0;
-	for (i = 0; i < n; i = j) {
-		struct pending *first = &r[order[i]];
-		uint64_t end = first->foff + first->len;
-
-		first->stage = total;
-		for (j = i + 1; j < n; j++) {
-			struct pending *x = &r[order[j]];
-
-			if (x->file != first->file || x->foff != end)
-				break;
-			x->stage = total + (x->foff - first->foff);
-			end += x->len;
-		}
-		rc = ckpt_files_pread(m, first->file, s->stage + total,
-				      end - first->foff, first->foff);
+	for (k = 0; k < next; k++) {
+		rc = ckpt_files_pread(m, ext[k].file, s->stage + ext[k].stage,
+				      ext[k].len, ext[k].foff);
 		if (rc)
 			return rc;
-		total += end - first->foff;
 	}
 	for (i = 0; i < n; i++)
-		memcpy(buf + r[i].dst, s->stage + r[i].stage, r[i].len);
+		memcpy(buf + r[i].dst,
+		       s->stage + ext[s->order[i]].stage + r[i].at, r[i].len);
 	return 0;
 }
 
@@ -126,10 +134,13 @@ int ckpt_view_read(const struct ckpt_view *v, uint32_t node, uint64_t off,
 		return -EISDIR;
 	if (s && !s->runs) {
 		s->runs = malloc(BATCH_RUNS * (sizeof(struct pending) +
+					       sizeof(struct extent) +
 					       sizeof(uint32_t)));
 		if (!s->runs)
 			return -ENOMEM;
-		s->order = (uint32_t *)((struct pending *)s->runs + BATCH_RUNS);
+		s->extents = (struct pending *)s->runs + BATCH_RUNS;
+		s->order = (uint32_t *)((struct extent *)s->extents +
+					BATCH_RUNS);
 	}
 	if (s) {
 		r = s->runs;
@@ -143,6 +154,7 @@ int ckpt_view_read(const struct ckpt_view *v, uint32_t node, uint64_t off,
 		if (n && run.file == r[n - 1].file &&
 		    r[n - 1].foff + r[n - 1].len == run.foff) {
 			r[n - 1].len += run.len;
+			r[n - 1].chunk = run.chunk;
 		} else {
 			if (n == cap) {
 				rc = flush(m, r, n, buf, s);
@@ -151,6 +163,7 @@ int ckpt_view_read(const struct ckpt_view *v, uint32_t node, uint64_t off,
 				n = 0;
 			}
 			r[n].file = run.file;
+			r[n].chunk = run.chunk;
 			r[n].foff = run.foff;
 			r[n].len = run.len;
 			r[n].dst = dst;

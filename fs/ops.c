@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -129,6 +130,95 @@ void ckfs_release_thread_buffer(void)
 	pthread_once(&buf_once, buf_key_init);
 	tbuf_free(pthread_getspecific(buf_key));
 	pthread_setspecific(buf_key, NULL);
+}
+
+/* The path of node i under the mount point, into out (PATH_MAX bytes). */
+static int node_path(const struct ckfs *fs, uint32_t i, char *out)
+{
+	const struct ckpt_view *v = fs->view;
+	uint32_t stack[256], n = 0;
+	size_t at;
+
+	while (i != 0 && n < 256) {
+		stack[n++] = i;
+		i = v->nodes[i].parent;
+	}
+	if (i != 0)
+		return -ENAMETOOLONG;
+	at = (size_t)snprintf(out, PATH_MAX, "%s", fs->mnt);
+	while (n-- > 0) {
+		const struct ckpt_node *nd = &v->nodes[stack[n]];
+
+		if (at + nd->name_len + 2 > PATH_MAX)
+			return -ENAMETOOLONG;
+		out[at++] = '/';
+		memcpy(out + at, v->names + nd->name, nd->name_len + 1);
+		at += nd->name_len;
+	}
+	return 0;
+}
+
+/* Push every file's bytes into the kernel's page cache.  The kernel
+ * stores data only for inodes it knows, so each file is first looked up
+ * through the mount (served by the other threads). */
+static void *prefetch_main(void *arg)
+{
+	struct ckfs *fs = arg;
+	const struct ckpt_view *v = fs->view;
+	struct ckpt_read_scratch s = { 0 };
+	char *buf = malloc(READ_MAX), *path = malloc(PATH_MAX);
+	struct stat st;
+	uint32_t i;
+
+	for (i = 1; buf && path && i < v->nnodes && !fs->prefetch_stop; i++) {
+		const struct ckpt_node *n = &v->nodes[i];
+		uint64_t off = 0;
+		size_t got;
+
+		if (ckpt_node_is_dir(n) || n->size == 0 ||
+		    node_path(fs, i, path) || stat(path, &st) != 0)
+			continue;
+		while (off < n->size && !fs->prefetch_stop) {
+			struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
+
+			if (ckpt_view_read(v, i, off, READ_MAX, buf, &got, &s) ||
+			    got == 0)
+				break;
+			bv.buf[0].mem = buf;
+			bv.buf[0].size = got;
+			if (fuse_lowlevel_notify_store(fs->se, (fuse_ino_t)i + 1,
+						       (off_t)off, &bv, 0))
+				break;
+			off += got;
+			fs->prefetched += got;
+		}
+	}
+	ckpt_read_scratch_destroy(&s);
+	free(buf);
+	free(path);
+	return NULL;
+}
+
+int ckfs_prefetch_start(struct ckfs *fs)
+{
+	int rc = pthread_create(&fs->prefetch_thread, NULL, prefetch_main, fs);
+
+	if (rc)
+		return -rc;
+	fs->prefetch_running = true;
+	return 0;
+}
+
+void ckfs_prefetch_stop(struct ckfs *fs)
+{
+	fs->prefetch_stop = 1;
+}
+
+void ckfs_prefetch_join(struct ckfs *fs)
+{
+	if (fs->prefetch_running)
+		pthread_join(fs->prefetch_thread, NULL);
+	fs->prefetch_running = false;
 }
 
 static void ckfs_init(void *userdata, struct fuse_conn_info *conn)

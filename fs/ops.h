@@ -8,7 +8,9 @@
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "../core/view.h"
 
@@ -23,6 +25,14 @@ struct ckfs {
 	bool no_open;			/* set in init: kernel skips opens */
 	char readahead_path[128];	/* sysfs knob, "" = leave it */
 	unsigned readahead_kb;
+	/* -o prefetch: a thread that pushes the view into the kernel's page
+	 * cache after mounting. */
+	struct fuse_session *se;
+	const char *mnt;		/* borrowed, absolute */
+	pthread_t prefetch_thread;
+	bool prefetch_running;
+	volatile int prefetch_stop;	/* set by ckfs_prefetch_stop() */
+	uint64_t prefetched;		/* bytes stored; read after join */
 };
 
 /* The operations table, to pass to fuse_session_new() with a struct ckfs
@@ -32,5 +42,14 @@ extern const struct fuse_lowlevel_ops ckfs_ops;
 /* Free the calling thread's read buffer (serving threads free theirs when
  * they exit; the main thread calls this after the loop). */
 void ckfs_release_thread_buffer(void);
+
+/* Start the prefetch thread (after fuse_daemonize(): threads do not
+ * survive the fork).  fs->se and fs->mnt must be set.  Returns 0 or
+ * -errno. */
+int ckfs_prefetch_start(struct ckfs *fs);
+
+/* Ask the prefetch thread to stop; then unmount, then join. */
+void ckfs_prefetch_stop(struct ckfs *fs);
+void ckfs_prefetch_join(struct ckfs *fs);
 
 #endif

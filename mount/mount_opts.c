@@ -108,6 +108,10 @@ static int take_o(struct mount_opts *o, char *kv, char *err, size_t errlen)
 	}
 	if (klen == 6 && strncmp(kv, "prefix", 6) == 0)
 		return set_prefix(o, val, err, errlen);
+	if (strcmp(kv, "prefetch") == 0) {
+		o->prefetch = true;
+		return 0;
+	}
 	if (strcmp(kv, "follow_symlinks") == 0) {
 		o->follow_symlinks = true;
 		return 0;

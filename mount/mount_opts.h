@@ -21,6 +21,7 @@ struct mount_opts {
 	bool foreground, debug, single_thread, allow_other, help;
 	bool follow_symlinks;	/* -o follow_symlinks */
 	uint32_t readahead_kb;	/* -o readahead_kb=N; 0 keeps the kernel's */
+	bool prefetch;		/* -o prefetch */
 	char *fuse_opts;	/* owned: comma-separated, or NULL */
 };
 

@@ -129,13 +129,18 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	struct ckpt_meta *meta = NULL;
 	struct ckpt_view *view = NULL;
 	struct fuse_session *se;
-	char src[PATH_MAX];
+	char src[PATH_MAX], mnt_abs[PATH_MAX];
 	char err[1024];
 	struct ckfs fs;
 	int rc, status = 1;
 
 	if (!realpath(o->src, src)) {
 		fprintf(stderr, "ckptfs: %s: %s\n", o->src, strerror(errno));
+		return 1;
+	}
+	if (!realpath(o->mnt, mnt_abs)) {
+		fprintf(stderr, "ckptfs: cannot mount on %s: %s\n", o->mnt,
+			strerror(errno));
 		return 1;
 	}
 	rc = ckpt_meta_open(src, &meta, err, sizeof(err));
@@ -191,13 +196,19 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		fprintf(stderr, "ckptfs: cannot go to the background\n");
 		goto out_unmount;
 	}
+	fs.se = se;
+	fs.mnt = mnt_abs;
+	if (o->prefetch && ckfs_prefetch_start(&fs))
+		fprintf(stderr, "ckptfs: cannot start prefetching; serving without\n");
 	rc = serve(se, o);
+	ckfs_prefetch_stop(&fs);
 	ckfs_release_thread_buffer();
 	/* libfuse's signal handler leaves the signal number as the loop's
 	 * result: SIGINT, SIGTERM and SIGHUP are a clean shutdown. */
 	status = (rc == 0 || rc == SIGINT || rc == SIGTERM || rc == SIGHUP) ? 0 : 1;
 out_unmount:
 	fuse_session_unmount(se);
+	ckfs_prefetch_join(&fs);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:

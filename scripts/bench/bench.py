@@ -309,6 +309,25 @@ def all_ranks(args, t, ckpt, work, world=8):
           gbps(res))
 
 
+def prefetch(args, t, ckpt, work, w=3, r=1, pause=2.0):
+    """First read after a pause (a reader that spends seconds importing
+    torch first), without and with -o prefetch."""
+    out = {}
+    for label, extra in (("without", ()), ("with", ("-o", "prefetch"))):
+        res = []
+        for _ in range(args.reps):
+            with ckptfs_mount(args, ckpt, os.path.join(work, "mnt"), w, r,
+                              extra) as m:
+                time.sleep(pause if not args.quick else 0.2)
+                paths = files_of(m.mnt)
+                t0 = time.perf_counter()
+                n = read_all(paths)
+                res.append((n, time.perf_counter() - t0))
+        out[label] = t.add(f"first read after a {pause:.0f} s pause, {label} "
+                           f"-o prefetch (W={w} R={r})", gbps(res),
+                           base=(out["without"], "without") if out else None)
+
+
 def mount_figures(args, t, work):
     meta = os.path.join(work, "meta1m")
     keys, chunks = (100000, 10) if not args.quick else (1000, 10)
@@ -410,6 +429,7 @@ def main(argv):
                              for f in os.listdir(ckpts[tiling])
                              if f.endswith(".distcp")), ceil)
     all_ranks(args, t, ckpts["dim0"], args.work)
+    prefetch(args, t, ckpts["dim1"], args.work)
     mount_figures(args, t, args.work)
     rss_growth(args, t, ckpts["dim0"], args.work)
     try:

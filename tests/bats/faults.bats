@@ -137,3 +137,34 @@ print("old", old, "eio", eio)' "$MNT" "$TMP/exp.pkl"
 	[[ "$opts" == *allow_other* ]]
 	stop_mount
 }
+
+@test "-o prefetch fills the page cache with the right bytes, and stops cleanly" {
+	$GEN "$TMP/ckpt" --seed 12 --keys 40 --max-elems 300000
+	start_mount "$TMP/ckpt" "$MNT" --world 3 --rank 2 -o prefetch
+	sleep 1
+	run $REF check "$TMP/ckpt" "$MNT" --world 3 --rank 2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	stop_mount
+	# Stopped at once, while prefetching: still a clean exit.
+	start_mount "$TMP/ckpt" "$MNT" --world 1 --rank 0 -o prefetch
+	kill -TERM "$DAEMON_PID"
+	for i in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
+	wait "$DAEMON_PID"
+	DAEMON_PID=
+	not mountpoint -q "$MNT"
+}
+
+@test "-o readahead_kb sets the mount's readahead (1 MiB by default)" {
+	$BAD ok "$TMP/ckpt"
+	start_mount "$TMP/ckpt" "$MNT"
+	cat "$MNT/optim/param_groups" >/dev/null
+	dev=$(awk -v m="$MNT" '$5 == m { print $3 }' /proc/self/mountinfo)
+	[ "$(cat /sys/class/bdi/$dev/read_ahead_kb)" = 1024 ]
+	stop_mount
+	start_mount "$TMP/ckpt" "$MNT" -o readahead_kb=256
+	cat "$MNT/optim/param_groups" >/dev/null
+	dev=$(awk -v m="$MNT" '$5 == m { print $3 }' /proc/self/mountinfo)
+	[ "$(cat /sys/class/bdi/$dev/read_ahead_kb)" = 256 ]
+	stop_mount
+}
