@@ -21,7 +21,7 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(WARN) \
            -MMD -MP $(PKG_CFLAGS)
-LDLIBS  += $(PKG_LIBS)
+LDLIBS  += $(PKG_LIBS) -lm
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=$(SAN)

@@ -31,6 +31,19 @@ struct ckpt_box {
 void ckpt_reshard_box(const struct ckpt_meta *m, const struct ckpt_entry *e,
 		      uint32_t world, uint32_t rank, struct ckpt_box *box);
 
+/*
+ * The same rule inside a layout box (2-D, TP x DP layouts): with the box
+ * at offsets O of sizes L (lo, ls; NULL for the whole tensor) and
+ * cs = ceil(L[0] / W), rank R sees rows [O[0] + R*cs, O[0] + min(L[0],
+ * (R+1)*cs)) and [O[i], O[i] + L[i]) in every other dim.  One-element
+ * tensors stay whole.  lo/ls must lie inside the shape (checked by
+ * ckpt_layout_bind()).  Example: shape [8,6], box [0,3]+[8,3] (TP rank 1
+ * of 2 on dim 1), W=2: rank 1 sees rows 4-7 of columns 3-5.
+ */
+void ckpt_reshard_box_in(const struct ckpt_meta *m, const struct ckpt_entry *e,
+			 const uint64_t *lo, const uint64_t *ls,
+			 uint32_t world, uint32_t rank, struct ckpt_box *box);
+
 /* Elements in the box (cannot overflow: the box lies in a checked shape). */
 uint64_t ckpt_box_numel(const struct ckpt_box *box);
 

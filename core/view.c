@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "convert.h"
 #include "errbuf.h"
 #include "reshard.h"
 
@@ -189,11 +190,11 @@ static int place(struct builder *b, uint32_t ei, const struct comp *comps,
 					 "%s: out of memory building the view",
 					 m->meta_path ? m->meta_path : ".metadata");
 		if (last) {
-			v->nodes[made].size =
-				ckpt_reshard_nbytes(m, &m->entries[ei],
-						    v->world, v->rank);
+			uint32_t s;
+
 			v->nfiles++;
-			v->total_bytes += v->nodes[made].size;
+			for (s = 0; s < v->nslots; s++)
+				v->total_bytes += ckpt_view_size(v, s, made);
 		}
 		cur = made;
 	}
@@ -261,7 +262,18 @@ int ckpt_view_new(struct ckpt_meta *m, const struct ckpt_view_opts *o,
 	b.v = v;
 	v->meta = m;
 	v->world = o->world;
-	v->rank = o->rank;
+	v->layout = o->layout;
+	v->dtype = ckpt_convert_is_target(o->dtype) ? o->dtype :
+						      CKPT_DTYPE_COUNT;
+	v->multi = o->nranks > 0;
+	v->nslots = v->multi ? o->nranks : 1;
+	v->slot_rank = malloc(v->nslots * sizeof(uint32_t));
+	if (!v->slot_rank)
+		goto out_oom;
+	if (v->multi)
+		memcpy(v->slot_rank, o->ranks, v->nslots * sizeof(uint32_t));
+	else
+		v->slot_rank[0] = o->rank;
 	if (o->prefix) {
 		v->prefix = strdup(o->prefix);
 		if (!v->prefix)
@@ -321,11 +333,89 @@ void ckpt_view_free(struct ckpt_view *v)
 	if (!v)
 		return;
 	ckpt_strtab_destroy(&v->by_name);
+	free(v->slot_rank);
 	free(v->nodes);
 	free(v->children);
 	free(v->names);
 	free(v->prefix);
 	free(v);
+}
+
+uint64_t ckpt_view_ino(const struct ckpt_view *v, uint32_t slot,
+		       uint32_t node)
+{
+	if (!v->multi)
+		return (uint64_t)node + 1;
+	if (node == 0)
+		return 2 + (uint64_t)slot;
+	return 2 + (uint64_t)v->nslots + (uint64_t)slot * (v->nnodes - 1) +
+	       (node - 1);
+}
+
+int ckpt_view_ino_decode(const struct ckpt_view *v, uint64_t ino,
+			 uint32_t *slot, uint32_t *node)
+{
+	uint64_t rel;
+
+	if (!v->multi) {
+		if (ino < 1 || ino > v->nnodes)
+			return -ENOENT;
+		*slot = 0;
+		*node = (uint32_t)(ino - 1);
+		return 0;
+	}
+	if (ino == 1)
+		return 1;
+	if (ino < 2)
+		return -ENOENT;
+	if (ino < 2 + (uint64_t)v->nslots) {
+		*slot = (uint32_t)(ino - 2);
+		*node = 0;
+		return 0;
+	}
+	rel = ino - 2 - v->nslots;
+	if (v->nnodes < 2 || rel / (v->nnodes - 1) >= v->nslots)
+		return -ENOENT;
+	*slot = (uint32_t)(rel / (v->nnodes - 1));
+	*node = (uint32_t)(rel % (v->nnodes - 1)) + 1;
+	return 0;
+}
+
+void ckpt_view_box(const struct ckpt_view *v, uint32_t slot,
+		   const struct ckpt_entry *e, struct ckpt_box *box)
+{
+	const struct ckpt_layout *l = v->layout;
+	uint32_t bi = CKPT_NONE;
+
+	if (l && l->entry_box)
+		bi = l->entry_box[e - v->meta->entries];
+	if (bi != CKPT_NONE)
+		ckpt_reshard_box_in(v->meta, e, l->boxes[bi].off,
+				    l->boxes[bi].size, v->world,
+				    v->slot_rank[slot], box);
+	else
+		ckpt_reshard_box(v->meta, e, v->world, v->slot_rank[slot], box);
+}
+
+enum ckpt_dtype ckpt_view_dtype(const struct ckpt_view *v,
+				const struct ckpt_entry *e)
+{
+	return ckpt_convert_view_dtype((enum ckpt_dtype)e->dtype, v->dtype);
+}
+
+uint64_t ckpt_view_size(const struct ckpt_view *v, uint32_t slot,
+			uint32_t node)
+{
+	const struct ckpt_entry *e;
+	struct ckpt_box box;
+
+	if (node >= v->nnodes || ckpt_node_is_dir(&v->nodes[node]))
+		return 0;
+	e = &v->meta->entries[v->nodes[node].entry];
+	if (e->kind == CKPT_KIND_BYTES)
+		return e->nbytes;
+	ckpt_view_box(v, slot, e, &box);
+	return ckpt_box_numel(&box) * ckpt_dtype_size(ckpt_view_dtype(v, e));
 }
 
 uint32_t ckpt_view_lookup(const struct ckpt_view *v, uint32_t dir,

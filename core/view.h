@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The view: the tree of directories and files that one rank of a new world
- * sees, built once from a meta.  Node i has inode number i + 1; node 0 is
- * the root.  Immutable once built, so lookups and reads may run on any
- * number of threads.
+ * The view: the tree of directories and files that a rank of a new world
+ * sees, built once from a meta.  The tree is the same for every rank (only
+ * sizes and bytes differ), so one mount can serve several ranks ("slots")
+ * from one tree: with --ranks, the root holds rankN/ directories, each
+ * with the whole tree.  Immutable once built, so lookups and reads may run
+ * on any number of threads.
  */
 #ifndef CKPT_VIEW_H
 #define CKPT_VIEW_H
@@ -11,13 +13,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtype.h"
+#include "layout.h"
 #include "meta.h"
+#include "reshard.h"
 #include "strtab.h"
 
 struct ckpt_view_opts {
 	uint32_t world;		/* >= 1 */
-	uint32_t rank;		/* < world */
+	uint32_t rank;		/* < world; used when nranks == 0 */
+	const uint32_t *ranks;	/* --ranks: distinct, each < world */
+	uint32_t nranks;	/* 0: one rank, no rankN/ directories */
 	const char *prefix;	/* NULL: every key; else first component */
+	const struct ckpt_layout *layout;	/* NULL or bound to the meta */
+	enum ckpt_dtype dtype;	/* CKPT_DTYPE_COUNT: no conversion */
 };
 
 struct ckpt_node {
@@ -29,17 +38,21 @@ struct ckpt_node {
 	uint32_t child_first;	/* dirs: at view->children, sorted by name */
 	uint32_t nchildren;
 	uint32_t nsubdirs;
-	uint64_t size;		/* files: bytes of the view */
 };
 
 struct ckpt_view {
 	struct ckpt_meta *meta;		/* borrowed; reads use its fd cache */
-	uint32_t world, rank;
+	uint32_t world;
+	uint32_t nslots;		/* ranks served, >= 1 */
+	uint32_t *slot_rank;		/* rank of each slot */
+	bool multi;			/* rankN/ directories at the root */
+	const struct ckpt_layout *layout;	/* borrowed, or NULL */
+	enum ckpt_dtype dtype;		/* conversion target, or COUNT */
 	char *prefix;			/* owned copy, or NULL */
 	struct ckpt_node *nodes;
 	uint32_t nnodes;
-	uint32_t nfiles;
-	uint64_t total_bytes;
+	uint32_t nfiles;		/* per slot */
+	uint64_t total_bytes;		/* all slots */
 	uint32_t *children;
 	char *names;
 	size_t names_len;
@@ -57,6 +70,29 @@ int ckpt_view_new(struct ckpt_meta *m, const struct ckpt_view_opts *o,
 
 /* Accepts NULL. */
 void ckpt_view_free(struct ckpt_view *v);
+
+/* Inode numbers.  One slot: node i is inode i + 1.  Several: inode 1 is
+ * the root of rankN/ directories, 2 + s is slot s's directory (its node
+ * 0), and node i >= 1 of slot s follows after those. */
+uint64_t ckpt_view_ino(const struct ckpt_view *v, uint32_t slot,
+		       uint32_t node);
+
+/* Decode an inode: 0 with *slot and *node set, 1 for the root of the rankN/
+ * directories, or -ENOENT. */
+int ckpt_view_ino_decode(const struct ckpt_view *v, uint64_t ino,
+			 uint32_t *slot, uint32_t *node);
+
+/* The box entry e shows to slot's rank (layout applied). */
+void ckpt_view_box(const struct ckpt_view *v, uint32_t slot,
+		   const struct ckpt_entry *e, struct ckpt_box *box);
+
+/* The dtype the view shows for entry e (after any --dtype conversion). */
+enum ckpt_dtype ckpt_view_dtype(const struct ckpt_view *v,
+				const struct ckpt_entry *e);
+
+/* Bytes of file node for slot; 0 for directories. */
+uint64_t ckpt_view_size(const struct ckpt_view *v, uint32_t slot,
+			uint32_t node);
 
 /* The child of directory node dir called name (NUL-terminated), or
  * CKPT_NONE. */
@@ -76,19 +112,21 @@ struct ckpt_read_scratch {
 	uint32_t *order;	/* inside runs' allocation */
 	char *stage;		/* staging buffer for gathers */
 	size_t cap_stage;
+	char *conv;		/* source elements of a dtype view */
+	size_t cap_conv;
 };
 
 void ckpt_read_scratch_destroy(struct ckpt_read_scratch *s);
 
 /*
- * Read up to len bytes of file node at off into buf; *got is how many
- * (0 at or past the end).  s (may be NULL: slower for gathers) is the
- * calling thread's scratch.  Returns 0, -ENOMEM, or -EIO when a data file
- * cannot give every byte asked for.  Thread-safe with one scratch per
- * thread.
+ * Read up to len bytes of file node, as slot's rank sees it, at off into
+ * buf; *got is how many (0 at or past the end).  s is the calling thread's
+ * scratch (may be NULL, but then dtype views fail with -ENOMEM and gathers
+ * are slower).  Returns 0, -ENOMEM, or -EIO when a data file cannot give
+ * every byte asked for.  Thread-safe with one scratch per thread.
  */
-int ckpt_view_read(const struct ckpt_view *v, uint32_t node, uint64_t off,
-		   size_t len, void *buf, size_t *got,
+int ckpt_view_read(const struct ckpt_view *v, uint32_t slot, uint32_t node,
+		   uint64_t off, size_t len, void *buf, size_t *got,
 		   struct ckpt_read_scratch *s);
 
 /*

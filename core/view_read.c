@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "convert.h"
 #include "datafiles.h"
 #include "plan.h"
 #include "reshard.h"
@@ -44,9 +45,12 @@ void ckpt_read_scratch_destroy(struct ckpt_read_scratch *s)
 		return;
 	free(s->runs);
 	free(s->stage);
+	free(s->conv);
 	s->runs = NULL;
 	s->stage = NULL;
+	s->conv = NULL;
 	s->cap_stage = 0;
+	s->cap_conv = 0;
 }
 
 /* Read n runs into buf: directly when few, else through extents. */
@@ -115,23 +119,19 @@ static int flush(struct ckpt_meta *m, struct pending *r, uint32_t n,
 	return 0;
 }
 
-int ckpt_view_read(const struct ckpt_view *v, uint32_t node, uint64_t off,
-		   size_t len, void *buf, size_t *got,
-		   struct ckpt_read_scratch *s)
+/* Bytes [off, off+len) of entry e's box as stored, into buf. */
+static int read_raw(struct ckpt_meta *m, const struct ckpt_entry *e,
+		    const struct ckpt_box *box, uint64_t off, size_t len,
+		    char *buf, size_t *got, struct ckpt_read_scratch *s)
 {
-	struct ckpt_meta *m = v->meta;
-	const struct ckpt_entry *e;
 	struct pending local[DIRECT_MAX + 1], *r = local;
 	uint32_t cap = DIRECT_MAX + 1, n = 0;
-	struct ckpt_box box = { 0 };
 	struct ckpt_planner p;
 	struct ckpt_run run;
 	uint64_t dst = 0;
 	int rc;
 
 	*got = 0;
-	if (node >= v->nnodes || ckpt_node_is_dir(&v->nodes[node]))
-		return -EISDIR;
 	if (s && !s->runs) {
 		s->runs = malloc(BATCH_RUNS * (sizeof(struct pending) +
 					       sizeof(struct extent) +
@@ -146,10 +146,7 @@ int ckpt_view_read(const struct ckpt_view *v, uint32_t node, uint64_t off,
 		r = s->runs;
 		cap = BATCH_RUNS;
 	}
-	e = &m->entries[v->nodes[node].entry];
-	if (e->kind == CKPT_KIND_TENSOR)
-		ckpt_reshard_box(m, e, v->world, v->rank, &box);
-	ckpt_planner_init(&p, m, e, &box, off, len);
+	ckpt_planner_init(&p, m, e, box, off, len);
 	while ((rc = ckpt_planner_next(&p, &run)) > 0) {
 		if (n && run.file == r[n - 1].file &&
 		    r[n - 1].foff + r[n - 1].len == run.foff) {
@@ -178,4 +175,70 @@ int ckpt_view_read(const struct ckpt_view *v, uint32_t node, uint64_t off,
 		return rc;
 	*got = dst;
 	return 0;
+}
+
+/* A dtype view: read whole source elements covering the range, convert,
+ * and copy out the bytes asked for. */
+static int read_converted(struct ckpt_meta *m, const struct ckpt_entry *e,
+			  const struct ckpt_box *box, enum ckpt_dtype to,
+			  uint64_t off, size_t len, char *buf, size_t *got,
+			  struct ckpt_read_scratch *s)
+{
+	unsigned ssz = ckpt_dtype_size((enum ckpt_dtype)e->dtype);
+	unsigned tsz = ckpt_dtype_size(to);
+	uint64_t size = ckpt_box_numel(box) * tsz, e0, e1, n;
+	size_t need, raw;
+	int rc;
+
+	*got = 0;
+	if (off >= size || len == 0)
+		return 0;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	e0 = off / tsz;
+	e1 = (off + len + tsz - 1) / tsz;
+	n = e1 - e0;
+	need = (size_t)(n * ssz + n * tsz);
+	if (!s)
+		return -ENOMEM;
+	if (s->cap_conv < need) {
+		free(s->conv);
+		s->conv = malloc(need);
+		s->cap_conv = s->conv ? need : 0;
+		if (!s->conv)
+			return -ENOMEM;
+	}
+	rc = read_raw(m, e, box, e0 * ssz, (size_t)(n * ssz), s->conv, &raw, s);
+	if (rc)
+		return rc;
+	if (raw != n * ssz)
+		return -EIO;
+	ckpt_convert((enum ckpt_dtype)e->dtype, to, s->conv,
+		     s->conv + n * ssz, (size_t)n);
+	memcpy(buf, s->conv + n * ssz + (off - e0 * tsz), len);
+	*got = len;
+	return 0;
+}
+
+int ckpt_view_read(const struct ckpt_view *v, uint32_t slot, uint32_t node,
+		   uint64_t off, size_t len, void *buf, size_t *got,
+		   struct ckpt_read_scratch *s)
+{
+	struct ckpt_meta *m = v->meta;
+	const struct ckpt_entry *e;
+	struct ckpt_box box = { 0 };
+	enum ckpt_dtype to;
+
+	*got = 0;
+	if (node >= v->nnodes || ckpt_node_is_dir(&v->nodes[node]) ||
+	    slot >= v->nslots)
+		return -EISDIR;
+	e = &m->entries[v->nodes[node].entry];
+	if (e->kind == CKPT_KIND_TENSOR)
+		ckpt_view_box(v, slot, e, &box);
+	to = e->kind == CKPT_KIND_TENSOR ? ckpt_view_dtype(v, e) :
+					   CKPT_DTYPE_COUNT;
+	if (e->kind == CKPT_KIND_TENSOR && to != (enum ckpt_dtype)e->dtype)
+		return read_converted(m, e, &box, to, off, len, buf, got, s);
+	return read_raw(m, e, &box, off, len, buf, got, s);
 }

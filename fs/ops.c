@@ -66,45 +66,63 @@ static struct tbuf *thread_buf(size_t size)
 	return b;
 }
 
-static pthread_once_t tune_once = PTHREAD_ONCE_INIT;
-static struct ckfs *tune_fs;
+static pthread_mutex_t tune_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Raise the mount's readahead (see mount_run.c): INIT is done once any
- * other request arrives. */
-static void tune(void)
+/* Raise the mount's readahead (see mount_run.c), once: INIT is done when
+ * any other request arrives. */
+static void tune(struct ckfs *fs)
 {
 	FILE *f;
 
-	if (!tune_fs->readahead_path[0])
-		return;
-	f = fopen(tune_fs->readahead_path, "we");
-	if (f) {
-		fprintf(f, "%u\n", tune_fs->readahead_kb);
-		fclose(f);
+	pthread_mutex_lock(&tune_lock);
+	if (!fs->tuned && fs->readahead_path[0]) {
+		f = fopen(fs->readahead_path, "we");
+		if (f) {
+			fprintf(f, "%u\n", fs->readahead_kb);
+			fclose(f);
+		}
 	}
+	__atomic_store_n(&fs->tuned, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&tune_lock);
 }
 
 static struct ckfs *fs_of(fuse_req_t req)
 {
 	struct ckfs *fs = fuse_req_userdata(req);
 
-	tune_fs = fs;
-	pthread_once(&tune_once, tune);
+	if (!__atomic_load_n(&fs->tuned, __ATOMIC_ACQUIRE))
+		tune(fs);
 	return fs;
 }
 
-/* The node of an inode number, or NULL when out of range. */
-static const struct ckpt_node *node_of(const struct ckfs *fs, fuse_ino_t ino)
+/* What an inode number names: the root of the rankN/ directories (top),
+ * or a node of the tree as one slot's rank sees it. */
+struct ref {
+	bool top;
+	uint32_t slot, node;
+};
+
+static int ref_of(const struct ckfs *fs, fuse_ino_t ino, struct ref *r)
 {
-	if (ino < 1 || ino > fs->view->nnodes)
-		return NULL;
-	return &fs->view->nodes[ino - 1];
+	int rc = ckpt_view_ino_decode(fs->view, ino, &r->slot, &r->node);
+
+	if (rc < 0)
+		return rc;
+	r->top = rc == 1;
+	return 0;
+}
+
+static bool ref_is_dir(const struct ckfs *fs, const struct ref *r)
+{
+	return r->top || ckpt_node_is_dir(&fs->view->nodes[r->node]);
 }
 
 static void fill_stat(const struct ckfs *fs, fuse_ino_t ino,
-		      const struct ckpt_node *n, struct stat *st)
+		      const struct ref *r, struct stat *st)
 {
-	const struct ckpt_meta *m = fs->view->meta;
+	const struct ckpt_view *v = fs->view;
+	const struct ckpt_meta *m = v->meta;
+	uint64_t size;
 
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
@@ -114,14 +132,18 @@ static void fill_stat(const struct ckfs *fs, fuse_ino_t ino,
 	st->st_mtim = m->mtime;
 	st->st_ctim = m->mtime;
 	st->st_blksize = 4096;
-	if (ckpt_node_is_dir(n)) {
+	if (r->top) {
 		st->st_mode = S_IFDIR | 0555;
-		st->st_nlink = 2 + n->nsubdirs;
+		st->st_nlink = 2 + v->nslots;
+	} else if (ckpt_node_is_dir(&v->nodes[r->node])) {
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2 + v->nodes[r->node].nsubdirs;
 	} else {
+		size = ckpt_view_size(v, r->slot, r->node);
 		st->st_mode = S_IFREG | 0444;
 		st->st_nlink = 1;
-		st->st_size = (off_t)n->size;
-		st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+		st->st_size = (off_t)size;
+		st->st_blocks = (blkcnt_t)((size + 511) / 512);
 	}
 }
 
@@ -132,8 +154,10 @@ void ckfs_release_thread_buffer(void)
 	pthread_setspecific(buf_key, NULL);
 }
 
-/* The path of node i under the mount point, into out (PATH_MAX bytes). */
-static int node_path(const struct ckfs *fs, uint32_t i, char *out)
+/* The path of slot's node i under the mount point, into out (PATH_MAX
+ * bytes). */
+static int node_path(const struct ckfs *fs, uint32_t slot, uint32_t i,
+		     char *out)
 {
 	const struct ckpt_view *v = fs->view;
 	uint32_t stack[256], n = 0;
@@ -145,7 +169,11 @@ static int node_path(const struct ckfs *fs, uint32_t i, char *out)
 	}
 	if (i != 0)
 		return -ENAMETOOLONG;
-	at = (size_t)snprintf(out, PATH_MAX, "%s", fs->mnt);
+	if (v->multi)
+		at = (size_t)snprintf(out, PATH_MAX, "%s/rank%u", fs->mnt,
+				      v->slot_rank[slot]);
+	else
+		at = (size_t)snprintf(out, PATH_MAX, "%s", fs->mnt);
 	while (n-- > 0) {
 		const struct ckpt_node *nd = &v->nodes[stack[n]];
 
@@ -168,29 +196,31 @@ static void *prefetch_main(void *arg)
 	struct ckpt_read_scratch s = { 0 };
 	char *buf = malloc(READ_MAX), *path = malloc(PATH_MAX);
 	struct stat st;
-	uint32_t i;
+	uint32_t i, slot;
 
-	for (i = 1; buf && path && i < v->nnodes && !fs->prefetch_stop; i++) {
-		const struct ckpt_node *n = &v->nodes[i];
-		uint64_t off = 0;
-		size_t got;
+	for (slot = 0; buf && path && slot < v->nslots; slot++) {
+		for (i = 1; i < v->nnodes && !fs->prefetch_stop; i++) {
+			uint64_t off = 0, size = ckpt_view_size(v, slot, i);
+			size_t got;
 
-		if (ckpt_node_is_dir(n) || n->size == 0 ||
-		    node_path(fs, i, path) || stat(path, &st) != 0)
-			continue;
-		while (off < n->size && !fs->prefetch_stop) {
-			struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
+			if (size == 0 || node_path(fs, slot, i, path) ||
+			    stat(path, &st) != 0)
+				continue;
+			while (off < size && !fs->prefetch_stop) {
+				struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
 
-			if (ckpt_view_read(v, i, off, READ_MAX, buf, &got, &s) ||
-			    got == 0)
-				break;
-			bv.buf[0].mem = buf;
-			bv.buf[0].size = got;
-			if (fuse_lowlevel_notify_store(fs->se, (fuse_ino_t)i + 1,
-						       (off_t)off, &bv, 0))
-				break;
-			off += got;
-			fs->prefetched += got;
+				if (ckpt_view_read(v, slot, i, off, READ_MAX,
+						   buf, &got, &s) || got == 0)
+					break;
+				bv.buf[0].mem = buf;
+				bv.buf[0].size = got;
+				if (fuse_lowlevel_notify_store(fs->se,
+						ckpt_view_ino(v, slot, i),
+						(off_t)off, &bv, 0))
+					break;
+				off += got;
+				fs->prefetched += got;
+			}
 		}
 	}
 	ckpt_read_scratch_destroy(&s);
@@ -242,35 +272,56 @@ static void ckfs_init(void *userdata, struct fuse_conn_info *conn)
 	conn->congestion_threshold = 48;
 }
 
+/* "rankN" of a multi-rank root: the slot, or CKPT_NONE. */
+static uint32_t slot_named(const struct ckpt_view *v, const char *name)
+{
+	char want[32];
+	uint32_t s;
+
+	for (s = 0; s < v->nslots; s++) {
+		snprintf(want, sizeof(want), "rank%u", v->slot_rank[s]);
+		if (strcmp(want, name) == 0)
+			return s;
+	}
+	return CKPT_NONE;
+}
+
 static void ckfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ckfs *fs = fs_of(req);
-	const struct ckpt_node *p = node_of(fs, parent);
+	const struct ckpt_view *v = fs->view;
 	struct fuse_entry_param ep;
+	struct ref p, c;
 	uint32_t i;
 
-	if (!p) {
+	if (ref_of(fs, parent, &p)) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if (!ckpt_node_is_dir(p)) {
+	if (!ref_is_dir(fs, &p)) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	i = ckpt_view_lookup(fs->view, (uint32_t)(parent - 1), name);
+	memset(&ep, 0, sizeof(ep));
+	ep.entry_timeout = fs->timeout;
+	c.top = false;
+	if (p.top) {
+		c.slot = slot_named(v, name);
+		c.node = 0;
+		i = c.slot;
+	} else {
+		c.slot = p.slot;
+		c.node = i = ckpt_view_lookup(v, p.node, name);
+	}
 	if (i == CKPT_NONE) {
 		/* A negative entry the kernel may cache: the view is fixed. */
-		memset(&ep, 0, sizeof(ep));
-		ep.entry_timeout = fs->timeout;
 		fuse_reply_entry(req, &ep);
 		return;
 	}
-	memset(&ep, 0, sizeof(ep));
-	ep.ino = (fuse_ino_t)i + 1;
+	ep.ino = ckpt_view_ino(v, c.slot, c.node);
 	ep.generation = 1;
 	ep.attr_timeout = fs->timeout;
-	ep.entry_timeout = fs->timeout;
-	fill_stat(fs, ep.ino, &fs->view->nodes[i], &ep.attr);
+	fill_stat(fs, ep.ino, &c, &ep.attr);
 	fuse_reply_entry(req, &ep);
 }
 
@@ -278,28 +329,29 @@ static void ckfs_getattr(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
 	struct ckfs *fs = fs_of(req);
-	const struct ckpt_node *n = node_of(fs, ino);
 	struct stat st;
+	struct ref r;
 
 	(void)fi;
-	if (!n) {
+	if (ref_of(fs, ino, &r)) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	fill_stat(fs, ino, n, &st);
+	fill_stat(fs, ino, &r, &st);
 	fuse_reply_attr(req, &st, fs->timeout);
 }
 
 static void ckfs_opendir(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
-	const struct ckpt_node *n = node_of(fs_of(req), ino);
+	struct ckfs *fs = fs_of(req);
+	struct ref r;
 
-	if (!n) {
+	if (ref_of(fs, ino, &r)) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if (!ckpt_node_is_dir(n)) {
+	if (!ref_is_dir(fs, &r)) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
@@ -312,22 +364,62 @@ static void ckfs_opendir(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_open(req, fi);
 }
 
-/* Directory offsets: 0 = ".", 1 = "..", 2 + i = child i.  With plus, each
- * entry carries its attributes, so `ls -l` and os.walk + open need no
- * separate LOOKUP per file. */
+/* Entry i of directory r: 0 = ".", 1 = "..", 2 + k = child k (rankN/
+ * directories at a multi-rank root).  Returns false past the end. */
+static bool dir_entry(const struct ckfs *fs, fuse_ino_t ino,
+		      const struct ref *r, off_t i, const char **name,
+		      char *namebuf, size_t nblen, struct ref *c)
+{
+	const struct ckpt_view *v = fs->view;
+
+	*c = *r;
+	if (i == 0) {
+		*name = ".";
+		return true;
+	}
+	if (i == 1) {
+		*name = "..";
+		if (r->top || (v->multi && r->node == 0)) {
+			c->top = true;	/* the mount's root */
+		} else {
+			c->node = v->nodes[r->node].parent;
+		}
+		return true;
+	}
+	(void)ino;
+	if (r->top) {
+		if ((uint64_t)(i - 2) >= v->nslots)
+			return false;
+		c->top = false;
+		c->slot = (uint32_t)(i - 2);
+		c->node = 0;
+		snprintf(namebuf, nblen, "rank%u", v->slot_rank[c->slot]);
+		*name = namebuf;
+		return true;
+	}
+	if ((uint64_t)(i - 2) >= v->nodes[r->node].nchildren)
+		return false;
+	c->node = v->children[v->nodes[r->node].child_first + (uint32_t)(i - 2)];
+	*name = v->names + v->nodes[c->node].name;
+	return true;
+}
+
+/* With plus, each entry carries its attributes, so `ls -l` and os.walk +
+ * open need no separate LOOKUP per file. */
 static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     bool plus)
 {
 	struct ckfs *fs = fs_of(req);
 	const struct ckpt_view *v = fs->view;
-	const struct ckpt_node *n = node_of(fs, ino);
 	size_t used = 0, need;
+	char *buf, namebuf[32];
+	const char *name;
+	struct ref r, c;
 	struct stat st;
-	char *buf;
 	off_t i;
 
-	if (!n || !ckpt_node_is_dir(n)) {
-		fuse_reply_err(req, n ? ENOTDIR : ENOENT);
+	if (ref_of(fs, ino, &r) || !ref_is_dir(fs, &r)) {
+		fuse_reply_err(req, ref_of(fs, ino, &r) ? ENOENT : ENOTDIR);
 		return;
 	}
 	if (size > READ_MAX)
@@ -337,24 +429,12 @@ static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	for (i = off < 0 ? 0 : off; i < (off_t)n->nchildren + 2; i++) {
-		const char *name;
-		fuse_ino_t cino;
+	for (i = off < 0 ? 0 : off;
+	     dir_entry(fs, ino, &r, i, &name, namebuf, sizeof(namebuf), &c);
+	     i++) {
+		fuse_ino_t cino = c.top ? 1 : ckpt_view_ino(v, c.slot, c.node);
 
-		memset(&st, 0, sizeof(st));
-		if (i == 0) {
-			name = ".";
-			cino = ino;
-		} else if (i == 1) {
-			name = "..";
-			cino = (fuse_ino_t)n->parent + 1;
-		} else {
-			uint32_t c = v->children[n->child_first + (uint32_t)(i - 2)];
-
-			name = v->names + v->nodes[c].name;
-			cino = (fuse_ino_t)c + 1;
-		}
-		fill_stat(fs, cino, &v->nodes[cino - 1], &st);
+		fill_stat(fs, cino, &c, &st);
 		if (plus) {
 			struct fuse_entry_param ep;
 
@@ -402,13 +482,14 @@ static void ckfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void ckfs_open(fuse_req_t req, fuse_ino_t ino,
 		      struct fuse_file_info *fi)
 {
-	const struct ckpt_node *n = node_of(fs_of(req), ino);
+	struct ckfs *fs = fs_of(req);
+	struct ref r;
 
-	if (!n) {
+	if (ref_of(fs, ino, &r)) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if (ckpt_node_is_dir(n)) {
+	if (ref_is_dir(fs, &r)) {
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
@@ -417,7 +498,7 @@ static void ckfs_open(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	if (fs_of(req)->no_open) {
+	if (fs->no_open) {
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
@@ -430,32 +511,34 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		      struct fuse_file_info *fi)
 {
 	struct ckfs *fs = fs_of(req);
-	const struct ckpt_node *n = node_of(fs, ino);
 	struct tbuf *tb;
+	uint64_t fsize;
+	struct ref r;
 	size_t got;
 	int rc;
 
 	(void)fi;
-	if (!n || ckpt_node_is_dir(n)) {
-		fuse_reply_err(req, n ? EISDIR : ENOENT);
+	if (ref_of(fs, ino, &r) || ref_is_dir(fs, &r)) {
+		fuse_reply_err(req, ref_of(fs, ino, &r) ? ENOENT : EISDIR);
 		return;
 	}
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	if ((uint64_t)off >= n->size) {
+	fsize = ckpt_view_size(fs->view, r.slot, r.node);
+	if ((uint64_t)off >= fsize) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	if (size > n->size - (uint64_t)off)
-		size = (size_t)(n->size - (uint64_t)off);
+	if (size > fsize - (uint64_t)off)
+		size = (size_t)(fsize - (uint64_t)off);
 	tb = thread_buf(size);
 	if (!tb) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	rc = ckpt_view_read(fs->view, (uint32_t)(ino - 1), (uint64_t)off, size,
+	rc = ckpt_view_read(fs->view, r.slot, r.node, (uint64_t)off, size,
 			    tb->data, &got, &tb->scratch);
 	if (rc)
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
@@ -473,7 +556,7 @@ static void ckfs_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
 	sv.f_blocks = (fsblkcnt_t)((fs->view->total_bytes + 4095) / 4096);
-	sv.f_files = fs->view->nnodes;
+	sv.f_files = (fsblkcnt_t)fs->view->nnodes * fs->view->nslots;
 	sv.f_namemax = 255;
 	sv.f_flag = ST_RDONLY;
 	fuse_reply_statfs(req, &sv);

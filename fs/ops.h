@@ -25,6 +25,7 @@ struct ckfs {
 	bool no_open;			/* set in init: kernel skips opens */
 	char readahead_path[128];	/* sysfs knob, "" = leave it */
 	unsigned readahead_kb;
+	int tuned;			/* atomic; set once readahead is set */
 	/* -o prefetch: a thread that pushes the view into the kernel's page
 	 * cache after mounting. */
 	struct fuse_session *se;

@@ -19,7 +19,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: ckptfs mount CKPT MNT [--world W --rank R] [--prefix KEY] [-f] [-d] [-s] [-o OPTS]\n"
+"usage: ckptfs mount CKPT MNT [--world W (--rank R | --ranks LIST)] [--prefix KEY]\n"
+"                    [--layout FILE] [--dtype T] [-f] [-d] [-s] [-o OPTS]\n"
 "       ckptfs CKPT MNT [-o world=W,rank=R,prefix=KEY,...]   (mount.fuse3 / fstab form)\n"
 "       ckptfs umount MNT\n"
 "       ckptfs --version | --help\n"
@@ -31,7 +32,14 @@ static void usage(FILE *f)
 "\n"
 "  --world W, -o world=W    new world size (>= 1)\n"
 "  --rank R, -o rank=R      this rank (0 <= R < W)\n"
+"  --ranks LIST, -o ranks=LIST  several ranks in one mount (0-7, 0,2,4-6):\n"
+"                           the root holds rank0/ ... rankN/\n"
 "  --prefix KEY, -o prefix=KEY  only keys whose first path component is KEY\n"
+"  --layout FILE, -o layout=FILE  2-D (TP x DP) layout: 'PARAM OFFSETS SIZES' lines\n"
+"  --dtype T, -o dtype=T    show floating tensors as float32 or bfloat16\n"
+"  -o prefetch              push the view into the page cache after mounting\n"
+"  -o follow_symlinks       allow data-file symlinks leading outside CKPT\n"
+"  -o readahead_kb=N        the mount's readahead (default 1024; needs root)\n"
 "  -f                       stay in the foreground\n"
 "  -d                       FUSE debug output (implies -f)\n"
 "  -s                       single-threaded\n"

@@ -71,6 +71,84 @@ static int set_num(const char *what, const char *val, uint32_t *slot,
 	return 0;
 }
 
+static int set_str(char **slot, const char *what, const char *val, char *err,
+		   size_t errlen)
+{
+	if (!val || !*val) {
+		snprintf(err, errlen, "%s needs a value", what);
+		return -1;
+	}
+	free(*slot);
+	*slot = strdup(val);
+	if (!*slot) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* "0-7" or "0,2,4-6": into o->ranks, refusing duplicates (checked against
+ * the world later). */
+static int parse_ranks(struct mount_opts *o, char *err, size_t errlen)
+{
+	const char *s = o->ranks_spec;
+	size_t cap = 0;
+
+	free(o->ranks);
+	o->ranks = NULL;
+	o->nranks = 0;
+	while (*s) {
+		unsigned long long a, b;
+		char *end;
+		uint32_t i;
+
+		if (*s < '0' || *s > '9')
+			goto bad;
+		a = strtoull(s, &end, 10);
+		b = a;
+		if (*end == '-') {
+			if (end[1] < '0' || end[1] > '9')
+				goto bad;
+			b = strtoull(end + 1, &end, 10);
+		}
+		if ((*end && *end != ',') || b < a || b >= UINT32_MAX ||
+		    b - a >= 65536)
+			goto bad;
+		for (; a <= b; a++) {
+			for (i = 0; i < o->nranks; i++) {
+				if (o->ranks[i] == a) {
+					snprintf(err, errlen,
+						 "ranks '%s': rank %llu is listed twice",
+						 o->ranks_spec, a);
+					return -1;
+				}
+			}
+			if (o->nranks == cap) {
+				uint32_t *p;
+
+				cap = cap ? cap * 2 : 16;
+				p = realloc(o->ranks, cap * sizeof(*p));
+				if (!p) {
+					snprintf(err, errlen, "out of memory");
+					return -1;
+				}
+				o->ranks = p;
+			}
+			o->ranks[o->nranks++] = (uint32_t)a;
+		}
+		s = *end ? end + 1 : end;
+		if (*end == ',' && !*s)
+			goto bad;
+	}
+	if (o->nranks)
+		return 0;
+bad:
+	snprintf(err, errlen,
+		 "ranks must be a list such as 0-7 or 0,2,4-6, got '%s'",
+		 o->ranks_spec);
+	return -1;
+}
+
 static int set_prefix(struct mount_opts *o, const char *val, char *err,
 		      size_t errlen)
 {
@@ -108,6 +186,12 @@ static int take_o(struct mount_opts *o, char *kv, char *err, size_t errlen)
 	}
 	if (klen == 6 && strncmp(kv, "prefix", 6) == 0)
 		return set_prefix(o, val, err, errlen);
+	if (klen == 6 && strncmp(kv, "layout", 6) == 0)
+		return set_str(&o->layout, "layout", val, err, errlen);
+	if (klen == 5 && strncmp(kv, "ranks", 5) == 0)
+		return set_str(&o->ranks_spec, "ranks", val, err, errlen);
+	if (klen == 5 && strncmp(kv, "dtype", 5) == 0)
+		return set_str(&o->dtype, "dtype", val, err, errlen);
 	if (strcmp(kv, "prefetch") == 0) {
 		o->prefetch = true;
 		return 0;
@@ -205,6 +289,15 @@ int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
 		} else if ((v = long_value(argc, argv, &i, "--prefix"))) {
 			if (set_prefix(o, v, err, errlen))
 				return -1;
+		} else if ((v = long_value(argc, argv, &i, "--layout"))) {
+			if (set_str(&o->layout, "--layout", v, err, errlen))
+				return -1;
+		} else if ((v = long_value(argc, argv, &i, "--ranks"))) {
+			if (set_str(&o->ranks_spec, "--ranks", v, err, errlen))
+				return -1;
+		} else if ((v = long_value(argc, argv, &i, "--dtype"))) {
+			if (set_str(&o->dtype, "--dtype", v, err, errlen))
+				return -1;
 		} else if (a[0] == '-' && a[1]) {
 			snprintf(err, errlen, "unknown option '%s' (see --help)", a);
 			return -1;
@@ -223,6 +316,34 @@ int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
 	}
 	if (o->has_world && o->world < 1) {
 		snprintf(err, errlen, "world must be at least 1, got 0");
+		return -1;
+	}
+	if (o->ranks_spec) {
+		if (o->has_rank) {
+			snprintf(err, errlen, "give either rank or ranks, not both");
+			return -1;
+		}
+		if (!o->has_world) {
+			snprintf(err, errlen, "world is required with ranks");
+			return -1;
+		}
+		if (parse_ranks(o, err, errlen))
+			return -1;
+		for (i = 0; i < (int)o->nranks; i++) {
+			if (o->ranks[i] >= o->world) {
+				snprintf(err, errlen,
+					 "ranks '%s': rank %u is out of range: need 0 <= rank < world (%u)",
+					 o->ranks_spec, o->ranks[i], o->world);
+				return -1;
+			}
+		}
+		o->has_rank = true;
+		o->rank = o->ranks[0];
+	}
+	if (o->dtype && strcmp(o->dtype, "float32") != 0 &&
+	    strcmp(o->dtype, "bfloat16") != 0) {
+		snprintf(err, errlen, "dtype must be float32 or bfloat16, got '%s'",
+			 o->dtype);
 		return -1;
 	}
 	if (o->has_world && !o->has_rank) {
@@ -251,6 +372,9 @@ void mount_opts_destroy(struct mount_opts *o)
 {
 	free(o->prefix);
 	free(o->fuse_opts);
-	o->prefix = NULL;
-	o->fuse_opts = NULL;
+	free(o->layout);
+	free(o->ranks);
+	free(o->ranks_spec);
+	free(o->dtype);
+	memset(o, 0, sizeof(*o));
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../core/datafiles.h"
+#include "../core/layout.h"
 #include "../core/meta.h"
 #include "../core/view.h"
 #include "../fs/ops.h"
@@ -128,6 +129,7 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	struct ckpt_view_opts vo = { 0 };
 	struct ckpt_meta *meta = NULL;
 	struct ckpt_view *view = NULL;
+	struct ckpt_layout *layout = NULL;
 	struct fuse_session *se;
 	char src[PATH_MAX], mnt_abs[PATH_MAX];
 	char err[1024];
@@ -150,7 +152,28 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	}
 	vo.world = o->world;
 	vo.rank = o->rank;
+	vo.ranks = o->ranks;
+	vo.nranks = o->nranks;
 	vo.prefix = o->prefix;
+	vo.dtype = CKPT_DTYPE_COUNT;
+	if (o->dtype)
+		ckpt_dtype_from_name(o->dtype, strlen(o->dtype), &vo.dtype);
+	if (o->layout) {
+		uint32_t i;
+
+		if (ckpt_layout_load(o->layout, &layout, err, sizeof(err)) ||
+		    ckpt_layout_bind(layout, meta, err, sizeof(err))) {
+			fprintf(stderr, "ckptfs: %s\n", err);
+			goto out_meta;
+		}
+		for (i = 0; i < layout->nboxes; i++) {
+			if (!layout->boxes[i].matched)
+				fprintf(stderr, "ckptfs: warning: %s:%u: parameter '%s' matches no key\n",
+					layout->path, layout->boxes[i].line,
+					layout->boxes[i].param);
+		}
+		vo.layout = layout;
+	}
 	rc = ckpt_view_new(meta, &vo, &view, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "ckptfs: %s\n", err);
@@ -218,6 +241,7 @@ out_args:
 out_view:
 	ckpt_view_free(view);
 out_meta:
+	ckpt_layout_free(layout);
 	ckpt_meta_free(meta);
 	return status;
 }

@@ -25,13 +25,13 @@ static uint32_t le32(const uint8_t *p)
 	       (uint32_t)p[3] << 24;
 }
 
-/* Plan [off, off+len) of file node n and check every run. */
-static void plan_and_check(struct ckpt_view *v, const struct ckpt_node *n,
-			   uint64_t off, uint64_t len)
+/* Plan [off, off+len) of file node i and check every run. */
+static void plan_and_check(struct ckpt_view *v, uint32_t i, uint64_t off,
+			   uint64_t len)
 {
 	const struct ckpt_meta *m = v->meta;
-	const struct ckpt_entry *e = &m->entries[n->entry];
-	uint64_t want, total = 0;
+	const struct ckpt_entry *e = &m->entries[v->nodes[i].entry];
+	uint64_t want, total = 0, size = ckpt_view_size(v, 0, i);
 	struct ckpt_planner p;
 	struct ckpt_box box = { 0 };
 	struct ckpt_run r;
@@ -39,9 +39,9 @@ static void plan_and_check(struct ckpt_view *v, const struct ckpt_node *n,
 	int rc;
 
 	if (e->kind == CKPT_KIND_TENSOR)
-		ckpt_reshard_box(m, e, v->world, v->rank, &box);
+		ckpt_view_box(v, 0, e, &box);
 	ckpt_planner_init(&p, m, e, &box, off, len);
-	want = off >= n->size ? 0 : (len < n->size - off ? len : n->size - off);
+	want = off >= size ? 0 : (len < size - off ? len : size - off);
 	while ((rc = ckpt_planner_next(&p, &r)) > 0) {
 		const struct ckpt_chunk *c;
 
@@ -80,6 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		return 0;
 	}
+	o.dtype = CKPT_DTYPE_COUNT;
 	o.world = 1 + le32(data) % 64;
 	o.rank = le32(data + 4) % o.world;
 	off = le32(data + 8) % 8192;
@@ -91,8 +92,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (ckpt_node_is_dir(n))
 				continue;
 			files++;
-			plan_and_check(v, n, off, len);
-			plan_and_check(v, n, 0, 1u << 20);
+			plan_and_check(v, i, off, len);
+			plan_and_check(v, i, 0, 1u << 20);
 		}
 		ckpt_view_free(v);
 	}
