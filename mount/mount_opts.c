@@ -215,10 +215,22 @@ static int take_o(struct mount_opts *o, char *kv, char *err, size_t errlen)
 	return 0;
 }
 
+/* "4" or "4-6": a further item of a ranks= list, whose commas -o splits. */
+static bool is_rank_item(const char *s)
+{
+	if (*s < '0' || *s > '9')
+		return false;
+	s += strspn(s, "0123456789");
+	if (*s == '-' && s[1] >= '0' && s[1] <= '9')
+		s += 1 + strspn(s + 1, "0123456789");
+	return *s == '\0';
+}
+
 static int take_o_list(struct mount_opts *o, const char *list, char *err,
 		       size_t errlen)
 {
 	char *copy = strdup(list), *save = NULL, *kv;
+	bool in_ranks = false;
 	int rc = 0;
 
 	if (!copy) {
@@ -226,8 +238,24 @@ static int take_o_list(struct mount_opts *o, const char *list, char *err,
 		return -1;
 	}
 	for (kv = strtok_r(copy, ",", &save); kv && !rc;
-	     kv = strtok_r(NULL, ",", &save))
+	     kv = strtok_r(NULL, ",", &save)) {
+		if (in_ranks && is_rank_item(kv)) {
+			size_t n = strlen(o->ranks_spec);
+			char *p = realloc(o->ranks_spec, n + strlen(kv) + 2);
+
+			if (!p) {
+				snprintf(err, errlen, "out of memory");
+				rc = -1;
+				break;
+			}
+			p[n] = ',';
+			strcpy(p + n + 1, kv);
+			o->ranks_spec = p;
+			continue;
+		}
+		in_ranks = strncmp(kv, "ranks=", 6) == 0;
 		rc = take_o(o, kv, err, errlen);
+	}
 	free(copy);
 	return rc;
 }
