@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -416,6 +417,92 @@ uint64_t ckpt_view_size(const struct ckpt_view *v, uint32_t slot,
 		return e->nbytes;
 	ckpt_view_box(v, slot, e, &box);
 	return ckpt_box_numel(&box) * ckpt_dtype_size(ckpt_view_dtype(v, e));
+}
+
+static const char *const xattr_names[] = {
+	"user.ckptfs.fqn", "user.ckptfs.kind", "user.ckptfs.dtype",
+	"user.ckptfs.shape", "user.ckptfs.global_shape",
+	"user.ckptfs.offsets",
+};
+#define XATTR_TENSOR_ONLY 2	/* names from this index on */
+
+/* Dims as "a,b,c" (empty for 0-d) into buf; returns the full length. */
+static int fmt_csv(char *buf, size_t cap, const uint64_t *d, unsigned n)
+{
+	char tmp[CKPT_MAX_DIMS * 21 + 1];
+	size_t at = 0;
+	unsigned i;
+
+	tmp[0] = '\0';
+	for (i = 0; i < n; i++)
+		at += (size_t)snprintf(tmp + at, sizeof(tmp) - at, "%s%llu",
+				       i ? "," : "", (unsigned long long)d[i]);
+	memcpy(buf, tmp, at < cap ? at : cap);
+	return (int)at;
+}
+
+static int put(char *buf, size_t cap, const char *s)
+{
+	size_t n = strlen(s);
+
+	memcpy(buf, s, n < cap ? n : cap);
+	return (int)n;
+}
+
+int ckpt_view_xattr(const struct ckpt_view *v, uint32_t slot, uint32_t node,
+		    const char *name, char *buf, size_t cap)
+{
+	const struct ckpt_meta *m = v->meta;
+	const struct ckpt_entry *e;
+	struct ckpt_box box;
+	unsigned i;
+
+	if (node >= v->nnodes || ckpt_node_is_dir(&v->nodes[node]))
+		return -ENODATA;
+	e = &m->entries[v->nodes[node].entry];
+	for (i = 0; i < sizeof(xattr_names) / sizeof(xattr_names[0]); i++) {
+		if (strcmp(name, xattr_names[i]) == 0)
+			break;
+	}
+	if (i == sizeof(xattr_names) / sizeof(xattr_names[0]) ||
+	    (i >= XATTR_TENSOR_ONLY && e->kind != CKPT_KIND_TENSOR))
+		return -ENODATA;
+	switch (i) {
+	case 0:
+		return put(buf, cap, ckpt_entry_fqn(m, e));
+	case 1:
+		return put(buf, cap,
+			   e->kind == CKPT_KIND_TENSOR ? "tensor" : "bytes");
+	case 2:
+		return put(buf, cap, ckpt_dtype_name(ckpt_view_dtype(v, e)));
+	case 4:
+		return fmt_csv(buf, cap, ckpt_entry_shape(m, e), e->ndim);
+	default:
+		ckpt_view_box(v, slot, e, &box);
+		return fmt_csv(buf, cap, i == 3 ? box.size : box.off, box.ndim);
+	}
+}
+
+int ckpt_view_xattr_list(const struct ckpt_view *v, uint32_t node, char *buf,
+			 size_t cap)
+{
+	const struct ckpt_entry *e;
+	size_t at = 0, n;
+	unsigned i, count;
+
+	if (node >= v->nnodes || ckpt_node_is_dir(&v->nodes[node]))
+		return 0;
+	e = &v->meta->entries[v->nodes[node].entry];
+	count = e->kind == CKPT_KIND_TENSOR ?
+		sizeof(xattr_names) / sizeof(xattr_names[0]) :
+		XATTR_TENSOR_ONLY;
+	for (i = 0; i < count; i++) {
+		n = strlen(xattr_names[i]) + 1;
+		if (at + n <= cap)
+			memcpy(buf + at, xattr_names[i], n);
+		at += n;
+	}
+	return (int)at;
 }
 
 uint32_t ckpt_view_lookup(const struct ckpt_view *v, uint32_t dir,

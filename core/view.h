@@ -94,6 +94,21 @@ enum ckpt_dtype ckpt_view_dtype(const struct ckpt_view *v,
 uint64_t ckpt_view_size(const struct ckpt_view *v, uint32_t slot,
 			uint32_t node);
 
+/*
+ * Extended attributes of file node for slot: user.ckptfs.fqn, .kind
+ * ("tensor" or "bytes"), and for tensors .dtype (after --dtype), .shape
+ * (the local view's shape), .global_shape and .offsets (where the local
+ * view starts in the global tensor), dims comma-separated.
+ * ckpt_view_xattr() writes the value of name into buf (not NUL-terminated)
+ * and returns its length, even when longer than cap (then buf holds a
+ * prefix); -ENODATA when the node has no such attribute.
+ * ckpt_view_xattr_list() does the same for the NUL-separated name list.
+ */
+int ckpt_view_xattr(const struct ckpt_view *v, uint32_t slot, uint32_t node,
+		    const char *name, char *buf, size_t cap);
+int ckpt_view_xattr_list(const struct ckpt_view *v, uint32_t node, char *buf,
+			 size_t cap);
+
 /* The child of directory node dir called name (NUL-terminated), or
  * CKPT_NONE. */
 uint32_t ckpt_view_lookup(const struct ckpt_view *v, uint32_t dir,

@@ -562,22 +562,56 @@ static void ckfs_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
+/* getxattr(2)/listxattr(2) semantics: size 0 asks for the length, a
+ * buffer too small is ERANGE. */
+static void reply_xattr_value(fuse_req_t req, const char *buf, int len,
+			      size_t size)
+{
+	if (len < 0)
+		fuse_reply_err(req, -len);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)len);
+	else if ((size_t)len > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, (size_t)len);
+}
+
+#define XATTR_MAX 4096
+
 static void ckfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			  size_t size)
 {
-	(void)ino;
-	(void)name;
-	(void)size;
-	fuse_reply_err(req, ENODATA);
+	struct ckfs *fs = fs_of(req);
+	char buf[XATTR_MAX];
+	struct ref r;
+	int len;
+
+	if (ref_of(fs, ino, &r)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	len = r.top ? -ENODATA :
+	      ckpt_view_xattr(fs->view, r.slot, r.node, name, buf, sizeof(buf));
+	if (len > XATTR_MAX)
+		len = -E2BIG;
+	reply_xattr_value(req, buf, len, size);
 }
 
 static void ckfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	(void)ino;
-	if (size == 0)
-		fuse_reply_xattr(req, 0);
-	else
-		fuse_reply_buf(req, NULL, 0);
+	struct ckfs *fs = fs_of(req);
+	char buf[XATTR_MAX];
+	struct ref r;
+	int len;
+
+	if (ref_of(fs, ino, &r)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	len = r.top ? 0 : ckpt_view_xattr_list(fs->view, r.node, buf,
+						sizeof(buf));
+	reply_xattr_value(req, buf, len, size);
 }
 
 /* Every call that would change the tree or a file. */

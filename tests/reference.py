@@ -246,6 +246,39 @@ def expected(ckpt, world=1, rank=0, prefix=None, layout=None, dtype=None,
     return out
 
 
+def expected_attrs(ckpt, world=1, rank=0, layout=None, dtype=None):
+    """{path: {xattr name: value}} as the view should show them."""
+    meta = load(ckpt)
+    boxes = load_layout(layout)
+    out = {}
+    for fqn, entry in meta["state_dict_metadata"].items():
+        path = "/".join(view_path(fqn, meta))
+        a = {"user.ckptfs.fqn": fqn, "user.ckptfs.kind": entry["type"]}
+        out[path] = a
+        if entry["type"] != "tensor":
+            continue
+        shape = list(entry["size"])
+        off, size = [0] * len(shape), list(shape)
+        numel = int(np.prod(shape)) if shape else 1
+        if numel != 1:
+            box = boxes.get(param_of(fqn, meta))
+            if box is not None:
+                off, size = list(box[0]), list(box[1])
+            cs = -(-size[0] // world)
+            lo = min(size[0], rank * cs)
+            hi = min(size[0], (rank + 1) * cs)
+            off[0] += lo
+            size[0] = hi - lo
+        dt = entry["dtype"]
+        if dtype and dt in FLOATS:
+            dt = dtype
+        a.update({"user.ckptfs.dtype": dt,
+                  "user.ckptfs.shape": ",".join(map(str, size)),
+                  "user.ckptfs.global_shape": ",".join(map(str, shape)),
+                  "user.ckptfs.offsets": ",".join(map(str, off))})
+    return out
+
+
 FLOATS = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn",
           "float8_e5m2")
 
