@@ -61,7 +61,7 @@ help:
 	@echo "make bench      throughput vs raw pread and a minimal FUSE ceiling (>= 2 GiB checkpoints; BENCH_ARGS=...)"
 	@echo "make fuzz       libFuzzer (clang) on the metadata parser, validator and planner for FUZZ_TIME=$(FUZZ_TIME) s"
 	@echo "make deps       install the Debian packages ckptfs needs (apt-get)"
-	@echo "make install    install ckptfs into \$$DESTDIR\$$PREFIX/bin (and mount.fuse helper link)"
+	@echo "make install    install ckptfs into \$$DESTDIR\$$PREFIX/bin and ckptfs.py into /usr/bin/python3's site-packages"
 	@echo "make clean      remove build outputs"
 	@echo "Variables: SAN=address,undefined (sanitized build in build-san/), V=1 (show commands), O=DIR"
 
@@ -138,9 +138,14 @@ demo: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)scripts/demo.sh $(abspath $(BIN))
 
+# The Python loader goes where /usr/bin/python3 imports from.
+PYSITE ?= $(shell /usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
+
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/ckptfs
+	install -d $(DESTDIR)$(PYSITE)
+	install -m 0644 scripts/ckptfs.py $(DESTDIR)$(PYSITE)/ckptfs.py
 
 clean:
 	rm -rf build build-san build-tsan build-fuzz
