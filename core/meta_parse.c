@@ -1019,6 +1019,12 @@ int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 	ps.name = name;
 	ps.err = err;
 	ps.errlen = errlen;
+	/* Never NULL, so dims_at/size_at 0 of a 0-d tensor or a bytes entry
+	 * is a valid (empty) position. */
+	if (grow((void **)&m->dims, &ps.cap_dims, 16, sizeof(*m->dims))) {
+		rc = oom(&ps);
+		goto out_free;
+	}
 
 	if (len >= 2 && buf[0] == 0x80 && buf[1] >= 2 && buf[1] <= 5) {
 		rc = ckpt_errf(err, errlen, -EINVAL,

@@ -284,12 +284,57 @@ def huge_count(m, out):
     pass
 
 
+# Wrong types, one case per field: (case, where, field, bad value, message).
+WRONG_TYPES = [
+    ("top", None, "format", 1, "field 'format': expected string, got integer"),
+    ("top", None, "version", "1", "field 'version': expected unsigned integer, got string"),
+    ("top", None, "state_dict_metadata", [], "field 'state_dict_metadata': expected map, got array"),
+    ("top", None, "storage_data", {}, "field 'storage_data': expected array, got map"),
+    ("top", None, "planner_data", [], "field 'planner_data': expected map, got array"),
+    ("entry", None, "type", 1, "field 'type': expected string, got integer"),
+    ("entry", None, "dtype", 4, "field 'dtype': expected string, got integer"),
+    ("entry", None, "size", [6, "8"], "field 'size': expected array of unsigned integers, got string"),
+    ("entry", None, "size", [6, -8], "field 'size': expected array of unsigned integers, got negative integer"),
+    ("entry", None, "chunks", "x", "field 'chunks': expected array, got string"),
+    ("entry", None, "requires_grad", 1, "field 'requires_grad': expected bool, got integer"),
+    ("chunk", None, "offsets", None, "field 'chunks[0].offsets': expected array of unsigned integers, got nil"),
+    ("chunk", None, "sizes", [3.0, 8], "field 'chunks[0].sizes': expected array of unsigned integers, got float"),
+    ("record", None, "fqn", None, "field 'fqn': expected string, got nil"),
+    ("record", None, "offsets", "0,0", "field 'offsets': expected array or nil, got string"),
+    ("record", None, "index", "0", "field 'index': expected unsigned integer or nil, got string"),
+    ("record", None, "relative_path", 7, "field 'relative_path': expected string, got integer"),
+    ("record", None, "offset", 1.5, "field 'offset': expected unsigned integer, got float"),
+    ("record", None, "length", "96", "field 'length': expected unsigned integer, got string"),
+    ("record", None, "xxh3", b"\x00", "field 'xxh3': expected unsigned integer, got bin"),
+]
+
+
+def wrong_type(m, i):
+    kind, _, field, value, _ = WRONG_TYPES[i]
+    if kind == "top":
+        m[field] = value
+    elif kind == "entry":
+        ent(m)[field] = value
+    elif kind == "chunk":
+        ent(m)["chunks"][0][field] = value
+    else:
+        rec(m, 0)[field] = value
+
+
 def main(argv):
     if argv and argv[0] == "--list":
         print("\n".join(CASES))
         return 0
+    if argv and argv[0] == "--wrong-types":
+        for i, w in enumerate(WRONG_TYPES):
+            print(f"{i}\t{w[4]}")
+        return 0
     name, out = argv
     m = base(out)
+    if name.startswith("wrong_type_"):
+        wrong_type(m, int(name[len("wrong_type_"):]))
+        write(out, m)
+        return 0
     CASES[name](m, out)
     write(out, m)
     meta = os.path.join(out, ".metadata")

@@ -328,6 +328,44 @@ def prefetch(args, t, ckpt, work, w=3, r=1, pause=2.0):
                            base=(out["without"], "without") if out else None)
 
 
+def torch_figures(args, t, native, work, w=8, r=3):
+    """Rank r's slices into memory: torch's own checkpoint loader against
+    numpy.fromfile over the ckptfs view of the same tensors."""
+    tb = os.path.join(HERE, "torch_baseline.py")
+    try:
+        subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True,
+                       capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        note = "python3-torch is not installed: not measured"
+        print(f"  torch baseline: {note}")
+        return note
+    tdir = os.path.join(work, f"torch-{os.path.basename(native)}")
+    if not os.path.exists(os.path.join(tdir, ".metadata")):
+        print("re-saving the dim0 checkpoint with torch's save_state_dict...",
+              flush=True)
+        subprocess.check_call(["/usr/bin/python3", tb, "save", native, tdir])
+    warm([os.path.join(tdir, f) for f in os.listdir(tdir)])
+    tt, vt = [], []
+    for _ in range(args.reps):
+        out = subprocess.check_output(["/usr/bin/python3", tb, "load", tdir,
+                                       "--world", str(w), "--rank", str(r)])
+        tt.append(float(out.split()[0]))
+        with ckptfs_mount(args, native, os.path.join(work, "mnt"), w, r) as m:
+            out = subprocess.check_output(["/usr/bin/python3", tb, "view",
+                                           m.mnt])
+            vt.append(float(out.split()[0]))
+    torch_med = t.add(f"torch's own loader, rank {r} of {w} into memory",
+                      tt, unit="s")
+    t.add(f"ckptfs (numpy.fromfile over the view), rank {r} of {w}", vt,
+          unit="s",
+          note=f"speed-up over torch {torch_med / statistics.median(vt):.1f}x")
+    return ("torch 1.13's distributed checkpoint loader (FileSystemReader, "
+            "no_dist) loading each tensor whole, then slicing rank "
+            f"{r}'s rows, as its resharding load reads every overlapping "
+            "chunk whole; the checkpoint re-saved with save_state_dict "
+            "from the same tensors")
+
+
 def mount_figures(args, t, work):
     meta = os.path.join(work, "meta1m")
     keys, chunks = (100000, 10) if not args.quick else (1000, 10)
@@ -432,13 +470,7 @@ def main(argv):
     prefetch(args, t, ckpts["dim1"], args.work)
     mount_figures(args, t, args.work)
     rss_growth(args, t, ckpts["dim0"], args.work)
-    try:
-        subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True,
-                       capture_output=True)
-        note = "torch is importable, but the torch-format writer (issue 5) is not built yet: not measured"
-    except subprocess.CalledProcessError:
-        note = "python3-torch is not installed: not measured"
-    print(f"  torch baseline: {note}")
+    note = torch_figures(args, t, ckpts["dim0"], args.work)
     header = (f"# ckptfs benchmark\n\n{time.strftime('%Y-%m-%d %H:%M')}, "
               f"{os.cpu_count()} CPUs, {args.gib} GiB float32 Adam state per "
               f"tiling, saved by 4 ranks; backing files in the page cache; "

@@ -94,3 +94,20 @@ refuse() {
 	[ "$status" -ne 0 ]; [[ "$output" == *"unknown option '--bogus'"* ]]
 	not mountpoint -q "$MNT"
 }
+
+@test "wrong types for every field, each with its own message" {
+	n=0
+	while IFS=$'\t' read -r i want; do
+		rm -rf "$TMP/ckpt"
+		$BAD "wrong_type_$i" "$TMP/ckpt"
+		run timeout 20 "$CKPTFS" mount "$TMP/ckpt" "$MNT" --world 2 --rank 1
+		echo "case $i: status=$status output=$output"
+		[ "$status" -ne 0 ]
+		[ "$status" -ne 124 ]
+		[[ "$output" == *"$want"* ]]
+		[ "${#lines[@]}" -eq 1 ]
+		not mountpoint -q "$MNT"
+		n=$((n + 1))
+	done < <($BAD --wrong-types)
+	[ "$n" -ge 20 ]
+}

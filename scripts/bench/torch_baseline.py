@@ -1,0 +1,94 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""The torch baseline of `make bench`: the time for torch's own checkpoint
+loader (torch.distributed checkpointing, FileSystemReader) to get rank R's
+slices of every tensor into memory, against ckptfs (numpy.fromfile over
+every file of the view), on the same tensors.
+
+    torch_baseline.py save NATIVE_CKPT TORCH_CKPT
+        re-save the native checkpoint's tensors with torch's save_state_dict
+    torch_baseline.py load TORCH_CKPT --world W --rank R
+        load with torch's loader, slice rank R's rows; print seconds
+    torch_baseline.py view MNT
+        numpy.fromfile every file of a mounted view; print seconds
+
+Debian's torch 1.13 has no multi-rank resharding loader without a process
+group per rank, so torch loads each tensor whole and slices it, as every
+rank of a resharding load does (torch.load of every overlapping chunk whole).
+"""
+import argparse
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests"))
+
+
+def dcp():
+    import torch_dcp_compat
+    torch_dcp_compat.install()
+    import torch.distributed._shard.checkpoint as dcp_mod
+    return dcp_mod
+
+
+def save(native, out):
+    import numpy as np
+    import torch
+    import reference
+    d = dcp()
+    meta = reference.load(native)
+    records = {(r["fqn"], tuple(r["offsets"])): r for r in meta["storage_data"]
+               if r.get("offsets") is not None}
+    sd = {}
+    for fqn, e in meta["state_dict_metadata"].items():
+        if e["type"] == "tensor":
+            a = reference.full_tensor(native, fqn, e, records)
+            sd[fqn] = torch.from_numpy(np.ascontiguousarray(a))
+    os.makedirs(out, exist_ok=True)
+    d.save_state_dict(sd, d.FileSystemWriter(out), no_dist=True)
+
+
+def load(ckpt, world, rank):
+    import torch
+    d = dcp()
+    md = d.FileSystemReader(ckpt).read_metadata()
+    t0 = time.perf_counter()
+    sd = {k: torch.empty(tuple(v.size), dtype=v.properties.dtype)
+          for k, v in md.state_dict_metadata.items()}
+    d.load_state_dict(sd, d.FileSystemReader(ckpt), no_dist=True)
+    out = {}
+    for k, t in sd.items():
+        cs = -(-t.shape[0] // world)
+        out[k] = t[rank * cs:(rank + 1) * cs].clone()
+    dt = time.perf_counter() - t0
+    print(f"{dt:.4f} {sum(v.numel() * v.element_size() for v in out.values())}")
+
+
+def view(mnt):
+    import numpy as np
+    paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(mnt) for f in fs)
+    t0 = time.perf_counter()
+    n = sum(np.fromfile(p, dtype="u1").nbytes for p in paths)
+    print(f"{time.perf_counter() - t0:.4f} {n}")
+
+
+def main(argv):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cmd", choices=["save", "load", "view"])
+    ap.add_argument("a")
+    ap.add_argument("b", nargs="?")
+    ap.add_argument("--world", type=int, default=8)
+    ap.add_argument("--rank", type=int, default=3)
+    a = ap.parse_args(argv)
+    if a.cmd == "save":
+        save(a.a, a.b)
+    elif a.cmd == "load":
+        load(a.a, a.world, a.rank)
+    else:
+        view(a.a)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
