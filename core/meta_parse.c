@@ -93,6 +93,19 @@ static int corrupt(struct parser *ps, const char *where)
 			 where);
 }
 
+/* A map header at c, for the object named where. */
+static int open_map(struct parser *ps, struct mp_cursor *c, const char *where,
+		    uint32_t *n)
+{
+	int rc = mp_read_map(c, n);
+
+	if (rc == -EPROTO)
+		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
+				 "%s: %s: expected a map, got %s", ps->name,
+				 where, mp_type_name(c));
+	return rc ? corrupt(ps, where) : 0;
+}
+
 /* Read a uint array of exactly want items (want = CKPT_NONE: any count up
  * to CKPT_MAX_DIMS) into the dims pool; *at gets its start. */
 static int read_dims(struct parser *ps, struct mp_cursor *c,
@@ -288,13 +301,9 @@ static int parse_entry(struct parser *ps, struct mp_cursor *c,
 
 	e->chunk_first = m->nchunks;
 	snprintf(where, sizeof(where), "key '%.96s'", fqn);
-	rc = mp_read_map(c, &n);
-	if (rc == -EPROTO)
-		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-				 "%s: %s: expected a map, got %s", ps->name,
-				 where, mp_type_name(c));
+	rc = open_map(ps, c, where, &n);
 	if (rc)
-		return corrupt(ps, where);
+		return rc;
 	for (i = 0; i < n; i++) {
 		if (mp_read_str(c, &k, &len))
 			return type_error(ps, where, "(key)", "string", c);
@@ -576,13 +585,9 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 
 	snprintf(where, sizeof(where), "storage_data[%" PRIu32 "]", ri);
 	memset(r, 0, sizeof(*r));
-	rc = mp_read_map(c, &n);
-	if (rc == -EPROTO)
-		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-				 "%s: %s: expected a map, got %s", ps->name,
-				 where, mp_type_name(c));
+	rc = open_map(ps, c, where, &n);
 	if (rc)
-		return corrupt(ps, where);
+		return rc;
 	for (i = 0; i < n; i++) {
 		if (mp_read_str(c, &k, &len))
 			return type_error(ps, where, "(key)", "string", c);
