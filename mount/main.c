@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli_tools.h"
 #include "mount_opts.h"
 #include "mount_run.h"
 
@@ -23,6 +24,7 @@ static void usage(FILE *f)
 "                    [--layout FILE] [--dtype T] [-f] [-d] [-s] [-o OPTS]\n"
 "       ckptfs CKPT MNT [-o world=W,rank=R,prefix=KEY,...]   (mount.fuse3 / fstab form)\n"
 "       ckptfs umount MNT\n"
+"       ckptfs info|ls|plan|cat|extract CKPT ...   (no mount needed; --help each)\n"
 "       ckptfs --version | --help\n"
 "\n"
 "Mounts a distributed-training checkpoint as a read-only tree with one file\n"
@@ -93,6 +95,8 @@ static int do_mount(int argc, char **argv, const char *argv0)
 
 int main(int argc, char **argv)
 {
+	int rc;
+
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
@@ -106,6 +110,9 @@ int main(int argc, char **argv)
 		printf("ckptfs %s\n", CKPTFS_VERSION);
 		return 0;
 	}
+	rc = cli_tool_run(argv[1], argc - 2, argv + 2);
+	if (rc >= 0)
+		return rc;
 	if (strcmp(argv[1], "mount") == 0)
 		return do_mount(argc - 2, argv + 2, argv[0]);
 	if (strcmp(argv[1], "umount") == 0 || strcmp(argv[1], "unmount") == 0)

@@ -1,0 +1,140 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: MIT
+# The subcommands that need no mount: info, ls, plan, cat, extract, checked
+# against the reference and against the mounted files.
+
+load helpers
+
+setup() {
+	common_setup
+	$GEN "$TMP/ckpt" --seed 71 --keys 40
+}
+teardown() { common_teardown; }
+
+@test "cat gives every key's view, identical to the mounted file and the reference" {
+	start_mount "$TMP/ckpt" "$MNT" --world 3 --rank 1
+	n=0
+	while IFS=$'\t' read -r path size; do
+		fqn=$(getfattr --only-values -n user.ckptfs.fqn "$MNT/$path")
+		"$CKPTFS" cat "$TMP/ckpt" "$fqn" --world 3 --rank 1 > "$TMP/out"
+		cmp "$TMP/out" "$MNT/$path"
+		[ "$(stat -c %s "$TMP/out")" = "$size" ]
+		"$CKPTFS" cat "$TMP/ckpt" "$path" --world 3 --rank 1 | cmp - "$MNT/$path"
+		n=$((n + 1))
+	done < <($REF paths "$TMP/ckpt" --world 3 --rank 1)
+	stop_mount
+	[ "$n" -ge 30 ]
+}
+
+@test "extract writes the same tree as the mount (raw), and loadable .npy files" {
+	"$CKPTFS" extract "$TMP/ckpt" "$TMP/out" --world 4 --rank 2
+	run $REF check "$TMP/ckpt" "$TMP/out" --world 4 --rank 2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	start_mount "$TMP/ckpt" "$MNT" --world 4 --rank 2
+	diff -r "$TMP/out" "$MNT"
+	stop_mount
+	"$CKPTFS" extract "$TMP/ckpt" "$TMP/npy" --world 4 --rank 2 --format npy
+	run $PY -c '
+import os, sys, numpy as np
+sys.path.insert(0, sys.argv[3])
+import reference
+exp = reference.expected(sys.argv[1], 4, 2)
+attrs = reference.expected_attrs(sys.argv[1], 4, 2)
+n = 0
+for rel, want in exp.items():
+    a = attrs[rel]
+    if a["user.ckptfs.kind"] == "bytes":
+        assert open(os.path.join(sys.argv[2], rel), "rb").read() == want
+        continue
+    arr = np.load(os.path.join(sys.argv[2], rel + ".npy"), mmap_mode="r")
+    shape = tuple(int(x) for x in a["user.ckptfs.shape"].split(",") if x)
+    assert arr.shape == shape, (rel, arr.shape, shape)
+    assert arr.tobytes() == want, rel
+    if arr.nbytes:
+        assert isinstance(arr, np.memmap) or arr.base is not None
+    n += 1
+print(n, "npy files ok")' "$TMP/ckpt" "$TMP/npy" "$ROOT/tests"
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
+@test "ls: a header and one tab-separated line per key, matching the reference" {
+	"$CKPTFS" ls "$TMP/ckpt" --world 3 --rank 2 > "$TMP/ls"
+	head -1 "$TMP/ls" | grep -qx $'path\tdtype\tglobal_shape\tchunks\tlocal_shape\tlocal_offset\tbytes'
+	run $PY -c '
+import sys
+sys.path.insert(0, sys.argv[2])
+import reference
+attrs = reference.expected_attrs(sys.argv[1], 3, 2)
+exp = reference.expected(sys.argv[1], 3, 2)
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[3])][1:]
+assert len(rows) == len(exp), (len(rows), len(exp))
+for path, dtype, gshape, chunks, lshape, loff, size in rows:
+    a = attrs[path]
+    assert int(size) == len(exp[path]), path
+    if a["user.ckptfs.kind"] == "bytes":
+        assert dtype == "bytes"
+        continue
+    d = lambda s: s or "-"
+    assert dtype == a["user.ckptfs.dtype"], path
+    assert gshape == d(a["user.ckptfs.global_shape"]), path
+    assert lshape == d(a["user.ckptfs.shape"]), path
+    assert loff == d(a["user.ckptfs.offsets"]), path
+print(len(rows), "rows ok")' "$TMP/ckpt" "$ROOT/tests" "$TMP/ls"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	# Easy for cut and awk.
+	[ "$("$CKPTFS" ls "$TMP/ckpt" --prefix model | tail -n +2 | cut -f1 | cut -d/ -f1 | sort -u)" = model ]
+	total=$(awk -F'\t' 'NR > 1 { s += $7 } END { print s }' "$TMP/ls")
+	[ "$total" -eq "$($REF paths "$TMP/ckpt" --world 3 --rank 2 | awk -F'\t' '{ s += $2 } END { print s }')" ]
+}
+
+@test "info and plan describe the checkpoint and the reads" {
+	run "$CKPTFS" info "$TMP/ckpt"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *$'format\ttensorplay-dcp'* ]]
+	[[ "$output" == *$'version\t1'* ]]
+	keys=$($PY -c 'import msgpack,sys; print(len(msgpack.unpackb(open(sys.argv[1]+"/.metadata","rb").read())["state_dict_metadata"]))' "$TMP/ckpt")
+	[[ "$output" == *$'keys\t'"$keys "* ]]
+	[[ "$output" == *"tiling"*"split along dim 0"* ]]
+	# plan: the reads of each key add up to its view's size.
+	"$CKPTFS" plan "$TMP/ckpt" --world 3 --rank 1 > "$TMP/plan"
+	run $PY -c '
+import sys
+sys.path.insert(0, sys.argv[2])
+import reference
+exp = reference.expected(sys.argv[1], 3, 1)
+fqns = {}
+cur = None
+for line in open(sys.argv[3]):
+    f = line.rstrip("\n").split("\t")
+    if f[0]:
+        cur = f[0]; fqns[cur] = [int(f[1].split()[0]), 0]
+    elif f[1] == "read":
+        fqns[cur][1] += int(f[4])
+bad = [k for k, (want, got) in fqns.items() if want != got]
+assert len(fqns) == len(exp) and not bad, bad
+print(len(fqns), "keys planned")' "$TMP/ckpt" "$ROOT/tests" "$TMP/plan"
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
+@test "every subcommand has --help; bad arguments give a message" {
+	for c in info ls plan cat extract; do
+		run "$CKPTFS" "$c" --help
+		[ "$status" -eq 0 ]
+		[[ "$output" == "usage: ckptfs $c"* ]]
+	done
+	run "$CKPTFS" cat "$TMP/ckpt" optim.x
+	[ "$status" -ne 0 ]; [[ "$output" == *"--world and --rank are required"* ]]
+	run "$CKPTFS" cat "$TMP/ckpt" optim.nope --world 2 --rank 0
+	[ "$status" -ne 0 ]; [[ "$output" == *"no key 'optim.nope'"* ]]
+	run "$CKPTFS" ls "$TMP/ckpt" --world 2 --rank 2
+	[ "$status" -ne 0 ]; [[ "$output" == *"rank 2 is out of range"* ]]
+	run "$CKPTFS" extract "$TMP/ckpt" "$TMP/x" --world 2 --rank 0 --format csv
+	[ "$status" -ne 0 ]; [[ "$output" == *"--format must be raw or npy"* ]]
+	run "$CKPTFS" info "$TMP/nope"
+	[ "$status" -ne 0 ]; [[ "$output" == *"nope/.metadata: cannot open"* ]]
+}
