@@ -267,6 +267,13 @@ int ckpt_view_new(struct ckpt_meta *m, const struct ckpt_view_opts *o,
 	v->dtype = ckpt_convert_is_target(o->dtype) ? o->dtype :
 						      CKPT_DTYPE_COUNT;
 	v->multi = o->nranks > 0;
+	v->verify = o->verify;
+	v->report = o->report;
+	if (v->verify) {
+		v->vstate = calloc(m->nchunks ? m->nchunks : 1, 1);
+		if (!v->vstate)
+			goto out_oom;
+	}
 	v->nslots = v->multi ? o->nranks : 1;
 	v->slot_rank = malloc(v->nslots * sizeof(uint32_t));
 	if (!v->slot_rank)
@@ -335,6 +342,7 @@ void ckpt_view_free(struct ckpt_view *v)
 		return;
 	ckpt_strtab_destroy(&v->by_name);
 	free(v->slot_rank);
+	free(v->vstate);
 	free(v->nodes);
 	free(v->children);
 	free(v->names);

@@ -27,6 +27,10 @@ struct ckpt_view_opts {
 	const char *prefix;	/* NULL: every key; else first component */
 	const struct ckpt_layout *layout;	/* NULL or bound to the meta */
 	enum ckpt_dtype dtype;	/* CKPT_DTYPE_COUNT: no conversion */
+	bool verify;		/* -o verify: check records on first read */
+	/* Called once per record found corrupt (verify), with one line naming
+	 * the file, offset and key; may be NULL. */
+	void (*report)(const char *line);
 };
 
 struct ckpt_node {
@@ -48,6 +52,10 @@ struct ckpt_view {
 	bool multi;			/* rankN/ directories at the root */
 	const struct ckpt_layout *layout;	/* borrowed, or NULL */
 	enum ckpt_dtype dtype;		/* conversion target, or COUNT */
+	bool verify;
+	uint8_t *vstate;		/* per chunk, atomic: 0 unchecked,
+					 * 1 good, 2 corrupt */
+	void (*report)(const char *line);
 	char *prefix;			/* owned copy, or NULL */
 	struct ckpt_node *nodes;
 	uint32_t nnodes;

@@ -13,6 +13,7 @@
 #include "view.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,7 @@
 #include "datafiles.h"
 #include "plan.h"
 #include "reshard.h"
+#include "verify.h"
 
 #define BATCH_RUNS 4096		/* runs gathered per staged batch */
 #define DIRECT_MAX 8		/* at most this many runs: pread directly */
@@ -119,11 +121,61 @@ static int flush(struct ckpt_meta *m, struct pending *r, uint32_t n,
 	return 0;
 }
 
+enum { UNCHECKED, GOOD, CORRUPT };
+
+/* -o verify: check chunk ci's record the first time any of it is read. */
+static int check_record(const struct ckpt_view *v, uint32_t ci)
+{
+	struct ckpt_meta *m = v->meta;
+	uint8_t st = __atomic_load_n(&v->vstate[ci], __ATOMIC_ACQUIRE);
+	uint8_t want = UNCHECKED;
+	uint64_t got = 0;
+	char *buf;
+	int rc;
+
+	if (st == GOOD)
+		return 0;
+	if (st == CORRUPT)
+		return -EIO;
+	buf = malloc(1 << 20);
+	if (!buf)
+		return -ENOMEM;
+	rc = ckpt_verify_chunk(m, ci, buf, 1 << 20, &got);
+	free(buf);
+	if (rc == -EIO || rc == -ENOMEM)
+		return rc;	/* not a verdict: try again next time */
+	st = rc == -EBADMSG ? CORRUPT : GOOD;
+	if (__atomic_compare_exchange_n(&v->vstate[ci], &want, st, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
+	    st == CORRUPT && v->report) {
+		const struct ckpt_chunk *c = &m->chunks[ci];
+		char line[1024];
+		uint32_t lo = 0, hi = m->nentries;
+
+		while (hi - lo > 1) {	/* the entry owning chunk ci */
+			uint32_t mid = lo + (hi - lo) / 2;
+
+			if (m->entries[mid].chunk_first <= ci)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		snprintf(line, sizeof(line),
+			 "%s/%s: offset %llu: key '%s': xxh3 mismatch, reads of it fail with EIO",
+			 m->dir, m->strings + m->files[c->file].path,
+			 (unsigned long long)c->foff,
+			 ckpt_entry_fqn(m, &m->entries[lo]));
+		v->report(line);
+	}
+	return st == CORRUPT ? -EIO : 0;
+}
+
 /* Bytes [off, off+len) of entry e's box as stored, into buf. */
-static int read_raw(struct ckpt_meta *m, const struct ckpt_entry *e,
+static int read_raw(const struct ckpt_view *v, const struct ckpt_entry *e,
 		    const struct ckpt_box *box, uint64_t off, size_t len,
 		    char *buf, size_t *got, struct ckpt_read_scratch *s)
 {
+	struct ckpt_meta *m = v->meta;
 	struct pending local[DIRECT_MAX + 1], *r = local;
 	uint32_t cap = DIRECT_MAX + 1, n = 0;
 	struct ckpt_planner p;
@@ -148,6 +200,11 @@ static int read_raw(struct ckpt_meta *m, const struct ckpt_entry *e,
 	}
 	ckpt_planner_init(&p, m, e, box, off, len);
 	while ((rc = ckpt_planner_next(&p, &run)) > 0) {
+		if (v->verify) {
+			rc = check_record(v, run.chunk);
+			if (rc)
+				return rc;
+		}
 		if (n && run.file == r[n - 1].file &&
 		    r[n - 1].foff + r[n - 1].len == run.foff) {
 			r[n - 1].len += run.len;
@@ -179,7 +236,8 @@ static int read_raw(struct ckpt_meta *m, const struct ckpt_entry *e,
 
 /* A dtype view: read whole source elements covering the range, convert,
  * and copy out the bytes asked for. */
-static int read_converted(struct ckpt_meta *m, const struct ckpt_entry *e,
+static int read_converted(const struct ckpt_view *v,
+			  const struct ckpt_entry *e,
 			  const struct ckpt_box *box, enum ckpt_dtype to,
 			  uint64_t off, size_t len, char *buf, size_t *got,
 			  struct ckpt_read_scratch *s)
@@ -208,7 +266,7 @@ static int read_converted(struct ckpt_meta *m, const struct ckpt_entry *e,
 		if (!s->conv)
 			return -ENOMEM;
 	}
-	rc = read_raw(m, e, box, e0 * ssz, (size_t)(n * ssz), s->conv, &raw, s);
+	rc = read_raw(v, e, box, e0 * ssz, (size_t)(n * ssz), s->conv, &raw, s);
 	if (rc)
 		return rc;
 	if (raw != n * ssz)
@@ -239,6 +297,6 @@ int ckpt_view_read(const struct ckpt_view *v, uint32_t slot, uint32_t node,
 	to = e->kind == CKPT_KIND_TENSOR ? ckpt_view_dtype(v, e) :
 					   CKPT_DTYPE_COUNT;
 	if (e->kind == CKPT_KIND_TENSOR && to != (enum ckpt_dtype)e->dtype)
-		return read_converted(m, e, &box, to, off, len, buf, got, s);
-	return read_raw(m, e, &box, off, len, buf, got, s);
+		return read_converted(v, e, &box, to, off, len, buf, got, s);
+	return read_raw(v, e, &box, off, len, buf, got, s);
 }

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../core/datafiles.h"
@@ -21,6 +23,7 @@
 #include "../core/npy.h"
 #include "../core/plan.h"
 #include "../core/reshard.h"
+#include "../core/verify.h"
 #include "../core/view.h"
 
 #define BUF_SIZE ((size_t)1 << 20)
@@ -31,6 +34,7 @@ struct tool_args {
 	uint32_t world, rank;
 	bool has_world, has_rank, help, npy;
 	const char *prefix;
+	uint32_t jobs;
 };
 
 struct tool {
@@ -93,6 +97,9 @@ static int parse_args(const struct tool *t, int argc, char **argv,
 			a->has_rank = true;
 		} else if ((v = opt_value(argc, argv, &i, "--prefix"))) {
 			a->prefix = v;
+		} else if ((v = opt_value(argc, argv, &i, "--jobs"))) {
+			if (parse_num("--jobs", v, &a->jobs))
+				return -1;
 		} else if ((v = opt_value(argc, argv, &i, "--format"))) {
 			if (strcmp(v, "raw") && strcmp(v, "npy")) {
 				fprintf(stderr, "ckptfs: --format must be raw or npy, got '%s'\n", v);
@@ -546,6 +553,159 @@ static int tool_extract(const struct tool_args *a)
 	return rc || !buf ? 1 : 0;
 }
 
+/* ---------------------------------------------------------------- verify */
+struct verify_job {
+	struct ckpt_meta *m;
+	uint32_t *order;	/* chunks with records, by (file, offset) */
+	uint32_t n;
+	uint32_t next;		/* atomic */
+	uint64_t done_bytes;	/* atomic */
+	uint32_t bad, unreadable, unchecked;	/* atomic */
+	bool tty;
+	pthread_mutex_t out;	/* serializes messages */
+};
+
+static int cmp_record(const void *a, const void *b, void *ctx)
+{
+	const struct ckpt_meta *m = ctx;
+	const struct ckpt_chunk *x = &m->chunks[*(const uint32_t *)a];
+	const struct ckpt_chunk *y = &m->chunks[*(const uint32_t *)b];
+
+	if (x->file != y->file)
+		return x->file < y->file ? -1 : 1;
+	return x->foff < y->foff ? -1 : x->foff > y->foff;
+}
+
+/* The entry owning chunk ci (entries' chunk ranges are in order). */
+static const struct ckpt_entry *owner(const struct ckpt_meta *m, uint32_t ci)
+{
+	uint32_t lo = 0, hi = m->nentries;
+
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (m->entries[mid].chunk_first <= ci)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return &m->entries[lo];
+}
+
+static void *verify_worker(void *arg)
+{
+	struct verify_job *j = arg;
+	char *buf = malloc(BUF_SIZE);
+	char a[256];
+	uint32_t i;
+
+	while (buf && (i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->n) {
+		uint32_t ci = j->order[i];
+		const struct ckpt_chunk *c = &j->m->chunks[ci];
+		const struct ckpt_entry *e = owner(j->m, ci);
+		uint64_t got = 0;
+		int rc = ckpt_verify_chunk(j->m, ci, buf, BUF_SIZE, &got);
+
+		if (rc == 1)
+			__atomic_fetch_add(&j->unchecked, 1, __ATOMIC_RELAXED);
+		if (rc < 0) {
+			pthread_mutex_lock(&j->out);
+			if (j->tty)
+				fprintf(stderr, "\r\033[K");
+			printf("%s/%s: offset %" PRIu64 ": key '%s'%s%s: %s",
+			       j->m->dir, j->m->strings + j->m->files[c->file].path,
+			       c->foff, ckpt_entry_fqn(j->m, e),
+			       e->kind == CKPT_KIND_TENSOR ? ": chunk at " : "",
+			       e->kind == CKPT_KIND_TENSOR ?
+			       ckpt_fmt_dims(a, sizeof(a), ckpt_chunk_offsets(j->m, c), e->ndim) : "",
+			       rc == -EBADMSG ? "xxh3 mismatch" : "cannot read the record");
+			if (rc == -EBADMSG)
+				printf(" (stored %016" PRIx64 ", computed %016" PRIx64 ")",
+				       c->xxh3, got);
+			putchar('\n');
+			pthread_mutex_unlock(&j->out);
+			__atomic_fetch_add(rc == -EBADMSG ? &j->bad : &j->unreadable,
+					   1, __ATOMIC_RELAXED);
+		}
+		__atomic_fetch_add(&j->done_bytes, c->len, __ATOMIC_RELAXED);
+	}
+	free(buf);
+	return NULL;
+}
+
+static int tool_verify(const struct tool_args *a)
+{
+	struct verify_job j = { 0 };
+	pthread_t th[64];
+	struct ckpt_meta *m;
+	struct ckpt_view *v;
+	uint64_t total = 0;
+	uint32_t i, n = 0, jobs = a->jobs;
+	bool tty = isatty(STDERR_FILENO);
+	struct timespec t0, t1;
+	double secs;
+
+	if (open_view(a, true, &m, &v))
+		return 1;
+	j.m = m;
+	j.tty = tty;
+	j.order = malloc((m->nchunks ? m->nchunks : 1) * sizeof(uint32_t));
+	if (!j.order) {
+		fprintf(stderr, "ckptfs: out of memory\n");
+		return 1;
+	}
+	for (i = 0; i < m->nchunks; i++) {
+		if (m->chunks[i].file == CKPT_NONE)
+			continue;
+		j.order[n++] = i;
+		total += m->chunks[i].len;
+	}
+	qsort_r(j.order, n, sizeof(uint32_t), cmp_record, m);
+	j.n = n;
+	pthread_mutex_init(&j.out, NULL);
+	if (!jobs)
+		jobs = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+	if (jobs < 1)
+		jobs = 1;
+	if (jobs > 64)
+		jobs = 64;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < jobs; i++)
+		if (pthread_create(&th[i], NULL, verify_worker, &j))
+			break;
+	jobs = i;
+	while (tty && __atomic_load_n(&j.next, __ATOMIC_RELAXED) < n) {
+		uint64_t d = __atomic_load_n(&j.done_bytes, __ATOMIC_RELAXED);
+		int w = total ? (int)(40 * d / total) : 40;
+
+		pthread_mutex_lock(&j.out);
+		fprintf(stderr, "\r[%.*s%*s] %5.1f%% of %.2f GB", w,
+			"########################################", 40 - w, "",
+			total ? 100.0 * (double)d / (double)total : 100.0,
+			(double)total / 1e9);
+		pthread_mutex_unlock(&j.out);
+		usleep(100000);
+	}
+	for (i = 0; i < jobs; i++)
+		pthread_join(th[i], NULL);
+	if (!jobs)
+		verify_worker(&j);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	if (tty)
+		fprintf(stderr, "\r\033[K");
+	printf("%" PRIu32 " records, %.3f GB in %.2f s (%.2f GB/s): %" PRIu32
+	       " checked, %" PRIu32 " without a checksum, %" PRIu32
+	       " mismatched, %" PRIu32 " unreadable\n",
+	       n, (double)total / 1e9, secs, secs > 0 ? (double)total / 1e9 / secs : 0,
+	       n - j.unchecked, j.unchecked, j.bad, j.unreadable);
+	pthread_mutex_destroy(&j.out);
+	free(j.order);
+	ckpt_view_free(v);
+	ckpt_meta_free(m);
+	return j.bad || j.unreadable ? 1 : 0;
+}
+
 static const struct tool tools[] = {
 	{ "info", 1, 1, false,
 	  "usage: ckptfs info CKPT\n"
@@ -571,6 +731,12 @@ static const struct tool tools[] = {
 	  "  write the whole view as real files, the same tree as the mount; with npy,\n"
 	  "  tensors become NAME.npy (bfloat16/float8 as same-size unsigned types)\n",
 	  tool_extract },
+	{ "verify", 1, 1, false,
+	  "usage: ckptfs verify CKPT [--jobs N]\n"
+	  "  check every record's xxh3; one line per mismatch (file, offset, key), a\n"
+	  "  count of records without a checksum; exit 1 on any mismatch.  A progress\n"
+	  "  bar goes to stderr when it is a terminal.  N threads (default: CPUs)\n",
+	  tool_verify },
 };
 
 int cli_tool_run(const char *name, int argc, char **argv)

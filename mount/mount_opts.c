@@ -192,6 +192,10 @@ static int take_o(struct mount_opts *o, char *kv, char *err, size_t errlen)
 		return set_str(&o->ranks_spec, "ranks", val, err, errlen);
 	if (klen == 5 && strncmp(kv, "dtype", 5) == 0)
 		return set_str(&o->dtype, "dtype", val, err, errlen);
+	if (strcmp(kv, "verify") == 0) {
+		o->verify = true;
+		return 0;
+	}
 	if (strcmp(kv, "prefetch") == 0) {
 		o->prefetch = true;
 		return 0;

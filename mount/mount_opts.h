@@ -22,6 +22,7 @@ struct mount_opts {
 	bool follow_symlinks;	/* -o follow_symlinks */
 	uint32_t readahead_kb;	/* -o readahead_kb=N; 0 keeps the kernel's */
 	bool prefetch;		/* -o prefetch */
+	bool verify;		/* -o verify */
 	char *layout;		/* --layout FILE, owned */
 	uint32_t *ranks;	/* --ranks LIST, owned */
 	uint32_t nranks;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "../core/datafiles.h"
@@ -105,6 +106,14 @@ static void find_readahead_knob(const char *mnt, unsigned kb, struct ckfs *fs)
 	fs->readahead_kb = kb;
 }
 
+/* -o verify: a corrupt record, once.  stderr is /dev/null once the daemon
+ * is in the background, so syslog too. */
+static void report_corrupt(const char *line)
+{
+	fprintf(stderr, "ckptfs: verify: %s\n", line);
+	syslog(LOG_ERR, "verify: %s", line);
+}
+
 static int serve(struct fuse_session *se, const struct mount_opts *o)
 {
 	struct fuse_loop_config *cfg;
@@ -156,6 +165,8 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	vo.nranks = o->nranks;
 	vo.prefix = o->prefix;
 	vo.dtype = CKPT_DTYPE_COUNT;
+	vo.verify = o->verify;
+	vo.report = report_corrupt;
 	if (o->dtype)
 		ckpt_dtype_from_name(o->dtype, strlen(o->dtype), &vo.dtype);
 	if (o->layout) {

@@ -138,3 +138,55 @@ print(len(fqns), "keys planned")' "$TMP/ckpt" "$ROOT/tests" "$TMP/plan"
 	run "$CKPTFS" info "$TMP/nope"
 	[ "$status" -ne 0 ]; [[ "$output" == *"nope/.metadata: cannot open"* ]]
 }
+
+@test "verify: a flipped byte is named (file, offset, key); -o verify gives EIO for that key only" {
+	run "$CKPTFS" verify "$TMP/ckpt"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *" 0 without a checksum, 0 mismatched"* ]]
+	# Flip one byte inside the record of one chunk.
+	read -r file off len key < <($PY -c '
+import msgpack, sys
+m = msgpack.unpackb(open(sys.argv[1] + "/.metadata", "rb").read())
+r = max((r for r in m["storage_data"] if r["length"] >= 8), key=lambda r: r["length"])
+print(r["relative_path"], r["offset"], r["length"], r["fqn"])' "$TMP/ckpt")
+	$PY -c '
+import sys
+p, at = sys.argv[1], int(sys.argv[2])
+with open(p, "r+b") as f:
+    f.seek(at); b = f.read(1); f.seek(at); f.write(bytes([b[0] ^ 0x40]))' "$TMP/ckpt/$file" $((off + len / 2))
+	run "$CKPTFS" verify "$TMP/ckpt" --jobs 3
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"$TMP/ckpt/$file: offset $off: key '$key'"*"xxh3 mismatch"* ]]
+	[[ "$output" == *" 1 mismatched"* ]]
+	start_mount "$TMP/ckpt" "$MNT" -o verify
+	bad=0
+	while IFS= read -r f; do
+		if ! cat "$f" > /dev/null 2>&1; then
+			[ "$(getfattr --only-values -n user.ckptfs.fqn "$f" 2>/dev/null)" = "$key" ]
+			bad=$((bad + 1))
+		fi
+	done < <(find "$MNT" -type f)
+	[ "$bad" -eq 1 ]
+	# Again: still EIO, logged once.
+	f=$(for x in $(find "$MNT" -type f); do
+		if [ "$(getfattr --only-values -n user.ckptfs.fqn "$x" 2>/dev/null)" = "$key" ]; then echo "$x"; fi
+	done)
+	run cat "$f"
+	[[ "$output" == *"Input/output error"* ]]
+	stop_mount
+	[ "$(grep -c "verify: .*key '$key': xxh3 mismatch" "$TMP/daemon.log")" -eq 1 ]
+	# Without -o verify the mount serves the bytes as they are.
+	start_mount "$TMP/ckpt" "$MNT"
+	cat "$f" > /dev/null
+	stop_mount
+}
+
+@test "verify reports records without a checksum" {
+	$BAD ok "$TMP/nock"
+	run "$CKPTFS" verify "$TMP/nock"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"4 records"*"0 checked, 4 without a checksum"* ]]
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/* Record checksums: see verify.h. */
+#include "verify.h"
+
+#include <errno.h>
+#include <xxhash.h>
+
+#include "datafiles.h"
+
+int ckpt_verify_chunk(struct ckpt_meta *m, uint32_t ci, char *buf,
+		      size_t buflen, uint64_t *got)
+{
+	const struct ckpt_chunk *c = &m->chunks[ci];
+	XXH3_state_t *st;
+	uint64_t off = 0;
+	int rc = 0;
+
+	if (!c->has_xxh3)
+		return 1;
+	st = XXH3_createState();
+	if (!st)
+		return -ENOMEM;
+	XXH3_64bits_reset(st);
+	while (off < c->len) {
+		size_t n = c->len - off < buflen ? (size_t)(c->len - off) : buflen;
+
+		rc = ckpt_files_pread(m, c->file, buf, n, c->foff + off);
+		if (rc)
+			goto out_free;
+		XXH3_64bits_update(st, buf, n);
+		off += n;
+	}
+	*got = XXH3_64bits_digest(st);
+	rc = *got == c->xxh3 ? 0 : -EBADMSG;
+out_free:
+	XXH3_freeState(st);
+	return rc;
+}

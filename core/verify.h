@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/* Record checksums: XXH3-64 of a record's bytes against its "xxh3" field. */
+#ifndef CKPT_VERIFY_H
+#define CKPT_VERIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "meta.h"
+
+/*
+ * Hash chunk ci's record (read through the fd cache into buf, buflen
+ * bytes at a time) and compare it with its xxh3.  Returns 0 when it
+ * matches, 1 when the record has no checksum, -EBADMSG on a mismatch (with
+ * *got set to the hash read), -EIO when the bytes cannot be read.
+ * Thread-safe with a buffer per thread.
+ */
+int ckpt_verify_chunk(struct ckpt_meta *m, uint32_t ci, char *buf,
+		      size_t buflen, uint64_t *got);
+
+#endif
