@@ -127,6 +127,46 @@ static double load(enum ckpt_dtype src, const uint8_t *p)
 	}
 }
 
+void ckpt_convert_to_double(enum ckpt_dtype src, const void *in, double *out,
+			    size_t n)
+{
+	const uint8_t *ip = in;
+	unsigned isz = ckpt_dtype_size(src);
+	size_t i;
+
+	for (i = 0; i < n; i++, ip += isz) {
+		int64_t i64;
+		int32_t i32;
+		int16_t i16;
+
+		switch (src) {
+		case CKPT_I64:
+			memcpy(&i64, ip, 8);
+			out[i] = (double)i64;
+			break;
+		case CKPT_I32:
+			memcpy(&i32, ip, 4);
+			out[i] = i32;
+			break;
+		case CKPT_I16:
+			memcpy(&i16, ip, 2);
+			out[i] = i16;
+			break;
+		case CKPT_I8:
+			out[i] = (int8_t)*ip;
+			break;
+		case CKPT_U8:
+			out[i] = *ip;
+			break;
+		case CKPT_BOOL:
+			out[i] = *ip != 0;
+			break;
+		default:
+			out[i] = load(src, ip);
+		}
+	}
+}
+
 void ckpt_convert(enum ckpt_dtype src, enum ckpt_dtype dst, const void *in,
 		  void *out, size_t n)
 {

@@ -24,4 +24,10 @@ enum ckpt_dtype ckpt_convert_view_dtype(enum ckpt_dtype src,
 void ckpt_convert(enum ckpt_dtype src, enum ckpt_dtype dst, const void *in,
 		  void *out, size_t n);
 
+/* Element values as double, for statistics: every dtype (floats exactly
+ * except nothing is lost: all fit a double; integers exactly below 2^53;
+ * bool 0/1).  Pure; thread-safe. */
+void ckpt_convert_to_double(enum ckpt_dtype src, const void *in, double *out,
+			    size_t n);
+
 #endif

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/convert.h"
 #include "../core/datafiles.h"
 #include "../core/errbuf.h"
 #include "../core/meta.h"
@@ -29,7 +31,7 @@
 #define BUF_SIZE ((size_t)1 << 20)
 
 struct tool_args {
-	const char *pos[3];
+	const char *pos[16];
 	int npos;
 	uint32_t world, rank;
 	bool has_world, has_rank, help, npy;
@@ -110,7 +112,7 @@ static int parse_args(const struct tool *t, int argc, char **argv,
 			fprintf(stderr, "ckptfs %s: unknown option '%s'\n%s",
 				t->name, argv[i], t->usage);
 			return -1;
-		} else if (a->npos < 3) {
+		} else if (a->npos < 16) {
 			a->pos[a->npos++] = argv[i];
 		} else {
 			fprintf(stderr, "ckptfs %s: unexpected argument '%s'\n",
@@ -553,6 +555,126 @@ static int tool_extract(const struct tool_args *a)
 	return rc || !buf ? 1 : 0;
 }
 
+/* ---------------------------------------------------------------- stats */
+static void print_num(double x)
+{
+	if (isnan(x))
+		printf("\tnan");
+	else
+		printf("\t%.17g", x);
+}
+
+static int stats_one(const struct ckpt_view *v, uint32_t node, char *buf,
+		     double *vals, struct ckpt_read_scratch *s)
+{
+	const struct ckpt_entry *e = &v->meta->entries[v->nodes[node].entry];
+	enum ckpt_dtype dt = ckpt_view_dtype(v, e);
+	unsigned isz = ckpt_dtype_size(dt);
+	uint64_t size = ckpt_view_size(v, 0, node), off = 0, n = 0;
+	uint64_t nans = 0, infs = 0, zeros = 0, counted = 0, pinf = 0, ninf = 0;
+	double mn = INFINITY, mx = -INFINITY, amax = 0, sum = 0, comp = 0;
+	char path[4096];
+	struct ckpt_box box;
+	size_t got, k;
+	int rc;
+
+	if (e->kind != CKPT_KIND_TENSOR)
+		return 0;
+	while (off < size) {
+		rc = ckpt_view_read(v, 0, node, off, BUF_SIZE / isz * isz, buf,
+				    &got, s);
+		if (rc || !got)
+			return rc ? rc : -EIO;
+		ckpt_convert_to_double(dt, buf, vals, got / isz);
+		for (k = 0; k < got / isz; k++) {
+			double x = vals[k], y, t;
+
+			n++;
+			if (isnan(x)) {
+				nans++;
+				continue;
+			}
+			if (x == 0)
+				zeros++;
+			counted++;
+			mn = x < mn ? x : mn;
+			mx = x > mx ? x : mx;
+			amax = fabs(x) > amax ? fabs(x) : amax;
+			if (isinf(x)) {	/* kept out of the compensated sum */
+				infs++;
+				*(x > 0 ? &pinf : &ninf) += 1;
+				continue;
+			}
+			y = x - comp;	/* Kahan */
+			t = sum + y;
+			comp = (t - sum) - y;
+			sum = t;
+		}
+		off += got;
+	}
+	node_path(v, node, path, sizeof(path));
+	ckpt_view_box(v, 0, e, &box);
+	printf("%s\t%s\t", path, ckpt_dtype_name(dt));
+	print_dims(stdout, box.size, box.ndim);
+	if (counted) {
+		print_num(mn);
+		print_num(mx);
+		print_num(pinf && ninf ? NAN : pinf ? INFINITY :
+			  ninf ? -INFINITY : sum / (double)counted);
+		print_num(amax);
+	} else {
+		printf("\t-\t-\t-\t-");
+	}
+	printf("\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n", nans, infs, zeros);
+	return 0;
+}
+
+static int tool_stats(const struct tool_args *a)
+{
+	struct ckpt_read_scratch s = { 0 };
+	struct ckpt_meta *m;
+	struct ckpt_view *v;
+	double *vals = malloc(BUF_SIZE * sizeof(double));
+	char *buf = malloc(BUF_SIZE);
+	int rc = 0, k;
+	uint32_t i;
+
+	if (!vals || !buf || open_view(a, true, &m, &v)) {
+		free(vals);
+		free(buf);
+		return 1;
+	}
+	printf("path\tdtype\tshape\tmin\tmax\tmean\tabsmax\tnan\tinf\tzeros\n");
+	if (a->npos > 1) {
+		for (k = 1; k < a->npos && !rc; k++) {
+			i = find_key(v, a->pos[k]);
+			if (i == CKPT_NONE) {
+				fprintf(stderr, "ckptfs: %s: no key '%s'\n",
+					m->meta_path, a->pos[k]);
+				rc = 1;
+				break;
+			}
+			rc = stats_one(v, i, buf, vals, &s);
+		}
+	} else {
+		for (i = 1; i < v->nnodes && !rc; i++)
+			if (!ckpt_node_is_dir(&v->nodes[i]))
+				rc = stats_one(v, i, buf, vals, &s);
+	}
+	if (rc > 0)
+		rc = 1;
+	else if (rc < 0) {
+		fprintf(stderr, "ckptfs: %s: %s\n", m->dir, strerror(-rc));
+		rc = 1;
+	}
+	free(vals);
+	free(buf);
+	ckpt_read_scratch_destroy(&s);
+	ckpt_view_free(v);
+	ckpt_meta_free(m);
+	return rc;
+}
+
 /* ---------------------------------------------------------------- verify */
 struct verify_job {
 	struct ckpt_meta *m;
@@ -731,6 +853,12 @@ static const struct tool tools[] = {
 	  "  write the whole view as real files, the same tree as the mount; with npy,\n"
 	  "  tensors become NAME.npy (bfloat16/float8 as same-size unsigned types)\n",
 	  tool_extract },
+	{ "stats", 1, 16, false,
+	  "usage: ckptfs stats CKPT [--world W --rank R] [--prefix P] [KEY...]\n"
+	  "  per tensor (all, or the KEYs given): dtype, shape, min, max, mean, absmax\n"
+	  "  (over the non-NaN values), and counts of NaN, Inf and zeros; every dtype,\n"
+	  "  bfloat16, float16 and float8 included\n",
+	  tool_stats },
 	{ "verify", 1, 1, false,
 	  "usage: ckptfs verify CKPT [--jobs N]\n"
 	  "  check every record's xxh3; one line per mismatch (file, offset, key), a\n"

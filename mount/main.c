@@ -24,7 +24,7 @@ static void usage(FILE *f)
 "                    [--layout FILE] [--dtype T] [-f] [-d] [-s] [-o OPTS]\n"
 "       ckptfs CKPT MNT [-o world=W,rank=R,prefix=KEY,...]   (mount.fuse3 / fstab form)\n"
 "       ckptfs umount MNT\n"
-"       ckptfs info|ls|plan|cat|extract|verify CKPT ...   (no mount needed; --help each)\n"
+"       ckptfs info|ls|plan|cat|extract|stats|verify CKPT ...   (no mount needed; --help each)\n"
 "       ckptfs --version | --help\n"
 "\n"
 "Mounts a distributed-training checkpoint as a read-only tree with one file\n"

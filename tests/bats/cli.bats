@@ -190,3 +190,48 @@ with open(p, "r+b") as f:
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"4 records"*"0 checked, 4 without a checksum"* ]]
 }
+
+@test "stats: min, max, mean, absmax, NaN/Inf/zero counts match numpy for every dtype" {
+	$PY "$ROOT/tests/make_special_ckpt.py" "$TMP/special"
+	for c in "$TMP/special:1:0" "$TMP/ckpt:3:1"; do
+		IFS=: read -r ck w r <<< "$c"
+		"$CKPTFS" stats "$ck" --world "$w" --rank "$r" > "$TMP/stats"
+		run $PY -W ignore -c '
+import sys, math, numpy as np
+sys.path.insert(0, sys.argv[2])
+import reference
+ck, w, r = sys.argv[1], int(sys.argv[3]), int(sys.argv[4])
+kinds = {}
+exp = reference.expected(ck, w, r, kinds=kinds)
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[5])]
+assert rows[0] == "path dtype shape min max mean absmax nan inf zeros".split()
+seen = 0
+for p, dt, shape, mn, mx, mean, amax, nan, inf, zeros in rows[1:]:
+    raw = exp[p]
+    if dt in reference.FLOATS:
+        x = (np.frombuffer(raw, "<f8") if dt == "float64"
+             else reference.to_f32(raw, dt).astype("<f8"))
+    else:
+        x = np.frombuffer(raw, reference.NP[dt]).astype("<f8")
+    ok = ~np.isnan(x)
+    assert int(nan) == int((~ok).sum()), (p, nan)
+    assert int(inf) == int(np.isinf(x).sum()), p
+    assert int(zeros) == int((x == 0).sum()), p
+    if ok.any():
+        y = x[ok]
+        assert float(mn) == y.min() and float(mx) == y.max(), (p, mn, mx)
+        assert float(amax) == np.abs(y).max(), p
+        want = y.mean()
+        got = float(mean)
+        assert (math.isnan(got) and math.isnan(want)) or \
+            math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-300), (p, got, want)
+    else:
+        assert mn == "-", p
+    seen += 1
+assert seen == sum(1 for k in kinds.values() if k != "bytes"), seen
+print(seen, "tensors ok")' "$ck" "$ROOT/tests" "$w" "$r" "$TMP/stats"
+		echo "$output"
+		[ "$status" -eq 0 ]
+	done
+	"$CKPTFS" stats "$TMP/special" special.float16 | grep -q $'special/float16\tfloat16\t65536\t-inf\tinf\tnan\tinf\t2046\t2\t2'
+}
