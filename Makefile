@@ -144,6 +144,8 @@ PYSITE ?= $(shell /usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_pat
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/ckptfs
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0644 docs/ckptfs.1 $(DESTDIR)$(PREFIX)/share/man/man1/ckptfs.1
 	install -d $(DESTDIR)$(PYSITE)
 	install -m 0644 scripts/ckptfs.py $(DESTDIR)$(PYSITE)/ckptfs.py
 

@@ -13,7 +13,9 @@
 
 #include "convert.h"
 #include "errbuf.h"
+#include "npy.h"
 #include "reshard.h"
+#include "view_meta.h"
 
 size_t ckpt_view_encode_name(const char *s, size_t len, char *out)
 {
@@ -148,7 +150,14 @@ static int conflict(struct builder *b, const struct ckpt_meta *m,
 		    uint32_t ei, const struct ckpt_node *n, bool want_dir)
 {
 	const char *a = ckpt_entry_fqn(m, &m->entries[ei]);
-	const char *o = ckpt_entry_fqn(m, &m->entries[n->owner]);
+	const char *o;
+
+	if (n->owner == CKPT_NONE)
+		return ckpt_errf(b->err, b->errlen, -EINVAL,
+				 "%s: key '%s' needs '%s', which is reserved for the view's own files",
+				 m->meta_path ? m->meta_path : ".metadata", a,
+				 b->v->names + n->name);
+	o = ckpt_entry_fqn(m, &m->entries[n->owner]);
 
 	if (!want_dir && !ckpt_node_is_dir(n))
 		return ckpt_errf(b->err, b->errlen, -EINVAL,
@@ -176,9 +185,14 @@ static int place(struct builder *b, uint32_t ei, const struct comp *comps,
 		bool last = i + 1 == ncomps;
 
 		len = ckpt_view_encode_name(comps[i].s, comps[i].len, scratch);
+		if (last && v->npy && m->entries[ei].kind == CKPT_KIND_TENSOR) {
+			memcpy(scratch + len, ".npy", 5);
+			len += 4;
+		}
 		found = ckpt_strtab_find(&v->by_name, cur, scratch, len);
 		if (found != UINT32_MAX) {
-			if (last || !ckpt_node_is_dir(&v->nodes[found]))
+			if (last || !ckpt_node_is_dir(&v->nodes[found]) ||
+			    v->nodes[found].owner == CKPT_NONE)
 				return conflict(b, m, ei, &v->nodes[found],
 						!last);
 			cur = found;
@@ -269,6 +283,11 @@ int ckpt_view_new(struct ckpt_meta *m, const struct ckpt_view_opts *o,
 	v->multi = o->nranks > 0;
 	v->verify = o->verify;
 	v->report = o->report;
+	v->npy = o->npy;
+	pthread_mutex_init(&v->vfiles_lock, NULL);
+	if ((o->source && !(v->source = strdup(o->source))) ||
+	    (o->layout_path && !(v->layout_path = strdup(o->layout_path))))
+		goto out_oom;
 	if (v->verify) {
 		v->vstate = calloc(m->nchunks ? m->nchunks : 1, 1);
 		if (!v->vstate)
@@ -303,12 +322,26 @@ int ckpt_view_new(struct ckpt_meta *m, const struct ckpt_view_opts *o,
 		}
 	}
 	comps = malloc(maxc * sizeof(*comps));
-	scratch = malloc(3 * maxlen + 4);
+	scratch = malloc(3 * maxlen + 8);
 	if (!comps || !scratch ||
 	    ckpt_strtab_init(&v->by_name, total, node_key, v))
 		goto out_oom;
 	if (add_node(&b, 0, "", 0, CKPT_NONE, 0, &root))
 		goto out_oom;
+	if (o->meta_dir) {
+		static const char *const vnames[] = {
+			"view.json", "manifest.tsv", "view.safetensors",
+		};
+		uint32_t dir, made, k;
+
+		if (add_node(&b, 0, ".ckptfs", 7, CKPT_NONE, CKPT_NONE, &dir) ||
+		    ckpt_vfiles_new(v))
+			goto out_oom;
+		for (k = 0; k < 3; k++)
+			if (add_node(&b, dir, vnames[k], strlen(vnames[k]),
+				     CKPT_VIRT_JSON + k, CKPT_NONE, &made))
+				goto out_oom;
+	}
 	for (i = 0; i < m->nentries; i++) {
 		const struct ckpt_entry *e = &m->entries[i];
 
@@ -341,6 +374,10 @@ void ckpt_view_free(struct ckpt_view *v)
 	if (!v)
 		return;
 	ckpt_strtab_destroy(&v->by_name);
+	ckpt_vfiles_free(v);
+	pthread_mutex_destroy(&v->vfiles_lock);
+	free(v->source);
+	free(v->layout_path);
 	free(v->slot_rank);
 	free(v->vstate);
 	free(v->nodes);
@@ -416,15 +453,39 @@ uint64_t ckpt_view_size(const struct ckpt_view *v, uint32_t slot,
 			uint32_t node)
 {
 	const struct ckpt_entry *e;
+	char head[CKPT_NPY_MAX_HEADER];
 	struct ckpt_box box;
+	uint64_t size;
 
 	if (node >= v->nnodes || ckpt_node_is_dir(&v->nodes[node]))
 		return 0;
+	if (ckpt_node_is_virtual(&v->nodes[node]))
+		return ckpt_vfile_size(v, slot, v->nodes[node].entry);
 	e = &v->meta->entries[v->nodes[node].entry];
 	if (e->kind == CKPT_KIND_BYTES)
 		return e->nbytes;
 	ckpt_view_box(v, slot, e, &box);
-	return ckpt_box_numel(&box) * ckpt_dtype_size(ckpt_view_dtype(v, e));
+	size = ckpt_box_numel(&box) * ckpt_dtype_size(ckpt_view_dtype(v, e));
+	if (v->npy)
+		size += ckpt_view_npy_header(v, slot, node, head, sizeof(head));
+	return size;
+}
+
+void ckpt_view_path(const struct ckpt_view *v, uint32_t i, char *out,
+		    size_t cap)
+{
+	uint32_t stack[256], n = 0;
+	size_t at = 0;
+
+	if (cap)
+		out[0] = '\0';
+	while (i != 0 && n < 256) {
+		stack[n++] = i;
+		i = v->nodes[i].parent;
+	}
+	while (n-- > 0 && at < cap)
+		at += (size_t)snprintf(out + at, cap - at, "%s%s", at ? "/" : "",
+				       v->names + v->nodes[stack[n]].name);
 }
 
 static const char *const xattr_names[] = {
@@ -465,7 +526,8 @@ int ckpt_view_xattr(const struct ckpt_view *v, uint32_t slot, uint32_t node,
 	struct ckpt_box box;
 	unsigned i;
 
-	if (node >= v->nnodes || ckpt_node_is_dir(&v->nodes[node]))
+	if (node >= v->nnodes || ckpt_node_is_dir(&v->nodes[node]) ||
+	    ckpt_node_is_virtual(&v->nodes[node]))
 		return -ENODATA;
 	e = &m->entries[v->nodes[node].entry];
 	for (i = 0; i < sizeof(xattr_names) / sizeof(xattr_names[0]); i++) {
@@ -498,7 +560,8 @@ int ckpt_view_xattr_list(const struct ckpt_view *v, uint32_t node, char *buf,
 	size_t at = 0, n;
 	unsigned i, count;
 
-	if (node >= v->nnodes || ckpt_node_is_dir(&v->nodes[node]))
+	if (node >= v->nnodes || ckpt_node_is_dir(&v->nodes[node]) ||
+	    ckpt_node_is_virtual(&v->nodes[node]))
 		return 0;
 	e = &v->meta->entries[v->nodes[node].entry];
 	count = e->kind == CKPT_KIND_TENSOR ?

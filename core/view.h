@@ -10,6 +10,8 @@
 #ifndef CKPT_VIEW_H
 #define CKPT_VIEW_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +30,10 @@ struct ckpt_view_opts {
 	const struct ckpt_layout *layout;	/* NULL or bound to the meta */
 	enum ckpt_dtype dtype;	/* CKPT_DTYPE_COUNT: no conversion */
 	bool verify;		/* -o verify: check records on first read */
+	bool npy;		/* --format npy: tensors as NAME.npy files */
+	bool meta_dir;		/* a .ckptfs/ directory in each tree */
+	const char *source;	/* the checkpoint, for .ckptfs/ files */
+	const char *layout_path;	/* for view.json, or NULL */
 	/* Called once per record found corrupt (verify), with one line naming
 	 * the file, offset and key; may be NULL. */
 	void (*report)(const char *line);
@@ -56,6 +62,11 @@ struct ckpt_view {
 	uint8_t *vstate;		/* per chunk, atomic: 0 unchecked,
 					 * 1 good, 2 corrupt */
 	void (*report)(const char *line);
+	bool npy;
+	char *source;			/* owned copy, or NULL */
+	char *layout_path;		/* owned copy, or NULL */
+	struct ckpt_vfiles *vfiles;	/* per slot, built on first use */
+	pthread_mutex_t vfiles_lock;	/* guards building vfiles */
 	char *prefix;			/* owned copy, or NULL */
 	struct ckpt_node *nodes;
 	uint32_t nnodes;
@@ -126,6 +137,22 @@ static inline int ckpt_node_is_dir(const struct ckpt_node *n)
 {
 	return n->entry == CKPT_NONE;
 }
+
+/* The files of .ckptfs/: their nodes' entry is one of these. */
+enum {
+	CKPT_VIRT_JSON = CKPT_NONE - 3,	/* view.json */
+	CKPT_VIRT_TSV,			/* manifest.tsv */
+	CKPT_VIRT_SAFETENSORS,		/* view.safetensors */
+};
+
+static inline bool ckpt_node_is_virtual(const struct ckpt_node *n)
+{
+	return n->entry >= CKPT_VIRT_JSON && n->entry != CKPT_NONE;
+}
+
+/* The view path of node i ("a/b/c"), into out (cap bytes). */
+void ckpt_view_path(const struct ckpt_view *v, uint32_t i, char *out,
+		    size_t cap);
 
 /* Reusable working memory for ckpt_view_read(), one per thread.  Start it
  * zeroed; release with ckpt_read_scratch_destroy(). */

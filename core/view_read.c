@@ -22,6 +22,8 @@
 #include "plan.h"
 #include "reshard.h"
 #include "verify.h"
+#include "npy.h"
+#include "view_meta.h"
 
 #define BATCH_RUNS 4096		/* runs gathered per staged batch */
 #define DIRECT_MAX 8		/* at most this many runs: pread directly */
@@ -278,9 +280,9 @@ static int read_converted(const struct ckpt_view *v,
 	return 0;
 }
 
-int ckpt_view_read(const struct ckpt_view *v, uint32_t slot, uint32_t node,
-		   uint64_t off, size_t len, void *buf, size_t *got,
-		   struct ckpt_read_scratch *s)
+int ckpt_view_read_data(const struct ckpt_view *v, uint32_t slot,
+			uint32_t node, uint64_t off, size_t len, void *buf,
+			size_t *got, struct ckpt_read_scratch *s)
 {
 	struct ckpt_meta *m = v->meta;
 	const struct ckpt_entry *e;
@@ -299,4 +301,52 @@ int ckpt_view_read(const struct ckpt_view *v, uint32_t slot, uint32_t node,
 	if (e->kind == CKPT_KIND_TENSOR && to != (enum ckpt_dtype)e->dtype)
 		return read_converted(v, e, &box, to, off, len, buf, got, s);
 	return read_raw(v, e, &box, off, len, buf, got, s);
+}
+
+size_t ckpt_view_npy_header(const struct ckpt_view *v, uint32_t slot,
+			    uint32_t node, char *buf, size_t cap)
+{
+	const struct ckpt_entry *e = &v->meta->entries[v->nodes[node].entry];
+	struct ckpt_box box;
+
+	ckpt_view_box(v, slot, e, &box);
+	return ckpt_npy_header(ckpt_view_dtype(v, e), box.size, box.ndim, buf,
+			       cap);
+}
+
+int ckpt_view_read(const struct ckpt_view *v, uint32_t slot, uint32_t node,
+		   uint64_t off, size_t len, void *buf, size_t *got,
+		   struct ckpt_read_scratch *s)
+{
+	const struct ckpt_node *n;
+	char head[CKPT_NPY_MAX_HEADER];
+	size_t h, done = 0, more;
+	int rc;
+
+	*got = 0;
+	if (node >= v->nnodes || slot >= v->nslots)
+		return -EISDIR;
+	n = &v->nodes[node];
+	if (ckpt_node_is_virtual(n))
+		return ckpt_vfile_read(v, slot, n->entry, off, len, buf, got, s);
+	if (!v->npy || ckpt_node_is_dir(n) ||
+	    v->meta->entries[n->entry].kind != CKPT_KIND_TENSOR)
+		return ckpt_view_read_data(v, slot, node, off, len, buf, got, s);
+	/* --format npy: the header, then the data. */
+	h = ckpt_view_npy_header(v, slot, node, head, sizeof(head));
+	if (!h)
+		return -EIO;
+	if (off < h) {
+		done = h - (size_t)off < len ? h - (size_t)off : len;
+		memcpy(buf, head + off, done);
+	}
+	if (done < len) {
+		rc = ckpt_view_read_data(v, slot, node, off + done - h, len - done,
+					 (char *)buf + done, &more, s);
+		if (rc)
+			return rc;
+		done += more;
+	}
+	*got = done;
+	return 0;
 }

@@ -176,24 +176,6 @@ static void print_dims(FILE *f, const uint64_t *d, unsigned n)
 		fprintf(f, "%s%" PRIu64, i ? "," : "", d[i]);
 }
 
-/* The view path of node i, into out. */
-static void node_path(const struct ckpt_view *v, uint32_t i, char *out,
-		      size_t cap)
-{
-	uint32_t stack[256], n = 0;
-	size_t at = 0;
-
-	out[0] = '\0';
-	while (i != 0 && n < 256) {
-		stack[n++] = i;
-		i = v->nodes[i].parent;
-	}
-	while (n-- > 0 && at < cap) {
-		at += (size_t)snprintf(out + at, cap - at, "%s%s", at ? "/" : "",
-				       v->names + v->nodes[stack[n]].name);
-	}
-}
-
 /* ---------------------------------------------------------------- info */
 static int tool_info(const struct tool_args *a)
 {
@@ -289,7 +271,7 @@ static int tool_ls(const struct tool_args *a)
 		if (ckpt_node_is_dir(&v->nodes[i]))
 			continue;
 		e = &m->entries[v->nodes[i].entry];
-		node_path(v, i, path, sizeof(path));
+		ckpt_view_path(v, i, path, sizeof(path));
 		printf("%s\t%s\t", path, e->kind == CKPT_KIND_BYTES ? "bytes" :
 		       ckpt_dtype_name((enum ckpt_dtype)e->dtype));
 		print_dims(stdout, ckpt_entry_shape(m, e), e->ndim);
@@ -330,7 +312,7 @@ static uint32_t find_key(const struct ckpt_view *v, const char *key)
 	for (i = 1; i < v->nnodes; i++) {
 		if (ckpt_node_is_dir(&v->nodes[i]))
 			continue;
-		node_path(v, i, path, sizeof(path));
+		ckpt_view_path(v, i, path, sizeof(path));
 		if (!strcmp(path, key))
 			return i;
 	}
@@ -531,7 +513,7 @@ static int tool_extract(const struct tool_args *a)
 			continue;
 		e = &m->entries[v->nodes[i].entry];
 		npy = a->npy && e->kind == CKPT_KIND_TENSOR;
-		node_path(v, i, rel, sizeof(rel));
+		ckpt_view_path(v, i, rel, sizeof(rel));
 		snprintf(path, sizeof(path), "%s/%s%s", a->pos[1], rel,
 			 npy ? ".npy" : "");
 		rc = mkdirs(path);
@@ -612,7 +594,7 @@ static int stats_one(const struct ckpt_view *v, uint32_t node, char *buf,
 		}
 		off += got;
 	}
-	node_path(v, node, path, sizeof(path));
+	ckpt_view_path(v, node, path, sizeof(path));
 	ckpt_view_box(v, 0, e, &box);
 	printf("%s\t%s\t", path, ckpt_dtype_name(dt));
 	print_dims(stdout, box.size, box.ndim);

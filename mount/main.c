@@ -39,6 +39,7 @@ static void usage(FILE *f)
 "  --prefix KEY, -o prefix=KEY  only keys whose first path component is KEY\n"
 "  --layout FILE, -o layout=FILE  2-D (TP x DP) layout: 'PARAM OFFSETS SIZES' lines\n"
 "  --dtype T, -o dtype=T    show floating tensors as float32 or bfloat16\n"
+"  --format npy, -o format=npy  tensors as NAME.npy files (numpy v1.0)\n"
 "  -o prefetch              push the view into the page cache after mounting\n"
 "  -o verify                check each record's xxh3 when first read; EIO if bad\n"
 "  -o follow_symlinks       allow data-file symlinks leading outside CKPT\n"

@@ -149,6 +149,18 @@ bad:
 	return -1;
 }
 
+static int set_format(struct mount_opts *o, const char *val, char *err,
+		      size_t errlen)
+{
+	if (!val || (strcmp(val, "raw") && strcmp(val, "npy"))) {
+		snprintf(err, errlen, "format must be raw or npy, got '%s'",
+			 val ? val : "");
+		return -1;
+	}
+	o->npy = !strcmp(val, "npy");
+	return 0;
+}
+
 static int set_prefix(struct mount_opts *o, const char *val, char *err,
 		      size_t errlen)
 {
@@ -192,6 +204,8 @@ static int take_o(struct mount_opts *o, char *kv, char *err, size_t errlen)
 		return set_str(&o->ranks_spec, "ranks", val, err, errlen);
 	if (klen == 5 && strncmp(kv, "dtype", 5) == 0)
 		return set_str(&o->dtype, "dtype", val, err, errlen);
+	if (klen == 6 && strncmp(kv, "format", 6) == 0)
+		return set_format(o, val, err, errlen);
 	if (strcmp(kv, "verify") == 0) {
 		o->verify = true;
 		return 0;
@@ -326,6 +340,9 @@ int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
 				return -1;
 		} else if ((v = long_value(argc, argv, &i, "--ranks"))) {
 			if (set_str(&o->ranks_spec, "--ranks", v, err, errlen))
+				return -1;
+		} else if ((v = long_value(argc, argv, &i, "--format"))) {
+			if (set_format(o, v, err, errlen))
 				return -1;
 		} else if ((v = long_value(argc, argv, &i, "--dtype"))) {
 			if (set_str(&o->dtype, "--dtype", v, err, errlen))

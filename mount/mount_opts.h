@@ -23,6 +23,7 @@ struct mount_opts {
 	uint32_t readahead_kb;	/* -o readahead_kb=N; 0 keeps the kernel's */
 	bool prefetch;		/* -o prefetch */
 	bool verify;		/* -o verify */
+	bool npy;		/* --format npy, -o format=npy */
 	char *layout;		/* --layout FILE, owned */
 	uint32_t *ranks;	/* --ranks LIST, owned */
 	uint32_t nranks;

@@ -167,6 +167,10 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	vo.dtype = CKPT_DTYPE_COUNT;
 	vo.verify = o->verify;
 	vo.report = report_corrupt;
+	vo.npy = o->npy;
+	vo.meta_dir = true;
+	vo.source = src;
+	vo.layout_path = o->layout;
 	if (o->dtype)
 		ckpt_dtype_from_name(o->dtype, strlen(o->dtype), &vo.dtype);
 	if (o->layout) {

@@ -94,6 +94,22 @@ def _load_tensor(path, backend):
     for d in shape:
         numel *= d
     size = os.path.getsize(path)
+    if path.endswith(".npy"):                 # a --format npy mount
+        import numpy as np
+        arr = np.load(path, mmap_mode="r")
+        if arr.shape != shape or arr.dtype.itemsize != _ITEMSIZE[dtype]:
+            raise ValueError(f"{path}: .npy header says {arr.dtype}{list(arr.shape)}, "
+                             f"the xattrs {dtype}{list(shape)}")
+        if backend == "numpy":
+            return arr
+        import torch
+        if arr.dtype == np.uint16:      # bfloat16 bits: torch has no uint16
+            arr = arr.view(np.int16)
+        with warnings.catch_warnings():  # read-only mapping: no copy
+            warnings.simplefilter("ignore", UserWarning)
+            t = torch.from_numpy(arr if arr.size else
+                                 np.empty(shape, dtype=arr.dtype))
+        return t.view(_torch_dtype(torch, dtype, path))
     if size != numel * _ITEMSIZE[dtype]:
         raise ValueError(f"{path}: {size} bytes, but dtype {dtype} x shape "
                          f"{list(shape)} needs {numel * _ITEMSIZE[dtype]}")
@@ -144,7 +160,10 @@ def _walk(path, backend, trust_pickles):
         if e.is_dir(follow_symlinks=False):
             out[_key(e.name)] = _walk(e.path, backend, trust_pickles)
         else:
-            out[_key(e.name)] = _load_file(e.path, backend, trust_pickles)
+            name = e.name
+            if name.endswith(".npy") and _xattr(e.path, "kind") == "tensor":
+                name = name[:-4]
+            out[_key(name)] = _load_file(e.path, backend, trust_pickles)
     return out
 
 

@@ -289,6 +289,8 @@ def check(ckpt, mnt, world, rank, prefix=None, layout=None, dtype=None):
     bad = []
     seen = set()
     for root, dirs, files in os.walk(mnt):
+        if ".ckptfs" in dirs:
+            dirs.remove(".ckptfs")
         for f in files:
             rel = os.path.relpath(os.path.join(root, f), mnt)
             seen.add(rel)

@@ -23,6 +23,11 @@ CHECKS="$PY $ROOT/tests/loader_checks.py"
 		stop_mount
 		[ "$status" -eq 0 ]
 	done
+	start_mount "$TMP/ckpt62" "$MNT" --world 3 --rank 1 --format npy
+	run $CHECKS compare "$TMP/ckpt62" "$MNT" 3 1
+	echo "npy mount: $output"
+	stop_mount
+	[ "$status" -eq 0 ]
 	start_mount "$TMP/ckpt61" "$MNT" --world 8 --ranks 0-7
 	run $CHECKS compare "$TMP/ckpt61" "$MNT/rank7" 8 7
 	echo "$output"
@@ -74,6 +79,9 @@ print("ok")' "$ROOT/scripts"
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[ -x "$TMP/inst/usr/local/bin/ckptfs" ]
+	[ -f "$TMP/inst/usr/local/share/man/man1/ckptfs.1" ]
+	man -l "$TMP/inst/usr/local/share/man/man1/ckptfs.1" 2>&1 | grep -q "resharded view" ||
+		groff -man -Tutf8 "$TMP/inst/usr/local/share/man/man1/ckptfs.1" | grep -q "resharded view"
 	site=$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 	[ -f "$TMP/inst$site/ckptfs.py" ]
 	run env PYTHONPATH="$TMP/inst$site" $PY -c 'import ckptfs; print(ckptfs.load_view.__name__)'
