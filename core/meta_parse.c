@@ -1024,9 +1024,11 @@ int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 	ps.name = name;
 	ps.err = err;
 	ps.errlen = errlen;
-	/* Never NULL, so dims_at/size_at 0 of a 0-d tensor or a bytes entry
-	 * is a valid (empty) position. */
-	if (grow((void **)&m->dims, &ps.cap_dims, 16, sizeof(*m->dims))) {
+	/* Never NULL, so dims_at/size_at 0 of a 0-d tensor or a bytes entry,
+	 * and the chunk range of a tensor with no chunks, are valid (empty)
+	 * positions. */
+	if (grow((void **)&m->dims, &ps.cap_dims, 16, sizeof(*m->dims)) ||
+	    grow((void **)&m->chunks, &ps.cap_chunks, 16, sizeof(*m->chunks))) {
 		rc = oom(&ps);
 		goto out_free;
 	}
