@@ -366,6 +366,33 @@ def torch_figures(args, t, native, work, w=8, r=3):
             "from the same tensors")
 
 
+def verify_figures(args, t, ckpt):
+    """`ckptfs verify` throughput against cat and xxh64sum of the same
+    files, all in the page cache."""
+    files = sorted(os.path.join(ckpt, f) for f in os.listdir(ckpt)
+                   if f.endswith(".distcp"))
+    nbytes = sum(os.path.getsize(f) for f in files)
+    warm(files)
+
+    def timed_cmd(argv):
+        res = []
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            res.append(nbytes / (time.perf_counter() - t0) / 1e9)
+        return res
+    cat = t.add(f"cat of the data files ({nbytes / 2**30:.2f} GiB)",
+                timed_cmd(["cat"] + files))
+    base = [(cat, "cat")]
+    if shutil.which("xxh64sum"):
+        xx = t.add("xxh64sum of the data files", timed_cmd(["xxh64sum"] + files))
+        base = [(xx, "xxh64sum")]
+    res = timed_cmd([args.ckptfs, "verify", ckpt])
+    t.add("ckptfs verify (xxh3 of every record, 2 threads)", res,
+          base=base[0], note=f"{statistics.median(res) / cat:.2f}x cat")
+
+
 def mount_figures(args, t, work):
     meta = os.path.join(work, "meta1m")
     keys, chunks = (100000, 10) if not args.quick else (1000, 10)
@@ -441,7 +468,7 @@ def main(argv):
     t = Table()
     ckpts = {}
     for tiling in ("dim0", "dim1"):
-        d = os.path.join(args.work, f"{tiling}-{args.gib}")
+        d = os.path.join(args.work, f"{tiling}-{args.gib}-v2")
         if not os.path.exists(os.path.join(d, ".metadata")):
             print(f"generating {args.gib} GiB checkpoint, {tiling} shards...",
                   flush=True)
@@ -468,6 +495,7 @@ def main(argv):
                              if f.endswith(".distcp")), ceil)
     all_ranks(args, t, ckpts["dim0"], args.work)
     prefetch(args, t, ckpts["dim1"], args.work)
+    verify_figures(args, t, ckpts["dim0"])
     mount_figures(args, t, args.work)
     rss_growth(args, t, ckpts["dim0"], args.work)
     note = torch_figures(args, t, ckpts["dim0"], args.work)

@@ -18,6 +18,11 @@ import sys
 import msgpack
 import numpy as np
 
+try:
+    import xxhash
+except ImportError:  # checksums are optional
+    xxhash = None
+
 SAVE_WORLD = 4
 
 
@@ -58,9 +63,12 @@ def data(out, tiling, gib, nparams):
                 g = (np.arange(o[0], o[0] + s[0], dtype=np.float32)[:, None]
                      * cols + np.arange(o[1], o[1] + s[1], dtype=np.float32))
                 payload = g.tobytes()
-                storage.append({"fqn": fqn, "offsets": o,
-                                "relative_path": f"__{r}_0.distcp",
-                                "offset": sizes[r], "length": len(payload)})
+                rec = {"fqn": fqn, "offsets": o,
+                       "relative_path": f"__{r}_0.distcp",
+                       "offset": sizes[r], "length": len(payload)}
+                if xxhash is not None:
+                    rec["xxh3"] = xxhash.xxh3_64_intdigest(payload)
+                storage.append(rec)
                 files[r].write(payload)
                 sizes[r] += len(payload)
                 chunks.append({"offsets": o, "sizes": s})
