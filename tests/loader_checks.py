@@ -86,7 +86,8 @@ def rss(mnt):
     import numpy as np  # noqa: F401
     import torch  # noqa: F401
     total = sum(os.path.getsize(os.path.join(d, f))
-                for d, _, fs in os.walk(mnt) for f in fs)
+                for d, _, fs in os.walk(mnt) for f in fs
+                if ".ckptfs" not in d.split(os.sep))
     for backend in ("numpy", "torch"):
         before = rss_kib()
         sd = ckptfs.load_view(mnt, backend=backend)

@@ -92,8 +92,12 @@ def ckptfs_mount(args, ckpt, mnt, world, rank, extra=()):
 
 # ---------------------------------------------------------------- readers
 def files_of(root):
+    """The view's key files (not .ckptfs/, whose view.safetensors holds
+    every tensor a second time)."""
     out = []
-    for d, _, fs in os.walk(root):
+    for d, dirs, fs in os.walk(root):
+        if ".ckptfs" in dirs:
+            dirs.remove(".ckptfs")
         out += [os.path.join(d, f) for f in fs]
     return sorted(out)
 

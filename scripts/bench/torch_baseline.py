@@ -68,7 +68,12 @@ def load(ckpt, world, rank):
 
 def view(mnt):
     import numpy as np
-    paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(mnt) for f in fs)
+    paths = []
+    for d, dirs, fs in os.walk(mnt):
+        if ".ckptfs" in dirs:
+            dirs.remove(".ckptfs")     # view.safetensors repeats every tensor
+        paths += [os.path.join(d, f) for f in fs]
+    paths.sort()
     t0 = time.perf_counter()
     n = sum(np.fromfile(p, dtype="u1").nbytes for p in paths)
     print(f"{time.perf_counter() - t0:.4f} {n}")
