@@ -132,6 +132,24 @@ void ckpt_meta_free(struct ckpt_meta *m)
 	free(m);
 }
 
+const struct ckpt_entry *ckpt_meta_chunk_entry(const struct ckpt_meta *m,
+					       uint32_t ci)
+{
+	uint32_t lo = 0, hi = m->nentries;
+
+	/* The last entry starting at or before ci: an entry without chunks
+	 * shares its start with the next, which comes later. */
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (m->entries[mid].chunk_first <= ci)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return &m->entries[lo];
+}
+
 const struct ckpt_entry *ckpt_meta_find(const struct ckpt_meta *m,
 					const char *fqn, size_t len)
 {

@@ -136,6 +136,11 @@ void ckpt_meta_free(struct ckpt_meta *m);
 const struct ckpt_entry *ckpt_meta_find(const struct ckpt_meta *m,
 					const char *fqn, size_t len);
 
+/* The entry that owns chunk ci (chunk ranges follow entry order).
+ * Borrowed from m. */
+const struct ckpt_entry *ckpt_meta_chunk_entry(const struct ckpt_meta *m,
+					       uint32_t ci);
+
 static inline const char *ckpt_entry_fqn(const struct ckpt_meta *m,
 					 const struct ckpt_entry *e)
 {

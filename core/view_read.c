@@ -152,21 +152,12 @@ static int check_record(const struct ckpt_view *v, uint32_t ci)
 	    st == CORRUPT && v->report) {
 		const struct ckpt_chunk *c = &m->chunks[ci];
 		char line[1024];
-		uint32_t lo = 0, hi = m->nentries;
 
-		while (hi - lo > 1) {	/* the entry owning chunk ci */
-			uint32_t mid = lo + (hi - lo) / 2;
-
-			if (m->entries[mid].chunk_first <= ci)
-				lo = mid;
-			else
-				hi = mid;
-		}
 		snprintf(line, sizeof(line),
 			 "%s/%s: offset %llu: key '%s': xxh3 mismatch, reads of it fail with EIO",
 			 m->dir, m->strings + m->files[c->file].path,
 			 (unsigned long long)c->foff,
-			 ckpt_entry_fqn(m, &m->entries[lo]));
+			 ckpt_entry_fqn(m, ckpt_meta_chunk_entry(m, ci)));
 		v->report(line);
 	}
 	return st == CORRUPT ? -EIO : 0;

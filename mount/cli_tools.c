@@ -680,22 +680,6 @@ static int cmp_record(const void *a, const void *b, void *ctx)
 	return x->foff < y->foff ? -1 : x->foff > y->foff;
 }
 
-/* The entry owning chunk ci (entries' chunk ranges are in order). */
-static const struct ckpt_entry *owner(const struct ckpt_meta *m, uint32_t ci)
-{
-	uint32_t lo = 0, hi = m->nentries;
-
-	while (hi - lo > 1) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (m->entries[mid].chunk_first <= ci)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return &m->entries[lo];
-}
-
 static void *verify_worker(void *arg)
 {
 	struct verify_job *j = arg;
@@ -706,7 +690,7 @@ static void *verify_worker(void *arg)
 	while (buf && (i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->n) {
 		uint32_t ci = j->order[i];
 		const struct ckpt_chunk *c = &j->m->chunks[ci];
-		const struct ckpt_entry *e = owner(j->m, ci);
+		const struct ckpt_entry *e = ckpt_meta_chunk_entry(j->m, ci);
 		uint64_t got = 0;
 		int rc = ckpt_verify_chunk(j->m, ci, buf, BUF_SIZE, &got);
 
