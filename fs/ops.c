@@ -156,34 +156,19 @@ void ckfs_release_thread_buffer(void)
 
 /* The path of slot's node i under the mount point, into out (PATH_MAX
  * bytes). */
-static int node_path(const struct ckfs *fs, uint32_t slot, uint32_t i,
-		     char *out)
+static void node_path(const struct ckfs *fs, uint32_t slot, uint32_t i,
+		      char *out)
 {
 	const struct ckpt_view *v = fs->view;
-	uint32_t stack[256], n = 0;
 	size_t at;
 
-	while (i != 0 && n < 256) {
-		stack[n++] = i;
-		i = v->nodes[i].parent;
-	}
-	if (i != 0)
-		return -ENAMETOOLONG;
 	if (v->multi)
-		at = (size_t)snprintf(out, PATH_MAX, "%s/rank%u", fs->mnt,
+		at = (size_t)snprintf(out, PATH_MAX, "%s/rank%u/", fs->mnt,
 				      v->slot_rank[slot]);
 	else
-		at = (size_t)snprintf(out, PATH_MAX, "%s", fs->mnt);
-	while (n-- > 0) {
-		const struct ckpt_node *nd = &v->nodes[stack[n]];
-
-		if (at + nd->name_len + 2 > PATH_MAX)
-			return -ENAMETOOLONG;
-		out[at++] = '/';
-		memcpy(out + at, v->names + nd->name, nd->name_len + 1);
-		at += nd->name_len;
-	}
-	return 0;
+		at = (size_t)snprintf(out, PATH_MAX, "%s/", fs->mnt);
+	if (at < PATH_MAX)
+		ckpt_view_path(v, i, out + at, PATH_MAX - at);
 }
 
 /* Push every file's bytes into the kernel's page cache.  The kernel
@@ -203,8 +188,10 @@ static void *prefetch_main(void *arg)
 			uint64_t off = 0, size = ckpt_view_size(v, slot, i);
 			size_t got;
 
-			if (size == 0 || node_path(fs, slot, i, path) ||
-			    stat(path, &st) != 0)
+			if (size == 0)
+				continue;
+			node_path(fs, slot, i, path);
+			if (stat(path, &st) != 0)	/* e.g. a path too long */
 				continue;
 			while (off < size && !fs->prefetch_stop) {
 				struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
@@ -219,7 +206,6 @@ static void *prefetch_main(void *arg)
 						(off_t)off, &bv, 0))
 					break;
 				off += got;
-				fs->prefetched += got;
 			}
 		}
 	}

@@ -33,7 +33,6 @@ struct ckfs {
 	pthread_t prefetch_thread;
 	bool prefetch_running;
 	volatile int prefetch_stop;	/* set by ckfs_prefetch_stop() */
-	uint64_t prefetched;		/* bytes stored; read after join */
 };
 
 /* The operations table, to pass to fuse_session_new() with a struct ckfs
