@@ -27,6 +27,7 @@
 #include "../core/reshard.h"
 #include "../core/verify.h"
 #include "../core/view.h"
+#include "mount_opts.h"
 
 #define BUF_SIZE ((size_t)1 << 20)
 
@@ -49,32 +50,12 @@ struct tool {
 
 static int parse_num(const char *what, const char *s, uint32_t *out)
 {
-	unsigned long long v;
-	char *end;
-
-	errno = 0;
-	v = s && *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
-	if (!s || *s < '0' || *s > '9' || errno || *end || v > UINT32_MAX) {
+	if (mount_parse_u32(s, out)) {
 		fprintf(stderr, "ckptfs: %s must be a whole number, got '%s'\n",
 			what, s ? s : "");
 		return -1;
 	}
-	*out = (uint32_t)v;
 	return 0;
-}
-
-/* --name VALUE or --name=VALUE */
-static const char *opt_value(int argc, char **argv, int *i, const char *name)
-{
-	size_t n = strlen(name);
-
-	if (strncmp(argv[*i], name, n) != 0)
-		return NULL;
-	if (argv[*i][n] == '=')
-		return argv[*i] + n + 1;
-	if (argv[*i][n] == '\0')
-		return *i + 1 < argc ? argv[++*i] : "";
-	return NULL;
 }
 
 static int parse_args(const struct tool *t, int argc, char **argv,
@@ -89,20 +70,20 @@ static int parse_args(const struct tool *t, int argc, char **argv,
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			a->help = true;
 			return 0;
-		} else if ((v = opt_value(argc, argv, &i, "--world"))) {
+		} else if ((v = mount_long_value(argc, argv, &i, "--world"))) {
 			if (parse_num("--world", v, &a->world))
 				return -1;
 			a->has_world = true;
-		} else if ((v = opt_value(argc, argv, &i, "--rank"))) {
+		} else if ((v = mount_long_value(argc, argv, &i, "--rank"))) {
 			if (parse_num("--rank", v, &a->rank))
 				return -1;
 			a->has_rank = true;
-		} else if ((v = opt_value(argc, argv, &i, "--prefix"))) {
+		} else if ((v = mount_long_value(argc, argv, &i, "--prefix"))) {
 			a->prefix = v;
-		} else if ((v = opt_value(argc, argv, &i, "--jobs"))) {
+		} else if ((v = mount_long_value(argc, argv, &i, "--jobs"))) {
 			if (parse_num("--jobs", v, &a->jobs))
 				return -1;
-		} else if ((v = opt_value(argc, argv, &i, "--format"))) {
+		} else if ((v = mount_long_value(argc, argv, &i, "--format"))) {
 			if (strcmp(v, "raw") && strcmp(v, "npy")) {
 				fprintf(stderr, "ckptfs: --format must be raw or npy, got '%s'\n", v);
 				return -1;

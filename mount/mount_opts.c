@@ -30,7 +30,7 @@ static bool is_ignored(const char *kv)
 	return false;
 }
 
-static int parse_u32(const char *s, uint32_t *out)
+int mount_parse_u32(const char *s, uint32_t *out)
 {
 	unsigned long long v;
 	char *end;
@@ -62,7 +62,7 @@ static int append_fuse_opt(struct mount_opts *o, const char *kv)
 static int set_num(const char *what, const char *val, uint32_t *slot,
 		   bool *has, char *err, size_t errlen)
 {
-	if (parse_u32(val, slot)) {
+	if (mount_parse_u32(val, slot)) {
 		snprintf(err, errlen, "%s must be a whole number, got '%s'",
 			 what, val ? val : "");
 		return -1;
@@ -278,8 +278,7 @@ static int take_o_list(struct mount_opts *o, const char *list, char *err,
 	return rc;
 }
 
-/* --name VALUE or --name=VALUE; *i advances past what was used. */
-static const char *long_value(int argc, char **argv, int *i, const char *name)
+const char *mount_long_value(int argc, char **argv, int *i, const char *name)
 {
 	size_t n = strlen(name);
 
@@ -324,27 +323,27 @@ int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
 			}
 			if (take_o_list(o, list, err, errlen))
 				return -1;
-		} else if ((v = long_value(argc, argv, &i, "--world"))) {
+		} else if ((v = mount_long_value(argc, argv, &i, "--world"))) {
 			if (set_num("--world", v, &o->world, &o->has_world,
 				    err, errlen))
 				return -1;
-		} else if ((v = long_value(argc, argv, &i, "--rank"))) {
+		} else if ((v = mount_long_value(argc, argv, &i, "--rank"))) {
 			if (set_num("--rank", v, &o->rank, &o->has_rank, err,
 				    errlen))
 				return -1;
-		} else if ((v = long_value(argc, argv, &i, "--prefix"))) {
+		} else if ((v = mount_long_value(argc, argv, &i, "--prefix"))) {
 			if (set_prefix(o, v, err, errlen))
 				return -1;
-		} else if ((v = long_value(argc, argv, &i, "--layout"))) {
+		} else if ((v = mount_long_value(argc, argv, &i, "--layout"))) {
 			if (set_str(&o->layout, "--layout", v, err, errlen))
 				return -1;
-		} else if ((v = long_value(argc, argv, &i, "--ranks"))) {
+		} else if ((v = mount_long_value(argc, argv, &i, "--ranks"))) {
 			if (set_str(&o->ranks_spec, "--ranks", v, err, errlen))
 				return -1;
-		} else if ((v = long_value(argc, argv, &i, "--format"))) {
+		} else if ((v = mount_long_value(argc, argv, &i, "--format"))) {
 			if (set_format(o, v, err, errlen))
 				return -1;
-		} else if ((v = long_value(argc, argv, &i, "--dtype"))) {
+		} else if ((v = mount_long_value(argc, argv, &i, "--dtype"))) {
 			if (set_str(&o->dtype, "--dtype", v, err, errlen))
 				return -1;
 		} else if (a[0] == '-' && a[1]) {

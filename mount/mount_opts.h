@@ -42,4 +42,14 @@ int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
 
 void mount_opts_destroy(struct mount_opts *o);
 
+/* Shared with the subcommands' parser (cli_tools.c). */
+
+/* A whole decimal number that fits 32 bits: 0, or -1. */
+int mount_parse_u32(const char *s, uint32_t *out);
+
+/* The value of --name VALUE or --name=VALUE at argv[*i] ("" when VALUE is
+ * missing), advancing *i past what was used; NULL when argv[*i] is not
+ * --name.  Borrowed from argv. */
+const char *mount_long_value(int argc, char **argv, int *i, const char *name);
+
 #endif
