@@ -83,13 +83,8 @@ print("old", old, "eio", eio)' "$MNT" "$TMP/exp.pkl"
 	start_mount "$TMP/ckpt" "$MNT" --world 2 --rank 0
 	sleep 30 < "$MNT/optim/state/w/exp_avg" &
 	holder=$!
-	kill -TERM "$DAEMON_PID"
-	for i in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
+	stop_by_signal TERM
 	kill "$holder" || true
-	not kill -0 "$DAEMON_PID" 2>/dev/null
-	wait "$DAEMON_PID"
-	DAEMON_PID=
-	not mountpoint -q "$MNT"
 }
 
 @test "16 processes of random preads, O_DIRECT and mmap reads: zero mismatches" {
@@ -148,11 +143,7 @@ print("old", old, "eio", eio)' "$MNT" "$TMP/exp.pkl"
 	stop_mount
 	# Stopped at once, while prefetching: still a clean exit.
 	start_mount "$TMP/ckpt" "$MNT" --world 1 --rank 0 -o prefetch
-	kill -TERM "$DAEMON_PID"
-	for i in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
-	wait "$DAEMON_PID"
-	DAEMON_PID=
-	not mountpoint -q "$MNT"
+	stop_by_signal TERM
 }
 
 @test "-o readahead_kb sets the mount's readahead (1 MiB by default)" {

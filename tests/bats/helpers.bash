@@ -119,6 +119,17 @@ check_view() {
 	[ "$status" -eq 0 ]
 }
 
+# stop_by_signal SIG: send SIG to the daemon start_mount started; it must
+# exit 0 within 5 s and leave no mount.
+stop_by_signal() {
+	kill -"$1" "$DAEMON_PID"
+	for _ in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
+	not kill -0 "$DAEMON_PID" 2>/dev/null
+	wait "$DAEMON_PID"
+	DAEMON_PID=
+	not mountpoint -q "$MNT"
+}
+
 # `not CMD`: succeeds only when CMD fails.  (A bare `! CMD` does not stop
 # a bats test, since set -e ignores negated commands.)
 not() {

@@ -54,22 +54,12 @@ daemon_pid() {
 
 @test "SIGTERM unmounts cleanly and the daemon exits 0" {
 	start_mount "$TMP/ckpt" "$MNT" --world 2 --rank 0
-	kill -TERM "$DAEMON_PID"
-	for i in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
-	not kill -0 "$DAEMON_PID" 2>/dev/null
-	wait "$DAEMON_PID"
-	DAEMON_PID=
-	not mountpoint -q "$MNT"
+	stop_by_signal TERM
 }
 
 @test "SIGINT unmounts cleanly and the daemon exits 0" {
 	start_mount "$TMP/ckpt" "$MNT" --world 2 --rank 0
-	kill -INT "$DAEMON_PID"
-	for i in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
-	not kill -0 "$DAEMON_PID" 2>/dev/null
-	wait "$DAEMON_PID"
-	DAEMON_PID=
-	not mountpoint -q "$MNT"
+	stop_by_signal INT
 }
 
 @test "a missing mount point fails with a message and leaves nothing" {
