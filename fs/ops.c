@@ -404,8 +404,12 @@ static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct stat st;
 	off_t i;
 
-	if (ref_of(fs, ino, &r) || !ref_is_dir(fs, &r)) {
-		fuse_reply_err(req, ref_of(fs, ino, &r) ? ENOENT : ENOTDIR);
+	if (ref_of(fs, ino, &r)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (!ref_is_dir(fs, &r)) {
+		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
 	if (size > READ_MAX)
@@ -504,8 +508,12 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int rc;
 
 	(void)fi;
-	if (ref_of(fs, ino, &r) || ref_is_dir(fs, &r)) {
-		fuse_reply_err(req, ref_of(fs, ino, &r) ? ENOENT : EISDIR);
+	if (ref_of(fs, ino, &r)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (ref_is_dir(fs, &r)) {
+		fuse_reply_err(req, EISDIR);
 		return;
 	}
 	if (off < 0) {
