@@ -52,15 +52,3 @@ uint64_t ckpt_box_numel(const struct ckpt_box *box)
 		n *= box->size[d];
 	return n;
 }
-
-uint64_t ckpt_reshard_nbytes(const struct ckpt_meta *m,
-			     const struct ckpt_entry *e, uint32_t world,
-			     uint32_t rank)
-{
-	struct ckpt_box box;
-
-	if (e->kind == CKPT_KIND_BYTES)
-		return e->nbytes;
-	ckpt_reshard_box(m, e, world, rank, &box);
-	return ckpt_box_numel(&box) * ckpt_dtype_size(e->dtype);
-}

@@ -47,10 +47,5 @@ void ckpt_reshard_box_in(const struct ckpt_meta *m, const struct ckpt_entry *e,
 /* Elements in the box (cannot overflow: the box lies in a checked shape). */
 uint64_t ckpt_box_numel(const struct ckpt_box *box);
 
-/* Bytes a rank's file holds for entry e: the box's bytes for tensors, the
- * record for bytes entries. */
-uint64_t ckpt_reshard_nbytes(const struct ckpt_meta *m,
-			     const struct ckpt_entry *e, uint32_t world,
-			     uint32_t rank);
 
 #endif
