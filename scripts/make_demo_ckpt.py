@@ -11,11 +11,11 @@ parallelism does).  param_groups is a bytes entry.
 
     make_demo_ckpt.py OUTDIR
 """
-import os
 import sys
 
-import msgpack
 import numpy as np
+
+from native_writer import write_checkpoint
 
 PARAMS = [("layer1.weight", (10, 4), 0), ("layer1.bias", (10,), 0),
           ("layer2.weight", (6, 8), 1), ("layer3.weight", (3, 6), 0)]
@@ -36,7 +36,6 @@ def shards(shape, dim):
 
 
 def main(out):
-    os.makedirs(out, exist_ok=True)
     files = {r: bytearray() for r in range(SAVE_WORLD)}
     sdm, planner, storage = {}, {}, []
 
@@ -70,14 +69,8 @@ def main(out):
                     "chunks": [{"offsets": [], "sizes": []}]}
         planner[fqn] = ["optim", "state", name, "step"]
         put(0, fqn, [], np.array(100.0, dtype="f4").tobytes())
-    for r, data in files.items():
-        with open(os.path.join(out, f"__{r}_0.distcp"), "wb") as fh:
-            fh.write(data)
-    with open(os.path.join(out, ".metadata"), "wb") as fh:
-        fh.write(msgpack.packb({"format": "tensorplay-dcp", "version": 1,
-                                "state_dict_metadata": sdm,
-                                "planner_data": planner,
-                                "storage_data": storage}))
+    write_checkpoint(out, {f"__{r}_0.distcp": d for r, d in files.items()},
+                     sdm, storage, planner)
 
 
 if __name__ == "__main__":

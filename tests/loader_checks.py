@@ -112,8 +112,8 @@ def model():
 def adam_save(out):
     """A test-side writer of the native format: the Adam state of a small
     model, FQN-keyed by parameter name, saved by 2 ranks in dim-0 shards."""
-    import msgpack
     import torch
+    from native_writer import write_checkpoint
     m = model()
     opt = torch.optim.Adam(m.parameters(), lr=0.01)
     for _ in range(3):
@@ -122,7 +122,6 @@ def adam_save(out):
         opt.step()
     osd = opt.state_dict()
     names = [n for n, _ in m.named_parameters()]
-    os.makedirs(out, exist_ok=True)
     files = {0: bytearray(), 1: bytearray()}
     sdm, planner, storage = {}, {}, []
     for idx, st in osd["state"].items():
@@ -156,14 +155,8 @@ def adam_save(out):
     files[0] += buf.getvalue()
     sdm["optim.param_groups"] = {"type": "bytes"}
     planner["optim.param_groups"] = ["optim", "param_groups"]
-    for rk, data in files.items():
-        with open(os.path.join(out, f"__{rk}_0.distcp"), "wb") as fh:
-            fh.write(data)
-    with open(os.path.join(out, ".metadata"), "wb") as fh:
-        fh.write(msgpack.packb({"format": "tensorplay-dcp", "version": 1,
-                                "state_dict_metadata": sdm,
-                                "planner_data": planner,
-                                "storage_data": storage}))
+    write_checkpoint(out, {f"__{rk}_0.distcp": d for rk, d in files.items()},
+                     sdm, storage, planner)
     torch.save(osd, os.path.join(out, "..", "original.pt"))
     return 0
 

@@ -15,8 +15,10 @@ import argparse
 import os
 import sys
 
-import msgpack
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from native_writer import write_checkpoint  # noqa: E402
 
 try:
     import xxhash
@@ -77,7 +79,7 @@ def data(out, tiling, gib, nparams):
             planner[fqn] = ["optim", "state", pname, state]
     for f in files:
         f.close()
-    write_meta(out, sdm, planner, storage)
+    write_checkpoint(out, {}, sdm, storage, planner)  # data streamed above
 
 
 def meta_only(out, nkeys, nchunks):
@@ -97,16 +99,7 @@ def meta_only(out, nkeys, nchunks):
             end += 4 * 64 * 4
     with open(os.path.join(out, "__0_0.distcp"), "wb") as fh:
         fh.truncate(end)  # sparse
-    write_meta(out, sdm, None, storage)
-
-
-def write_meta(out, sdm, planner, storage):
-    meta = {"format": "tensorplay-dcp", "version": 1,
-            "state_dict_metadata": sdm, "storage_data": storage}
-    if planner:
-        meta["planner_data"] = planner
-    with open(os.path.join(out, ".metadata"), "wb") as fh:
-        fh.write(msgpack.packb(meta))
+    write_checkpoint(out, {}, sdm, storage)
 
 
 def main(argv):
