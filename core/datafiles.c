@@ -20,7 +20,7 @@
 
 /* openat2 with RESOLVE_BENEATH: a path (or a symlink in it) that leads
  * outside dirfd fails with EXDEV.  O_NONBLOCK so a FIFO cannot hang us. */
-static int open_data(int dirfd, const char *path, bool follow)
+int ckpt_open_beneath(int dirfd, const char *path, bool follow)
 {
 	struct open_how how = {
 		.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
@@ -110,7 +110,7 @@ static int reopen(struct ckpt_meta *m, uint32_t fi)
 	struct stat st;
 	int fd, flags;
 
-	fd = open_data(m->dirfd, m->strings + f->path, m->fds.follow_symlinks);
+	fd = ckpt_open_beneath(m->dirfd, m->strings + f->path, m->fds.follow_symlinks);
 	if (fd < 0)
 		return -EIO;
 	if (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != f->dev ||
@@ -184,7 +184,7 @@ int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 		const char *key = ckpt_entry_fqn(m, &m->entries[f->need_entry]);
 
 		f->lru_prev = f->lru_next = CKPT_NONE;
-		fd = open_data(m->dirfd, rel, follow);
+		fd = ckpt_open_beneath(m->dirfd, rel, follow);
 		if (fd < 0) {
 			if (errno == EXDEV || (errno == ELOOP && !follow))
 				return ckpt_errf(err, errlen, -EXDEV,

@@ -13,6 +13,7 @@
 #ifndef CKPT_DATAFILES_H
 #define CKPT_DATAFILES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,11 @@ enum {
  */
 int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 		    char *err, size_t errlen);
+
+/* Open path read-only beneath dirfd (any symlink leading outside fails
+ * with EXDEV) or, with follow, anywhere.  Returns an fd the caller closes,
+ * or -1 with errno. */
+int ckpt_open_beneath(int dirfd, const char *path, bool follow);
 
 /* Read exactly len bytes of file fi at off into buf.  Returns 0, or -EIO on
  * any error, short read (the file shrank), or when the file had to be

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "errbuf.h"
+#include "torch_index.h"
 
 /* Read the whole regular file at path, at most max bytes. */
 static int read_capped(const char *path, size_t max, uint8_t **out,
@@ -70,14 +71,64 @@ out_close:
 	return rc;
 }
 
-int ckpt_meta_open(const char *dir, struct ckpt_meta **out, char *err,
-		   size_t errlen)
+/* A torch checkpoint's native image: the given or default index when it
+ * was built from this very pickle, else built now. */
+static int torch_image(const char *dir, const char *meta_path,
+		       const struct ckpt_open_opts *o, const uint8_t *pkl,
+		       size_t len, uint8_t **img, size_t *imglen,
+		       uint8_t *origin, char *err, size_t errlen)
+{
+	struct timespec ignored;
+	char *ipath = NULL;
+	int dirfd, rc;
+
+	if (o && o->index) {
+		rc = read_capped(o->index, CKPT_META_MAX_BYTES, img, imglen,
+				 &ignored, err, errlen);
+		if (rc)
+			return rc;
+		if (!ckpt_torch_index_matches(*img, *imglen, pkl, len)) {
+			free(*img);
+			*img = NULL;
+			return ckpt_errf(err, errlen, -ESTALE,
+					 "%s: index was not built from %s as it is now; run 'ckptfs index %s' again",
+					 o->index, meta_path, dir);
+		}
+		*origin = CKPT_ORIGIN_TORCH_INDEX;
+		return 0;
+	}
+	if (asprintf(&ipath, "%s/%s", dir, CKPT_INDEX_NAME) < 0)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	if (read_capped(ipath, CKPT_META_MAX_BYTES, img, imglen, &ignored,
+			err, errlen) == 0) {
+		if (ckpt_torch_index_matches(*img, *imglen, pkl, len)) {
+			free(ipath);
+			*origin = CKPT_ORIGIN_TORCH_INDEX;
+			return 0;
+		}
+		free(*img);	/* stale: a cache, rebuilt below */
+		*img = NULL;
+	}
+	free(ipath);
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return ckpt_errf(err, errlen, -errno, "%s: cannot open: %s",
+				 dir, strerror(errno));
+	rc = ckpt_torch_index(dir, dirfd, o && o->follow_symlinks, meta_path,
+			      pkl, len, img, imglen, err, errlen);
+	close(dirfd);
+	*origin = CKPT_ORIGIN_TORCH;
+	return rc;
+}
+
+int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
+			struct ckpt_meta **out, char *err, size_t errlen)
 {
 	struct timespec mtime;
 	struct ckpt_meta *m;
 	char *path = NULL;
-	uint8_t *buf = NULL;
-	size_t len = 0;
+	uint8_t *buf = NULL, *img = NULL, origin = CKPT_ORIGIN_NATIVE;
+	size_t len = 0, imglen = 0;
 	int rc;
 
 	*out = NULL;
@@ -87,10 +138,20 @@ int ckpt_meta_open(const char *dir, struct ckpt_meta **out, char *err,
 			 errlen);
 	if (rc)
 		goto out_path;
+	if (ckpt_torch_is_pickle(buf, len)) {
+		rc = torch_image(dir, path, o, buf, len, &img, &imglen,
+				 &origin, err, errlen);
+		free(buf);
+		if (rc)
+			goto out_path;
+		buf = img;
+		len = imglen;
+	}
 	rc = ckpt_meta_parse(buf, len, path, &m, err, errlen);
 	free(buf);
 	if (rc)
 		goto out_path;
+	m->origin = origin;
 	m->dir = strdup(dir);
 	if (!m->dir) {
 		ckpt_meta_free(m);
@@ -101,6 +162,62 @@ int ckpt_meta_open(const char *dir, struct ckpt_meta **out, char *err,
 	m->mtime = mtime;
 	*out = m;
 	return 0;
+out_path:
+	free(path);
+	return rc;
+}
+
+int ckpt_meta_open(const char *dir, struct ckpt_meta **out, char *err,
+		   size_t errlen)
+{
+	return ckpt_meta_open_opts(dir, NULL, out, err, errlen);
+}
+
+int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
+			  size_t *imglen, char *err, size_t errlen)
+{
+	struct ckpt_open_opts o = { .follow_symlinks = follow };
+	struct timespec mtime;
+	struct ckpt_meta *m;
+	char *path = NULL;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int rc, dirfd;
+
+	*img = NULL;
+	if (asprintf(&path, "%s/.metadata", dir) < 0)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	rc = read_capped(path, CKPT_META_MAX_BYTES, &buf, &len, &mtime, err,
+			 errlen);
+	if (rc)
+		goto out_path;
+	if (!ckpt_torch_is_pickle(buf, len)) {
+		rc = ckpt_errf(err, errlen, -EINVAL,
+			       "%s: not a PyTorch checkpoint (already in the native format): nothing to index",
+			       path);
+		goto out_buf;
+	}
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		rc = ckpt_errf(err, errlen, -errno, "%s: cannot open: %s", dir,
+			       strerror(errno));
+		goto out_buf;
+	}
+	rc = ckpt_torch_index(dir, dirfd, o.follow_symlinks, path, buf, len,
+			      img, imglen, err, errlen);
+	close(dirfd);
+	if (rc)
+		goto out_buf;
+	/* Validate it as a mount would. */
+	rc = ckpt_meta_parse(*img, *imglen, path, &m, err, errlen);
+	if (rc) {
+		free(*img);
+		*img = NULL;
+		goto out_buf;
+	}
+	ckpt_meta_free(m);
+out_buf:
+	free(buf);
 out_path:
 	free(path);
 	return rc;

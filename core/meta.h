@@ -25,6 +25,14 @@
 #define CKPT_NONE UINT32_MAX
 #define CKPT_FORMAT_NAME "tensorplay-dcp"
 #define CKPT_FORMAT_VERSION 1
+#define CKPT_INDEX_NAME ".ckptfs-index"	/* `ckptfs index`'s default output */
+
+/* Where a meta came from. */
+enum ckpt_origin {
+	CKPT_ORIGIN_NATIVE,		/* a msgpack .metadata */
+	CKPT_ORIGIN_TORCH,		/* a torch DCP pickle, indexed at open */
+	CKPT_ORIGIN_TORCH_INDEX,	/* a torch DCP pickle, via its index */
+};
 
 enum ckpt_kind {
 	CKPT_KIND_TENSOR,
@@ -36,6 +44,8 @@ struct ckpt_chunk {
 	uint32_t dims_at;	/* offsets at meta->dims[dims_at],
 				 * sizes at meta->dims[dims_at + ndim] */
 	uint32_t file;		/* meta->files index; CKPT_NONE = no record */
+	uint32_t strides_at;	/* element strides at meta->dims[strides_at];
+				 * CKPT_NONE: row-major (the usual case) */
 	uint64_t foff;		/* first byte of the chunk in that file */
 	uint64_t len;		/* its byte length */
 	uint64_t xxh3;		/* valid when has_xxh3 */
@@ -93,6 +103,7 @@ struct ckpt_meta {
 	char *dir;		/* the checkpoint directory, as given */
 	char *meta_path;	/* dir + "/.metadata", used in messages */
 	uint64_t version;
+	uint8_t origin;		/* enum ckpt_origin */
 	struct timespec mtime;	/* of .metadata */
 	int dirfd;		/* -1 until ckpt_files_open() */
 	struct ckpt_fdcache fds;
@@ -113,13 +124,33 @@ struct ckpt_meta {
 	struct ckpt_strtab by_fqn;	/* FQN -> entry */
 };
 
+struct ckpt_open_opts {
+	const char *index;	/* a `ckptfs index` file to use for a torch
+				 * checkpoint (stale: an error); NULL: use
+				 * dir/.ckptfs-index when it is current */
+	bool follow_symlinks;	/* data files may lead outside dir */
+};
+
 /*
- * Read, parse and validate dir/.metadata.  Data files are not touched; see
- * ckpt_files_open().  Returns 0 and sets *out (caller frees with
- * ckpt_meta_free()), or -errno with the reason in err.
+ * Read, parse and validate dir/.metadata: the native msgpack format, or a
+ * PyTorch distributed checkpoint's pickle, which is indexed (see
+ * torch_index.h) unless a current index exists.  Data files are opened
+ * only to index a torch checkpoint; see ckpt_files_open().  o may be NULL.
+ * Returns 0 and sets *out (caller frees with ckpt_meta_free()), or -errno
+ * with the reason in err.
  */
+int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
+			struct ckpt_meta **out, char *err, size_t errlen);
 int ckpt_meta_open(const char *dir, struct ckpt_meta **out, char *err,
 		   size_t errlen);
+
+/*
+ * Index the torch checkpoint in dir: the native image `ckptfs index`
+ * writes, validated.  Returns 0 and sets *img (caller frees) and *imglen,
+ * or -errno (-EINVAL for a checkpoint that is already native).
+ */
+int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
+			  size_t *imglen, char *err, size_t errlen);
 
 /*
  * Parse and validate a metadata image already in memory (the fuzz and unit
@@ -131,6 +162,10 @@ int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 
 /* Close the data files and free everything.  Accepts NULL. */
 void ckpt_meta_free(struct ckpt_meta *m);
+
+/* True when a record's relative_path stays inside the checkpoint: not
+ * empty, not absolute, no '..' component, no NUL. */
+bool ckpt_relpath_is_safe(const char *s, uint32_t len);
 
 /* Find an entry by FQN; NULL when absent.  Borrowed from m. */
 const struct ckpt_entry *ckpt_meta_find(const struct ckpt_meta *m,
@@ -157,6 +192,13 @@ static inline const uint64_t *ckpt_chunk_offsets(const struct ckpt_meta *m,
 						 const struct ckpt_chunk *c)
 {
 	return m->dims + c->dims_at;
+}
+
+/* A strided chunk's element strides; NULL when it is row-major. */
+static inline const uint64_t *ckpt_chunk_strides(const struct ckpt_meta *m,
+						 const struct ckpt_chunk *c)
+{
+	return c->strides_at == CKPT_NONE ? NULL : m->dims + c->strides_at;
 }
 
 static inline const uint64_t *ckpt_chunk_sizes(const struct ckpt_meta *m,

@@ -216,6 +216,7 @@ static int parse_chunk(struct parser *ps, struct mp_cursor *c,
 	memset(ch, 0, sizeof(*ch));
 	ch->dims_at = off_at;
 	ch->file = CKPT_NONE;
+	ch->strides_at = CKPT_NONE;
 	return 0;
 }
 
@@ -377,6 +378,7 @@ static int parse_entry(struct parser *ps, struct mp_cursor *c,
 			return oom(ps);
 		memset(&m->chunks[m->nchunks], 0, sizeof(*m->chunks));
 		m->chunks[m->nchunks].file = CKPT_NONE;
+		m->chunks[m->nchunks].strides_at = CKPT_NONE;
 		m->chunks[m->nchunks].dims_at = 0;
 		m->nchunks++;
 		e->nchunks = 1;
@@ -538,7 +540,7 @@ static int order_and_tile(struct parser *ps)
 	return 0;
 }
 
-static bool is_safe_relpath(const char *s, uint32_t len)
+bool ckpt_relpath_is_safe(const char *s, uint32_t len)
 {
 	uint32_t i, start = 0;
 
@@ -570,7 +572,8 @@ struct record {
 	const char *fqn, *path;
 	uint32_t fqn_len, path_len;
 	struct mp_cursor offsets;	/* where the offsets value starts */
-	bool has_offsets, has_offset, has_length;
+	struct mp_cursor strides;	/* where the strides value starts */
+	bool has_offsets, has_offset, has_length, has_strides;
 	uint64_t offset, length, xxh3;
 	bool has_xxh3;
 };
@@ -602,6 +605,11 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 			r->offsets = *c;
 			r->has_offsets = !mp_take_nil(c);
 			if (r->has_offsets && mp_skip(c))
+				return corrupt(ps, where);
+		} else if (str_is(k, len, "strides")) {
+			r->strides = *c;
+			r->has_strides = true;
+			if (mp_skip(c))
 				return corrupt(ps, where);
 		} else if (str_is(k, len, "index")) {
 			uint64_t ignored;
@@ -719,6 +727,62 @@ static uint64_t chunk_bytes(const struct ckpt_meta *m,
 	return n;
 }
 
+static bool is_row_major(const uint64_t *sizes, const uint64_t *strides,
+			 unsigned ndim)
+{
+	uint64_t expect = 1;
+	unsigned d;
+
+	for (d = ndim; d-- > 0;) {
+		if (sizes[d] == 0)
+			return true;	/* no element to address */
+		if (sizes[d] != 1 && strides[d] != expect)
+			return false;
+		expect *= sizes[d];	/* bounded by the chunk's volume */
+	}
+	return true;
+}
+
+/* A record with "strides": the chunk's element (l0, l1, ...) is at byte
+ * offset + sum(l[d] * strides[d]) * itemsize.  Every addressed element
+ * must lie inside the record.  Row-major strides are kept as row-major. */
+static int record_strides(struct parser *ps, struct record *r,
+			  const struct ckpt_entry *e, struct ckpt_chunk *ch)
+{
+	struct ckpt_meta *m = ps->m;
+	const uint64_t *sz = ckpt_chunk_sizes(m, e, ch);
+	uint64_t span = 1, x, bytes = 0;
+	uint32_t at;
+	unsigned d;
+	char where[64];
+	int rc;
+
+	snprintf(where, sizeof(where), "record of '%s'", ckpt_entry_fqn(m, e));
+	rc = read_dims(ps, &r->strides, where, "strides", e->ndim, &at, NULL);
+	if (rc)
+		return rc;
+	sz = ckpt_chunk_sizes(m, e, ch);	/* the pool may have moved */
+	for (d = 0; d < e->ndim; d++) {
+		if (sz[d] == 0)
+			span = 0;
+	}
+	for (d = 0; d < e->ndim && span; d++) {
+		if (__builtin_mul_overflow(sz[d] - 1, m->dims[at + d], &x) ||
+		    __builtin_add_overflow(span, x, &span))
+			goto out_of_record;
+	}
+	if (__builtin_mul_overflow(span, (uint64_t)ckpt_dtype_size(e->dtype),
+				   &bytes) || bytes > r->length)
+		goto out_of_record;
+	if (!is_row_major(sz, m->dims + at, e->ndim))
+		ch->strides_at = at;
+	return 0;
+out_of_record:
+	return ckpt_errf(ps->err, ps->errlen, -EINVAL,
+			 "%s: key '%s': record's strides address bytes past its length %" PRIu64,
+			 ps->name, ckpt_entry_fqn(m, e), r->length);
+}
+
 static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 {
 	struct ckpt_meta *m = ps->m;
@@ -756,7 +820,11 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 						     e->ndim));
 			goto out_files;
 		}
-		if (e->kind == CKPT_KIND_TENSOR) {
+		if (e->kind == CKPT_KIND_TENSOR && r.has_strides) {
+			rc = record_strides(ps, &r, e, ch);
+			if (rc)
+				goto out_files;
+		} else if (e->kind == CKPT_KIND_TENSOR) {
 			want = chunk_bytes(m, e, ch);
 			if (r.length != want) {
 				rc = ckpt_errf(ps->err, ps->errlen, -EINVAL,
@@ -782,7 +850,7 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 				       r.length);
 			goto out_files;
 		}
-		if (!is_safe_relpath(r.path, r.path_len)) {
+		if (!ckpt_relpath_is_safe(r.path, r.path_len)) {
 			rc = ckpt_errf(ps->err, ps->errlen, -EINVAL,
 				       "%s: key '%s': relative_path '%.*s' must be relative, inside the checkpoint, without '..' or NUL",
 				       ps->name, ckpt_entry_fqn(m, e),

@@ -7,6 +7,9 @@
  * exactly in that dim, C's rows are adjacent in its storage, so the run
  * continues through the next-outer dim, and so on.
  *
+ * A strided chunk (a tensor saved with non-row-major strides) gives runs
+ * of the innermost dim when its stride is 1, else single elements.
+ *
  * Example: shape [4,6] saved as two chunks [0,0]+[4,3] and [0,3]+[4,3]
  * (dim-1 shards), view rows 1-2 (box [1,0]+[2,6]): runs are row 1 cols 0-2
  * from chunk 0, row 1 cols 3-5 from chunk 1, then row 2 likewise: 4 runs
@@ -125,6 +128,19 @@ int ckpt_planner_next(struct ckpt_planner *p, struct ckpt_run *run)
 	co = ckpt_chunk_offsets(m, c);
 	cs = ckpt_chunk_sizes(m, e, c);
 
+	if (c->strides_at != CKPT_NONE) {
+		/* A strided (non-row-major) chunk: only a stretch of the
+		 * innermost dim with stride 1 is contiguous. */
+		const uint64_t *st = ckpt_chunk_strides(m, c);
+
+		d = (int)e->ndim - 1;
+		L = st[d] == 1 ? min_u64(co[d] + cs[d],
+					 b->off[d] + b->size[d]) - g[d] : 1;
+		lin = 0;
+		for (d = 0; d < (int)e->ndim; d++)
+			lin += (g[d] - co[d]) * st[d];
+		goto emit;
+	}
 	L = 1;
 	mult = 1;
 	for (d = (int)e->ndim - 1; d >= 0; d--) {
@@ -141,6 +157,7 @@ int ckpt_planner_next(struct ckpt_planner *p, struct ckpt_run *run)
 		lin += (g[d] - co[d]) * stride;
 		stride *= cs[d];
 	}
+emit:
 	bytes = min_u64(L * isz - skip, p->end - p->pos);
 	run->chunk = e->chunk_first + k;
 	run->file = c->file;

@@ -164,6 +164,10 @@ struct ckpt_read_scratch {
 	size_t cap_stage;
 	char *conv;		/* source elements of a dtype view */
 	size_t cap_conv;
+	char *rec;		/* a strided chunk's whole record */
+	size_t cap_rec;
+	const void *rec_meta;	/* whose chunk rec_chunk it holds */
+	uint32_t rec_chunk;
 };
 
 void ckpt_read_scratch_destroy(struct ckpt_read_scratch *s);

@@ -28,6 +28,8 @@
 #define BATCH_RUNS 4096		/* runs gathered per staged batch */
 #define DIRECT_MAX 8		/* at most this many runs: pread directly */
 #define OPEN_EXTENTS 64		/* chunks tracked at once while merging */
+#define STRIDED_LOAD_MAX ((uint64_t)256 << 20)	/* strided record read whole */
+#define STRIDED_KEEP_MAX ((size_t)8 << 20)	/* ... and kept between reads */
 
 struct pending {
 	uint32_t file;
@@ -50,6 +52,10 @@ void ckpt_read_scratch_destroy(struct ckpt_read_scratch *s)
 	free(s->runs);
 	free(s->stage);
 	free(s->conv);
+	free(s->rec);
+	s->rec = NULL;
+	s->cap_rec = 0;
+	s->rec_meta = NULL;
 	s->runs = NULL;
 	s->stage = NULL;
 	s->conv = NULL;
@@ -163,6 +169,36 @@ static int check_record(const struct ckpt_view *v, uint32_t ci)
 	return st == CORRUPT ? -EIO : 0;
 }
 
+/* A run of a strided chunk (elements scattered over its record): served
+ * from the whole record, read once into the scratch, or when that is too
+ * large or there is no scratch, read directly. */
+static int read_strided(struct ckpt_meta *m, const struct ckpt_run *run,
+			char *dst, struct ckpt_read_scratch *s)
+{
+	const struct ckpt_chunk *c = &m->chunks[run->chunk];
+	int rc;
+
+	if (!s || c->len > STRIDED_LOAD_MAX)
+		return ckpt_files_pread(m, run->file, dst, run->len, run->foff);
+	if (s->rec_meta != m || s->rec_chunk != run->chunk) {
+		if (s->cap_rec < c->len) {
+			free(s->rec);
+			s->rec = malloc(c->len);
+			s->cap_rec = s->rec ? c->len : 0;
+			if (!s->rec)
+				return -ENOMEM;
+		}
+		s->rec_meta = NULL;
+		rc = ckpt_files_pread(m, c->file, s->rec, c->len, c->foff);
+		if (rc)
+			return rc;
+		s->rec_meta = m;
+		s->rec_chunk = run->chunk;
+	}
+	memcpy(dst, s->rec + (run->foff - c->foff), run->len);
+	return 0;
+}
+
 /* Bytes [off, off+len) of entry e's box as stored, into buf. */
 static int read_raw(const struct ckpt_view *v, const struct ckpt_entry *e,
 		    const struct ckpt_box *box, uint64_t off, size_t len,
@@ -198,6 +234,13 @@ static int read_raw(const struct ckpt_view *v, const struct ckpt_entry *e,
 			if (rc)
 				return rc;
 		}
+		if (m->chunks[run.chunk].strides_at != CKPT_NONE) {
+			rc = read_strided(m, &run, buf + dst, s);
+			if (rc)
+				break;
+			dst += run.len;
+			continue;
+		}
 		if (n && run.file == r[n - 1].file &&
 		    r[n - 1].foff + r[n - 1].len == run.foff) {
 			r[n - 1].len += run.len;
@@ -217,6 +260,12 @@ static int read_raw(const struct ckpt_view *v, const struct ckpt_entry *e,
 			n++;
 		}
 		dst += run.len;
+	}
+	if (s && s->cap_rec > STRIDED_KEEP_MAX) {
+		free(s->rec);
+		s->rec = NULL;
+		s->cap_rec = 0;
+		s->rec_meta = NULL;
 	}
 	if (rc < 0)
 		return rc;

@@ -37,6 +37,7 @@ struct tool_args {
 	uint32_t world, rank;
 	bool has_world, has_rank, help, npy;
 	const char *prefix;
+	const char *out;	/* -o FILE (index) */
 	uint32_t jobs;
 };
 
@@ -89,6 +90,12 @@ static int parse_args(const struct tool *t, int argc, char **argv,
 				return -1;
 			}
 			a->npy = !strcmp(v, "npy");
+		} else if (!strcmp(argv[i], "-o") && !strcmp(t->name, "index")) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "ckptfs index: -o needs a file name\n");
+				return -1;
+			}
+			a->out = argv[++i];
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			fprintf(stderr, "ckptfs %s: unknown option '%s'\n%s",
 				t->name, argv[i], t->usage);
@@ -200,7 +207,11 @@ static int tool_info(const struct tool_args *a)
 			tilings[j].count++;
 	}
 	printf("checkpoint\t%s\nformat\t%s\nversion\t%" PRIu64 "\n", m->dir,
-	       CKPT_FORMAT_NAME, m->version);
+	       m->origin == CKPT_ORIGIN_NATIVE ? CKPT_FORMAT_NAME :
+	       m->origin == CKPT_ORIGIN_TORCH ?
+	       "torch-dcp (PyTorch distributed checkpoint, indexed now)" :
+	       "torch-dcp (PyTorch distributed checkpoint, via its " CKPT_INDEX_NAME ")",
+	       m->version);
 	printf("keys\t%" PRIu32 " (%" PRIu32 " tensors, %" PRIu64 " bytes entries)\n",
 	       m->nentries, ntensors, nbytes_keys);
 	printf("dtypes\t");
@@ -775,6 +786,89 @@ static int tool_verify(const struct tool_args *a)
 	return j.bad || j.unreadable ? 1 : 0;
 }
 
+/* Write len bytes to path through a temporary file and a rename, so a
+ * reader never sees half an index. */
+static int write_atomic(const char *path, const uint8_t *buf, size_t len)
+{
+	char *tmp = NULL;
+	size_t done = 0;
+	int fd, rc = -1;
+
+	if (asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0)
+		return -1;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		goto out_tmp;
+	while (done < len) {
+		ssize_t n = write(fd, buf + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	if (done == len && fsync(fd) == 0 && close(fd) == 0) {
+		fd = -1;
+		rc = rename(tmp, path);
+	}
+	if (fd >= 0)
+		close(fd);
+	if (rc)
+		unlink(tmp);
+out_tmp:
+	free(tmp);
+	return rc;
+}
+
+static int tool_index(const struct tool_args *a)
+{
+	char err[1024], *def = NULL;
+	const char *out = a->out;
+	struct ckpt_meta *m;
+	uint8_t *img;
+	size_t len;
+	int rc = 1;
+
+	if (ckpt_meta_build_index(a->pos[0], false, &img, &len, err,
+				  sizeof(err))) {
+		fprintf(stderr, "ckptfs: %s\n", err);
+		return 1;
+	}
+	if (ckpt_meta_parse(img, len, a->pos[0], &m, err, sizeof(err))) {
+		fprintf(stderr, "ckptfs: %s\n", err);
+		goto out_img;
+	}
+	if (!out) {
+		if (asprintf(&def, "%s/%s", a->pos[0], CKPT_INDEX_NAME) < 0)
+			goto out_meta;
+		out = def;
+	}
+	if (!strcmp(out, "-")) {
+		if (fwrite(img, 1, len, stdout) != len || fflush(stdout)) {
+			fprintf(stderr, "ckptfs: writing stdout: %s\n",
+				strerror(errno));
+			goto out_def;
+		}
+	} else if (write_atomic(out, img, len)) {
+		fprintf(stderr, "ckptfs: cannot write %s: %s\n", out,
+			strerror(errno));
+		goto out_def;
+	}
+	fprintf(strcmp(out, "-") ? stdout : stderr,
+		"%s: %" PRIu32 " keys, %" PRIu32 " chunks, %" PRIu32
+		" data files, %zu bytes\n", out, m->nentries, m->nchunks,
+		m->nfiles, len);
+	rc = 0;
+out_def:
+	free(def);
+out_meta:
+	ckpt_meta_free(m);
+out_img:
+	free(img);
+	return rc;
+}
+
 static const struct tool tools[] = {
 	{ "info", 1, 1, false,
 	  "usage: ckptfs info CKPT\n"
@@ -806,6 +900,14 @@ static const struct tool tools[] = {
 	  "  (over the non-NaN values), and counts of NaN, Inf and zeros; every dtype,\n"
 	  "  bfloat16, float16 and float8 included\n",
 	  tool_stats },
+	{ "index", 1, 1, false,
+	  "usage: ckptfs index CKPT [-o FILE]\n"
+	  "  for a PyTorch distributed checkpoint (pickled .metadata, .distcp files):\n"
+	  "  locate every record's raw bytes inside the .distcp files and write the\n"
+	  "  result in the native format (default FILE: CKPT/" CKPT_INDEX_NAME ", which\n"
+	  "  mounts then use while it matches .metadata; '-' for stdout).  Optional:\n"
+	  "  mounts index by themselves when there is none\n",
+	  tool_index },
 	{ "verify", 1, 1, false,
 	  "usage: ckptfs verify CKPT [--jobs N]\n"
 	  "  check every record's xxh3; one line per mismatch (file, offset, key), a\n"

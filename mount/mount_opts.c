@@ -200,6 +200,8 @@ static int take_o(struct mount_opts *o, char *kv, char *err, size_t errlen)
 		return set_prefix(o, val, err, errlen);
 	if (klen == 6 && strncmp(kv, "layout", 6) == 0)
 		return set_str(&o->layout, "layout", val, err, errlen);
+	if (klen == 5 && strncmp(kv, "index", 5) == 0)
+		return set_str(&o->index, "index", val, err, errlen);
 	if (klen == 5 && strncmp(kv, "ranks", 5) == 0)
 		return set_str(&o->ranks_spec, "ranks", val, err, errlen);
 	if (klen == 5 && strncmp(kv, "dtype", 5) == 0)
@@ -334,6 +336,9 @@ int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
 		} else if ((v = mount_long_value(argc, argv, &i, "--prefix"))) {
 			if (set_prefix(o, v, err, errlen))
 				return -1;
+		} else if ((v = mount_long_value(argc, argv, &i, "--index"))) {
+			if (set_str(&o->index, "--index", v, err, errlen))
+				return -1;
 		} else if ((v = mount_long_value(argc, argv, &i, "--layout"))) {
 			if (set_str(&o->layout, "--layout", v, err, errlen))
 				return -1;
@@ -421,6 +426,7 @@ void mount_opts_destroy(struct mount_opts *o)
 	free(o->prefix);
 	free(o->fuse_opts);
 	free(o->layout);
+	free(o->index);
 	free(o->ranks);
 	free(o->ranks_spec);
 	free(o->dtype);

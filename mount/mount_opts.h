@@ -25,6 +25,7 @@ struct mount_opts {
 	bool verify;		/* -o verify */
 	bool npy;		/* --format npy, -o format=npy */
 	char *layout;		/* --layout FILE, owned */
+	char *index;		/* --index FILE, -o index=FILE, owned */
 	uint32_t *ranks;	/* --ranks LIST, owned */
 	uint32_t nranks;
 	char *ranks_spec;	/* as given, for messages; owned */

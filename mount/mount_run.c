@@ -142,6 +142,7 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	struct fuse_session *se;
 	char src[PATH_MAX], mnt_abs[PATH_MAX];
 	char err[1024];
+	struct ckpt_open_opts mo = { 0 };
 	struct ckfs fs;
 	int rc, status = 1;
 
@@ -154,7 +155,9 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 			strerror(errno));
 		return 1;
 	}
-	rc = ckpt_meta_open(src, &meta, err, sizeof(err));
+	mo.index = o->index;
+	mo.follow_symlinks = o->follow_symlinks;
+	rc = ckpt_meta_open_opts(src, &mo, &meta, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "ckptfs: %s\n", err);
 		return 1;

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A strict pickle reader that never executes anything.
+ *
+ * It runs a subset of the pickle machine (protocols 2-5, the opcodes that
+ * torch's checkpoint files use) and builds a tree of values.  A global is
+ * allowed only when the caller's table names it; anything else is refused
+ * at the GLOBAL / STACK_GLOBAL opcode.  Calls (REDUCE, NEWOBJ), BUILD and
+ * persistent ids are not performed: they become PK_CALL nodes recording the
+ * callable's table id, the arguments and the state, for the caller to
+ * interpret.
+ *
+ * Memory is one arena, bounded by a multiple of the input's size, and
+ * freed at once.  The machine is a loop over an explicit stack, so nesting
+ * depth costs no C stack.  Values may share children (memo references) and
+ * may even be cyclic (a list appended to itself), so callers must walk them
+ * by a fixed schema, never by unbounded recursion.
+ */
+#ifndef CKPT_PICKLE_H
+#define CKPT_PICKLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum pk_type {
+	PK_NONE,
+	PK_BOOL,
+	PK_INT,
+	PK_STR,		/* UTF-8 as stored, not NUL-terminated */
+	PK_TUPLE,
+	PK_LIST,
+	PK_DICT,	/* items hold key, value, key, value, ... */
+	PK_GLOBAL,	/* an allowed global: id from the table */
+	PK_CALL,	/* callable id applied to args (+ BUILD state) */
+};
+
+/* The callable id of a BINPERSID node (args = the persistent id). */
+#define PK_PERSID_ID (-1)
+
+struct pk_value {
+	uint8_t type;		/* enum pk_type */
+	uint32_t n;		/* items (tuple, list; dict: 2 x pairs) */
+	uint32_t cap;
+	union {
+		int64_t i;	/* PK_BOOL, PK_INT */
+		struct {
+			const char *s;	/* into the input buffer */
+			uint32_t len;
+		} str;
+		struct pk_value **items;
+		struct {
+			int id;	/* table id or PK_PERSID_ID */
+			struct pk_value *args;	/* PK_TUPLE or any */
+			struct pk_value *state;	/* NULL until BUILD */
+		} call;
+		int global;	/* PK_GLOBAL: table id */
+	} u;
+};
+
+/* One allowed global.  module ending in '*' matches any module with that
+ * prefix ("torch.distributed.*"): classes are matched by name. */
+struct pk_global {
+	const char *module;
+	const char *name;
+	int id;			/* >= 0 */
+};
+
+struct pk_arena;
+
+/*
+ * Run the pickle in buf[0, len) with the globals in table[0, n).  On
+ * success sets *root to the value STOP returned and *arena to the memory
+ * holding it (free with pk_free(); values point into buf, which the caller
+ * keeps alive).  Returns 0, or -EINVAL / -ENOMEM / -E2BIG with the reason
+ * (opcode, byte offset) in err, prefixed by name.
+ */
+int pk_load(const uint8_t *buf, size_t len, const struct pk_global *table,
+	    size_t n, const char *name, struct pk_value **root,
+	    struct pk_arena **arena, char *err, size_t errlen);
+
+void pk_free(struct pk_arena *a);
+
+/* Helpers for schema walks.  All return NULL / false on a type mismatch. */
+const struct pk_value *pk_dict_get(const struct pk_value *dict,
+				   const char *key);
+bool pk_str_is(const struct pk_value *v, const char *lit);
+/* A call node of callable id with a state (BUILD) or args; NULL if not. */
+bool pk_is_call(const struct pk_value *v, int id);
+
+#endif
