@@ -45,12 +45,13 @@ UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 
 BIN := $(O)/ckptfs
 FUZZ_REPLAY := $(O)/tests/test_fuzz_replay
+FUZZ_TORCH_REPLAY := $(O)/tests/test_fuzz_torch_replay
 FUZZ_TIME ?= 60
 FUZZ_CC ?= clang
 
 .PHONY: all help deps check test unit bats demo install clean check-layers fuzz bench
 
-all: $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY) $(O)/ceilfs
+all: $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY) $(FUZZ_TORCH_REPLAY) $(O)/ceilfs
 
 help:
 	@echo "make            build $(BIN) and the unit tests"
@@ -59,7 +60,7 @@ help:
 	@echo "make unit       run the C unit tests of core/"
 	@echo "make bats       run the end-to-end tests through a real mount"
 	@echo "make bench      throughput vs raw pread and a minimal FUSE ceiling (>= 2 GiB checkpoints; BENCH_ARGS=...)"
-	@echo "make fuzz       libFuzzer (clang) on the metadata parser, validator and planner for FUZZ_TIME=$(FUZZ_TIME) s"
+	@echo "make fuzz       libFuzzer (clang) on the metadata parser, validator and planner, and on the torch unpickler and zip locator, FUZZ_TIME=$(FUZZ_TIME) s each"
 	@echo "make deps       install the Debian packages ckptfs needs (apt-get)"
 	@echo "make install    install ckptfs into \$$DESTDIR\$$PREFIX/bin and ckptfs.py into /usr/bin/python3's site-packages"
 	@echo "make clean      remove build outputs"
@@ -87,18 +88,28 @@ $(FUZZ_REPLAY): tests/fuzz/fuzz_meta.c tests/fuzz/replay.c $(CORE_OBJ)
 	@$(if $(Q),echo "  CC    $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ tests/fuzz/fuzz_meta.c tests/fuzz/replay.c $(CORE_OBJ) $(LDLIBS)
 
-# libFuzzer build of the same target; new crashes land in tests/fuzz/crashes/
-# (commit them: `make check` replays them).
-build-fuzz/fuzz_meta: tests/fuzz/fuzz_meta.c $(CORE_SRC) $(wildcard core/*.h)
+$(FUZZ_TORCH_REPLAY): tests/fuzz/fuzz_torch.c tests/fuzz/replay.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC    $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -DCORPUS_DIR='"tests/fuzz/torch_corpus"' \
+		-DCRASH_DIR='"tests/fuzz/torch_crashes"' -DNAME='"fuzz_torch_replay"' \
+		-o $@ tests/fuzz/fuzz_torch.c tests/fuzz/replay.c $(CORE_OBJ) $(LDLIBS)
+
+# libFuzzer builds of the same targets; new crashes land in
+# tests/fuzz/crashes/ and tests/fuzz/torch_crashes/ (commit them: `make
+# check` replays them).
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(CORE_SRC) $(wildcard core/*.h)
 	@mkdir -p build-fuzz
 	$(Q)$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -O1 \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		-o $@ tests/fuzz/fuzz_meta.c $(CORE_SRC) -lxxhash -lpthread
+		-o $@ $< $(CORE_SRC) -lxxhash -lpthread
 
-fuzz: build-fuzz/fuzz_meta
-	@mkdir -p build-fuzz/corpus tests/fuzz/crashes
+fuzz: build-fuzz/fuzz_meta build-fuzz/fuzz_torch
+	@mkdir -p build-fuzz/corpus build-fuzz/torch_corpus tests/fuzz/crashes tests/fuzz/torch_crashes
 	$(Q)build-fuzz/fuzz_meta -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
 		-artifact_prefix=tests/fuzz/crashes/ build-fuzz/corpus tests/fuzz/corpus
+	$(Q)build-fuzz/fuzz_torch -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
+		-artifact_prefix=tests/fuzz/torch_crashes/ build-fuzz/torch_corpus tests/fuzz/torch_corpus
 
 $(O)/ceilfs: scripts/bench/ceilfs.c
 	@mkdir -p $(dir $@)

@@ -16,7 +16,7 @@
 
 #define ARENA_BLOCK ((size_t)1 << 20)
 #define ARENA_MIN_CAP ((size_t)64 << 20)	/* arena cap: max(this, ... */
-#define ARENA_PER_BYTE 24			/* ... input bytes * this) */
+#define ARENA_PER_BYTE 64			/* ... input bytes * this) */
 
 struct pk_block {
 	struct pk_block *next;
@@ -27,6 +27,7 @@ struct pk_block {
 struct pk_arena {
 	struct pk_block *head;
 	size_t total, cap;
+	bool capped;		/* an allocation hit cap */
 };
 
 struct machine {
@@ -56,8 +57,10 @@ static void *arena_alloc(struct pk_arena *a, size_t size)
 	if (!b || b->size - b->used < size) {
 		size_t bs = size > ARENA_BLOCK ? size : ARENA_BLOCK;
 
-		if (a->total + bs > a->cap)
+		if (a->total + bs > a->cap) {
+			a->capped = true;
 			return NULL;
+		}
 		b = malloc(sizeof(*b) + bs);
 		if (!b)
 			return NULL;
@@ -137,7 +140,7 @@ static int fail(struct machine *mc, int rc, const char *what)
 
 static int oom(struct machine *mc)
 {
-	if (mc->a->total >= mc->a->cap)
+	if (mc->a->capped)
 		return fail(mc, -E2BIG, "pickle builds too many objects for its size");
 	return fail(mc, -ENOMEM, "out of memory");
 }
@@ -254,7 +257,7 @@ static int extend(struct machine *mc, size_t from, enum pk_type want)
 	if (need > UINT32_MAX / 2)
 		return fail(mc, -E2BIG, "container too large");
 	if (need > c->cap) {
-		size_t ncap = c->cap ? (size_t)c->cap * 2 : 8;
+		size_t ncap = c->cap ? (size_t)c->cap * 2 : 4;
 		struct pk_value **ni;
 
 		while (ncap < need)

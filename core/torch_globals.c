@@ -40,6 +40,7 @@ const struct pk_global torch_metadata_globals[] = {
 	{ "torch", "Size", TG_SIZE },
 	{ "torch.serialization", "_get_layout", TG_LAYOUT },
 	{ "builtins", "getattr", TG_GETATTR },
+	{ "__builtin__", "getattr", TG_GETATTR },	/* protocol <= 2 */
 	{ "pathlib", "PosixPath", TG_PATH },
 	{ "pathlib._local", "PosixPath", TG_PATH },
 	{ "collections", "OrderedDict", TG_ORDERED_DICT },

@@ -16,6 +16,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#ifndef CORPUS_DIR
+#define CORPUS_DIR "tests/fuzz/corpus"
+#define CRASH_DIR "tests/fuzz/crashes"
+#define NAME "fuzz_replay"
+#endif
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static unsigned long runs;
@@ -128,14 +134,14 @@ int main(int argc, char **argv)
 	int i, n = 0, r;
 
 	if (argc < 2) {
-		r = replay("tests/fuzz/corpus", 1);
+		r = replay(CORPUS_DIR, 1);
 		if (r <= 0) {
-			printf("not ok fuzz_replay: no corpus in tests/fuzz/corpus\n");
+			printf("not ok " NAME ": no corpus in " CORPUS_DIR "\n");
 			printf("0 passed, 1 failed\n");
 			return 1;
 		}
 		n += r;
-		r = replay("tests/fuzz/crashes", 0);
+		r = replay(CRASH_DIR, 0);
 		n += r > 0 ? r : 0;
 	} else {
 		for (i = 1; i < argc; i++) {
@@ -143,7 +149,7 @@ int main(int argc, char **argv)
 			n += r > 0 ? r : 0;
 		}
 	}
-	printf("ok fuzz_replay: %d inputs, %lu runs (cuts, flips, 2^32/2^64 values) without a crash\n",
+	printf("ok " NAME ": %d inputs, %lu runs (cuts, flips, 2^32/2^64 values) without a crash\n",
 	       n, runs);
 	printf("1 passed, 0 failed\n");
 	return 0;
