@@ -5,8 +5,6 @@ loader (torch.distributed checkpointing, FileSystemReader) to get rank R's
 slices of every tensor into memory, against ckptfs (numpy.fromfile over
 every file of the view), on the same tensors.
 
-    torch_baseline.py save NATIVE_CKPT TORCH_CKPT
-        re-save the native checkpoint's tensors with torch's save_state_dict
     torch_baseline.py load TORCH_CKPT --world W --rank R
         load with torch's loader, slice rank R's rows; print seconds
     torch_baseline.py view MNT
@@ -33,37 +31,29 @@ def dcp():
     return dcp_mod
 
 
-def save(native, out):
-    import numpy as np
-    import torch
-    import reference
-    d = dcp()
-    meta = reference.load(native)
-    records = {(r["fqn"], tuple(r["offsets"])): r for r in meta["storage_data"]
-               if r.get("offsets") is not None}
-    sd = {}
-    for fqn, e in meta["state_dict_metadata"].items():
-        if e["type"] == "tensor":
-            a = reference.full_tensor(native, fqn, e, records)
-            sd[fqn] = torch.from_numpy(np.ascontiguousarray(a))
-    os.makedirs(out, exist_ok=True)
-    d.save_state_dict(sd, d.FileSystemWriter(out), no_dist=True)
-
-
 def load(ckpt, world, rank):
     import torch
     d = dcp()
+    from torch.distributed._shard.checkpoint.metadata import BytesStorageMetadata
     md = d.FileSystemReader(ckpt).read_metadata()
     t0 = time.perf_counter()
-    sd = {k: torch.empty(tuple(v.size), dtype=v.properties.dtype)
+    sd = {k: None if isinstance(v, BytesStorageMetadata) else
+          torch.empty(tuple(v.size), dtype=v.properties.dtype)
           for k, v in md.state_dict_metadata.items()}
     d.load_state_dict(sd, d.FileSystemReader(ckpt), no_dist=True)
     out = {}
+    nbytes = 0
     for k, t in sd.items():
-        cs = -(-t.shape[0] // world)
-        out[k] = t[rank * cs:(rank + 1) * cs].clone()
+        if not isinstance(t, torch.Tensor):
+            out[k] = t
+            continue
+        if t.numel() != 1:
+            cs = -(-t.shape[0] // world)
+            t = t[rank * cs:(rank + 1) * cs]
+        out[k] = t.clone()
+        nbytes += out[k].numel() * out[k].element_size()
     dt = time.perf_counter() - t0
-    print(f"{dt:.4f} {sum(v.numel() * v.element_size() for v in out.values())}")
+    print(f"{dt:.4f} {nbytes}")
 
 
 def view(mnt):
@@ -81,15 +71,13 @@ def view(mnt):
 
 def main(argv):
     ap = argparse.ArgumentParser()
-    ap.add_argument("cmd", choices=["save", "load", "view"])
+    ap.add_argument("cmd", choices=["load", "view"])
     ap.add_argument("a")
     ap.add_argument("b", nargs="?")
     ap.add_argument("--world", type=int, default=8)
     ap.add_argument("--rank", type=int, default=3)
     a = ap.parse_args(argv)
-    if a.cmd == "save":
-        save(a.a, a.b)
-    elif a.cmd == "load":
+    if a.cmd == "load":
         load(a.a, a.world, a.rank)
     else:
         view(a.a)

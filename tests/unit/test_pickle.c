@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/* The strict pickle machine: what it builds, and what it refuses. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/pickle.h"
+#include "testhelp.h"
+
+static const struct pk_global table[] = {
+	{ "torch", "Size", 1 },
+	{ "torch.distributed.*", "Metadata", 2 },
+};
+
+#define P(s) ((const uint8_t *)(s)), (sizeof(s) - 1)
+
+static int load(const uint8_t *b, size_t n, struct pk_value **root,
+		struct pk_arena **a, char *err)
+{
+	err[0] = '\0';
+	return pk_load(b, n, table, 2, "t", root, a, err, 256);
+}
+
+static void test_values(void)
+{
+	struct pk_value *v;
+	struct pk_arena *a;
+	char err[256];
+
+	/* {'a': (1, -2, 300, 2**40, True, None)} with a frame and a memo */
+	CHECK(load(P("\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00"
+		     "}\x94\x8c\x01" "a\x94(K\x01J\xfe\xff\xff\xffM\x2c\x01"
+		     "\x8a\x06\x00\x00\x00\x00\x00\x01\x88Nt\x94s."),
+		   &v, &a, err) == 0);
+	if (!v)
+		return;
+	CHECK(v->type == PK_DICT && v->n == 2);
+	const struct pk_value *t = pk_dict_get(v, "a");
+	CHECK(t && t->type == PK_TUPLE && t->n == 6);
+	if (t && t->n == 6) {
+		CHECK(t->u.items[0]->u.i == 1);
+		CHECK(t->u.items[1]->u.i == -2);
+		CHECK(t->u.items[2]->u.i == 300);
+		CHECK(t->u.items[3]->u.i == (int64_t)1 << 40);
+		CHECK(t->u.items[4]->type == PK_BOOL && t->u.items[4]->u.i == 1);
+		CHECK(t->u.items[5]->type == PK_NONE);
+	}
+	pk_free(a);
+	/* LONG1 negative, BINGET of a memoized string, APPENDS */
+	CHECK(load(P("\x80\x02]q\x00(\x8a\x02\x00\xff\x8c\x01xq\x01h\x01" "e."),
+		   &v, &a, err) == 0);
+	CHECK(v && v->type == PK_LIST && v->n == 3 &&
+	      v->u.items[0]->u.i == -256 && pk_str_is(v->u.items[2], "x"));
+	pk_free(a);
+	/* torch.Size((2, 3)) via GLOBAL + REDUCE; a class by name anywhere
+	 * under torch.distributed, NEWOBJ + BUILD */
+	CHECK(load(P("\x80\x02" "ctorch\nSize\n" "K\x02K\x03\x86\x85R."), &v,
+		   &a, err) == 0);
+	CHECK(pk_is_call(v, 1) && v->u.call.args->n == 1);
+	pk_free(a);
+	CHECK(load(P("\x80\x04\x8c\x1etorch.distributed.checkpoint.x"
+		     "\x8c\x08Metadata\x93)\x81}b."), &v, &a, err) == 0);
+	CHECK(pk_is_call(v, 2) && v->u.call.state &&
+	      v->u.call.state->type == PK_DICT);
+	pk_free(a);
+}
+
+static void refused(const char *what, const uint8_t *b, size_t n,
+		    const char *want)
+{
+	struct pk_value *v = (struct pk_value *)1;
+	struct pk_arena *a = (struct pk_arena *)1;
+	char err[256];
+	int rc = load(b, n, &v, &a, err);
+
+	if (rc == 0 || !strstr(err, want) || v || a)
+		fprintf(stderr, "  %s: rc %d err '%s'\n", what, rc, err);
+	CHECK(rc < 0 && strstr(err, want) && !v && !a);
+}
+
+static void test_refusals(void)
+{
+	refused("os.system", P("\x80\x02" "cposix\nsystem\n" "X\x02\x00\x00\x00lsR."),
+		"names global 'posix.system', which is not allowed");
+	refused("wrong module", P("\x80\x02" "cos\nSize\n."), "'os.Size'");
+	refused("BINFLOAT", P("\x80\x04G\x3f\xf0\x00\x00\x00\x00\x00\x00."),
+		"opcode BINFLOAT");
+	refused("INST", P("\x80\x02(ios\nsystem\n."), "opcode INST");
+	refused("memo", P("\x80\x04Nh\x03."), "memo index 3 is not set");
+	refused("memo long", P("\x80\x04Nj\xff\xff\xff\xff."), "memo index 4294967295");
+	refused("memo put", P("\x80\x02Nr\x00\x00\x00\x10."), "memo index out of range");
+	refused("underflow", P("\x80\x02s."), "stack underflow");
+	refused("past mark", P("\x80\x02N(\x85."), "stack underflow");
+	refused("append non-list", P("\x80\x02NNa."), "APPEND to something not a list");
+	refused("build non-object", P("\x80\x02N}b."), "BUILD of something not a new object");
+	refused("call non-global", P("\x80\x02N)R."), "not an allowed global");
+	refused("no stop", P("\x80\x02N"), "ends without STOP");
+	refused("trailing", P("\x80\x02N.xx"), "2 bytes after the pickle's STOP");
+	refused("string", P("\x80\x02X\xff\x00\x00\x00ab."), "string runs past the end");
+	refused("frame", P("\x80\x04\x95\xff\x00\x00\x00\x00\x00\x00\x00N."), "frame runs past the end");
+	refused("protocol", P("\x80\x09N."), "unsupported protocol");
+	refused("two values", P("\x80\x02NN."), "stack not a single value at STOP");
+	refused("long 9", P("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01."),
+		"integer wider than 64 bits");
+	refused("odd dict", P("\x80\x02}(Nu."), "odd number of dict items");
+}
+
+/* A million nested lists: no C recursion, bounded memory. */
+static void test_deep(void)
+{
+	size_t n = 1000000, i, len = 2 + n + (n - 1) + 1;
+	uint8_t *b = malloc(len);
+	struct pk_value *v;
+	struct pk_arena *a;
+	char err[256];
+
+	b[0] = 0x80;
+	b[1] = 2;
+	for (i = 0; i < n; i++)
+		b[2 + i] = ']';
+	for (i = 0; i < n - 1; i++)
+		b[2 + n + i] = 'a';
+	b[len - 1] = '.';
+	CHECK(load(b, len, &v, &a, err) == 0);
+	CHECK(v && v->type == PK_LIST && v->n == 1);
+	pk_free(a);
+	free(b);
+}
+
+int main(void)
+{
+	TEST(test_values);
+	TEST(test_refusals);
+	TEST(test_deep);
+	return TEST_REPORT();
+}
