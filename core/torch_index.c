@@ -450,10 +450,11 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 	char what[96];
 	int rc;
 
-	snprintf(what, sizeof(what), "storage_data item %" PRIu32
-		 " is not MetadataIndex -> _StorageInfo", ri);
-	if (!mi || !si)
+	if (!mi || !si) {
+		snprintf(what, sizeof(what), "storage_data item %" PRIu32
+			 " is not MetadataIndex -> _StorageInfo", ri);
 		return fail(t, NULL, what);
+	}
 	fqn = pk_dict_get(mi, "fqn");
 	if (!fqn || fqn->type != PK_STR)
 		return fail(t, NULL, "MetadataIndex.fqn is not a string");

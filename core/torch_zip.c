@@ -73,10 +73,20 @@ int tz_open(struct tz_archive *z, tz_read_fn read, void *ctx, uint64_t len,
 	z->where = where;
 	if (len < EOCD_LEN)
 		return bad(z, err, errlen, "record too short for a zip archive");
-	z->head_len = len < TZ_WINDOW ? (size_t)len : TZ_WINDOW;
-	z->tail_len = z->head_len;
-	if (read(ctx, 0, z->head, z->head_len) ||
-	    read(ctx, len - z->tail_len, z->tail, z->tail_len))
+	if (len <= sizeof(z->win)) {
+		z->head = z->tail = z->win;
+		z->head_len = z->tail_len = (size_t)len;
+		rc = read(ctx, 0, z->win, (size_t)len);
+	} else {
+		z->head = z->win;
+		z->tail = z->win + TZ_WINDOW;
+		z->head_len = z->tail_len = TZ_WINDOW;
+		rc = read(ctx, 0, z->win, TZ_WINDOW);
+		if (!rc)
+			rc = read(ctx, len - TZ_WINDOW, z->win + TZ_WINDOW,
+				  TZ_WINDOW);
+	}
+	if (rc)
 		return ckpt_errf(err, errlen, -EIO, "%s: read error", where);
 	if (rd(z->head, 4) != 0x04034b50)
 		return bad(z, err, errlen,

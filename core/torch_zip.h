@@ -15,7 +15,9 @@
 #include <stdint.h>
 
 #define TZ_CD_MAX ((size_t)1 << 20)	/* central directory size cap */
-#define TZ_WINDOW 4096			/* head and tail read at open */
+#define TZ_WINDOW 4096			/* head and tail read at open; an
+					 * archive of up to twice this is
+					 * read whole, in one call */
 
 /* Reads exactly len bytes at off of the archive; 0 or -errno. */
 typedef int (*tz_read_fn)(void *ctx, uint64_t off, void *buf, size_t len);
@@ -25,7 +27,8 @@ struct tz_archive {
 	void *ctx;
 	uint64_t len;		/* archive length */
 	const char *where;	/* message prefix, borrowed */
-	uint8_t head[TZ_WINDOW], tail[TZ_WINDOW];
+	uint8_t win[2 * TZ_WINDOW];	/* the archive's head and tail */
+	const uint8_t *head, *tail;	/* into win */
 	size_t head_len, tail_len;
 	uint8_t *cd;		/* the central directory, owned */
 	uint64_t cd_off;

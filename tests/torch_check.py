@@ -7,11 +7,13 @@ torch.chunk(t, W, 0)[R] (a one-element tensor whole to every rank), and
 every file of the mount is compared byte for byte.  A bytes entry must be
 the stored blob, which torch.load reads back to the saved object.
 
-    torch_check.py CKPTFS CKPT MNT W [W ...] [--npy] [--layout FILE]
+    torch_check.py CKPTFS CKPT MNT W [W ...] [--npy] [--layout FILE] [--ref REF]
         For each W, one mount with --ranks 0-(W-1) covers every rank.
         --npy mounts with --format npy and compares numpy.load's data;
         --layout mounts with a 2-D layout: keys optim.state.PARAM.STATE of
-        a PARAM in the file see torch.chunk(t[box], W, 0)[R].
+        a PARAM in the file see torch.chunk(t[box], W, 0)[R].  --ref loads
+        the expected tensors from another checkpoint of the same tensors
+        (one whose .metadata torch 1.13 can read).
     torch_check.py index INDEX CKPT
         every record of a `ckptfs index` file (msgpack) addresses, inside
         the .distcp files, exactly the bytes of the tensor torch.load
@@ -219,10 +221,15 @@ def main(argv):
         i = argv.index("--layout")
         layout = argv[i + 1]
         del argv[i:i + 2]
+    ref = None
+    if "--ref" in argv:
+        i = argv.index("--ref")
+        ref = argv[i + 1]
+        del argv[i:i + 2]
     argv = [a for a in argv if a != "--npy"]
     ckptfs, ckpt, mnt = argv[:3]
     worlds = [int(w) for w in argv[3:]]
-    sd, blobs = torch_load_full(ckpt)
+    sd, blobs = torch_load_full(ref or ckpt)
     total = bad = 0
     for w in worlds:
         c, b = check_world(ckptfs, ckpt, mnt, w, sd, blobs, npy, layout)

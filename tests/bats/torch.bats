@@ -46,6 +46,17 @@ teardown() { common_teardown; }
 	done
 }
 
+@test "torch: a torch 2.x-style .metadata (torch.distributed.checkpoint classes, protocol 5, storage_meta, version, planner_data) is read by class name" {
+	$PY "$ROOT/tests/make_torch2_metadata.py" "$W4/per_item" "$TMP/t2"
+	head -c 2 "$TMP/t2/.metadata" | od -An -tx1 | grep -q "80 05"
+	grep -q "torch.distributed.checkpoint.metadata" "$TMP/t2/.metadata"
+	not grep -q "_shard" "$TMP/t2/.metadata"
+	run $TCHECK "$CKPTFS" "$TMP/t2" "$MNT" 1 3 8 --ref "$W4/per_item"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *", 0 bad"* ]]
+}
+
 @test "torch: the checkpoint is what the tests claim: dim-0 and dim-1 shards, fewer chunks than ranks, strides, 0-d, empty, bytes" {
 	run "$CKPTFS" ls "$W4/per_rank"
 	echo "$output"
