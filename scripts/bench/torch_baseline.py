@@ -9,6 +9,11 @@ every file of the view), on the same tensors.
         load with torch's loader, slice rank R's rows; print seconds
     torch_baseline.py view MNT
         numpy.fromfile every file of a mounted view; print seconds
+    torch_baseline.py zip64 DIR
+        save one uint8 tensor of 4.05 GiB (a zip64 record) with torch's
+        save_state_dict; its last MiB is seeded random, the rest zeros
+    torch_baseline.py zip64-check MNT
+        the view (W=2, R=1) of that tensor ends with the same MiB
 
 Debian's torch 1.13 has no multi-rank resharding loader without a process
 group per rank, so torch loads each tensor whole and slices it, as every
@@ -69,19 +74,53 @@ def view(mnt):
     print(f"{time.perf_counter() - t0:.4f} {n}")
 
 
+ZIP64_NUMEL = int(4.05 * 2**30)
+
+
+def zip64_tail():
+    import torch
+    g = torch.Generator().manual_seed(64)
+    return torch.randint(0, 256, (1 << 20,), generator=g, dtype=torch.uint8)
+
+
+def zip64_save(out):
+    import torch
+    d = dcp()
+    t = torch.zeros(ZIP64_NUMEL, dtype=torch.uint8)
+    t[-(1 << 20):] = zip64_tail()
+    os.makedirs(out, exist_ok=True)
+    d.save_state_dict({"big": t}, d.FileSystemWriter(out), no_dist=True)
+
+
+def zip64_check(mnt):
+    path = os.path.join(mnt, "big")
+    size = os.path.getsize(path)
+    want = ZIP64_NUMEL - -(-ZIP64_NUMEL // 2)
+    with open(path, "rb") as f:
+        f.seek(-(1 << 20), 2)
+        tail = f.read()
+    ok = size == want and tail == zip64_tail().numpy().tobytes()
+    print("ok" if ok else f"MISMATCH size {size} want {want}")
+    return 0 if ok else 1
+
+
 def main(argv):
     ap = argparse.ArgumentParser()
-    ap.add_argument("cmd", choices=["load", "view"])
+    ap.add_argument("cmd", choices=["load", "view", "zip64", "zip64-check"])
     ap.add_argument("a")
     ap.add_argument("b", nargs="?")
     ap.add_argument("--world", type=int, default=8)
     ap.add_argument("--rank", type=int, default=3)
     a = ap.parse_args(argv)
-    if a.cmd == "load":
+    if a.cmd == "zip64":
+        zip64_save(a.a)
+    elif a.cmd == "zip64-check":
+        return zip64_check(a.a)
+    elif a.cmd == "load":
         load(a.a, a.world, a.rank)
     else:
         view(a.a)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))
