@@ -46,10 +46,12 @@ struct ckpt_chunk {
 	uint32_t file;		/* meta->files index; CKPT_NONE = no record */
 	uint32_t strides_at;	/* element strides at meta->dims[strides_at];
 				 * CKPT_NONE: row-major (the usual case) */
+	uint32_t crc32;		/* valid when has_crc32 */
 	uint64_t foff;		/* first byte of the chunk in that file */
 	uint64_t len;		/* its byte length */
 	uint64_t xxh3;		/* valid when has_xxh3 */
 	bool has_xxh3;
+	bool has_crc32;		/* CRC-32 of the record (torch's zip CRC) */
 };
 
 /* One state key. */

@@ -574,8 +574,8 @@ struct record {
 	struct mp_cursor offsets;	/* where the offsets value starts */
 	struct mp_cursor strides;	/* where the strides value starts */
 	bool has_offsets, has_offset, has_length, has_strides;
-	uint64_t offset, length, xxh3;
-	bool has_xxh3;
+	uint64_t offset, length, xxh3, crc32;
+	bool has_xxh3, has_crc32;
 };
 
 static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
@@ -611,6 +611,11 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 			r->has_strides = true;
 			if (mp_skip(c))
 				return corrupt(ps, where);
+		} else if (str_is(k, len, "crc32")) {
+			if (mp_read_uint(c, &r->crc32) || r->crc32 > UINT32_MAX)
+				return type_error(ps, where, "crc32",
+						  "unsigned 32-bit integer", c);
+			r->has_crc32 = true;
 		} else if (str_is(k, len, "index")) {
 			uint64_t ignored;
 
@@ -891,6 +896,8 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 		ch->len = r.length;
 		ch->xxh3 = r.xxh3;
 		ch->has_xxh3 = r.has_xxh3;
+		ch->crc32 = (uint32_t)r.crc32;
+		ch->has_crc32 = r.has_crc32;
 	}
 	rc = 0;
 out_files:

@@ -364,6 +364,7 @@ static int chunk_sizes(const struct pk_value *st, const uint64_t *off,
 /* Where a located record's bytes are, as the native format says it. */
 struct location {
 	uint64_t offset, length;
+	uint32_t crc32;		/* of [offset, offset + length); 0: none */
 	bool strided;
 	uint64_t strides[CKPT_MAX_DIMS];
 };
@@ -384,7 +385,9 @@ static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 
 	if (chunk_sizes(entry, off, n, hint, sizes))
 		return fail(t, fqn, "a storage record's offsets match no chunk");
-	props_of(pk_dict_get(entry, "properties"), &dt, &rg);
+	/* Checked when state_dict_metadata was written out. */
+	if (props_of(pk_dict_get(entry, "properties"), &dt, &rg))
+		return fail(t, fqn, "TensorStorageMetadata.properties is not a TensorProperties with a known dtype");
 	rc = open_file(t, fqn, path);
 	if (rc)
 		return rc;
@@ -419,8 +422,11 @@ static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 	for (d = n; d-- > 0;) {
 		if (sizes[d] != 1 && r.stride[d] != expect)
 			rowmajor = false;
-		expect *= sizes[d];	/* <= storage_numel: no overflow */
-		numel *= sizes[d];
+		if (__builtin_mul_overflow(expect, sizes[d], &expect))
+			rowmajor = false;
+		if (__builtin_mul_overflow(numel, sizes[d], &numel))
+			return ckpt_errf(t->err, t->errlen, -EOVERFLOW,
+					 "%s: chunk has too many elements", where);
 	}
 	/* All in range: the record lies in the file and the addressed
 	 * elements in the record (torch_record_locate checked). */
@@ -431,6 +437,9 @@ static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 	len = rowmajor ? numel * isz : r.data_len - r.storage_offset * isz;
 	loc->offset = numel == 0 ? base : at;
 	loc->length = len;
+	/* The zip's CRC covers the whole storage: usable when the record is
+	 * exactly that (torch writes 0 when it computes none). */
+	loc->crc32 = loc->offset == base && len == r.data_len ? r.crc32 : 0;
 	loc->strided = !rowmajor;
 	memcpy(loc->strides, r.stride, n * sizeof(*r.stride));
 	return 0;
@@ -489,8 +498,9 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 		loc.offset = (uint64_t)o->u.i;
 		loc.length = (uint64_t)l->u.i;
 		loc.strided = false;
+		loc.crc32 = 0;
 	}
-	mpw_map(&t->w, loc.strided ? 7 : 6);
+	mpw_map(&t->w, 6 + loc.strided + (loc.crc32 != 0));
 	mpw_cstr(&t->w, "fqn");
 	put_key(&t->w, fqn);
 	mpw_cstr(&t->w, "index");
@@ -512,6 +522,10 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 	if (loc.strided) {
 		mpw_cstr(&t->w, "strides");
 		put_dims(&t->w, loc.strides, n);
+	}
+	if (loc.crc32) {
+		mpw_cstr(&t->w, "crc32");
+		mpw_uint(&t->w, loc.crc32);
 	}
 	return 0;
 }

@@ -186,6 +186,7 @@ int torch_record_locate(tz_read_fn read, void *ctx, uint64_t len,
 	}
 	t->data_off = data.data_off;
 	t->data_len = data.size;
+	t->crc32 = data.crc32;
 	rc = 0;
 out_arena:
 	pk_free(arena);

@@ -25,6 +25,8 @@ struct torch_tensor_rec {
 	uint64_t storage_numel;
 	uint64_t data_off;		/* the storage's bytes, archive-relative */
 	uint64_t data_len;		/* = storage_numel * itemsize */
+	uint32_t crc32;			/* of the storage's bytes, from the
+					 * central directory; 0: none */
 };
 
 /*

@@ -57,8 +57,9 @@ void tz_close(struct tz_archive *z);
 /*
  * Find the record whose name ends with suffix at a '/' boundary (or equals
  * it).  With prefix non-NULL, the name must be exactly prefix + suffix.
- * Returns 0 with *r filled and, when prefix_len is non-NULL, the length of
- * the matched name's prefix; -ENOENT when there is none (err untouched);
+ * Returns 0 with *r filled, *name (when name is non-NULL) pointing at the
+ * record's name inside z (not NUL-terminated, valid until tz_close()) and,
+ * when prefix_len is non-NULL, the length of the matched name's prefix; -ENOENT when there is none (err untouched);
  * -EINVAL when the record is compressed, lies outside the archive or its
  * local header disagrees.
  */

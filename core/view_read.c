@@ -160,9 +160,9 @@ static int check_record(const struct ckpt_view *v, uint32_t ci)
 		char line[1024];
 
 		snprintf(line, sizeof(line),
-			 "%s/%s: offset %llu: key '%s': xxh3 mismatch, reads of it fail with EIO",
+			 "%s/%s: offset %llu: key '%s': %s mismatch, reads of it fail with EIO",
 			 m->dir, m->strings + m->files[c->file].path,
-			 (unsigned long long)c->foff,
+			 (unsigned long long)c->foff, ckpt_verify_kind(c),
 			 ckpt_entry_fqn(m, ckpt_meta_chunk_entry(m, ci)));
 		v->report(line);
 	}

@@ -698,10 +698,14 @@ static void *verify_worker(void *arg)
 			       e->kind == CKPT_KIND_TENSOR ? ": chunk at " : "",
 			       e->kind == CKPT_KIND_TENSOR ?
 			       ckpt_fmt_dims(a, sizeof(a), ckpt_chunk_offsets(j->m, c), e->ndim) : "",
-			       rc == -EBADMSG ? "xxh3 mismatch" : "cannot read the record");
-			if (rc == -EBADMSG)
+			       rc == -EBADMSG ? (c->has_xxh3 ? "xxh3 mismatch" : "crc32 mismatch") :
+			       "cannot read the record");
+			if (rc == -EBADMSG && c->has_xxh3)
 				printf(" (stored %016" PRIx64 ", computed %016" PRIx64 ")",
 				       c->xxh3, got);
+			else if (rc == -EBADMSG)
+				printf(" (stored %08" PRIx32 ", computed %08" PRIx64 ")",
+				       c->crc32, got);
 			putchar('\n');
 			pthread_mutex_unlock(&j->out);
 			__atomic_fetch_add(rc == -EBADMSG ? &j->bad : &j->unreadable,
@@ -910,7 +914,7 @@ static const struct tool tools[] = {
 	  tool_index },
 	{ "verify", 1, 1, false,
 	  "usage: ckptfs verify CKPT [--jobs N]\n"
-	  "  check every record's xxh3; one line per mismatch (file, offset, key), a\n"
+	  "  check every record's xxh3 (or, for PyTorch checkpoints, the zip's CRC-32); one line per mismatch (file, offset, key), a\n"
 	  "  count of records without a checksum; exit 1 on any mismatch.  A progress\n"
 	  "  bar goes to stderr when it is a terminal.  N threads (default: CPUs)\n",
 	  tool_verify },

@@ -10,9 +10,10 @@ save_state_dict + FileSystemWriter, from several gloo processes on
         ShardedTensors (ChunkShardingSpec) on dim 0 and dim 1, uneven,
         1-D and 3-D, in float32/float16/bfloat16/float64/int64; plain
         tensors: 0-d, one-element, empty, non-contiguous; bytes entries.
-    gen_torch_ckpt.py OUTDIR --large GIB [--world 4]
+    gen_torch_ckpt.py OUTDIR --large GIB [--world 4] [--dim 0|1]
         OUTDIR/large: about GIB GiB of float32 optimizer state (exp_avg,
-        exp_avg_sq of 100 parameters of mixed sizes), dim-0 shards.
+        exp_avg_sq of 100 parameters of mixed sizes), sharded along dim 0
+        (FSDP-like) or dim 1 (tensor-parallel-like; 1-D tensors on dim 0).
 
 Debian's torch 1.13 needs scripts/torch_dcp_compat.py on Python 3.11.
 """
@@ -111,13 +112,14 @@ def large_shapes(gib):
     return out
 
 
-def large_state(torch, st_mod, spec_cls, world, rank, gib):
+def large_state(torch, st_mod, spec_cls, world, rank, gib, dim):
     spec_dims = [f"rank:{r}/cpu" for r in range(world)]
     sd = {}
     for i, shape in enumerate(large_shapes(gib)):
         for kind in ("exp_avg", "exp_avg_sq"):
             name = f"optim.state.layer{i}.weight.{kind}"
-            spec = spec_cls(dim=0, placements=spec_dims)
+            spec = spec_cls(dim=dim if len(shape) > dim else 0,
+                            placements=spec_dims)
             st = st_mod.empty(spec, *shape, dtype=torch.float32)
             for sh in st.local_shards():
                 g = torch.Generator().manual_seed(i * 7 + (kind == "exp_avg") + rank * 1000)
@@ -143,7 +145,8 @@ def worker(rank, world, port, jobs):
             if kind == "small":
                 sd = small_state(torch, st_mod, ChunkShardingSpec, world, rank, arg)
             else:
-                sd = large_state(torch, st_mod, ChunkShardingSpec, world, rank, arg)
+                sd = large_state(torch, st_mod, ChunkShardingSpec, world, rank,
+                                 arg[0], arg[1])
             dcp.save_state_dict(sd, dcp.FileSystemWriter(
                 path, single_file_per_rank=per_rank))
             dist.barrier()
@@ -157,11 +160,12 @@ def main(argv):
     ap.add_argument("--world", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--large", type=float, default=0)
+    ap.add_argument("--dim", type=int, choices=[0, 1], default=0)
     a = ap.parse_args(argv)
     if not 2 <= a.world <= 8:
         sys.exit("gen_torch_ckpt.py: --world must be 2..8")
     if a.large:
-        jobs = [("large", os.path.join(a.out, "large"), a.large, True)]
+        jobs = [("large", os.path.join(a.out, "large"), (a.large, a.dim), True)]
     else:
         jobs = [("small", os.path.join(a.out, "per_item"), a.seed, False),
                 ("small", os.path.join(a.out, "per_rank"), a.seed, True)]

@@ -5,8 +5,11 @@ loader (torch.distributed checkpointing, FileSystemReader) to get rank R's
 slices of every tensor into memory, against ckptfs (numpy.fromfile over
 every file of the view), on the same tensors.
 
-    torch_baseline.py load TORCH_CKPT --world W --rank R
-        load with torch's loader, slice rank R's rows; print seconds
+    torch_baseline.py load TORCH_CKPT --world W --rank R [--whole]
+        rank R's rows with torch's own loader (FileSystemReader and its
+        default planner's resharding read items: every overlapping saved
+        chunk is torch.load-ed whole); --whole loads each tensor whole and
+        slices it (what a caller without ShardedTensors does); print seconds
     torch_baseline.py view MNT
         numpy.fromfile every file of a mounted view; print seconds
     torch_baseline.py zip64 DIR
@@ -36,29 +39,97 @@ def dcp():
     return dcp_mod
 
 
-def load(ckpt, world, rank):
+def slices_planner(d, world, rank):
+    """torch's DefaultLoadPlanner asked for rank's rows only: its own
+    _create_sharded_read_items turns each destination slice into read
+    items against every overlapping saved chunk, which FileSystemReader
+    serves by torch.load-ing each such chunk's record whole."""
+    from torch.distributed._shard.checkpoint.planner import LoadPlan
+    from torch.distributed._shard.checkpoint.planner_helpers import (
+        _create_read_items, _create_sharded_read_items)
+    from torch.distributed._shard.sharded_tensor.shard import Shard
+    from torch.distributed._shard.metadata import ShardMetadata
+
+    from torch.distributed._shard.checkpoint.default_planner import DefaultLoadPlanner
+
+    class SlicePlanner(DefaultLoadPlanner):
+        def create_local_plan(self):
+            reqs = []
+            for fqn, obj in self.state_dict.items():
+                md = self.metadata.state_dict_metadata[fqn]
+                if obj is None:                  # a bytes entry
+                    reqs += _create_read_items(fqn, md, obj)
+                    continue
+                row0 = self.row0[fqn]
+                off = [row0] + [0] * (obj.dim() - 1) if obj.dim() else []
+                shard = Shard(obj, ShardMetadata(off, list(obj.shape), "rank:0/cpu"))
+                reqs += _create_sharded_read_items(fqn, md, [shard])
+            return LoadPlan(reqs)
+
+        def lookup_tensor(self, index):
+            return self.state_dict[index.fqn]
+
+    return SlicePlanner()
+
+
+def load(ckpt, world, rank, whole=False):
     import torch
     d = dcp()
     from torch.distributed._shard.checkpoint.metadata import BytesStorageMetadata
     md = d.FileSystemReader(ckpt).read_metadata()
     t0 = time.perf_counter()
-    sd = {k: None if isinstance(v, BytesStorageMetadata) else
-          torch.empty(tuple(v.size), dtype=v.properties.dtype)
-          for k, v in md.state_dict_metadata.items()}
-    d.load_state_dict(sd, d.FileSystemReader(ckpt), no_dist=True)
+    sd, row0 = {}, {}
+    for k, v in md.state_dict_metadata.items():
+        if isinstance(v, BytesStorageMetadata):
+            sd[k] = None
+            continue
+        shape = list(v.size)
+        numel = 1
+        for x in shape:
+            numel *= x
+        if not whole and numel != 1 and shape:
+            cs = -(-shape[0] // world)
+            lo = min(shape[0], rank * cs)
+            shape[0] = min(shape[0], lo + cs) - lo
+            row0[k] = lo
+        else:
+            row0[k] = 0
+        sd[k] = torch.empty(shape, dtype=v.properties.dtype)
+    if whole:
+        d.load_state_dict(sd, d.FileSystemReader(ckpt), no_dist=True)
+    else:
+        p = slices_planner(d, world, rank)
+        p.row0 = row0
+        d.load_state_dict(sd, d.FileSystemReader(ckpt), no_dist=True, planner=p)
     out = {}
     nbytes = 0
     for k, t in sd.items():
         if not isinstance(t, torch.Tensor):
             out[k] = t
             continue
-        if t.numel() != 1:
+        if whole and t.numel() != 1:
             cs = -(-t.shape[0] // world)
-            t = t[rank * cs:(rank + 1) * cs]
-        out[k] = t.clone()
-        nbytes += out[k].numel() * out[k].element_size()
+            t = t[rank * cs:(rank + 1) * cs].clone()
+        out[k] = t
+        nbytes += t.numel() * t.element_size()
     dt = time.perf_counter() - t0
     print(f"{dt:.4f} {nbytes}")
+    return out
+
+
+def check_view(out, mnt):
+    """The slices torch loaded against the files of a mounted view."""
+    import torch
+    bad = 0
+    for k, t in out.items():
+        path = os.path.join(mnt, *k.split("."))
+        got = open(path, "rb").read()
+        if isinstance(t, torch.Tensor):
+            want = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() \
+                if t.numel() else b""
+            bad += got != want
+    print(f"{len(out)} keys compared, {bad} differ")
+    return 1 if bad else 0
 
 
 def view(mnt):
@@ -111,13 +182,17 @@ def main(argv):
     ap.add_argument("b", nargs="?")
     ap.add_argument("--world", type=int, default=8)
     ap.add_argument("--rank", type=int, default=3)
+    ap.add_argument("--whole", action="store_true")
+    ap.add_argument("--check", help="compare the slices with this mounted view")
     a = ap.parse_args(argv)
     if a.cmd == "zip64":
         zip64_save(a.a)
     elif a.cmd == "zip64-check":
         return zip64_check(a.a)
     elif a.cmd == "load":
-        load(a.a, a.world, a.rank)
+        out = load(a.a, a.world, a.rank, a.whole)
+        if a.check:
+            return check_view(out, a.check)
     else:
         view(a.a)
 
