@@ -5,7 +5,11 @@
  * pread into a reply buffer, with the same settings as ckptfs (low-level
  * API, multi-threaded loop, 1 MiB requests, keep_cache, long timeouts).
  *
- *     ceilfs BACKING MNT [-f] [-s]
+ *     ceilfs BACKING MNT [-f] [-s] [--sizes FILE]
+ *
+ * With --sizes (one decimal size per line), it serves that many files
+ * instead, f0000000, f0000001, ..., consecutive slices of the backing file:
+ * the ceiling for a tree with as many files as a view.
  */
 #define FUSE_USE_VERSION 314
 #include <errno.h>
@@ -21,6 +25,18 @@
 static int backing = -1;
 static off_t backing_size;
 static struct timespec backing_mtime;
+static size_t nfiles;		/* 0: the single file "data" */
+static off_t *fsize, *fstart;	/* per file with --sizes */
+
+static off_t size_of(fuse_ino_t ino)
+{
+	return nfiles ? fsize[ino - 2] : backing_size;
+}
+
+static off_t start_of(fuse_ino_t ino)
+{
+	return nfiles ? fstart[ino - 2] : 0;
+}
 
 static void fill(fuse_ino_t ino, struct stat *st)
 {
@@ -33,8 +49,47 @@ static void fill(fuse_ino_t ino, struct stat *st)
 	} else {
 		st->st_mode = S_IFREG | 0444;
 		st->st_nlink = 1;
-		st->st_size = backing_size;
+		st->st_size = size_of(ino);
 	}
+}
+
+static int read_sizes(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long long v;
+	size_t cap = 0;
+	off_t at = 0;
+
+	if (!f)
+		return -1;
+	while (fscanf(f, "%lld", &v) == 1) {
+		if (nfiles == cap) {
+			cap = cap ? 2 * cap : 256;
+			fsize = realloc(fsize, cap * sizeof(*fsize));
+			fstart = realloc(fstart, cap * sizeof(*fstart));
+			if (!fsize || !fstart)
+				return -1;
+		}
+		fsize[nfiles] = v;
+		fstart[nfiles++] = at;
+		at += v;
+	}
+	fclose(f);
+	return at <= backing_size && nfiles ? 0 : -1;
+}
+
+/* "data", or f%07zu with --sizes; ino of a name, 0 if none. */
+static fuse_ino_t ino_of(const char *name)
+{
+	char *end;
+	unsigned long i;
+
+	if (!nfiles)
+		return strcmp(name, "data") == 0 ? 2 : 0;
+	if (name[0] != 'f')
+		return 0;
+	i = strtoul(name + 1, &end, 10);
+	return *end || i >= nfiles ? 0 : (fuse_ino_t)i + 2;
 }
 
 static void c_init(void *ud, struct fuse_conn_info *conn)
@@ -49,15 +104,16 @@ static void c_init(void *ud, struct fuse_conn_info *conn)
 static void c_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
+	fuse_ino_t ino = parent == 1 ? ino_of(name) : 0;
 
-	if (parent != 1 || strcmp(name, "data") != 0) {
+	if (!ino) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
 	memset(&e, 0, sizeof(e));
-	e.ino = 2;
+	e.ino = ino;
 	e.attr_timeout = e.entry_timeout = 86400;
-	fill(2, &e.attr);
+	fill(ino, &e.attr);
 	fuse_reply_entry(req, &e);
 }
 
@@ -73,18 +129,28 @@ static void c_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void c_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		      struct fuse_file_info *fi)
 {
-	char buf[512];
-	size_t n = 0;
+	size_t n = 0, count = nfiles ? nfiles : 1, cap = size < 65536 ? size : 65536;
+	char *buf = malloc(cap), name[32];
 	struct stat st;
 
 	(void)fi;
 	(void)ino;
-	if (off == 0) {
-		fill(2, &st);
-		n = fuse_add_direntry(req, buf, sizeof(buf) < size ? sizeof(buf) : size,
-				      "data", &st, 1);
+	while (buf && (size_t)off < count) {
+		size_t e;
+
+		if (nfiles)
+			snprintf(name, sizeof(name), "f%07lld", (long long)off);
+		else
+			strcpy(name, "data");
+		fill((fuse_ino_t)off + 2, &st);
+		e = fuse_add_direntry(req, buf + n, cap - n, name, &st, off + 1);
+		if (e > cap - n)
+			break;
+		n += e;
+		off++;
 	}
 	fuse_reply_buf(req, buf, n);
+	free(buf);
 }
 
 static void c_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -100,13 +166,16 @@ static void c_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	char *buf = malloc(size ? size : 1);
 	ssize_t n;
 
-	(void)ino;
 	(void)fi;
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	n = pread(backing, buf, size, off);
+	if (off >= size_of(ino))
+		size = 0;
+	else if ((off_t)size > size_of(ino) - off)
+		size = (size_t)(size_of(ino) - off);
+	n = size ? pread(backing, buf, size, start_of(ino) + off) : 0;
 	if (n < 0)
 		fuse_reply_err(req, EIO);
 	else
@@ -129,15 +198,18 @@ int main(int argc, char **argv)
 	struct fuse_loop_config *cfg;
 	struct fuse_session *se;
 	int fg = 0, single = 0, i, rc;
+	const char *sizes = NULL;
 	struct stat st;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: ceilfs BACKING MNT [-f] [-s]\n");
+		fprintf(stderr, "usage: ceilfs BACKING MNT [-f] [-s] [--sizes FILE]\n");
 		return 2;
 	}
 	for (i = 3; i < argc; i++) {
 		fg |= strcmp(argv[i], "-f") == 0;
 		single |= strcmp(argv[i], "-s") == 0;
+		if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc)
+			sizes = argv[++i];
 	}
 	backing = open(argv[1], O_RDONLY);
 	if (backing < 0 || fstat(backing, &st) < 0) {
@@ -146,6 +218,11 @@ int main(int argc, char **argv)
 	}
 	backing_size = st.st_size;
 	backing_mtime = st.st_mtim;
+	if (sizes && read_sizes(sizes)) {
+		fprintf(stderr, "ceilfs: %s: bad sizes (more than the backing file?)\n",
+			sizes);
+		return 1;
+	}
 	fuse_opt_add_arg(&args, argv[0]);
 	fuse_opt_add_arg(&args, "-o");
 	fuse_opt_add_arg(&args, "ro,fsname=ceilfs,subtype=ceilfs");

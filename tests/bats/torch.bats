@@ -14,6 +14,7 @@ setup_file() {
 	export TORCH_CKPTS="$BATS_FILE_TMPDIR/torch"
 	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TORCH_CKPTS/w4" --world 4 --seed 5
 	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TORCH_CKPTS/w3" --world 3 --seed 6
+	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TORCH_CKPTS/w2" --world 2 --seed 7
 }
 
 setup() {
@@ -21,6 +22,7 @@ setup() {
 	$PY -c 'import torch' 2>/dev/null || skip "python3-torch is not installed"
 	W4=$TORCH_CKPTS/w4
 	W3=$TORCH_CKPTS/w3
+	W2=$TORCH_CKPTS/w2
 }
 teardown() { common_teardown; }
 
@@ -38,11 +40,12 @@ teardown() { common_teardown; }
 	[[ "$output" == *", 0 bad"* ]]
 }
 
-@test "torch: 3-rank checkpoints (both file layouts) match torch (W=1..5,9)" {
-	for d in per_item per_rank; do
-		run $TCHECK "$CKPTFS" "$W3/$d" "$MNT" 1 2 3 4 5 9
+@test "torch: 3-rank and 2-rank checkpoints (both file layouts) match torch (W=1..5,9)" {
+	for d in "$W3/per_item" "$W3/per_rank" "$W2/per_item" "$W2/per_rank"; do
+		run $TCHECK "$CKPTFS" "$d" "$MNT" 1 2 3 4 5 9
 		echo "$output"
 		[ "$status" -eq 0 ]
+		[[ "$output" == *", 0 bad"* ]]
 	done
 }
 
