@@ -360,7 +360,6 @@ static int chunk_sizes(const struct pk_value *st, const uint64_t *off,
 	return -ENOENT;
 }
 
-/* Locate a tensor record's bytes and write its offset/length(/strides). */
 /* Where a located record's bytes are, as the native format says it. */
 struct location {
 	uint64_t offset, length;
@@ -369,6 +368,9 @@ struct location {
 	uint64_t strides[CKPT_MAX_DIMS];
 };
 
+/* Locate the raw bytes of the tensor record at [boff, boff + blen) of
+ * path, for the chunk of entry at offsets off, and check them against the
+ * chunk: dtype, size, addressed elements inside the storage. */
 static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 			 const struct pk_value *entry, const uint64_t *off,
 			 unsigned n, int64_t hint, const struct pk_value *path,

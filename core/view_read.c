@@ -162,8 +162,9 @@ static int check_record(const struct ckpt_view *v, uint32_t ci)
 		snprintf(line, sizeof(line),
 			 "%s/%s: offset %llu: key '%s': %s mismatch, reads of it fail with EIO",
 			 m->dir, m->strings + m->files[c->file].path,
-			 (unsigned long long)c->foff, ckpt_verify_kind(c),
-			 ckpt_entry_fqn(m, ckpt_meta_chunk_entry(m, ci)));
+			 (unsigned long long)c->foff,
+			 ckpt_entry_fqn(m, ckpt_meta_chunk_entry(m, ci)),
+			 ckpt_verify_kind(c));
 		v->report(line);
 	}
 	return st == CORRUPT ? -EIO : 0;

@@ -186,6 +186,7 @@ teardown() { common_teardown; }
 	run cat "$MNT/model/counts"
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"Input/output error"* ]]
+	grep -q "key 'model.counts': crc32 mismatch, reads of it fail with EIO" "$TMP/daemon.log"
 	cmp "$MNT/model/cube" <("$CKPTFS" cat "$W4/per_rank" model.cube --world 2 --rank 0)
 }
 
