@@ -253,6 +253,8 @@ static int extend(struct machine *mc, size_t from, enum pk_type want)
 			    "SETITEM on something not a dict");
 	if (want == PK_DICT && n % 2)
 		return fail(mc, -EINVAL, "odd number of dict items");
+	if (n == 0)	/* an empty APPENDS / SETITEMS batch */
+		return 0;
 	need = (size_t)c->n + n;
 	if (need > UINT32_MAX / 2)
 		return fail(mc, -E2BIG, "container too large");
