@@ -71,6 +71,36 @@ out_close:
 	return rc;
 }
 
+/* dir/.metadata, whole: *path (caller frees) names it, also on error. */
+static int read_dot_metadata(const char *dir, char **path, uint8_t **buf,
+			     size_t *len, struct timespec *mtime, char *err,
+			     size_t errlen)
+{
+	if (asprintf(path, "%s/.metadata", dir) < 0) {
+		*path = NULL;
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	return read_capped(*path, CKPT_META_MAX_BYTES, buf, len, mtime, err,
+			   errlen);
+}
+
+/* Index the torch checkpoint in dir from its pickle: see torch_index.h. */
+static int index_now(const char *dir, bool follow, const char *meta_path,
+		     const uint8_t *pkl, size_t len, uint8_t **img,
+		     size_t *imglen, char *err, size_t errlen)
+{
+	int dirfd, rc;
+
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return ckpt_errf(err, errlen, -errno, "%s: cannot open: %s",
+				 dir, strerror(errno));
+	rc = ckpt_torch_index(dir, dirfd, follow, meta_path, pkl, len, img,
+			      imglen, err, errlen);
+	close(dirfd);
+	return rc;
+}
+
 /* A torch checkpoint's native image: the given or default index when it
  * was built from this very pickle, else built now. */
 static int torch_image(const char *dir, const char *meta_path,
@@ -80,7 +110,7 @@ static int torch_image(const char *dir, const char *meta_path,
 {
 	struct timespec ignored;
 	char *ipath = NULL;
-	int dirfd, rc;
+	int rc;
 
 	if (o && o->index) {
 		rc = read_capped(o->index, CKPT_META_MAX_BYTES, img, imglen,
@@ -110,15 +140,9 @@ static int torch_image(const char *dir, const char *meta_path,
 		*img = NULL;
 	}
 	free(ipath);
-	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0)
-		return ckpt_errf(err, errlen, -errno, "%s: cannot open: %s",
-				 dir, strerror(errno));
-	rc = ckpt_torch_index(dir, dirfd, o && o->follow_symlinks, meta_path,
-			      pkl, len, img, imglen, err, errlen);
-	close(dirfd);
 	*origin = CKPT_ORIGIN_TORCH;
-	return rc;
+	return index_now(dir, o && o->follow_symlinks, meta_path, pkl, len, img,
+			 imglen, err, errlen);
 }
 
 int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
@@ -132,10 +156,7 @@ int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 	int rc;
 
 	*out = NULL;
-	if (asprintf(&path, "%s/.metadata", dir) < 0)
-		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-	rc = read_capped(path, CKPT_META_MAX_BYTES, &buf, &len, &mtime, err,
-			 errlen);
+	rc = read_dot_metadata(dir, &path, &buf, &len, &mtime, err, errlen);
 	if (rc)
 		goto out_path;
 	if (ckpt_torch_is_pickle(buf, len)) {
@@ -174,21 +195,18 @@ int ckpt_meta_open(const char *dir, struct ckpt_meta **out, char *err,
 }
 
 int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
-			  size_t *imglen, char *err, size_t errlen)
+			  size_t *imglen, struct ckpt_meta **parsed, char *err,
+			  size_t errlen)
 {
-	struct ckpt_open_opts o = { .follow_symlinks = follow };
 	struct timespec mtime;
-	struct ckpt_meta *m;
 	char *path = NULL;
 	uint8_t *buf = NULL;
 	size_t len = 0;
-	int rc, dirfd;
+	int rc;
 
 	*img = NULL;
-	if (asprintf(&path, "%s/.metadata", dir) < 0)
-		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-	rc = read_capped(path, CKPT_META_MAX_BYTES, &buf, &len, &mtime, err,
-			 errlen);
+	*parsed = NULL;
+	rc = read_dot_metadata(dir, &path, &buf, &len, &mtime, err, errlen);
 	if (rc)
 		goto out_path;
 	if (!ckpt_torch_is_pickle(buf, len)) {
@@ -197,25 +215,15 @@ int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
 			       path);
 		goto out_buf;
 	}
-	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0) {
-		rc = ckpt_errf(err, errlen, -errno, "%s: cannot open: %s", dir,
-			       strerror(errno));
-		goto out_buf;
-	}
-	rc = ckpt_torch_index(dir, dirfd, o.follow_symlinks, path, buf, len,
-			      img, imglen, err, errlen);
-	close(dirfd);
+	rc = index_now(dir, follow, path, buf, len, img, imglen, err, errlen);
 	if (rc)
 		goto out_buf;
 	/* Validate it as a mount would. */
-	rc = ckpt_meta_parse(*img, *imglen, path, &m, err, errlen);
+	rc = ckpt_meta_parse(*img, *imglen, path, parsed, err, errlen);
 	if (rc) {
 		free(*img);
 		*img = NULL;
-		goto out_buf;
 	}
-	ckpt_meta_free(m);
 out_buf:
 	free(buf);
 out_path:

@@ -148,11 +148,14 @@ int ckpt_meta_open(const char *dir, struct ckpt_meta **out, char *err,
 
 /*
  * Index the torch checkpoint in dir: the native image `ckptfs index`
- * writes, validated.  Returns 0 and sets *img (caller frees) and *imglen,
- * or -errno (-EINVAL for a checkpoint that is already native).
+ * writes, validated.  Returns 0 and sets *img (caller frees), *imglen and
+ * *parsed, the image parsed (caller frees with ckpt_meta_free(); its
+ * dir is not set and its data files are not opened), or -errno (-EINVAL
+ * for a checkpoint that is already native).
  */
 int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
-			  size_t *imglen, char *err, size_t errlen);
+			  size_t *imglen, struct ckpt_meta **parsed, char *err,
+			  size_t errlen);
 
 /*
  * Parse and validate a metadata image already in memory (the fuzz and unit

@@ -834,14 +834,10 @@ static int tool_index(const struct tool_args *a)
 	size_t len;
 	int rc = 1;
 
-	if (ckpt_meta_build_index(a->pos[0], false, &img, &len, err,
+	if (ckpt_meta_build_index(a->pos[0], false, &img, &len, &m, err,
 				  sizeof(err))) {
 		fprintf(stderr, "ckptfs: %s\n", err);
 		return 1;
-	}
-	if (ckpt_meta_parse(img, len, a->pos[0], &m, err, sizeof(err))) {
-		fprintf(stderr, "ckptfs: %s\n", err);
-		goto out_img;
 	}
 	if (!out) {
 		if (asprintf(&def, "%s/%s", a->pos[0], CKPT_INDEX_NAME) < 0)
@@ -868,7 +864,6 @@ out_def:
 	free(def);
 out_meta:
 	ckpt_meta_free(m);
-out_img:
 	free(img);
 	return rc;
 }
