@@ -17,6 +17,7 @@
 
 #include "errbuf.h"
 #include "mpcursor.h"
+#include "reshard.h"
 #include "tiling.h"
 
 struct parser {
@@ -732,22 +733,6 @@ static uint64_t chunk_bytes(const struct ckpt_meta *m,
 	return n;
 }
 
-static bool is_row_major(const uint64_t *sizes, const uint64_t *strides,
-			 unsigned ndim)
-{
-	uint64_t expect = 1;
-	unsigned d;
-
-	for (d = ndim; d-- > 0;) {
-		if (sizes[d] == 0)
-			return true;	/* no element to address */
-		if (sizes[d] != 1 && strides[d] != expect)
-			return false;
-		expect *= sizes[d];	/* bounded by the chunk's volume */
-	}
-	return true;
-}
-
 /* A record with "strides": the chunk's element (l0, l1, ...) is at byte
  * offset + sum(l[d] * strides[d]) * itemsize.  Every addressed element
  * must lie inside the record.  Row-major strides are kept as row-major. */
@@ -755,10 +740,9 @@ static int record_strides(struct parser *ps, struct record *r,
 			  const struct ckpt_entry *e, struct ckpt_chunk *ch)
 {
 	struct ckpt_meta *m = ps->m;
-	const uint64_t *sz = ckpt_chunk_sizes(m, e, ch);
-	uint64_t span = 1, x, bytes = 0;
+	const uint64_t *sz;
+	uint64_t span, bytes;
 	uint32_t at;
-	unsigned d;
 	char where[64];
 	int rc;
 
@@ -766,26 +750,16 @@ static int record_strides(struct parser *ps, struct record *r,
 	rc = read_dims(ps, &r->strides, where, "strides", e->ndim, &at, NULL);
 	if (rc)
 		return rc;
-	sz = ckpt_chunk_sizes(m, e, ch);	/* the pool may have moved */
-	for (d = 0; d < e->ndim; d++) {
-		if (sz[d] == 0)
-			span = 0;
-	}
-	for (d = 0; d < e->ndim && span; d++) {
-		if (__builtin_mul_overflow(sz[d] - 1, m->dims[at + d], &x) ||
-		    __builtin_add_overflow(span, x, &span))
-			goto out_of_record;
-	}
-	if (__builtin_mul_overflow(span, (uint64_t)ckpt_dtype_size(e->dtype),
+	sz = ckpt_chunk_sizes(m, e, ch);	/* after read_dims: the pool moves */
+	if (ckpt_strided_span(sz, m->dims + at, e->ndim, &span) ||
+	    __builtin_mul_overflow(span, (uint64_t)ckpt_dtype_size(e->dtype),
 				   &bytes) || bytes > r->length)
-		goto out_of_record;
-	if (!is_row_major(sz, m->dims + at, e->ndim))
+		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
+				 "%s: key '%s': record's strides address bytes past its length %" PRIu64,
+				 ps->name, ckpt_entry_fqn(m, e), r->length);
+	if (!ckpt_strides_row_major(sz, m->dims + at, e->ndim))
 		ch->strides_at = at;
 	return 0;
-out_of_record:
-	return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-			 "%s: key '%s': record's strides address bytes past its length %" PRIu64,
-			 ps->name, ckpt_entry_fqn(m, e), r->length);
 }
 
 static int parse_storage_data(struct parser *ps, struct mp_cursor *c)

@@ -6,6 +6,7 @@
 #ifndef CKPT_RESHARD_H
 #define CKPT_RESHARD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "meta.h"
@@ -46,6 +47,20 @@ void ckpt_reshard_box_in(const struct ckpt_meta *m, const struct ckpt_entry *e,
 
 /* Elements in the box (cannot overflow: the box lies in a checked shape). */
 uint64_t ckpt_box_numel(const struct ckpt_box *box);
+
+/*
+ * A strided layout of a box of sizes size[0, ndim) (element strides
+ * stride): *elems gets how many storage elements it spans, 1 + the
+ * highest element index addressed (0 when the box is empty).  Returns 0,
+ * or -EOVERFLOW.
+ */
+int ckpt_strided_span(const uint64_t *size, const uint64_t *stride,
+		      unsigned ndim, uint64_t *elems);
+
+/* True when the strides are row-major (C order) for size; dims of size 1
+ * may have any stride, and an empty box is row-major. */
+bool ckpt_strides_row_major(const uint64_t *size, const uint64_t *stride,
+			    unsigned ndim);
 
 
 #endif

@@ -32,6 +32,7 @@
 #include "mpcursor.h"
 #include "mpwrite.h"
 #include "pickle.h"
+#include "reshard.h"
 #include "strtab.h"
 #include "torch_globals.h"
 #include "torch_record.h"
@@ -377,11 +378,11 @@ static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 			 uint64_t boff, uint64_t blen, struct location *loc)
 {
 	struct torch_tensor_rec r;
-	uint64_t sizes[CKPT_MAX_DIMS], numel = 1, expect = 1, base, at, len;
+	uint64_t sizes[CKPT_MAX_DIMS], numel = 1, base, at, len;
 	enum ckpt_dtype dt;
 	struct blob b;
 	char where[512], a[256];
-	bool rg, rowmajor = true;
+	bool rg, rowmajor;
 	unsigned d, isz;
 	int rc;
 
@@ -421,21 +422,16 @@ static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 				 ckpt_fmt_dims(s2, sizeof(s2), sizes, n));
 	}
 	isz = ckpt_dtype_size(dt);
-	for (d = n; d-- > 0;) {
-		if (sizes[d] != 1 && r.stride[d] != expect)
-			rowmajor = false;
-		if (__builtin_mul_overflow(expect, sizes[d], &expect))
-			rowmajor = false;
+	for (d = 0; d < n; d++) {
 		if (__builtin_mul_overflow(numel, sizes[d], &numel))
 			return ckpt_errf(t->err, t->errlen, -EOVERFLOW,
 					 "%s: chunk has too many elements", where);
 	}
+	rowmajor = ckpt_strides_row_major(sizes, r.stride, n);
 	/* All in range: the record lies in the file and the addressed
 	 * elements in the record (torch_record_locate checked). */
 	base = boff + r.data_off;
 	at = base + r.storage_offset * isz;
-	if (numel == 0)
-		rowmajor = true;
 	len = rowmajor ? numel * isz : r.data_len - r.storage_offset * isz;
 	loc->offset = numel == 0 ? base : at;
 	loc->length = len;

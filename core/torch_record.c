@@ -17,6 +17,7 @@
 
 #include "errbuf.h"
 #include "pickle.h"
+#include "reshard.h"
 #include "torch_globals.h"
 
 static int bad(const char *where, char *err, size_t errlen, const char *what)
@@ -81,29 +82,6 @@ static int interpret(const struct pk_value *root, const char *where,
 	    read_dims(args->u.items[3], t->stride, &nstride) ||
 	    nstride != t->ndim)
 		return bad(where, err, errlen, "size and stride are not tuples of equal length of non-negative integers");
-	return 0;
-}
-
-/* The highest element index addressed, + 1 (0 for an empty tensor);
- * -EOVERFLOW if it does not fit. */
-static int extent(const struct torch_tensor_rec *t, uint64_t *out)
-{
-	uint64_t span = 1, x;
-	unsigned d;
-
-	for (d = 0; d < t->ndim; d++) {
-		if (t->size[d] == 0) {
-			*out = 0;
-			return 0;
-		}
-	}
-	for (d = 0; d < t->ndim; d++) {
-		if (__builtin_mul_overflow(t->size[d] - 1, t->stride[d], &x) ||
-		    __builtin_add_overflow(span, x, &span))
-			return -EOVERFLOW;
-	}
-	if (__builtin_add_overflow(span, t->storage_offset, out))
-		return -EOVERFLOW;
 	return 0;
 }
 
@@ -178,7 +156,9 @@ int torch_record_locate(tz_read_fn read, void *ctx, uint64_t len,
 			       t->storage_numel, ckpt_dtype_name(t->dtype));
 		goto out_arena;
 	}
-	if (extent(t, &need) || need > t->storage_numel) {
+	if (ckpt_strided_span(t->size, t->stride, t->ndim, &need) ||
+	    (need && __builtin_add_overflow(need, t->storage_offset, &need)) ||
+	    need > t->storage_numel) {
 		rc = ckpt_errf(err, errlen, -EINVAL,
 			       "%s: data.pkl's size, strides and offset address elements past the storage's %" PRIu64,
 			       where, t->storage_numel);

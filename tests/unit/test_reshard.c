@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests of the resharding rule (core/reshard.c), without a mount. */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "../../core/meta.h"
@@ -152,6 +153,26 @@ static void test_huge_world(void)
 	ckpt_meta_free(m);
 }
 
+/* Strided layouts (torch tensors saved non-contiguous). */
+static void test_strides(void)
+{
+	const uint64_t sz[2] = { 9, 7 }, t[2] = { 1, 9 }, c[2] = { 7, 1 };
+	const uint64_t one[3] = { 4, 1, 3 }, odd[3] = { 3, 99, 1 };
+	const uint64_t empty[2] = { 0, 5 }, huge[2] = { UINT64_MAX, 3 };
+	uint64_t n = 7;
+
+	CHECK(ckpt_strided_span(sz, t, 2, &n) == 0 && n == 63);
+	CHECK(ckpt_strided_span(sz, c, 2, &n) == 0 && n == 63);
+	CHECK(ckpt_strides_row_major(sz, c, 2));
+	CHECK(!ckpt_strides_row_major(sz, t, 2));
+	/* a size-1 dim may have any stride */
+	CHECK(ckpt_strides_row_major(one, odd, 3));
+	CHECK(ckpt_strided_span(empty, t, 2, &n) == 0 && n == 0);
+	CHECK(ckpt_strides_row_major(empty, t, 2));
+	CHECK(ckpt_strided_span(huge, c, 2, &n) == -EOVERFLOW);
+	CHECK(ckpt_strided_span(NULL, NULL, 0, &n) == 0 && n == 1);
+}
+
 int main(void)
 {
 	TEST(test_rows_per_rank);
@@ -159,5 +180,6 @@ int main(void)
 	TEST(test_one_element_whole);
 	TEST(test_empty);
 	TEST(test_huge_world);
+	TEST(test_strides);
 	return TEST_REPORT();
 }
