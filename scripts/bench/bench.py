@@ -265,11 +265,11 @@ def ceiling(args, t, work, backing_src, nbytes, sizes=None):
     mnt = os.path.join(work, "ceilmnt")
     res = {}
 
-    def first(reader):
+    def first(reader, extra=(), names=("data",)):
         def one():
-            with Mount([args.ceilfs, backing, mnt], mnt) as m:
+            with Mount([args.ceilfs, backing, mnt, *extra], mnt) as m:
                 m.set_readahead(1024)
-                p = [os.path.join(m.mnt, "data")]
+                p = [os.path.join(m.mnt, n) for n in names]
                 t0 = time.perf_counter()
                 n = reader(p)
                 return n, time.perf_counter() - t0
@@ -294,24 +294,16 @@ def ceiling(args, t, work, backing_src, nbytes, sizes=None):
         sfile = os.path.join(work, "ceil.sizes")
         with open(sfile, "w") as fh:
             fh.write("\n".join(map(str, sizes)) + "\n")
-
-        def nfirst(reader):
-            def one():
-                with Mount([args.ceilfs, backing, mnt, "--sizes", sfile],
-                           mnt) as m:
-                    m.set_readahead(1024)
-                    p = [os.path.join(m.mnt, f"f{i:07d}")
-                         for i in range(len(sizes))]
-                    t0 = time.perf_counter()
-                    n = reader(p)
-                    return n, time.perf_counter() - t0
-            return one
+        extra = ("--sizes", sfile)
+        names = [f"f{i:07d}" for i in range(len(sizes))]
         res["first_n"] = t.add(f"FUSE ceiling as {len(sizes)} files like the "
                                "view, first read",
-                               gbps(timed(nfirst(read_all), args.reps)))
+                               gbps(timed(first(read_all, extra, names),
+                                          args.reps)))
         res["mmap_n"] = t.add(f"FUSE ceiling as {len(sizes)} files, mmap "
                               "every page",
-                              gbps(timed(nfirst(mmap_touch), args.reps)))
+                              gbps(timed(first(mmap_touch, extra, names),
+                                         args.reps)))
     return res
 
 
