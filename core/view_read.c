@@ -45,6 +45,15 @@ struct extent {
 	uint64_t stage;		/* offset in the staging buffer */
 };
 
+/* Forget the strided record the scratch holds. */
+static void drop_record(struct ckpt_read_scratch *s)
+{
+	free(s->rec);
+	s->rec = NULL;
+	s->cap_rec = 0;
+	s->rec_meta = NULL;
+}
+
 void ckpt_read_scratch_destroy(struct ckpt_read_scratch *s)
 {
 	if (!s)
@@ -52,10 +61,7 @@ void ckpt_read_scratch_destroy(struct ckpt_read_scratch *s)
 	free(s->runs);
 	free(s->stage);
 	free(s->conv);
-	free(s->rec);
-	s->rec = NULL;
-	s->cap_rec = 0;
-	s->rec_meta = NULL;
+	drop_record(s);
 	s->runs = NULL;
 	s->stage = NULL;
 	s->conv = NULL;
@@ -262,12 +268,8 @@ static int read_raw(const struct ckpt_view *v, const struct ckpt_entry *e,
 		}
 		dst += run.len;
 	}
-	if (s && s->cap_rec > STRIDED_KEEP_MAX) {
-		free(s->rec);
-		s->rec = NULL;
-		s->cap_rec = 0;
-		s->rec_meta = NULL;
-	}
+	if (s && s->cap_rec > STRIDED_KEEP_MAX)
+		drop_record(s);
 	if (rc < 0)
 		return rc;
 	rc = flush(m, r, n, buf, s);
