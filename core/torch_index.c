@@ -234,14 +234,12 @@ static bool is_path(const struct pk_value *v)
 	return true;
 }
 
-/* planner_data (2.x: flat key -> path tuple), passed on when it has that
- * shape; anything else is planner-private and ignored. */
+/* planner_data (2.x: flat key -> path tuple; pd, a dict), passed on with
+ * the entries of that shape; other entries are planner-private. */
 static void put_planner_data(struct tctx *t, const struct pk_value *pd)
 {
 	uint32_t i, j, n = 0;
 
-	if (!pd || pd->type != PK_DICT)
-		return;
 	for (i = 0; i + 1 < pd->n; i += 2)
 		n += pd->u.items[i]->type == PK_STR && is_path(pd->u.items[i + 1]);
 	mpw_cstr(&t->w, "planner_data");
@@ -550,7 +548,7 @@ int ckpt_torch_index(const char *dir, int dirfd, bool follow,
 	struct tctx t = { .dir = dir, .name = name, .dirfd = dirfd,
 			  .follow = follow, .err = err, .errlen = errlen,
 			  .fd = -1 };
-	const struct pk_value *root, *st, *sd;
+	const struct pk_value *root, *st, *sd, *pd;
 	struct pk_arena *arena;
 	uint32_t i;
 	int rc;
@@ -583,8 +581,10 @@ int ckpt_torch_index(const char *dir, int dirfd, bool follow,
 			goto out_tab;
 		}
 	}
-	mpw_map(&t.w, st && pk_dict_get(st, "planner_data") &&
-		      pk_dict_get(st, "planner_data")->type == PK_DICT ? 6 : 5);
+	pd = pk_dict_get(st, "planner_data");
+	if (pd && pd->type != PK_DICT)
+		pd = NULL;	/* None in 1.13; planner-private otherwise */
+	mpw_map(&t.w, pd ? 6 : 5);
 	mpw_cstr(&t.w, "format");
 	mpw_cstr(&t.w, CKPT_FORMAT_NAME);
 	mpw_cstr(&t.w, "version");
@@ -600,7 +600,8 @@ int ckpt_torch_index(const char *dir, int dirfd, bool follow,
 	rc = put_state_dict_metadata(&t);
 	if (rc)
 		goto out_tab;
-	put_planner_data(&t, pk_dict_get(st, "planner_data"));
+	if (pd)
+		put_planner_data(&t, pd);
 	rc = put_storage_data(&t, sd);
 	if (rc)
 		goto out_tab;
