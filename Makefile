@@ -2,6 +2,8 @@
 # ckptfs: one non-recursive Makefile.  `make help` lists the targets.
 
 PKGS    := fuse3 msgpack libxxhash
+CORE_PKGS := msgpack libxxhash zlib
+VERSION := 0.5.0
 SAN     ?=
 V       ?= 0
 PREFIX  ?= /usr/local
@@ -20,8 +22,9 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
            -Wmissing-prototypes -Wwrite-strings -Wformat=2 -Wvla
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(WARN) \
-           -MMD -MP $(PKG_CFLAGS)
-LDLIBS  += $(PKG_LIBS) -lm
+           -MMD -MP -fPIC -Icore $(PKG_CFLAGS)
+CORE_LIBS := $(shell pkg-config --libs $(CORE_PKGS) 2>/dev/null) -lpthread -lm
+LDLIBS  += $(PKG_LIBS) -lz -lm
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=$(SAN)
@@ -33,7 +36,8 @@ else
 Q := @
 endif
 
-CORE_SRC  := $(wildcard core/*.c)
+comma := ,
+CORE_SRC  := $(wildcard core/*.c core/*/*.c)
 FS_SRC    := $(wildcard fs/*.c)
 MOUNT_SRC := $(wildcard mount/*.c)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
@@ -44,6 +48,9 @@ MOUNT_OBJ := $(MOUNT_SRC:%.c=$(O)/%.o)
 UNIT_BIN  := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 
 BIN := $(O)/ckptfs
+LIB_A  := $(O)/libckptfs.a
+LIB_SO := $(O)/libckptfs.so
+EXAMPLE := $(O)/ckptfs-example
 FUZZ_REPLAY := $(O)/tests/test_fuzz_replay
 FUZZ_TORCH_REPLAY := $(O)/tests/test_fuzz_torch_replay
 FUZZ_TIME ?= 60
@@ -51,7 +58,7 @@ FUZZ_CC ?= clang
 
 .PHONY: all help deps check test unit bats demo install clean check-layers fuzz bench
 
-all: $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY) $(FUZZ_TORCH_REPLAY) $(O)/ceilfs
+all: $(LIB_A) $(LIB_SO) $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY) $(FUZZ_TORCH_REPLAY) $(O)/ceilfs $(EXAMPLE)
 
 help:
 	@echo "make            build $(BIN) and the unit tests"
@@ -62,7 +69,8 @@ help:
 	@echo "make bench      throughput vs raw pread and a minimal FUSE ceiling (>= 2 GiB checkpoints; BENCH_ARGS=...)"
 	@echo "make fuzz       libFuzzer (clang) on the metadata parser, validator and planner, and on the torch unpickler and zip locator, FUZZ_TIME=$(FUZZ_TIME) s each"
 	@echo "make deps       install the Debian packages ckptfs needs (apt-get)"
-	@echo "make install    install ckptfs into \$$DESTDIR\$$PREFIX/bin and ckptfs.py into /usr/bin/python3's site-packages"
+	@echo "make install    install ckptfs, libckptfs (.a, .so, ckptfs.h, ckptfs.pc) into \$$DESTDIR\$$PREFIX, and ckptfs.py into /usr/bin/python3's site-packages"
+	@echo "make check-layers  libckptfs's folder order, no cycles, no FUSE in core/, public header only outside it"
 	@echo "make clean      remove build outputs"
 	@echo "Variables: SAN=address,undefined (sanitized build in build-san/), V=1 (show commands), O=DIR"
 
@@ -74,35 +82,65 @@ $(O)/%.o: %.c
 	@$(if $(Q),echo "  CC    $<")
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BIN): $(CORE_OBJ) $(FS_OBJ) $(MOUNT_OBJ)
-	@$(if $(Q),echo "  LD    $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# libckptfs: core/ as a static and a shared library.  The shared one
+# exports exactly the functions of the public header, core/ckptfs.h.
+$(LIB_A): $(CORE_OBJ)
+	@$(if $(Q),echo "  AR    $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(O)/libckptfs.map: core/ckptfs.h
+	@mkdir -p $(dir $@)
+	$(Q){ echo "CKPTFS_0 {"; echo "global:"; \
+	  sed -n 's/^[a-z].*[ *]\(ckpt_[a-z0-9_]*\)(.*/\1;/p' $< | sort -u; \
+	  echo "local: *;"; echo "};"; } > $@
+
+$(LIB_SO): $(CORE_OBJ) $(O)/libckptfs.map
+	@$(if $(Q),echo "  LD    $@")
+	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,libckptfs.so.0 \
+		-Wl,--version-script=$(O)/libckptfs.map -o $@ $(CORE_OBJ) $(CORE_LIBS) -lz
+
+$(BIN): $(FS_OBJ) $(MOUNT_OBJ) $(LIB_A)
+	@$(if $(Q),echo "  LD    $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(FS_OBJ) $(MOUNT_OBJ) $(LIB_A) $(LDLIBS)
+
+# The library example in docs/: the public header and the library alone.
+$(EXAMPLE): docs/example.c core/ckptfs.h $(LIB_A)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC    $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_A) $(CORE_LIBS) -lz
+
+# Unit tests may wrap libc calls to inject faults: a "// wrap: NAME ..."
+# line in the test names them.
 $(O)/tests/test_%: tests/unit/test_%.c tests/unit/testhelp.h $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC    $@")
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CORE_OBJ) $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(patsubst %,-Wl$(comma)--wrap=%,$(shell sed -n 's|^// wrap: ||p' $<)) \
+		-o $@ $< $(CORE_OBJ) $(LDLIBS)
 
 $(FUZZ_REPLAY): tests/fuzz/fuzz_meta.c tests/fuzz/replay.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC    $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ tests/fuzz/fuzz_meta.c tests/fuzz/replay.c $(CORE_OBJ) $(LDLIBS)
 
-$(FUZZ_TORCH_REPLAY): tests/fuzz/fuzz_torch.c tests/fuzz/replay.c $(CORE_OBJ)
+$(FUZZ_TORCH_REPLAY): tests/unit/fuzz_torch.c tests/fuzz/replay.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC    $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -DCORPUS_DIR='"tests/fuzz/torch_corpus"' \
 		-DCRASH_DIR='"tests/fuzz/torch_crashes"' -DNAME='"fuzz_torch_replay"' \
-		-o $@ tests/fuzz/fuzz_torch.c tests/fuzz/replay.c $(CORE_OBJ) $(LDLIBS)
+		-o $@ tests/unit/fuzz_torch.c tests/fuzz/replay.c $(CORE_OBJ) $(LDLIBS)
 
 # libFuzzer builds of the same targets; new crashes land in
 # tests/fuzz/crashes/ and tests/fuzz/torch_crashes/ (commit them: `make
 # check` replays them).
-build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(CORE_SRC) $(wildcard core/*.h)
+# fuzz_meta goes through the public API; fuzz_torch is white-box (the
+# unpickler and zip locator), so it lives with the unit tests.
+build-fuzz/fuzz_meta: tests/fuzz/fuzz_meta.c
+build-fuzz/fuzz_torch: tests/unit/fuzz_torch.c
+build-fuzz/fuzz_%: $(CORE_SRC) $(wildcard core/*.h core/*/*.h)
 	@mkdir -p build-fuzz
-	$(Q)$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -O1 \
+	$(Q)$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -O1 -Icore \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		-o $@ $< $(CORE_SRC) -lxxhash -lpthread
+		-o $@ $(filter %/fuzz_$*.c,$^) $(CORE_SRC) -lxxhash -lz -lpthread
 
 fuzz: build-fuzz/fuzz_meta build-fuzz/fuzz_torch
 	@mkdir -p build-fuzz/corpus build-fuzz/torch_corpus tests/fuzz/crashes tests/fuzz/torch_crashes
@@ -122,12 +160,13 @@ bench: deps $(BIN) $(O)/ceilfs
 	$(Q)/usr/bin/python3 scripts/bench/bench.py --ckptfs $(abspath $(BIN)) \
 		--ceilfs $(abspath $(O)/ceilfs) $(BENCH_ARGS)
 
-# core/ must never depend on FUSE.
-check-layers: $(CORE_OBJ)
-	$(Q)if nm -u $(CORE_OBJ) | grep -q 'fuse_'; then \
-		echo "core/ references FUSE symbols:"; nm -u $(CORE_OBJ) | grep fuse_; exit 1; fi
-	$(Q)if grep -l '#include.*fuse' core/*.c core/*.h; then \
-		echo "core/ includes a FUSE header"; exit 1; fi
+# libckptfs's folders depend one way, with no cycle; core/ never touches
+# FUSE; programs use only core/ckptfs.h; the shared library exports it all.
+check-layers: $(CORE_OBJ) $(LIB_SO)
+	$(Q)scripts/check-layers.sh $(CORE_OBJ)
+	$(Q)missing=$$(sed -n 's/^[a-z].*[ *]\(ckpt_[a-z0-9_]*\)(.*/\1/p' core/ckptfs.h | sort -u | \
+		while read f; do nm -D --defined-only $(LIB_SO) | grep -qw "$$f" || echo "$$f"; done); \
+	  if [ -n "$$missing" ]; then echo "libckptfs.so lacks: $$missing"; exit 1; fi
 
 unit: $(UNIT_BIN)
 	$(Q)tests/run-unit.sh $(UNIT_BIN)
@@ -153,9 +192,19 @@ demo: deps
 # The Python loader goes where /usr/bin/python3 imports from.
 PYSITE ?= $(shell /usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
 
-install: $(BIN)
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+
+install: $(BIN) $(LIB_A) $(LIB_SO)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/ckptfs
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 0644 $(LIB_A) $(DESTDIR)$(LIBDIR)/libckptfs.a
+	install -m 0755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/libckptfs.so.0
+	ln -sf libckptfs.so.0 $(DESTDIR)$(LIBDIR)/libckptfs.so
+	install -m 0644 core/ckptfs.h $(DESTDIR)$(INCLUDEDIR)/ckptfs.h
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+		core/ckptfs.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/ckptfs.pc
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0644 docs/ckptfs.1 $(DESTDIR)$(PREFIX)/share/man/man1/ckptfs.1
 	install -d $(DESTDIR)$(PYSITE)
@@ -164,4 +213,4 @@ install: $(BIN)
 clean:
 	rm -rf build build-san build-tsan build-fuzz
 
--include $(wildcard $(O)/*/*.d $(O)/tests/*.d)
+-include $(wildcard $(O)/*.d $(O)/*/*.d $(O)/*/*/*.d $(O)/tests/*.d)

@@ -1,22 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * FUSE low-level handlers: lookup, getattr, readdir, open, read and the
- * refusals of every mutating call (EROFS).  Inode numbers are the view's
- * node indices + 1, so they are stable small integers; the root is 1.
+ * FUSE low-level handlers: lookup, getattr, readdir, open, read, statfs and
+ * xattrs, over libckptfs's public API.  Inode numbers are the view's node
+ * indices + 1, so they are stable small integers; the root is 1.  The
+ * mount is read-only ("ro"), so the kernel refuses every mutating call
+ * with EROFS before it reaches us: there are no handlers for them.
  */
 #include "ops.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-
-#include "../core/meta.h"
+#include <syslog.h>
+#include <time.h>
 
 #define READ_MAX ((size_t)1 << 20)
 
@@ -27,7 +30,7 @@ static pthread_key_t buf_key;
 static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
 
 struct tbuf {
-	struct ckpt_read_scratch scratch;
+	struct ckpt_scratch *scratch;
 	size_t cap;
 	char data[];
 };
@@ -37,7 +40,7 @@ static void tbuf_free(void *p)
 	struct tbuf *b = p;
 
 	if (b)
-		ckpt_read_scratch_destroy(&b->scratch);
+		ckpt_scratch_free(b->scratch);
 	free(b);
 }
 
@@ -61,9 +64,58 @@ static struct tbuf *thread_buf(size_t size)
 	b = calloc(1, sizeof(*b) + (size < READ_MAX ? READ_MAX : size));
 	if (!b)
 		return NULL;
+	b->scratch = ckpt_scratch_new();
+	if (!b->scratch) {
+		free(b);
+		return NULL;
+	}
 	b->cap = size < READ_MAX ? READ_MAX : size;
 	pthread_setspecific(buf_key, b);
 	return b;
+}
+
+/* Rate limit of the error log: at most LOG_BURST lines per LOG_WINDOW
+ * seconds; the rest are counted and reported with the next line. */
+#define LOG_BURST 10
+#define LOG_WINDOW 5
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static time_t log_window_start;
+static unsigned log_in_window, log_suppressed;
+
+void ckfs_log(const struct ckfs *fs, const char *fmt, ...)
+{
+	char line[1536];
+	unsigned dropped = 0;
+	time_t now = time(NULL);
+	va_list ap;
+
+	pthread_mutex_lock(&log_lock);
+	if (now - log_window_start >= LOG_WINDOW) {
+		dropped = log_suppressed;
+		log_window_start = now;
+		log_in_window = 0;
+		log_suppressed = 0;
+	}
+	if (log_in_window >= LOG_BURST) {
+		log_suppressed++;
+		pthread_mutex_unlock(&log_lock);
+		return;
+	}
+	log_in_window++;
+	pthread_mutex_unlock(&log_lock);
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (fs->use_syslog) {
+		if (dropped)
+			syslog(LOG_ERR, "%u more errors not logged", dropped);
+		syslog(LOG_ERR, "%s", line);
+	} else {
+		if (dropped)
+			fprintf(stderr, "ckptfs: %u more errors not logged\n",
+				dropped);
+		fprintf(stderr, "ckptfs: %s\n", line);
+	}
 }
 
 static pthread_mutex_t tune_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -114,37 +166,51 @@ static int ref_of(const struct ckfs *fs, fuse_ino_t ino, struct ref *r)
 
 static bool ref_is_dir(const struct ckfs *fs, const struct ref *r)
 {
-	return r->top || ckpt_node_is_dir(&fs->view->nodes[r->node]);
+	struct ckpt_node_info ni;
+
+	return r->top || (ckpt_view_node(fs->view, r->node, &ni) == 0 &&
+			  ni.type == CKPT_NODE_DIR);
 }
 
-static void fill_stat(const struct ckfs *fs, fuse_ino_t ino,
-		      const struct ref *r, struct stat *st)
+/* Attributes of r.  Returns 0, or -ENOMEM when a .ckptfs/ file could not
+ * be built (then no size is given to the kernel to cache). */
+static int fill_stat(const struct ckfs *fs, fuse_ino_t ino,
+		     const struct ref *r, struct stat *st)
 {
 	const struct ckpt_view *v = fs->view;
-	const struct ckpt_meta *m = v->meta;
+	struct ckpt_node_info ni;
 	uint64_t size;
+	int rc;
 
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
-	st->st_atim = m->mtime;
-	st->st_mtim = m->mtime;
-	st->st_ctim = m->mtime;
+	st->st_atim = fs->mtime;
+	st->st_mtim = fs->mtime;
+	st->st_ctim = fs->mtime;
 	st->st_blksize = 4096;
 	if (r->top) {
 		st->st_mode = S_IFDIR | 0555;
-		st->st_nlink = 2 + v->nslots;
-	} else if (ckpt_node_is_dir(&v->nodes[r->node])) {
-		st->st_mode = S_IFDIR | 0555;
-		st->st_nlink = 2 + v->nodes[r->node].nsubdirs;
-	} else {
-		size = ckpt_view_size(v, r->slot, r->node);
-		st->st_mode = S_IFREG | 0444;
-		st->st_nlink = 1;
-		st->st_size = (off_t)size;
-		st->st_blocks = (blkcnt_t)((size + 511) / 512);
+		st->st_nlink = 2 + fs->vi.nslots;
+		return 0;
 	}
+	rc = ckpt_view_node(v, r->node, &ni);
+	if (rc)
+		return rc;
+	if (ni.type == CKPT_NODE_DIR) {
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2 + ni.nsubdirs;
+		return 0;
+	}
+	rc = ckpt_view_size(v, r->slot, r->node, &size);
+	if (rc)
+		return rc;
+	st->st_mode = S_IFREG | 0444;
+	st->st_nlink = 1;
+	st->st_size = (off_t)size;
+	st->st_blocks = (blkcnt_t)((size + 511) / 512);
+	return 0;
 }
 
 void ckfs_release_thread_buffer(void)
@@ -162,13 +228,18 @@ static void node_path(const struct ckfs *fs, uint32_t slot, uint32_t i,
 	const struct ckpt_view *v = fs->view;
 	size_t at;
 
-	if (v->multi)
+	if (fs->vi.multi)
 		at = (size_t)snprintf(out, PATH_MAX, "%s/rank%u/", fs->mnt,
-				      v->slot_rank[slot]);
+				      ckpt_view_slot_rank(v, slot));
 	else
 		at = (size_t)snprintf(out, PATH_MAX, "%s/", fs->mnt);
 	if (at < PATH_MAX)
 		ckpt_view_path(v, i, out + at, PATH_MAX - at);
+}
+
+static bool stopping(const struct ckfs *fs)
+{
+	return atomic_load_explicit(&fs->prefetch_stop, memory_order_acquire);
 }
 
 /* Push every file's bytes into the kernel's page cache.  The kernel
@@ -178,26 +249,26 @@ static void *prefetch_main(void *arg)
 {
 	struct ckfs *fs = arg;
 	const struct ckpt_view *v = fs->view;
-	struct ckpt_read_scratch s = { 0 };
+	struct ckpt_scratch *s = ckpt_scratch_new();
 	char *buf = malloc(READ_MAX), *path = malloc(PATH_MAX);
 	struct stat st;
 	uint32_t i, slot;
 
-	for (slot = 0; buf && path && slot < v->nslots; slot++) {
-		for (i = 1; i < v->nnodes && !fs->prefetch_stop; i++) {
-			uint64_t off = 0, size = ckpt_view_size(v, slot, i);
+	for (slot = 0; s && buf && path && slot < fs->vi.nslots; slot++) {
+		for (i = 1; i < fs->vi.nnodes && !stopping(fs); i++) {
+			uint64_t off = 0, size;
 			size_t got;
 
-			if (size == 0)
+			if (ckpt_view_size(v, slot, i, &size) || size == 0)
 				continue;
 			node_path(fs, slot, i, path);
 			if (stat(path, &st) != 0)	/* e.g. a path too long */
 				continue;
-			while (off < size && !fs->prefetch_stop) {
+			while (off < size && !stopping(fs)) {
 				struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
 
 				if (ckpt_view_read(v, slot, i, off, READ_MAX,
-						   buf, &got, &s) || got == 0)
+						   buf, &got, s) || got == 0)
 					break;
 				bv.buf[0].mem = buf;
 				bv.buf[0].size = got;
@@ -209,7 +280,7 @@ static void *prefetch_main(void *arg)
 			}
 		}
 	}
-	ckpt_read_scratch_destroy(&s);
+	ckpt_scratch_free(s);
 	free(buf);
 	free(path);
 	return NULL;
@@ -227,7 +298,7 @@ int ckfs_prefetch_start(struct ckfs *fs)
 
 void ckfs_prefetch_stop(struct ckfs *fs)
 {
-	fs->prefetch_stop = 1;
+	atomic_store_explicit(&fs->prefetch_stop, true, memory_order_release);
 }
 
 void ckfs_prefetch_join(struct ckfs *fs)
@@ -259,13 +330,14 @@ static void ckfs_init(void *userdata, struct fuse_conn_info *conn)
 }
 
 /* "rankN" of a multi-rank root: the slot, or CKPT_NONE. */
-static uint32_t slot_named(const struct ckpt_view *v, const char *name)
+static uint32_t slot_named(const struct ckfs *fs, const char *name)
 {
 	char want[32];
 	uint32_t s;
 
-	for (s = 0; s < v->nslots; s++) {
-		snprintf(want, sizeof(want), "rank%u", v->slot_rank[s]);
+	for (s = 0; s < fs->vi.nslots; s++) {
+		snprintf(want, sizeof(want), "rank%u",
+			 ckpt_view_slot_rank(fs->view, s));
 		if (strcmp(want, name) == 0)
 			return s;
 	}
@@ -279,6 +351,7 @@ static void ckfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fuse_entry_param ep;
 	struct ref p, c;
 	uint32_t i;
+	int rc;
 
 	if (ref_of(fs, parent, &p)) {
 		fuse_reply_err(req, ENOENT);
@@ -292,7 +365,7 @@ static void ckfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	ep.entry_timeout = fs->timeout;
 	c.top = false;
 	if (p.top) {
-		c.slot = slot_named(v, name);
+		c.slot = slot_named(fs, name);
 		c.node = 0;
 		i = c.slot;
 	} else {
@@ -307,8 +380,11 @@ static void ckfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	ep.ino = ckpt_view_ino(v, c.slot, c.node);
 	ep.generation = 1;
 	ep.attr_timeout = fs->timeout;
-	fill_stat(fs, ep.ino, &c, &ep.attr);
-	fuse_reply_entry(req, &ep);
+	rc = fill_stat(fs, ep.ino, &c, &ep.attr);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &ep);
 }
 
 static void ckfs_getattr(fuse_req_t req, fuse_ino_t ino,
@@ -317,14 +393,18 @@ static void ckfs_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct ckfs *fs = fs_of(req);
 	struct stat st;
 	struct ref r;
+	int rc;
 
 	(void)fi;
 	if (ref_of(fs, ino, &r)) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	fill_stat(fs, ino, &r, &st);
-	fuse_reply_attr(req, &st, fs->timeout);
+	rc = fill_stat(fs, ino, &r, &st);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, fs->timeout);
 }
 
 static void ckfs_opendir(fuse_req_t req, fuse_ino_t ino,
@@ -341,10 +421,6 @@ static void ckfs_opendir(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
 	fi->cache_readdir = 1;
 	fi->keep_cache = 1;
 	fuse_reply_open(req, fi);
@@ -357,6 +433,7 @@ static bool dir_entry(const struct ckfs *fs, fuse_ino_t ino,
 		      char *namebuf, size_t nblen, struct ref *c)
 {
 	const struct ckpt_view *v = fs->view;
+	struct ckpt_node_info ni;
 
 	*c = *r;
 	if (i == 0) {
@@ -365,28 +442,30 @@ static bool dir_entry(const struct ckfs *fs, fuse_ino_t ino,
 	}
 	if (i == 1) {
 		*name = "..";
-		if (r->top || (v->multi && r->node == 0)) {
+		if (r->top || (fs->vi.multi && r->node == 0))
 			c->top = true;	/* the mount's root */
-		} else {
-			c->node = v->nodes[r->node].parent;
-		}
+		else if (ckpt_view_node(v, r->node, &ni) == 0)
+			c->node = ni.parent;
 		return true;
 	}
 	(void)ino;
 	if (r->top) {
-		if ((uint64_t)(i - 2) >= v->nslots)
+		if ((uint64_t)(i - 2) >= fs->vi.nslots)
 			return false;
 		c->top = false;
 		c->slot = (uint32_t)(i - 2);
 		c->node = 0;
-		snprintf(namebuf, nblen, "rank%u", v->slot_rank[c->slot]);
+		snprintf(namebuf, nblen, "rank%u",
+			 ckpt_view_slot_rank(v, c->slot));
 		*name = namebuf;
 		return true;
 	}
-	if ((uint64_t)(i - 2) >= v->nodes[r->node].nchildren)
+	if ((uint64_t)(i - 2) > UINT32_MAX)
 		return false;
-	c->node = v->children[v->nodes[r->node].child_first + (uint32_t)(i - 2)];
-	*name = v->names + v->nodes[c->node].name;
+	c->node = ckpt_view_child(v, r->node, (uint32_t)(i - 2));
+	if (c->node == CKPT_NONE || ckpt_view_node(v, c->node, &ni))
+		return false;
+	*name = ni.name;
 	return true;
 }
 
@@ -424,7 +503,12 @@ static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	     i++) {
 		fuse_ino_t cino = c.top ? 1 : ckpt_view_ino(v, c.slot, c.node);
 
-		fill_stat(fs, cino, &c, &st);
+		if (fill_stat(fs, cino, &c, &st)) {
+			/* A .ckptfs/ file that cannot be built now: list it
+			 * without attributes rather than with a wrong size. */
+			if (plus)
+				break;
+		}
 		if (plus) {
 			struct fuse_entry_param ep;
 
@@ -483,11 +567,6 @@ static void ckfs_open(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
-	if ((fi->flags & O_ACCMODE) != O_RDONLY ||
-	    (fi->flags & (O_TRUNC | O_CREAT))) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
 	if (fs->no_open) {
 		fuse_reply_err(req, ENOSYS);
 		return;
@@ -520,7 +599,11 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	fsize = ckpt_view_size(fs->view, r.slot, r.node);
+	rc = ckpt_view_size(fs->view, r.slot, r.node, &fsize);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
 	if ((uint64_t)off >= fsize) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
@@ -533,11 +616,18 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	rc = ckpt_view_read(fs->view, r.slot, r.node, (uint64_t)off, size,
-			    tb->data, &got, &tb->scratch);
-	if (rc)
+			    tb->data, &got, tb->scratch);
+	if (rc) {
+		if (rc != -ENOMEM)
+			ckfs_log(fs, "read of %zu bytes at %lld (rank %u): %s", size,
+				 (long long)off,
+				 ckpt_view_slot_rank(fs->view, r.slot),
+				 ckpt_last_error()[0] ? ckpt_last_error() :
+							strerror(-rc));
 		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
-	else
+	} else {
 		fuse_reply_buf(req, tb->data, got);
+	}
 }
 
 static void ckfs_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -549,9 +639,9 @@ static void ckfs_statfs(fuse_req_t req, fuse_ino_t ino)
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
-	sv.f_blocks = (fsblkcnt_t)((fs->view->total_bytes + 4095) / 4096);
-	sv.f_files = (fsblkcnt_t)fs->view->nnodes * fs->view->nslots;
-	sv.f_namemax = 255;
+	sv.f_blocks = (fsblkcnt_t)((fs->vi.total_bytes + 4095) / 4096);
+	sv.f_files = (fsblkcnt_t)fs->vi.nnodes * fs->vi.nslots;
+	sv.f_namemax = 255;	/* longer names are refused at mount */
 	sv.f_flag = ST_RDONLY;
 	fuse_reply_statfs(req, &sv);
 }
@@ -608,97 +698,6 @@ static void ckfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	reply_xattr_value(req, buf, len, size);
 }
 
-/* Every call that would change the tree or a file. */
-static void erofs(fuse_req_t req)
-{
-	fuse_reply_err(req, EROFS);
-}
-
-static void ckfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-			 int to_set, struct fuse_file_info *fi)
-{
-	(void)ino; (void)attr; (void)to_set; (void)fi;
-	erofs(req);
-}
-
-static void ckfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-		       mode_t mode, dev_t rdev)
-{
-	(void)parent; (void)name; (void)mode; (void)rdev;
-	erofs(req);
-}
-
-static void ckfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-		       mode_t mode)
-{
-	(void)parent; (void)name; (void)mode;
-	erofs(req);
-}
-
-static void ckfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	(void)parent; (void)name;
-	erofs(req);
-}
-
-static void ckfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
-			 const char *name)
-{
-	(void)link; (void)parent; (void)name;
-	erofs(req);
-}
-
-static void ckfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-			fuse_ino_t newparent, const char *newname,
-			unsigned int flags)
-{
-	(void)parent; (void)name; (void)newparent; (void)newname; (void)flags;
-	erofs(req);
-}
-
-static void ckfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-		      const char *newname)
-{
-	(void)ino; (void)newparent; (void)newname;
-	erofs(req);
-}
-
-static void ckfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-		       size_t size, off_t off, struct fuse_file_info *fi)
-{
-	(void)ino; (void)buf; (void)size; (void)off; (void)fi;
-	erofs(req);
-}
-
-static void ckfs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-			mode_t mode, struct fuse_file_info *fi)
-{
-	(void)parent; (void)name; (void)mode; (void)fi;
-	erofs(req);
-}
-
-static void ckfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-			  const char *value, size_t size, int flags)
-{
-	(void)ino; (void)name; (void)value; (void)size; (void)flags;
-	erofs(req);
-}
-
-static void ckfs_removexattr(fuse_req_t req, fuse_ino_t ino,
-			     const char *name)
-{
-	(void)ino; (void)name;
-	erofs(req);
-}
-
-static void ckfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode,
-			   off_t offset, off_t length,
-			   struct fuse_file_info *fi)
-{
-	(void)ino; (void)mode; (void)offset; (void)length; (void)fi;
-	erofs(req);
-}
-
 const struct fuse_lowlevel_ops ckfs_ops = {
 	.init = ckfs_init,
 	.lookup = ckfs_lookup,
@@ -711,17 +710,4 @@ const struct fuse_lowlevel_ops ckfs_ops = {
 	.statfs = ckfs_statfs,
 	.getxattr = ckfs_getxattr,
 	.listxattr = ckfs_listxattr,
-	.setattr = ckfs_setattr,
-	.mknod = ckfs_mknod,
-	.mkdir = ckfs_mkdir,
-	.unlink = ckfs_unlink,
-	.rmdir = ckfs_unlink,
-	.symlink = ckfs_symlink,
-	.rename = ckfs_rename,
-	.link = ckfs_link,
-	.write = ckfs_write,
-	.create = ckfs_create,
-	.setxattr = ckfs_setxattr,
-	.removexattr = ckfs_removexattr,
-	.fallocate = ckfs_fallocate,
 };

@@ -9,15 +9,20 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
-#include "../core/view.h"
+#include "ckptfs.h"
 
 /* What the handlers share; owned by the caller of fuse_session_new(),
  * read-only while the session runs. */
 struct ckfs {
 	const struct ckpt_view *view;	/* borrowed */
+	struct ckpt_view_info vi;	/* ckpt_view_info() of view */
+	struct timespec mtime;		/* of the checkpoint's metadata */
+	bool use_syslog;		/* daemonized: log to syslog */
 	uid_t uid;
 	gid_t gid;
 	double timeout;			/* entry and attr timeout, seconds */
@@ -32,8 +37,14 @@ struct ckfs {
 	const char *mnt;		/* borrowed, absolute */
 	pthread_t prefetch_thread;
 	bool prefetch_running;
-	volatile int prefetch_stop;	/* set by ckfs_prefetch_stop() */
+	atomic_bool prefetch_stop;	/* set by ckfs_prefetch_stop(), read
+					 * by the prefetch thread */
 };
+
+/* Log one line of an error (a failed read: file, offset, key), at most a
+ * few lines per second; to stderr, or to syslog when fs->use_syslog. */
+void ckfs_log(const struct ckfs *fs, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* The operations table, to pass to fuse_session_new() with a struct ckfs
  * as userdata. */

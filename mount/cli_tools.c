@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * `ckptfs info|ls|plan|cat|extract`: inspect a checkpoint and its views
- * without mounting, through the same core/ engine as the mount.
+ * without mounting, through libckptfs's public API, as the mount does.
  */
 #include "cli_tools.h"
 
@@ -18,15 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/convert.h"
-#include "../core/datafiles.h"
-#include "../core/errbuf.h"
-#include "../core/meta.h"
-#include "../core/npy.h"
-#include "../core/plan.h"
-#include "../core/reshard.h"
-#include "../core/verify.h"
-#include "../core/view.h"
+#include "ckptfs.h"
 #include "mount_opts.h"
 
 #define BUF_SIZE ((size_t)1 << 20)
@@ -140,6 +132,7 @@ static int open_view(const struct tool_args *a, bool files,
 	o.world = a->world;
 	o.rank = a->rank;
 	o.prefix = a->prefix;
+	o.npy = a->npy;
 	o.dtype = CKPT_DTYPE_COUNT;
 	if (ckpt_view_new(*m, &o, v, err, sizeof(err)))
 		goto out_meta;
@@ -150,6 +143,65 @@ out_meta:
 out_err:
 	fprintf(stderr, "ckptfs: %s\n", err);
 	return -1;
+}
+
+/* The key file node i of v (not a directory): 0 and *e, or -1. */
+static int key_node(const struct ckpt_view *v, uint32_t i,
+		    struct ckpt_entry_info *e)
+{
+	struct ckpt_node_info ni;
+
+	if (ckpt_view_node(v, i, &ni) || ni.type != CKPT_NODE_KEY)
+		return -1;
+	return ckpt_view_entry(v, 0, i, e) ? -1 : 0;
+}
+
+static uint32_t nnodes(const struct ckpt_view *v)
+{
+	struct ckpt_view_info vi;
+
+	ckpt_view_info(v, &vi);
+	return vi.nnodes;
+}
+
+/* Dims as "[a,b]" into buf. */
+static char *fmt_dims(char *buf, size_t cap, const uint64_t *d, unsigned n)
+{
+	size_t at = 0;
+	unsigned i;
+
+	at += (size_t)snprintf(buf, cap, "[");
+	for (i = 0; i < n && at < cap; i++)
+		at += (size_t)snprintf(buf + at, cap - at, "%s%" PRIu64,
+				       i ? "," : "", d[i]);
+	if (at < cap)
+		snprintf(buf + at, cap - at, "]");
+	return buf;
+}
+
+static const char *meta_path(const struct ckpt_meta *m)
+{
+	struct ckpt_meta_info mi;
+
+	ckpt_meta_info(m, &mi);
+	return mi.meta_path;
+}
+
+/* A failed read: the library's reason (file, offset, key) when it has
+ * one. */
+static void report_read_error(const struct ckpt_meta *m, const char *key,
+			      int rc)
+{
+	struct ckpt_meta_info mi;
+
+	ckpt_meta_info(m, &mi);
+	if (rc == -EIO && ckpt_last_error()[0])
+		fprintf(stderr, "ckptfs: %s\n", ckpt_last_error());
+	else if (key)
+		fprintf(stderr, "ckptfs: %s: key '%s': %s\n", mi.dir, key,
+			strerror(-rc));
+	else
+		fprintf(stderr, "ckptfs: %s: %s\n", mi.dir, strerror(-rc));
 }
 
 static void print_dims(FILE *f, const uint64_t *d, unsigned n)
@@ -171,30 +223,32 @@ static int tool_info(const struct tool_args *a)
 	uint64_t tbytes = 0, bbytes = 0, nbytes_keys = 0;
 	struct { uint32_t mask, count; } tilings[64];
 	uint32_t ntilings = 0, ntensors = 0;
+	struct ckpt_meta_info mi;
+	struct ckpt_key_info e;
+	struct ckpt_chunk_info c;
 	struct ckpt_meta *m;
 	struct ckpt_view *v;
+	const char *fpath;
+	uint64_t fsize;
 
 	if (open_view(a, true, &m, &v))
 		return 1;
-	for (i = 0; i < m->nentries; i++) {
-		const struct ckpt_entry *e = &m->entries[i];
-		const uint64_t *shape = ckpt_entry_shape(m, e);
+	ckpt_meta_info(m, &mi);
+	for (i = 0; ckpt_meta_key(m, i, &e) == 0; i++) {
 		uint32_t mask = 0;
 
-		if (e->kind == CKPT_KIND_BYTES) {
+		if (e.kind == CKPT_KIND_BYTES) {
 			nbytes_keys++;
-			bbytes += e->nbytes;
+			bbytes += e.nbytes;
 			continue;
 		}
 		ntensors++;
-		ndt[e->dtype]++;
-		tbytes += e->nbytes;
-		for (j = 0; j < e->nchunks; j++) {
-			const struct ckpt_chunk *c = &m->chunks[e->chunk_first + j];
-			const uint64_t *sz = ckpt_chunk_sizes(m, e, c);
-
-			for (d = 0; d < e->ndim && d < 31; d++)
-				if (sz[d] != shape[d])
+		ndt[e.dtype]++;
+		tbytes += e.nbytes;
+		for (j = 0; j < e.nchunks; j++) {
+			ckpt_meta_chunk(m, e.chunk_first + j, &c);
+			for (d = 0; d < e.ndim && d < 31; d++)
+				if (c.sizes[d] != e.shape[d])
 					mask |= 1u << d;
 		}
 		for (j = 0; j < ntilings && tilings[j].mask != mask; j++)
@@ -206,14 +260,10 @@ static int tool_info(const struct tool_args *a)
 		if (j < 64)
 			tilings[j].count++;
 	}
-	printf("checkpoint\t%s\nformat\t%s\nversion\t%" PRIu64 "\n", m->dir,
-	       m->origin == CKPT_ORIGIN_NATIVE ? CKPT_FORMAT_NAME :
-	       m->origin == CKPT_ORIGIN_TORCH ?
-	       "torch-dcp (PyTorch distributed checkpoint, indexed now)" :
-	       "torch-dcp (PyTorch distributed checkpoint, via its " CKPT_INDEX_NAME ")",
-	       m->version);
+	printf("checkpoint\t%s\nformat\t%s\nversion\t%" PRIu64 "\n", mi.dir,
+	       mi.format, mi.version);
 	printf("keys\t%" PRIu32 " (%" PRIu32 " tensors, %" PRIu64 " bytes entries)\n",
-	       m->nentries, ntensors, nbytes_keys);
+	       mi.nkeys, ntensors, nbytes_keys);
 	printf("dtypes\t");
 	for (i = 0, j = 0; i < CKPT_DTYPE_COUNT; i++)
 		if (ndt[i])
@@ -221,7 +271,7 @@ static int tool_info(const struct tool_args *a)
 			       ckpt_dtype_name((enum ckpt_dtype)i), ndt[i]);
 	printf("\ntotal bytes\t%" PRIu64 " (tensors %" PRIu64 ", bytes entries %" PRIu64 ")\n",
 	       tbytes + bbytes, tbytes, bbytes);
-	printf("chunks\t%" PRIu32 "\n", m->nchunks);
+	printf("chunks\t%" PRIu32 "\n", mi.nchunks);
 	printf("tiling\t");
 	for (j = 0; j < ntilings; j++) {
 		printf("%s", j ? ", " : "");
@@ -235,10 +285,9 @@ static int tool_info(const struct tool_args *a)
 		}
 		printf(" x%" PRIu32, tilings[j].count);
 	}
-	printf("\ndata files\t%" PRIu32 "\n", m->nfiles);
-	for (i = 0; i < m->nfiles; i++)
-		printf("\t%s\t%" PRIu64 " bytes\n", m->strings + m->files[i].path,
-		       m->files[i].size);
+	printf("\ndata files\t%" PRIu32 "\n", mi.nfiles);
+	for (i = 0; ckpt_meta_file(m, i, &fpath, &fsize) == 0; i++)
+		printf("\t%s\t%" PRIu64 " bytes\n", fpath, fsize);
 	ckpt_view_free(v);
 	ckpt_meta_free(m);
 	return 0;
@@ -256,29 +305,27 @@ static int tool_ls(const struct tool_args *a)
 		return 1;
 	printf("path\tdtype\tglobal_shape\tchunks%s\n",
 	       a->has_rank ? "\tlocal_shape\tlocal_offset\tbytes" : "");
-	for (i = 1; i < v->nnodes; i++) {
-		const struct ckpt_entry *e;
-		struct ckpt_box box;
+	for (i = 1; i < nnodes(v); i++) {
+		struct ckpt_entry_info e;
+		struct ckpt_key_info k;
 
-		if (ckpt_node_is_dir(&v->nodes[i]))
+		if (key_node(v, i, &e) || ckpt_meta_key(m, e.key, &k))
 			continue;
-		e = &m->entries[v->nodes[i].entry];
 		ckpt_view_path(v, i, path, sizeof(path));
-		printf("%s\t%s\t", path, e->kind == CKPT_KIND_BYTES ? "bytes" :
-		       ckpt_dtype_name((enum ckpt_dtype)e->dtype));
-		print_dims(stdout, ckpt_entry_shape(m, e), e->ndim);
-		printf("\t%" PRIu32, e->nchunks);
+		printf("%s\t%s\t", path, e.kind == CKPT_KIND_BYTES ? "bytes" :
+		       ckpt_dtype_name((enum ckpt_dtype)e.saved_dtype));
+		print_dims(stdout, e.global_shape, e.ndim);
+		printf("\t%" PRIu32, k.nchunks);
 		if (a->has_rank) {
 			putchar('\t');
-			if (e->kind == CKPT_KIND_TENSOR) {
-				ckpt_view_box(v, 0, e, &box);
-				print_dims(stdout, box.size, box.ndim);
+			if (e.kind == CKPT_KIND_TENSOR) {
+				print_dims(stdout, e.shape, e.ndim);
 				putchar('\t');
-				print_dims(stdout, box.off, box.ndim);
+				print_dims(stdout, e.offsets, e.ndim);
 			} else {
 				printf("-\t-");
 			}
-			printf("\t%" PRIu64, ckpt_view_size(v, 0, i));
+			printf("\t%" PRIu64, e.size);
 		}
 		putchar('\n');
 	}
@@ -290,19 +337,16 @@ static int tool_ls(const struct tool_args *a)
 /* The file node of KEY (an FQN or a view path), or CKPT_NONE. */
 static uint32_t find_key(const struct ckpt_view *v, const char *key)
 {
+	struct ckpt_entry_info e;
 	char path[4096];
-	uint32_t i;
+	uint32_t i, n = nnodes(v);
 
-	for (i = 1; i < v->nnodes; i++) {
-		if (ckpt_node_is_dir(&v->nodes[i]))
-			continue;
-		if (!strcmp(ckpt_entry_fqn(v->meta,
-					   &v->meta->entries[v->nodes[i].entry]),
-			    key))
+	for (i = 1; i < n; i++) {
+		if (!key_node(v, i, &e) && !strcmp(e.fqn, key))
 			return i;
 	}
-	for (i = 1; i < v->nnodes; i++) {
-		if (ckpt_node_is_dir(&v->nodes[i]))
+	for (i = 1; i < n; i++) {
+		if (key_node(v, i, &e))
 			continue;
 		ckpt_view_path(v, i, path, sizeof(path));
 		if (!strcmp(path, key))
@@ -312,64 +356,73 @@ static uint32_t find_key(const struct ckpt_view *v, const char *key)
 }
 
 /* ---------------------------------------------------------------- plan */
+struct plan_out {
+	const struct ckpt_meta *m;
+	struct ckpt_read_run cur;
+	uint64_t runs, merged;
+};
+
+static void print_read(const struct plan_out *p)
+{
+	struct ckpt_chunk_info c;
+
+	ckpt_meta_chunk(p->m, p->cur.chunk, &c);
+	printf("\tread\t%s\t%" PRIu64 "\t%" PRIu64 "\n", c.path, p->cur.foff,
+	       p->cur.len);
+}
+
+static int plan_run(void *ctx, const struct ckpt_read_run *r)
+{
+	struct plan_out *p = ctx;
+
+	p->runs++;
+	if (p->cur.len && r->file == p->cur.file &&
+	    p->cur.foff + p->cur.len == r->foff) {
+		p->cur.len += r->len;
+		return 0;
+	}
+	if (p->cur.len) {
+		print_read(p);
+		p->merged++;
+	}
+	p->cur = *r;
+	return 0;
+}
+
 static void plan_one(const struct ckpt_view *v, uint32_t node)
 {
-	const struct ckpt_meta *m = v->meta;
-	const struct ckpt_entry *e = &m->entries[v->nodes[node].entry];
-	struct ckpt_run r, cur = { 0 };
-	struct ckpt_box box = { 0 };
-	struct ckpt_planner p;
-	uint64_t runs = 0, merged = 0;
-	uint32_t *used, nused = 0, k;
+	struct plan_out p = { .m = ckpt_view_meta(v) };
+	const uint32_t *used;
+	struct ckpt_entry_info e;
+	struct ckpt_chunk_info c;
+	uint32_t nused, k;
 	char a[256], b[256];
 
-	if (e->kind == CKPT_KIND_TENSOR)
-		ckpt_view_box(v, 0, e, &box);
-	printf("%s\t%" PRIu64 " bytes", ckpt_entry_fqn(m, e),
-	       ckpt_view_size(v, 0, node));
-	if (e->kind == CKPT_KIND_TENSOR) {
+	if (key_node(v, node, &e))
+		return;
+	printf("%s\t%" PRIu64 " bytes", e.fqn, e.size - e.header);
+	if (e.kind == CKPT_KIND_TENSOR) {
 		printf("\tbox ");
-		print_dims(stdout, box.off, box.ndim);
+		print_dims(stdout, e.offsets, e.ndim);
 		printf("+");
-		print_dims(stdout, box.size, box.ndim);
+		print_dims(stdout, e.shape, e.ndim);
 	}
 	putchar('\n');
-	used = calloc(e->nchunks, sizeof(*used));
-	ckpt_planner_init(&p, m, e, &box, 0, UINT64_MAX);
-	while (used && ckpt_planner_next(&p, &r) > 0) {
-		runs++;
-		for (k = 0; k < nused && used[k] != r.chunk; k++)
-			;
-		if (k == nused)
-			used[nused++] = r.chunk;
-		if (cur.len && r.file == cur.file && cur.foff + cur.len == r.foff) {
-			cur.len += r.len;
-			continue;
-		}
-		if (cur.len) {
-			printf("\tread\t%s\t%" PRIu64 "\t%" PRIu64 "\n",
-			       m->strings + m->files[cur.file].path, cur.foff,
-			       cur.len);
-			merged++;
-		}
-		cur = r;
+	ckpt_view_plan(v, 0, node, 0, UINT64_MAX, plan_run, &p);
+	if (p.cur.len) {
+		print_read(&p);
+		p.merged++;
 	}
-	if (cur.len) {
-		printf("\tread\t%s\t%" PRIu64 "\t%" PRIu64 "\n",
-		       m->strings + m->files[cur.file].path, cur.foff, cur.len);
-		merged++;
-	}
-	for (k = 0; k < nused && e->kind == CKPT_KIND_TENSOR; k++) {
-		const struct ckpt_chunk *c = &m->chunks[used[k]];
-
+	nused = ckpt_view_chunks(v, 0, node, &used);
+	for (k = 0; k < nused && e.kind == CKPT_KIND_TENSOR; k++) {
+		ckpt_meta_chunk(p.m, used[k], &c);
 		printf("\tchunk\t%s+%s\t%s\t%" PRIu64 "\t%" PRIu64 "\n",
-		       ckpt_fmt_dims(a, sizeof(a), ckpt_chunk_offsets(m, c), e->ndim),
-		       ckpt_fmt_dims(b, sizeof(b), ckpt_chunk_sizes(m, e, c), e->ndim),
-		       m->strings + m->files[c->file].path, c->foff, c->len);
+		       fmt_dims(a, sizeof(a), c.offsets, c.ndim),
+		       fmt_dims(b, sizeof(b), c.sizes, c.ndim),
+		       c.path, c.foff, c.len);
 	}
 	printf("\t%" PRIu32 " chunks, %" PRIu64 " runs, %" PRIu64 " reads after merging\n",
-	       nused, runs, merged);
-	free(used);
+	       nused, p.runs, p.merged);
 }
 
 static int tool_plan(const struct tool_args *a)
@@ -383,42 +436,32 @@ static int tool_plan(const struct tool_args *a)
 	if (a->npos == 2) {
 		i = find_key(v, a->pos[1]);
 		if (i == CKPT_NONE) {
-			fprintf(stderr, "ckptfs: %s: no key '%s'\n", m->meta_path,
-				a->pos[1]);
+			fprintf(stderr, "ckptfs: %s: no key '%s'\n",
+				meta_path(m), a->pos[1]);
 			ckpt_view_free(v);
 			ckpt_meta_free(m);
 			return 1;
 		}
 		plan_one(v, i);
 	} else {
-		for (i = 1; i < v->nnodes; i++)
-			if (!ckpt_node_is_dir(&v->nodes[i]))
-				plan_one(v, i);
+		for (i = 1; i < nnodes(v); i++)
+			plan_one(v, i);
 	}
 	ckpt_view_free(v);
 	ckpt_meta_free(m);
 	return 0;
 }
 
-/* Write node's view (with an .npy header when npy) to fd. */
+/* Write node's file (an .npy header included in an npy view) to fd. */
 static int write_view(const struct ckpt_view *v, uint32_t node, int fd,
-		      bool npy, struct ckpt_read_scratch *s, char *buf)
+		      struct ckpt_scratch *s, char *buf)
 {
-	const struct ckpt_entry *e = &v->meta->entries[v->nodes[node].entry];
-	uint64_t off = 0, size = ckpt_view_size(v, 0, node);
+	uint64_t off = 0, size;
 	size_t got, done;
 	ssize_t n;
 
-	if (npy && e->kind == CKPT_KIND_TENSOR) {
-		struct ckpt_box box;
-		size_t h;
-
-		ckpt_view_box(v, 0, e, &box);
-		h = ckpt_npy_header(ckpt_view_dtype(v, e), box.size, box.ndim,
-				    buf, BUF_SIZE);
-		if (!h || write(fd, buf, h) != (ssize_t)h)
-			return -EIO;
-	}
+	if (ckpt_view_size(v, 0, node, &size))
+		return -ENOMEM;
 	while (off < size) {
 		int rc = ckpt_view_read(v, 0, node, off, BUF_SIZE, buf, &got, s);
 
@@ -439,30 +482,32 @@ static int write_view(const struct ckpt_view *v, uint32_t node, int fd,
 /* ---------------------------------------------------------------- cat */
 static int tool_cat(const struct tool_args *a)
 {
-	struct ckpt_read_scratch s = { 0 };
+	struct ckpt_scratch *s = ckpt_scratch_new();
 	struct ckpt_meta *m;
 	struct ckpt_view *v;
 	char *buf;
 	uint32_t i;
 	int rc;
 
-	if (open_view(a, true, &m, &v))
+	if (open_view(a, true, &m, &v)) {
+		ckpt_scratch_free(s);
 		return 1;
+	}
 	i = find_key(v, a->pos[1]);
 	buf = malloc(BUF_SIZE);
-	if (i == CKPT_NONE || !buf) {
-		fprintf(stderr, "ckptfs: %s: %s '%s'\n", m->meta_path,
-			buf ? "no key" : "out of memory at", a->pos[1]);
+	if (i == CKPT_NONE || !buf || !s) {
+		fprintf(stderr, "ckptfs: %s: %s '%s'\n", meta_path(m),
+			i == CKPT_NONE ? "no key" : "out of memory at",
+			a->pos[1]);
 		rc = 1;
 	} else {
-		rc = write_view(v, i, STDOUT_FILENO, false, &s, buf);
+		rc = write_view(v, i, STDOUT_FILENO, s, buf);
 		if (rc)
-			fprintf(stderr, "ckptfs: %s: key '%s': %s\n", m->dir,
-				a->pos[1], strerror(-rc));
+			report_read_error(m, a->pos[1], rc);
 		rc = rc ? 1 : 0;
 	}
 	free(buf);
-	ckpt_read_scratch_destroy(&s);
+	ckpt_scratch_free(s);
 	ckpt_view_free(v);
 	ckpt_meta_free(m);
 	return rc;
@@ -486,47 +531,47 @@ static int mkdirs(char *path)
 
 static int tool_extract(const struct tool_args *a)
 {
-	struct ckpt_read_scratch s = { 0 };
+	struct ckpt_scratch *s = ckpt_scratch_new();
 	char path[8192], rel[4096];
 	struct ckpt_meta *m;
 	struct ckpt_view *v;
-	uint32_t i, files = 0;
+	uint32_t i, n;
 	char *buf;
 	int rc = 0, fd;
 
-	if (open_view(a, true, &m, &v))
+	if (open_view(a, true, &m, &v)) {
+		ckpt_scratch_free(s);
 		return 1;
+	}
 	buf = malloc(BUF_SIZE);
-	for (i = 1; buf && i < v->nnodes && !rc; i++) {
-		const struct ckpt_entry *e;
-		bool npy;
+	n = nnodes(v);
+	for (i = 1; buf && s && i < n && !rc; i++) {
+		struct ckpt_entry_info e;
 
-		if (ckpt_node_is_dir(&v->nodes[i]))
+		if (key_node(v, i, &e))
 			continue;
-		e = &m->entries[v->nodes[i].entry];
-		npy = a->npy && e->kind == CKPT_KIND_TENSOR;
 		ckpt_view_path(v, i, rel, sizeof(rel));
-		snprintf(path, sizeof(path), "%s/%s%s", a->pos[1], rel,
-			 npy ? ".npy" : "");
+		snprintf(path, sizeof(path), "%s/%s", a->pos[1], rel);
 		rc = mkdirs(path);
 		if (!rc) {
 			fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-			rc = fd < 0 ? -errno : write_view(v, i, fd, npy, &s, buf);
+			rc = fd < 0 ? -errno : write_view(v, i, fd, s, buf);
 			if (fd >= 0 && close(fd) && !rc)
 				rc = -errno;
 		}
-		if (rc)
+		if (rc == -EIO)
+			report_read_error(m, e.fqn, rc);
+		else if (rc)
 			fprintf(stderr, "ckptfs: %s: key '%s': %s\n", path,
-				ckpt_entry_fqn(m, e), strerror(-rc));
-		files++;
+				e.fqn, strerror(-rc));
 	}
-	if (!buf)
+	if (!buf || !s)
 		fprintf(stderr, "ckptfs: out of memory\n");
 	free(buf);
-	ckpt_read_scratch_destroy(&s);
+	ckpt_scratch_free(s);
 	ckpt_view_free(v);
 	ckpt_meta_free(m);
-	return rc || !buf ? 1 : 0;
+	return rc || !buf || !s ? 1 : 0;
 }
 
 /* ---------------------------------------------------------------- stats */
@@ -539,21 +584,23 @@ static void print_num(double x)
 }
 
 static int stats_one(const struct ckpt_view *v, uint32_t node, char *buf,
-		     double *vals, struct ckpt_read_scratch *s)
+		     double *vals, struct ckpt_scratch *s)
 {
-	const struct ckpt_entry *e = &v->meta->entries[v->nodes[node].entry];
-	enum ckpt_dtype dt = ckpt_view_dtype(v, e);
-	unsigned isz = ckpt_dtype_size(dt);
-	uint64_t size = ckpt_view_size(v, 0, node), off = 0, n = 0;
+	struct ckpt_entry_info e;
+	enum ckpt_dtype dt;
+	unsigned isz;
+	uint64_t size, off = 0, n = 0;
 	uint64_t nans = 0, infs = 0, zeros = 0, counted = 0, pinf = 0, ninf = 0;
 	double mn = INFINITY, mx = -INFINITY, amax = 0, sum = 0, comp = 0;
 	char path[4096];
-	struct ckpt_box box;
 	size_t got, k;
 	int rc;
 
-	if (e->kind != CKPT_KIND_TENSOR)
+	if (key_node(v, node, &e) || e.kind != CKPT_KIND_TENSOR)
 		return 0;
+	dt = (enum ckpt_dtype)e.dtype;
+	isz = ckpt_dtype_size(dt);
+	size = e.size;
 	while (off < size) {
 		rc = ckpt_view_read(v, 0, node, off, BUF_SIZE / isz * isz, buf,
 				    &got, s);
@@ -587,9 +634,8 @@ static int stats_one(const struct ckpt_view *v, uint32_t node, char *buf,
 		off += got;
 	}
 	ckpt_view_path(v, node, path, sizeof(path));
-	ckpt_view_box(v, 0, e, &box);
 	printf("%s\t%s\t", path, ckpt_dtype_name(dt));
-	print_dims(stdout, box.size, box.ndim);
+	print_dims(stdout, e.shape, e.ndim);
 	if (counted) {
 		print_num(mn);
 		print_num(mx);
@@ -605,7 +651,7 @@ static int stats_one(const struct ckpt_view *v, uint32_t node, char *buf,
 
 static int tool_stats(const struct tool_args *a)
 {
-	struct ckpt_read_scratch s = { 0 };
+	struct ckpt_scratch *s = ckpt_scratch_new();
 	struct ckpt_meta *m;
 	struct ckpt_view *v;
 	double *vals = malloc(BUF_SIZE * sizeof(double));
@@ -613,9 +659,10 @@ static int tool_stats(const struct tool_args *a)
 	int rc = 0, k;
 	uint32_t i;
 
-	if (!vals || !buf || open_view(a, true, &m, &v)) {
+	if (!vals || !buf || !s || open_view(a, true, &m, &v)) {
 		free(vals);
 		free(buf);
+		ckpt_scratch_free(s);
 		return 1;
 	}
 	printf("path\tdtype\tshape\tmin\tmax\tmean\tabsmax\tnan\tinf\tzeros\n");
@@ -624,26 +671,25 @@ static int tool_stats(const struct tool_args *a)
 			i = find_key(v, a->pos[k]);
 			if (i == CKPT_NONE) {
 				fprintf(stderr, "ckptfs: %s: no key '%s'\n",
-					m->meta_path, a->pos[k]);
+					meta_path(m), a->pos[k]);
 				rc = 1;
 				break;
 			}
-			rc = stats_one(v, i, buf, vals, &s);
+			rc = stats_one(v, i, buf, vals, s);
 		}
 	} else {
-		for (i = 1; i < v->nnodes && !rc; i++)
-			if (!ckpt_node_is_dir(&v->nodes[i]))
-				rc = stats_one(v, i, buf, vals, &s);
+		for (i = 1; i < nnodes(v) && !rc; i++)
+			rc = stats_one(v, i, buf, vals, s);
 	}
 	if (rc > 0)
 		rc = 1;
 	else if (rc < 0) {
-		fprintf(stderr, "ckptfs: %s: %s\n", m->dir, strerror(-rc));
+		report_read_error(m, NULL, rc);
 		rc = 1;
 	}
 	free(vals);
 	free(buf);
-	ckpt_read_scratch_destroy(&s);
+	ckpt_scratch_free(s);
 	ckpt_view_free(v);
 	ckpt_meta_free(m);
 	return rc;
@@ -652,7 +698,8 @@ static int tool_stats(const struct tool_args *a)
 /* ---------------------------------------------------------------- verify */
 struct verify_job {
 	struct ckpt_meta *m;
-	uint32_t *order;	/* chunks with records, by (file, offset) */
+	const char *dir;
+	struct record *order;	/* chunks with records, by (file, offset) */
 	uint32_t n;
 	uint32_t next;		/* atomic */
 	uint64_t done_bytes;	/* atomic */
@@ -661,11 +708,14 @@ struct verify_job {
 	pthread_mutex_t out;	/* serializes messages */
 };
 
-static int cmp_record(const void *a, const void *b, void *ctx)
+struct record {
+	uint32_t chunk, file;
+	uint64_t foff, len;
+};
+
+static int cmp_record(const void *a, const void *b)
 {
-	const struct ckpt_meta *m = ctx;
-	const struct ckpt_chunk *x = &m->chunks[*(const uint32_t *)a];
-	const struct ckpt_chunk *y = &m->chunks[*(const uint32_t *)b];
+	const struct record *x = a, *y = b;
 
 	if (x->file != y->file)
 		return x->file < y->file ? -1 : 1;
@@ -680,38 +730,41 @@ static void *verify_worker(void *arg)
 	uint32_t i;
 
 	while (buf && (i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->n) {
-		uint32_t ci = j->order[i];
-		const struct ckpt_chunk *c = &j->m->chunks[ci];
-		const struct ckpt_entry *e = ckpt_meta_chunk_entry(j->m, ci);
+		uint32_t ci = j->order[i].chunk;
+		struct ckpt_chunk_info c;
+		struct ckpt_key_info e;
 		uint64_t got = 0;
 		int rc = ckpt_verify_chunk(j->m, ci, buf, BUF_SIZE, &got);
 
+		ckpt_meta_chunk(j->m, ci, &c);
+		ckpt_meta_key(j->m, c.key, &e);
 		if (rc == 1)
 			__atomic_fetch_add(&j->unchecked, 1, __ATOMIC_RELAXED);
 		if (rc < 0) {
+			bool xxh3 = c.checksum && !strcmp(c.checksum, "xxh3");
+
 			pthread_mutex_lock(&j->out);
 			if (j->tty)
 				fprintf(stderr, "\r\033[K");
 			printf("%s/%s: offset %" PRIu64 ": key '%s'%s%s: %s",
-			       j->m->dir, j->m->strings + j->m->files[c->file].path,
-			       c->foff, ckpt_entry_fqn(j->m, e),
-			       e->kind == CKPT_KIND_TENSOR ? ": chunk at " : "",
-			       e->kind == CKPT_KIND_TENSOR ?
-			       ckpt_fmt_dims(a, sizeof(a), ckpt_chunk_offsets(j->m, c), e->ndim) : "",
-			       rc == -EBADMSG ? (c->has_xxh3 ? "xxh3 mismatch" : "crc32 mismatch") :
+			       j->dir, c.path, c.foff, e.fqn,
+			       e.kind == CKPT_KIND_TENSOR ? ": chunk at " : "",
+			       e.kind == CKPT_KIND_TENSOR ?
+			       fmt_dims(a, sizeof(a), c.offsets, c.ndim) : "",
+			       rc == -EBADMSG ? (xxh3 ? "xxh3 mismatch" : "crc32 mismatch") :
 			       "cannot read the record");
-			if (rc == -EBADMSG && c->has_xxh3)
+			if (rc == -EBADMSG && xxh3)
 				printf(" (stored %016" PRIx64 ", computed %016" PRIx64 ")",
-				       c->xxh3, got);
+				       c.stored_checksum, got);
 			else if (rc == -EBADMSG)
-				printf(" (stored %08" PRIx32 ", computed %08" PRIx64 ")",
-				       c->crc32, got);
+				printf(" (stored %08" PRIx64 ", computed %08" PRIx64 ")",
+				       c.stored_checksum, got);
 			putchar('\n');
 			pthread_mutex_unlock(&j->out);
 			__atomic_fetch_add(rc == -EBADMSG ? &j->bad : &j->unreadable,
 					   1, __ATOMIC_RELAXED);
 		}
-		__atomic_fetch_add(&j->done_bytes, c->len, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&j->done_bytes, c.len, __ATOMIC_RELAXED);
 	}
 	free(buf);
 	return NULL;
@@ -720,6 +773,8 @@ static void *verify_worker(void *arg)
 static int tool_verify(const struct tool_args *a)
 {
 	struct verify_job j = { 0 };
+	struct ckpt_meta_info mi;
+	struct ckpt_chunk_info c;
 	pthread_t th[64];
 	struct ckpt_meta *m;
 	struct ckpt_view *v;
@@ -731,20 +786,27 @@ static int tool_verify(const struct tool_args *a)
 
 	if (open_view(a, true, &m, &v))
 		return 1;
+	ckpt_meta_info(m, &mi);
 	j.m = m;
+	j.dir = mi.dir;
 	j.tty = tty;
-	j.order = malloc((m->nchunks ? m->nchunks : 1) * sizeof(uint32_t));
+	j.order = malloc((mi.nchunks ? mi.nchunks : 1) * sizeof(*j.order));
 	if (!j.order) {
 		fprintf(stderr, "ckptfs: out of memory\n");
+		ckpt_view_free(v);
+		ckpt_meta_free(m);
 		return 1;
 	}
-	for (i = 0; i < m->nchunks; i++) {
-		if (m->chunks[i].file == CKPT_NONE)
+	for (i = 0; ckpt_meta_chunk(m, i, &c) == 0; i++) {
+		if (!c.has_record)
 			continue;
-		j.order[n++] = i;
-		total += m->chunks[i].len;
+		j.order[n].chunk = i;
+		j.order[n].file = c.file;
+		j.order[n].foff = c.foff;
+		j.order[n++].len = c.len;
+		total += c.len;
 	}
-	qsort_r(j.order, n, sizeof(uint32_t), cmp_record, m);
+	qsort(j.order, n, sizeof(*j.order), cmp_record);
 	j.n = n;
 	pthread_mutex_init(&j.out, NULL);
 	if (!jobs)
@@ -829,6 +891,7 @@ static int tool_index(const struct tool_args *a)
 {
 	char err[1024], *def = NULL;
 	const char *out = a->out;
+	struct ckpt_meta_info mi;
 	struct ckpt_meta *m;
 	uint8_t *img;
 	size_t len;
@@ -840,7 +903,7 @@ static int tool_index(const struct tool_args *a)
 		return 1;
 	}
 	if (!out) {
-		if (asprintf(&def, "%s/%s", a->pos[0], CKPT_INDEX_NAME) < 0)
+		if (asprintf(&def, "%s/%s", a->pos[0], ".ckptfs-index") < 0)
 			goto out_meta;
 		out = def;
 	}
@@ -855,10 +918,11 @@ static int tool_index(const struct tool_args *a)
 			strerror(errno));
 		goto out_def;
 	}
+	ckpt_meta_info(m, &mi);
 	fprintf(strcmp(out, "-") ? stdout : stderr,
 		"%s: %" PRIu32 " keys, %" PRIu32 " chunks, %" PRIu32
-		" data files, %zu bytes\n", out, m->nentries, m->nchunks,
-		m->nfiles, len);
+		" data files, %zu bytes\n", out, mi.nkeys, mi.nchunks,
+		mi.nfiles, len);
 	rc = 0;
 out_def:
 	free(def);
@@ -903,7 +967,7 @@ static const struct tool tools[] = {
 	  "usage: ckptfs index CKPT [-o FILE]\n"
 	  "  for a PyTorch distributed checkpoint (pickled .metadata, .distcp files):\n"
 	  "  locate every record's raw bytes inside the .distcp files and write the\n"
-	  "  result in the native format (default FILE: CKPT/" CKPT_INDEX_NAME ", which\n"
+	  "  result in the native format (default FILE: CKPT/.ckptfs-index, which\n"
 	  "  mounts then use while it matches .metadata; '-' for stdout).  Optional:\n"
 	  "  mounts index by themselves when there is none\n",
 	  tool_index },

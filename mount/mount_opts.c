@@ -2,7 +2,9 @@
 /* Parsing mount options: see mount_opts.h. */
 #include "mount_opts.h"
 
+#define FUSE_USE_VERSION 314
 #include <errno.h>
+#include <fuse_opt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,16 +47,23 @@ int mount_parse_u32(const char *s, uint32_t *out)
 	return 0;
 }
 
+/* Keep an option for FUSE, with ',' and '\\' escaped again: fuse_opt
+ * unescaped them, and the list is parsed once more by libfuse. */
 static int append_fuse_opt(struct mount_opts *o, const char *kv)
 {
 	size_t old = o->fuse_opts ? strlen(o->fuse_opts) : 0;
-	char *p = realloc(o->fuse_opts, old + strlen(kv) + 2);
+	char *p = realloc(o->fuse_opts, old + 2 * strlen(kv) + 2);
 
 	if (!p)
 		return -1;
 	if (old)
 		p[old++] = ',';
-	strcpy(p + old, kv);
+	for (; *kv; kv++) {
+		if (*kv == ',' || *kv == '\\')
+			p[old++] = '\\';
+		p[old++] = *kv;
+	}
+	p[old] = '\0';
 	o->fuse_opts = p;
 	return 0;
 }
@@ -177,63 +186,40 @@ static int set_prefix(struct mount_opts *o, const char *val, char *err,
 	return 0;
 }
 
-/* One key or key=value from -o. */
-static int take_o(struct mount_opts *o, char *kv, char *err, size_t errlen)
-{
-	char *eq = strchr(kv, '=');
-	const char *val = eq ? eq + 1 : NULL;
-	size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
+/* Our -o keys, parsed by libfuse's fuse_opt (which splits lists on
+ * unescaped commas and turns "\," into ","); each becomes a key for
+ * take_o().  Unknown keys come as FUSE_OPT_KEY_OPT. */
+enum {
+	K_WORLD, K_RANK, K_READAHEAD, K_PREFIX, K_LAYOUT, K_INDEX, K_RANKS,
+	K_DTYPE, K_FORMAT, K_VERIFY, K_PREFETCH, K_FOLLOW, K_DEBUG,
+	K_MAX_THREADS, K_MAX_IDLE,
+};
 
-	if (klen == 5 && strncmp(kv, "world", 5) == 0)
-		return set_num("world", val, &o->world, &o->has_world, err,
-			       errlen);
-	if (klen == 4 && strncmp(kv, "rank", 4) == 0)
-		return set_num("rank", val, &o->rank, &o->has_rank, err,
-			       errlen);
-	if (klen == 12 && strncmp(kv, "readahead_kb", 12) == 0) {
-		bool has;
+static const struct fuse_opt o_spec[] = {
+	FUSE_OPT_KEY("world=", K_WORLD),
+	FUSE_OPT_KEY("rank=", K_RANK),
+	FUSE_OPT_KEY("readahead_kb=", K_READAHEAD),
+	FUSE_OPT_KEY("prefix=", K_PREFIX),
+	FUSE_OPT_KEY("layout=", K_LAYOUT),
+	FUSE_OPT_KEY("index=", K_INDEX),
+	FUSE_OPT_KEY("ranks=", K_RANKS),
+	FUSE_OPT_KEY("dtype=", K_DTYPE),
+	FUSE_OPT_KEY("format=", K_FORMAT),
+	FUSE_OPT_KEY("verify", K_VERIFY),
+	FUSE_OPT_KEY("prefetch", K_PREFETCH),
+	FUSE_OPT_KEY("follow_symlinks", K_FOLLOW),
+	FUSE_OPT_KEY("debug", K_DEBUG),
+	FUSE_OPT_KEY("max_threads=", K_MAX_THREADS),
+	FUSE_OPT_KEY("max_idle_threads=", K_MAX_IDLE),
+	FUSE_OPT_END
+};
 
-		return set_num("readahead_kb", val, &o->readahead_kb, &has,
-			       err, errlen);
-	}
-	if (klen == 6 && strncmp(kv, "prefix", 6) == 0)
-		return set_prefix(o, val, err, errlen);
-	if (klen == 6 && strncmp(kv, "layout", 6) == 0)
-		return set_str(&o->layout, "layout", val, err, errlen);
-	if (klen == 5 && strncmp(kv, "index", 5) == 0)
-		return set_str(&o->index, "index", val, err, errlen);
-	if (klen == 5 && strncmp(kv, "ranks", 5) == 0)
-		return set_str(&o->ranks_spec, "ranks", val, err, errlen);
-	if (klen == 5 && strncmp(kv, "dtype", 5) == 0)
-		return set_str(&o->dtype, "dtype", val, err, errlen);
-	if (klen == 6 && strncmp(kv, "format", 6) == 0)
-		return set_format(o, val, err, errlen);
-	if (strcmp(kv, "verify") == 0) {
-		o->verify = true;
-		return 0;
-	}
-	if (strcmp(kv, "prefetch") == 0) {
-		o->prefetch = true;
-		return 0;
-	}
-	if (strcmp(kv, "follow_symlinks") == 0) {
-		o->follow_symlinks = true;
-		return 0;
-	}
-	if (strcmp(kv, "debug") == 0) {
-		o->debug = true;
-		return 0;
-	}
-	if (strcmp(kv, "allow_other") == 0)
-		o->allow_other = true;
-	if (is_ignored(kv) || !*kv)
-		return 0;
-	if (append_fuse_opt(o, kv)) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	return 0;
-}
+struct o_ctx {
+	struct mount_opts *o;
+	bool in_ranks;		/* the last key was ranks= */
+	char *err;
+	size_t errlen;
+};
 
 /* "4" or "4-6": a further item of a ranks= list, whose commas -o splits. */
 static bool is_rank_item(const char *s)
@@ -246,38 +232,115 @@ static bool is_rank_item(const char *s)
 	return *s == '\0';
 }
 
+static int add_rank_item(struct o_ctx *c, const char *item)
+{
+	size_t n = strlen(c->o->ranks_spec);
+	char *p = realloc(c->o->ranks_spec, n + strlen(item) + 2);
+
+	if (!p) {
+		snprintf(c->err, c->errlen, "out of memory");
+		return -1;
+	}
+	p[n] = ',';
+	strcpy(p + n + 1, item);
+	c->o->ranks_spec = p;
+	return 0;
+}
+
+/* fuse_opt's callback: one option of an -o list.  Returns 0 (taken,
+ * dropped from the list) or -1 (error in c->err). */
+static int take_o(void *data, const char *arg, int key,
+		  struct fuse_args *outargs)
+{
+	struct o_ctx *c = data;
+	struct mount_opts *o = c->o;
+	const char *val = strchr(arg, '=');
+	bool was_ranks = c->in_ranks, has;
+
+	(void)outargs;
+	val = val ? val + 1 : NULL;
+	c->in_ranks = key == K_RANKS;
+	switch (key) {
+	case K_WORLD:
+		return set_num("world", val, &o->world, &o->has_world, c->err,
+			       c->errlen);
+	case K_RANK:
+		return set_num("rank", val, &o->rank, &o->has_rank, c->err,
+			       c->errlen);
+	case K_READAHEAD:
+		return set_num("readahead_kb", val, &o->readahead_kb, &has,
+			       c->err, c->errlen);
+	case K_MAX_THREADS:
+		return set_num("max_threads", val, &o->max_threads, &has,
+			       c->err, c->errlen);
+	case K_MAX_IDLE:
+		return set_num("max_idle_threads", val, &o->max_idle_threads,
+			       &has, c->err, c->errlen);
+	case K_PREFIX:
+		return set_prefix(o, val, c->err, c->errlen);
+	case K_LAYOUT:
+		return set_str(&o->layout, "layout", val, c->err, c->errlen);
+	case K_INDEX:
+		return set_str(&o->index, "index", val, c->err, c->errlen);
+	case K_RANKS:
+		return set_str(&o->ranks_spec, "ranks", val, c->err,
+			       c->errlen);
+	case K_DTYPE:
+		return set_str(&o->dtype, "dtype", val, c->err, c->errlen);
+	case K_FORMAT:
+		return set_format(o, val, c->err, c->errlen);
+	case K_VERIFY:
+		o->verify = true;
+		return 0;
+	case K_PREFETCH:
+		o->prefetch = true;
+		return 0;
+	case K_FOLLOW:
+		o->follow_symlinks = true;
+		return 0;
+	case K_DEBUG:
+		o->debug = true;
+		return 0;
+	case FUSE_OPT_KEY_OPT:
+		break;
+	default:	/* FUSE_OPT_KEY_NONOPT: not from an -o list */
+		return 0;
+	}
+	if (was_ranks && is_rank_item(arg)) {
+		c->in_ranks = true;
+		return add_rank_item(c, arg);
+	}
+	if (strcmp(arg, "allow_other") == 0)
+		o->allow_other = true;
+	if (is_ignored(arg) || !*arg)
+		return 0;
+	if (append_fuse_opt(o, arg)) {
+		snprintf(c->err, c->errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* Parse one -o list with fuse_opt. */
 static int take_o_list(struct mount_opts *o, const char *list, char *err,
 		       size_t errlen)
 {
-	char *copy = strdup(list), *save = NULL, *kv;
-	bool in_ranks = false;
-	int rc = 0;
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct o_ctx c = { .o = o, .err = err, .errlen = errlen };
+	int rc = -1;
 
-	if (!copy) {
+	err[0] = '\0';
+	if (fuse_opt_add_arg(&args, "ckptfs") || fuse_opt_add_arg(&args, "-o") ||
+	    fuse_opt_add_arg(&args, list)) {
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		goto out_args;
 	}
-	for (kv = strtok_r(copy, ",", &save); kv && !rc;
-	     kv = strtok_r(NULL, ",", &save)) {
-		if (in_ranks && is_rank_item(kv)) {
-			size_t n = strlen(o->ranks_spec);
-			char *p = realloc(o->ranks_spec, n + strlen(kv) + 2);
-
-			if (!p) {
-				snprintf(err, errlen, "out of memory");
-				rc = -1;
-				break;
-			}
-			p[n] = ',';
-			strcpy(p + n + 1, kv);
-			o->ranks_spec = p;
-			continue;
-		}
-		in_ranks = strncmp(kv, "ranks=", 6) == 0;
-		rc = take_o(o, kv, err, errlen);
-	}
-	free(copy);
-	return rc;
+	rc = fuse_opt_parse(&args, &c, o_spec, take_o);
+	if (rc && !err[0])
+		snprintf(err, errlen, "cannot parse the options '%s'", list);
+out_args:
+	fuse_opt_free_args(&args);
+	return rc ? -1 : 0;
 }
 
 const char *mount_long_value(int argc, char **argv, int *i, const char *name)
@@ -303,6 +366,8 @@ int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
 
 	memset(o, 0, sizeof(*o));
 	o->readahead_kb = 1024;
+	o->max_threads = 64;
+	o->max_idle_threads = 16;
 	for (i = 0; i < argc; i++) {
 		const char *a = argv[i];
 
@@ -414,6 +479,10 @@ int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
 	if (o->rank >= o->world) {
 		snprintf(err, errlen, "rank %u is out of range: need 0 <= rank < world (%u)",
 			 o->rank, o->world);
+		return -1;
+	}
+	if (o->max_threads < 1 || o->max_idle_threads < 1) {
+		snprintf(err, errlen, "max_threads and max_idle_threads must be at least 1");
 		return -1;
 	}
 	if (o->debug)

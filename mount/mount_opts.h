@@ -2,8 +2,9 @@
 /*
  * Mount options: the `ckptfs mount SRC MNT --world W --rank R` form and
  * the `ckptfs SRC MNT -o world=W,rank=R` form that mount.fuse3 and fstab
- * use.  Our own keys are taken out; generic fstab keys are dropped; the
- * rest goes to FUSE.
+ * use.  -o lists are parsed by libfuse's fuse_opt ("\," keeps a comma in
+ * a value).  Our own keys are taken out; generic fstab keys are dropped;
+ * the rest goes to FUSE.
  */
 #ifndef CKFS_MOUNT_OPTS_H
 #define CKFS_MOUNT_OPTS_H
@@ -21,6 +22,8 @@ struct mount_opts {
 	bool foreground, debug, single_thread, allow_other, help;
 	bool follow_symlinks;	/* -o follow_symlinks */
 	uint32_t readahead_kb;	/* -o readahead_kb=N; 0 keeps the kernel's */
+	uint32_t max_threads;	/* -o max_threads=N (64) */
+	uint32_t max_idle_threads;	/* -o max_idle_threads=N (16) */
 	bool prefetch;		/* -o prefetch */
 	bool verify;		/* -o verify */
 	bool npy;		/* --format npy, -o format=npy */

@@ -16,10 +16,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "../core/datafiles.h"
-#include "../core/layout.h"
-#include "../core/meta.h"
-#include "../core/view.h"
+#include "ckptfs.h"
 #include "../fs/ops.h"
 
 #define ATTR_TIMEOUT 86400.0
@@ -114,6 +111,12 @@ static void report_corrupt(const char *line)
 	syslog(LOG_ERR, "verify: %s", line);
 }
 
+static void warn_unmatched(void *ctx, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "ckptfs: warning: %s\n", msg);
+}
+
 static int serve(struct fuse_session *se, const struct mount_opts *o)
 {
 	struct fuse_loop_config *cfg;
@@ -125,8 +128,8 @@ static int serve(struct fuse_session *se, const struct mount_opts *o)
 	if (!cfg)
 		return -ENOMEM;
 	fuse_loop_cfg_set_clone_fd(cfg, 0);
-	fuse_loop_cfg_set_idle_threads(cfg, 16);
-	fuse_loop_cfg_set_max_threads(cfg, 64);
+	fuse_loop_cfg_set_idle_threads(cfg, o->max_idle_threads);
+	fuse_loop_cfg_set_max_threads(cfg, o->max_threads);
 	rc = fuse_session_loop_mt(se, cfg);
 	fuse_loop_cfg_destroy(cfg);
 	return rc;
@@ -143,6 +146,7 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	char src[PATH_MAX], mnt_abs[PATH_MAX];
 	char err[1024];
 	struct ckpt_open_opts mo = { 0 };
+	struct ckpt_meta_info mi;
 	struct ckfs fs;
 	int rc, status = 1;
 
@@ -177,19 +181,12 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	if (o->dtype)
 		ckpt_dtype_from_name(o->dtype, strlen(o->dtype), &vo.dtype);
 	if (o->layout) {
-		uint32_t i;
-
 		if (ckpt_layout_load(o->layout, &layout, err, sizeof(err)) ||
 		    ckpt_layout_bind(layout, meta, err, sizeof(err))) {
 			fprintf(stderr, "ckptfs: %s\n", err);
 			goto out_meta;
 		}
-		for (i = 0; i < layout->nboxes; i++) {
-			if (!layout->boxes[i].matched)
-				fprintf(stderr, "ckptfs: warning: %s:%u: parameter '%s' matches no key\n",
-					layout->path, layout->boxes[i].line,
-					layout->boxes[i].param);
-		}
+		ckpt_layout_unmatched(layout, warn_unmatched, NULL);
 		vo.layout = layout;
 	}
 	rc = ckpt_view_new(meta, &vo, &view, err, sizeof(err));
@@ -204,7 +201,13 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		goto out_view;
 	}
 	memset(&fs, 0, sizeof(fs));
+	atomic_init(&fs.prefetch_stop, false);
 	fs.view = view;
+	ckpt_view_info(view, &fs.vi);
+	ckpt_meta_info(meta, &mi);
+	fs.mtime.tv_sec = (time_t)mi.mtime_sec;
+	fs.mtime.tv_nsec = mi.mtime_nsec;
+	fs.use_syslog = !o->foreground;
 	fs.uid = getuid();
 	fs.gid = getgid();
 	fs.timeout = ATTR_TIMEOUT;

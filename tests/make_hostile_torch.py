@@ -7,7 +7,7 @@ scripts/gen_torch_ckpt.py (its per_rank checkpoint).
         OUTDIR/<case>/ for each case, and OUTDIR/expect.tsv:
         case <TAB> text the one-line error must contain
     make_hostile_torch.py corpus GOOD OUTDIR
-        fuzz seeds for tests/fuzz/fuzz_torch.c (first byte 0: a .metadata
+        fuzz seeds for tests/unit/fuzz_torch.c (first byte 0: a .metadata
         pickle; 1: one .distcp record)
 """
 import os

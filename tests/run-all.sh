@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: MIT
 # The whole test run behind `make check`: for each build directory given
 # (plain, then sanitized), the C unit tests and the end-to-end bats suites
-# through real mounts.  Ends with one line "N passed, N failed".
+# through real mounts.  Ends with one line "N passed, N failed, N skipped".
+# A skipped test (TAP "ok N ... # skip") is counted as skipped, not passed,
+# and any skip fails the run: every suite (torch and loader included)
+# must run in `make check`.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -10,15 +13,18 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=23}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 total_p=0
 total_f=0
+total_s=0
 log=$(mktemp)
 
 count() {	# count TAP lines of $log into the totals
-	local p f
-	p=$(grep -c '^ok ' "$log")
+	local p f s
+	s=$(grep -E -c '^ok .*# (skip|SKIP)' "$log")
+	p=$(($(grep -c '^ok ' "$log") - s))
 	f=$(grep -c '^not ok ' "$log")
 	total_p=$((total_p + p))
 	total_f=$((total_f + f))
-	echo "== $1: $p passed, $f failed"
+	total_s=$((total_s + s))
+	echo "== $1: $p passed, $f failed, $s skipped"
 }
 
 for b in "$@"; do
@@ -62,5 +68,9 @@ if [ -n "$left" ]; then
 	echo "not ok mounts left behind: $left"
 	total_f=$((total_f + 1))
 fi
-echo "$total_p passed, $total_f failed"
+if [ "$total_s" -gt 0 ]; then
+	echo "not ok $total_s tests skipped: make check runs every suite (make deps installs python3-torch)"
+	total_f=$((total_f + 1))
+fi
+echo "$total_p passed, $total_f failed, $total_s skipped"
 [ "$total_f" -eq 0 ]

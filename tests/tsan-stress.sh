@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: MIT
 # The concurrency stress test against a ThreadSanitizer build of the daemon
 # (make SAN=thread O=build-tsan), with 500 data files under `ulimit -n 64`
-# so the locked fd-cache path is exercised too.  Prints a TAP line.
+# so the locked fd-cache path is exercised too, and -o prefetch, so the
+# prefetch thread runs beside the readers and is stopped at unmount.
+# Prints a TAP line.
 #     tests/tsan-stress.sh build-tsan/ckptfs
 set -u
 BIN=$1
@@ -19,7 +21,7 @@ trap cleanup EXIT
 
 /usr/bin/python3 "$ROOT/scripts/gen_ckpt.py" "$TMP/ckpt" --seed 5 --keys 700 --files 500 --max-elems 4000
 bash -c 'ulimit -n 64 && exec "$@"' _ env TSAN_OPTIONS="halt_on_error=0 exitcode=66 log_path=$TMP/tsan" \
-	"$BIN" mount "$TMP/ckpt" "$MNT" --world 3 --rank 1 -f >"$TMP/daemon.log" 2>&1 &
+	"$BIN" mount "$TMP/ckpt" "$MNT" --world 3 --rank 1 -f -o prefetch >"$TMP/daemon.log" 2>&1 &
 pid=$!
 for _ in $(seq 400); do mountpoint -q "$MNT" && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
 if ! mountpoint -q "$MNT"; then fail "mount did not come up"; cat "$TMP/daemon.log"; exit 1; fi

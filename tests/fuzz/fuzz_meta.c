@@ -10,10 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/meta.h"
-#include "../../core/plan.h"
-#include "../../core/reshard.h"
-#include "../../core/view.h"
+#include "ckptfs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -25,41 +22,46 @@ static uint32_t le32(const uint8_t *p)
 	       (uint32_t)p[3] << 24;
 }
 
+struct check {
+	const struct ckpt_meta *m;
+	struct ckpt_key_info k;
+	uint64_t total;
+	long runs;
+};
+
+/* Each run lies inside one of the key's chunks' records. */
+static int check_run(void *ctx, const struct ckpt_read_run *r)
+{
+	struct check *c = ctx;
+	struct ckpt_chunk_info ch;
+
+	if (r->chunk < c->k.chunk_first ||
+	    r->chunk >= c->k.chunk_first + c->k.nchunks || r->len == 0 ||
+	    ckpt_meta_chunk(c->m, r->chunk, &ch) || !ch.has_record ||
+	    r->file != ch.file || r->foff < ch.foff ||
+	    r->foff + r->len > ch.foff + ch.len)
+		abort();
+	c->total += r->len;
+	return ++c->runs > MAX_RUNS ? 1 : 0;
+}
+
 /* Plan [off, off+len) of file node i and check every run. */
 static void plan_and_check(struct ckpt_view *v, uint32_t i, uint64_t off,
 			   uint64_t len)
 {
-	const struct ckpt_meta *m = v->meta;
-	const struct ckpt_entry *e = &m->entries[v->nodes[i].entry];
-	uint64_t want, total = 0, size = ckpt_view_size(v, 0, i);
-	struct ckpt_planner p;
-	struct ckpt_box box = { 0 };
-	struct ckpt_run r;
-	long runs = 0;
+	struct check c = { .m = ckpt_view_meta(v) };
+	struct ckpt_entry_info e;
+	uint64_t want, size;
 	int rc;
 
-	if (e->kind == CKPT_KIND_TENSOR)
-		ckpt_view_box(v, 0, e, &box);
-	ckpt_planner_init(&p, m, e, &box, off, len);
+	if (ckpt_view_entry(v, 0, i, &e) || ckpt_meta_key(c.m, e.key, &c.k))
+		abort();
+	size = e.size - e.header;
 	want = off >= size ? 0 : (len < size - off ? len : size - off);
-	while ((rc = ckpt_planner_next(&p, &r)) > 0) {
-		const struct ckpt_chunk *c;
-
-		if (r.chunk < e->chunk_first ||
-		    r.chunk >= e->chunk_first + e->nchunks || r.len == 0)
-			abort();
-		c = &m->chunks[r.chunk];
-		if (r.file != c->file || r.file >= m->nfiles)
-			abort();
-		/* Inside the chunk's record, hence inside the file. */
-		if (r.foff < c->foff || r.foff + r.len > c->foff + c->len ||
-		    r.foff + r.len > m->files[r.file].need)
-			abort();
-		total += r.len;
-		if (++runs > MAX_RUNS)
-			return;
-	}
-	if (rc < 0 || total != want)
+	rc = ckpt_view_plan(v, 0, i, off, len, check_run, &c);
+	if (rc == 1)
+		return;		/* too many runs to follow */
+	if (rc < 0 || c.total != want)
 		abort();
 }
 
@@ -86,10 +88,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	off = le32(data + 8) % 8192;
 	len = le32(data + 12) % (1u << 20);
 	if (ckpt_view_new(m, &o, &v, err, sizeof(err)) == 0) {
-		for (i = 0; i < v->nnodes && files < 64; i++) {
-			const struct ckpt_node *n = &v->nodes[i];
+		struct ckpt_view_info vi;
+		struct ckpt_node_info ni;
 
-			if (ckpt_node_is_dir(n))
+		ckpt_view_info(v, &vi);
+		for (i = 0; i < vi.nnodes && files < 64; i++) {
+			if (ckpt_view_node(v, i, &ni) || ni.type != CKPT_NODE_KEY)
 				continue;
 			files++;
 			plan_and_check(v, i, off, len);

@@ -6,7 +6,7 @@
  */
 #include <stdlib.h>
 
-#include "../../core/meta.h"
+#include "model/meta.h"
 #include "metabuild.h"
 #include "testhelp.h"
 

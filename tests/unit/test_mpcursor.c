@@ -2,7 +2,7 @@
 /* Unit tests of the bounds-checked msgpack cursor (core/mpcursor.c). */
 #include <errno.h>
 
-#include "../../core/mpcursor.h"
+#include "common/mpcursor.h"
 #include "testhelp.h"
 
 #define CUR(arr) { (arr), (arr) + sizeof(arr) }

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/pickle.h"
+#include "torch/pickle.h"
 #include "testhelp.h"
 
 static const struct pk_global table[] = {

@@ -7,9 +7,9 @@
  */
 #include <stdlib.h>
 
-#include "../../core/meta.h"
-#include "../../core/plan.h"
-#include "../../core/reshard.h"
+#include "model/meta.h"
+#include "plan/plan.h"
+#include "plan/reshard.h"
 #include "metabuild.h"
 #include "testhelp.h"
 

@@ -3,8 +3,9 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "../../core/meta.h"
-#include "../../core/reshard.h"
+#include "model/meta.h"
+#include "plan/reshard.h"
+#include "common/strides.h"
 #include "metabuild.h"
 #include "testhelp.h"
 

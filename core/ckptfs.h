@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libckptfs: open a distributed-training checkpoint, build the resharded
+ * view one or more ranks of a new world see, walk its files and read any
+ * byte range of them.  This is the library's only public header: the
+ * ckptfs daemon, its subcommands and any other program use it alone.
+ *
+ * Conventions
+ *   - Actions return 0 or -errno.  Those that take (err, errlen) write a
+ *     one-line reason there (naming the file, the key and the fact);
+ *     errlen may be 0.
+ *   - Objects are opaque and come in _new/_free (or _open/_free) pairs;
+ *     every _free accepts NULL.  Strings and arrays a call hands back are
+ *     borrowed from the object named in its comment.
+ *   - Only plain C types cross the interface (integers, char *, fixed
+ *     arrays of CKPT_MAX_DIMS = 16 uint64_t, function pointers), so a
+ *     ctypes or cffi binding can call it without the preprocessor.
+ *   - Thread safety: an open meta and a built view are immutable; any
+ *     number of threads may read them at once, each with its own
+ *     struct ckpt_scratch.  Opening, building and freeing are not
+ *     thread-safe with respect to the object concerned.
+ */
+#ifndef CKPTFS_H
+#define CKPTFS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CKPT_MAX_DIMS 16		/* dims of any tensor */
+#define CKPT_NONE UINT32_MAX		/* "no index" */
+
+/* The library's version, e.g. "0.5.0". */
+const char *ckpt_version(void);
+
+/* ------------------------------------------------------------------ */
+/* Element types */
+
+enum ckpt_dtype {
+	CKPT_F64,
+	CKPT_F32,
+	CKPT_F16,
+	CKPT_BF16,
+	CKPT_F8E4M3,
+	CKPT_F8E5M2,
+	CKPT_I64,
+	CKPT_I32,
+	CKPT_I16,
+	CKPT_I8,
+	CKPT_U8,
+	CKPT_BOOL,
+	CKPT_DTYPE_COUNT	/* also "no dtype" / "no conversion" */
+};
+
+/* Parse a dtype name ("float32", "bfloat16", ...; len bytes of s).
+ * Returns 0 and sets *out, or -EINVAL. */
+int ckpt_dtype_from_name(const char *s, size_t len, enum ckpt_dtype *out);
+
+/* Name and element size of dt; "?" and 0 for an unknown value. */
+const char *ckpt_dtype_name(enum ckpt_dtype dt);
+unsigned ckpt_dtype_size(enum ckpt_dtype dt);
+
+/* Convert n elements of dtype src at in to doubles at out. */
+void ckpt_convert_to_double(enum ckpt_dtype src, const void *in, double *out,
+			    size_t n);
+
+/* ------------------------------------------------------------------ */
+/* Checkpoints */
+
+struct ckpt_meta;	/* an open checkpoint; immutable once open */
+
+enum ckpt_kind {
+	CKPT_KIND_TENSOR,
+	CKPT_KIND_BYTES,	/* a blob passed through unchanged */
+};
+
+/* Where a checkpoint's metadata came from. */
+enum ckpt_origin {
+	CKPT_ORIGIN_NATIVE,		/* a msgpack .metadata */
+	CKPT_ORIGIN_TORCH,		/* a torch DCP pickle, indexed at open */
+	CKPT_ORIGIN_TORCH_INDEX,	/* a torch DCP pickle, via its index */
+};
+
+struct ckpt_open_opts {
+	const char *index;	/* a `ckptfs index` file to use for a torch
+				 * checkpoint (stale: an error); NULL: use
+				 * dir/.ckptfs-index when it is current */
+	bool follow_symlinks;	/* data files may lead outside dir */
+};
+
+/*
+ * Open the checkpoint in directory dir: read dir/.metadata, pick its
+ * format's reader, and validate everything (tiling, bounds, records).
+ * Data files are not opened yet (see ckpt_files_open()).  o may be NULL.
+ * Returns 0 and sets *out (caller frees with ckpt_meta_free()), or -errno
+ * with the reason in err.
+ */
+int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
+			struct ckpt_meta **out, char *err, size_t errlen);
+int ckpt_meta_open(const char *dir, struct ckpt_meta **out, char *err,
+		   size_t errlen);
+
+/*
+ * Parse and validate a native metadata image already in memory.  name is
+ * used in messages; buf is not kept.  Returns 0 and sets *out (caller
+ * frees with ckpt_meta_free(); it has no directory, so its data files
+ * cannot be opened), or -errno.
+ */
+int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
+		    struct ckpt_meta **out, char *err, size_t errlen);
+
+/*
+ * Index the torch checkpoint in dir: the native image `ckptfs index`
+ * writes, validated.  Returns 0 and sets *img (caller frees with free()),
+ * *imglen and *parsed (caller frees with ckpt_meta_free()), or -errno
+ * (-EINVAL for a checkpoint that is already native).
+ */
+int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
+			  size_t *imglen, struct ckpt_meta **parsed, char *err,
+			  size_t errlen);
+
+/* Close the data files and free everything.  Accepts NULL. */
+void ckpt_meta_free(struct ckpt_meta *m);
+
+enum {
+	/* Allow symlinks that lead outside the checkpoint directory. */
+	CKPT_FILES_FOLLOW_SYMLINKS = 1 << 0,
+};
+
+/*
+ * Check every data file (regular, inside the directory, long enough) and
+ * keep up to max_open of them open (0: as many as RLIMIT_NOFILE allows).
+ * Call once, before reading.  Returns 0 or -errno with the reason in err.
+ */
+int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
+		    char *err, size_t errlen);
+
+struct ckpt_meta_info {
+	const char *dir;	/* as given to open; borrowed from m */
+	const char *meta_path;	/* dir/.metadata; borrowed from m */
+	const char *format;	/* "tensorplay-dcp", "torch-dcp", ... */
+	uint64_t version;	/* of the native image */
+	int origin;		/* enum ckpt_origin */
+	uint32_t nkeys;
+	uint32_t nchunks;
+	uint32_t nfiles;
+	int64_t mtime_sec;	/* of .metadata (0: parsed from memory) */
+	long mtime_nsec;
+};
+
+/* Facts about m.  Thread-safe. */
+void ckpt_meta_info(const struct ckpt_meta *m, struct ckpt_meta_info *out);
+
+struct ckpt_key_info {
+	const char *fqn;	/* NUL-terminated; borrowed from m */
+	int kind;		/* enum ckpt_kind */
+	int dtype;		/* enum ckpt_dtype (tensors) */
+	unsigned ndim;
+	uint64_t shape[CKPT_MAX_DIMS];	/* global shape */
+	uint64_t numel;
+	uint64_t nbytes;	/* of the global tensor / the blob */
+	uint32_t chunk_first;	/* its chunks: [chunk_first, +nchunks) */
+	uint32_t nchunks;
+};
+
+/* Key i (in metadata order) of m.  Returns 0, or -ENOENT past the end.
+ * Thread-safe. */
+int ckpt_meta_key(const struct ckpt_meta *m, uint32_t i,
+		  struct ckpt_key_info *out);
+
+/* The index of the key named fqn (NUL-terminated) into *i, or -ENOENT. */
+int ckpt_meta_find_key(const struct ckpt_meta *m, const char *fqn,
+		       uint32_t *i);
+
+struct ckpt_chunk_info {
+	uint32_t key;		/* the key that owns it */
+	unsigned ndim;
+	uint64_t offsets[CKPT_MAX_DIMS];	/* in the global tensor */
+	uint64_t sizes[CKPT_MAX_DIMS];
+	bool has_record;	/* false: no bytes (an empty chunk) */
+	uint32_t file;		/* data file index, when has_record */
+	const char *path;	/* its relative path; borrowed from m */
+	uint64_t foff, len;	/* where its bytes lie in that file */
+	bool strided;		/* stored in a non-row-major layout */
+	const char *checksum;	/* "xxh3", "crc32" or NULL: none */
+	uint64_t stored_checksum;	/* the value the metadata gives */
+};
+
+/* Chunk ci of m.  Returns 0, or -ENOENT past the end.  Thread-safe. */
+int ckpt_meta_chunk(const struct ckpt_meta *m, uint32_t ci,
+		    struct ckpt_chunk_info *out);
+
+/* Data file fi: its relative path (borrowed from m) and its size when
+ * validated (0 before ckpt_files_open()).  Returns 0 or -ENOENT. */
+int ckpt_meta_file(const struct ckpt_meta *m, uint32_t fi, const char **path,
+		   uint64_t *size);
+
+/*
+ * Check chunk ci's record against its checksum, reading it with buf
+ * (buflen bytes) as working memory.  Returns 0 when it matches (*got:
+ * bytes read), 1 when it has no checksum, -EBADMSG on a mismatch (*got:
+ * the checksum computed), -EIO when the file cannot give the bytes.
+ * Thread-safe (each caller its own buf).
+ */
+int ckpt_verify_chunk(struct ckpt_meta *m, uint32_t ci, char *buf,
+		      size_t buflen, uint64_t *got);
+
+/* ------------------------------------------------------------------ */
+/* 2-D layouts (TP x DP): a box of the global tensor per parameter */
+
+struct ckpt_layout;
+
+/* Parse a layout file (`PARAM OFFSETS SIZES` lines).  Returns 0 and sets
+ * *out (caller frees with ckpt_layout_free()), or -errno with
+ * "FILE:LINE: reason" in err. */
+int ckpt_layout_load(const char *path, struct ckpt_layout **out, char *err,
+		     size_t errlen);
+void ckpt_layout_free(struct ckpt_layout *l);
+
+/* Bind l's boxes to m's keys (checked against each key's shape).
+ * Returns 0 or -EINVAL naming the line, the key and the problem.  Call
+ * once, before building views with l. */
+int ckpt_layout_bind(struct ckpt_layout *l, const struct ckpt_meta *m,
+		     char *err, size_t errlen);
+
+/* Call fn once for each line of a bound layout that matched no key, with
+ * a one-line message ("FILE:LINE: PARAM matches no key"). */
+void ckpt_layout_unmatched(const struct ckpt_layout *l,
+			   void (*fn)(void *ctx, const char *msg), void *ctx);
+
+/* ------------------------------------------------------------------ */
+/* Views */
+
+struct ckpt_view;	/* immutable once built */
+
+struct ckpt_view_opts {
+	uint32_t world;		/* >= 1 */
+	uint32_t rank;		/* < world; used when nranks == 0 */
+	const uint32_t *ranks;	/* several ranks: distinct, each < world */
+	uint32_t nranks;	/* 0: one rank, no rankN/ directories */
+	const char *prefix;	/* NULL: every key; else first component */
+	const struct ckpt_layout *layout;	/* NULL or bound to the meta */
+	enum ckpt_dtype dtype;	/* CKPT_DTYPE_COUNT: no conversion */
+	bool verify;		/* check each record on its first read */
+	bool npy;		/* tensors as NAME.npy files */
+	bool meta_dir;		/* a .ckptfs/ directory in each tree */
+	const char *source;	/* the checkpoint, for .ckptfs/ files */
+	const char *layout_path;	/* for view.json, or NULL */
+	/* Called once per record found corrupt (verify), with one line
+	 * naming the file, offset and key; may be NULL. */
+	void (*report)(const char *line);
+};
+
+/*
+ * Build the view of m for o: the tree of directories and files, and each
+ * file's geometry (box, size, dtype, npy header, the chunks it touches)
+ * for every rank served.  Two keys needing the same path, or a name longer
+ * than 255 bytes, are an error naming the key(s).  Returns 0 and sets *out
+ * (caller frees with ckpt_view_free(); m and o->layout must outlive it),
+ * or -errno with the reason in err.
+ */
+int ckpt_view_new(struct ckpt_meta *m, const struct ckpt_view_opts *o,
+		  struct ckpt_view **out, char *err, size_t errlen);
+void ckpt_view_free(struct ckpt_view *v);
+
+struct ckpt_view_info {
+	uint32_t world;
+	uint32_t nslots;	/* ranks served (1 without --ranks) */
+	bool multi;		/* rankN/ directories at the root */
+	uint32_t nnodes;	/* per slot; node 0 is the root */
+	uint32_t nfiles;	/* key files per slot */
+	uint64_t total_bytes;	/* of every key file of every slot */
+	bool npy;
+	int dtype;		/* conversion target, or CKPT_DTYPE_COUNT */
+};
+
+void ckpt_view_info(const struct ckpt_view *v, struct ckpt_view_info *out);
+
+/* The rank that slot serves (slot < nslots). */
+uint32_t ckpt_view_slot_rank(const struct ckpt_view *v, uint32_t slot);
+
+/* The meta a view was built from; borrowed. */
+struct ckpt_meta *ckpt_view_meta(const struct ckpt_view *v);
+
+enum ckpt_node_type {
+	CKPT_NODE_DIR,
+	CKPT_NODE_KEY,		/* a state key's file */
+	CKPT_NODE_META,		/* a file of .ckptfs/ */
+};
+
+struct ckpt_node_info {
+	int type;		/* enum ckpt_node_type */
+	uint32_t parent;	/* the root is its own parent */
+	const char *name;	/* NUL-terminated; borrowed from v */
+	uint32_t name_len;
+	uint32_t key;		/* CKPT_NODE_KEY: the meta key; else NONE */
+	uint32_t nchildren;	/* dirs */
+	uint32_t nsubdirs;	/* dirs */
+};
+
+/* Node i (< nnodes) of the tree.  Returns 0 or -ENOENT. */
+int ckpt_view_node(const struct ckpt_view *v, uint32_t i,
+		   struct ckpt_node_info *out);
+
+/* The k-th child of directory node dir (sorted by name), or CKPT_NONE. */
+uint32_t ckpt_view_child(const struct ckpt_view *v, uint32_t dir, uint32_t k);
+
+/* The child of directory node dir called name, or CKPT_NONE. */
+uint32_t ckpt_view_lookup(const struct ckpt_view *v, uint32_t dir,
+			  const char *name);
+
+/* The path of node i from the tree's root ("a/b/c") into out (cap
+ * bytes, NUL-terminated, cut when longer). */
+void ckpt_view_path(const struct ckpt_view *v, uint32_t i, char *out,
+		    size_t cap);
+
+/* Inode numbers: stable small integers.  One slot: node i is inode
+ * i + 1.  Several: inode 1 is the root of the rankN/ directories, 2 + s
+ * is slot s's directory, then every slot's other nodes. */
+uint64_t ckpt_view_ino(const struct ckpt_view *v, uint32_t slot,
+		       uint32_t node);
+/* 0 with *slot and *node set, 1 for the root of rankN/ dirs, or -ENOENT. */
+int ckpt_view_ino_decode(const struct ckpt_view *v, uint64_t ino,
+			 uint32_t *slot, uint32_t *node);
+
+struct ckpt_entry_info {
+	uint32_t key;		/* meta key; CKPT_NONE for .ckptfs/ files */
+	const char *fqn;	/* borrowed from the meta, or NULL */
+	int kind;		/* enum ckpt_kind */
+	int dtype;		/* as shown (after conversion) */
+	int saved_dtype;	/* as stored */
+	unsigned ndim;
+	uint64_t shape[CKPT_MAX_DIMS];		/* this rank's slice */
+	uint64_t global_shape[CKPT_MAX_DIMS];
+	uint64_t offsets[CKPT_MAX_DIMS];	/* slice start, global */
+	uint64_t size;		/* file bytes, header included */
+	uint64_t header;	/* bytes of the .npy header (0: none) */
+	uint32_t nchunks;	/* saved chunks the slice touches */
+};
+
+/* What file node shows to slot's rank: decided when the view was
+ * built.  Returns 0, or -EISDIR / -ENOENT. */
+int ckpt_view_entry(const struct ckpt_view *v, uint32_t slot, uint32_t node,
+		    struct ckpt_entry_info *out);
+
+/* Bytes of file node for slot into *size (0 for directories).  Returns
+ * 0, -ENOENT, or -ENOMEM when a .ckptfs/ file could not be built (nothing
+ * is cached: the next call tries again). */
+int ckpt_view_size(const struct ckpt_view *v, uint32_t slot, uint32_t node,
+		   uint64_t *size);
+
+/* The saved chunks file node's slice touches for slot, ascending:
+ * *chunks is borrowed from v.  Returns their count. */
+uint32_t ckpt_view_chunks(const struct ckpt_view *v, uint32_t slot,
+			  uint32_t node, const uint32_t **chunks);
+
+/*
+ * Extended attributes of file node for slot: user.ckptfs.fqn, .kind
+ * ("tensor" or "bytes"), and for tensors .dtype (after conversion),
+ * .shape, .global_shape and .offsets, dims comma-separated.
+ * ckpt_view_xattr() writes name's value into buf (not NUL-terminated) and
+ * returns its length, even when longer than cap (buf then holds a
+ * prefix); -ENODATA when there is none.  ckpt_view_xattr_list() does the
+ * same for the NUL-separated list of names.
+ */
+int ckpt_view_xattr(const struct ckpt_view *v, uint32_t slot, uint32_t node,
+		    const char *name, char *buf, size_t cap);
+int ckpt_view_xattr_list(const struct ckpt_view *v, uint32_t node, char *buf,
+			 size_t cap);
+
+/* ------------------------------------------------------------------ */
+/* Reading */
+
+/* Per-thread working memory for reads: caller frees with
+ * ckpt_scratch_free().  NULL on out of memory. */
+struct ckpt_scratch *ckpt_scratch_new(void);
+void ckpt_scratch_free(struct ckpt_scratch *s);
+
+/*
+ * Read up to len bytes of file node, as slot's rank sees it, at off into
+ * buf; *got is how many (0 at or past the end).  s is the calling
+ * thread's scratch.  Returns 0, -ENOMEM, -EISDIR, or -EIO when a data
+ * file cannot give every byte asked for (or a record fails -o verify);
+ * then ckpt_last_error() names the file, offset and key.  Thread-safe
+ * with one scratch per thread.
+ */
+int ckpt_view_read(const struct ckpt_view *v, uint32_t slot, uint32_t node,
+		   uint64_t off, size_t len, void *buf, size_t *got,
+		   struct ckpt_scratch *s);
+
+/* The reason for the calling thread's last failed read, "" when none.
+ * Borrowed; valid until the thread's next read. */
+const char *ckpt_last_error(void);
+
+/* One run of a read plan: len bytes of data file `file` at foff, from
+ * saved chunk `chunk`. */
+struct ckpt_read_run {
+	uint32_t chunk;
+	uint32_t file;
+	uint64_t foff;
+	uint64_t len;
+};
+
+/*
+ * Plan bytes [off, off + len) of key file node's data (no npy header, no
+ * conversion) for slot: call fn for each run, in the order the bytes
+ * appear in the file.  fn returns 0 to go on, anything else to stop (then
+ * returned).  Returns 0, -EISDIR, or fn's value.
+ */
+int ckpt_view_plan(const struct ckpt_view *v, uint32_t slot, uint32_t node,
+		   uint64_t off, uint64_t len,
+		   int (*fn)(void *ctx, const struct ckpt_read_run *run),
+		   void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

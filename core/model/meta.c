@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/* The checkpoint model's lookups and its release: see meta.h. */
+#include "model/meta.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void ckpt_meta_free(struct ckpt_meta *m)
+{
+	uint32_t i;
+
+	if (!m)
+		return;
+	for (i = 0; i < m->nfiles; i++) {
+		if (m->files[i].fd >= 0)
+			close(m->files[i].fd);
+	}
+	if (m->dirfd >= 0) {
+		close(m->dirfd);
+		pthread_mutex_destroy(&m->fds.lock);
+	}
+	ckpt_strtab_destroy(&m->by_fqn);
+	free(m->entries);
+	free(m->chunks);
+	free(m->dims);
+	free(m->comps);
+	free(m->files);
+	free(m->strings);
+	free(m->dir);
+	free(m->meta_path);
+	free(m);
+}
+
+const struct ckpt_entry *ckpt_meta_chunk_entry(const struct ckpt_meta *m,
+					       uint32_t ci)
+{
+	uint32_t lo = 0, hi = m->nentries;
+
+	/* The last entry starting at or before ci: an entry without chunks
+	 * shares its start with the next, which comes later. */
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (m->entries[mid].chunk_first <= ci)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return &m->entries[lo];
+}
+
+const struct ckpt_entry *ckpt_meta_find(const struct ckpt_meta *m,
+					const char *fqn, size_t len)
+{
+	uint32_t i;
+
+	if (!m->by_fqn.slots)
+		return NULL;
+	i = ckpt_strtab_find(&m->by_fqn, 0, fqn, len);
+	return i == UINT32_MAX ? NULL : &m->entries[i];
+}
+
+const char *ckpt_version(void)
+{
+	return CKPT_LIB_VERSION;
+}
+
+void ckpt_meta_info(const struct ckpt_meta *m, struct ckpt_meta_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->dir = m->dir;
+	out->meta_path = m->meta_path;
+	out->format = m->origin == CKPT_ORIGIN_NATIVE ? CKPT_FORMAT_NAME :
+		      m->origin == CKPT_ORIGIN_TORCH ?
+		      "torch-dcp (PyTorch distributed checkpoint, indexed now)" :
+		      "torch-dcp (PyTorch distributed checkpoint, via its " CKPT_INDEX_NAME ")";
+	out->version = m->version;
+	out->origin = m->origin;
+	out->nkeys = m->nentries;
+	out->nchunks = m->nchunks;
+	out->nfiles = m->nfiles;
+	out->mtime_sec = m->mtime.tv_sec;
+	out->mtime_nsec = m->mtime.tv_nsec;
+}
+
+int ckpt_meta_key(const struct ckpt_meta *m, uint32_t i,
+		  struct ckpt_key_info *out)
+{
+	const struct ckpt_entry *e;
+
+	memset(out, 0, sizeof(*out));
+	if (i >= m->nentries)
+		return -ENOENT;
+	e = &m->entries[i];
+	out->fqn = ckpt_entry_fqn(m, e);
+	out->kind = e->kind;
+	out->dtype = e->kind == CKPT_KIND_TENSOR ? e->dtype : CKPT_DTYPE_COUNT;
+	out->ndim = e->ndim;
+	memcpy(out->shape, ckpt_entry_shape(m, e), e->ndim * sizeof(uint64_t));
+	out->numel = e->numel;
+	out->nbytes = e->nbytes;
+	out->chunk_first = e->chunk_first;
+	out->nchunks = e->nchunks;
+	return 0;
+}
+
+int ckpt_meta_find_key(const struct ckpt_meta *m, const char *fqn,
+		       uint32_t *i)
+{
+	const struct ckpt_entry *e = ckpt_meta_find(m, fqn, strlen(fqn));
+
+	if (!e)
+		return -ENOENT;
+	*i = (uint32_t)(e - m->entries);
+	return 0;
+}
+
+int ckpt_meta_chunk(const struct ckpt_meta *m, uint32_t ci,
+		    struct ckpt_chunk_info *out)
+{
+	const struct ckpt_entry *e;
+	const struct ckpt_chunk *c;
+
+	memset(out, 0, sizeof(*out));
+	if (ci >= m->nchunks)
+		return -ENOENT;
+	c = &m->chunks[ci];
+	e = ckpt_meta_chunk_entry(m, ci);
+	out->key = (uint32_t)(e - m->entries);
+	out->ndim = e->ndim;
+	memcpy(out->offsets, ckpt_chunk_offsets(m, c),
+	       e->ndim * sizeof(uint64_t));
+	memcpy(out->sizes, ckpt_chunk_sizes(m, e, c),
+	       e->ndim * sizeof(uint64_t));
+	out->has_record = c->file != CKPT_NONE;
+	out->file = c->file;
+	out->path = out->has_record ? m->strings + m->files[c->file].path : NULL;
+	out->foff = c->foff;
+	out->len = c->len;
+	out->strided = c->strides_at != CKPT_NONE;
+	out->checksum = c->has_xxh3 ? "xxh3" : c->has_crc32 ? "crc32" : NULL;
+	out->stored_checksum = c->has_xxh3 ? c->xxh3 : c->crc32;
+	return 0;
+}
+
+int ckpt_meta_file(const struct ckpt_meta *m, uint32_t fi, const char **path,
+		   uint64_t *size)
+{
+	if (fi >= m->nfiles)
+		return -ENOENT;
+	*path = m->strings + m->files[fi].path;
+	*size = m->files[fi].size;
+	return 0;
+}

@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The checkpoint model: keys (entries), their saved chunks, and the data
+ * files holding the chunks' bytes, parsed from `.metadata` (format
+ * "tensorplay-dcp", version 1) and validated.  Everything is kept in a few
+ * flat arrays indexed by uint32, so a checkpoint with a million chunks
+ * costs tens of megabytes, not a pointer forest.
+ *
+ * A meta is immutable once opened: any number of threads may read it.
+ */
+#ifndef CKPT_META_H
+#define CKPT_META_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "ckptfs.h"
+#include "common/dtype.h"
+#include "common/strtab.h"
+
+#define CKPT_META_MAX_BYTES ((size_t)512 << 20)	/* .metadata size cap */
+#define CKPT_LIB_VERSION "0.5.0"
+#define CKPT_FORMAT_NAME "tensorplay-dcp"
+#define CKPT_FORMAT_VERSION 1
+#define CKPT_INDEX_NAME ".ckptfs-index"	/* `ckptfs index`'s default output */
+
+/* One saved chunk of a tensor (or the single record of a bytes entry). */
+struct ckpt_chunk {
+	uint32_t dims_at;	/* offsets at meta->dims[dims_at],
+				 * sizes at meta->dims[dims_at + ndim] */
+	uint32_t file;		/* meta->files index; CKPT_NONE = no record */
+	uint32_t strides_at;	/* element strides at meta->dims[strides_at];
+				 * CKPT_NONE: row-major (the usual case) */
+	uint32_t crc32;		/* valid when has_crc32 */
+	uint64_t foff;		/* first byte of the chunk in that file */
+	uint64_t len;		/* its byte length */
+	uint64_t xxh3;		/* valid when has_xxh3 */
+	bool has_xxh3;
+	bool has_crc32;		/* CRC-32 of the record (torch's zip CRC) */
+};
+
+/* One state key. */
+struct ckpt_entry {
+	uint32_t fqn;		/* NUL-terminated, at meta->strings + fqn */
+	uint32_t fqn_len;
+	uint8_t kind;		/* enum ckpt_kind */
+	uint8_t dtype;		/* enum ckpt_dtype, tensors only */
+	uint8_t ndim;
+	bool requires_grad;
+	uint32_t size_at;	/* global shape at meta->dims[size_at] */
+	uint32_t chunk_first;	/* chunks, sorted by offsets */
+	uint32_t nchunks;
+	uint32_t comp_first;	/* planner_data path, in meta->comps */
+	uint32_t ncomps;	/* 0: none given, split the FQN on '.' */
+	uint64_t numel;		/* elements of the global tensor */
+	uint64_t nbytes;	/* bytes of the global tensor / bytes record */
+};
+
+/* A planner_data path component. */
+struct ckpt_comp {
+	uint32_t str;		/* at meta->strings + str, NUL-terminated */
+	uint32_t len;
+};
+
+/* A data file named by at least one record. */
+struct ckpt_file {
+	uint32_t path;		/* relative path, at meta->strings + path */
+	uint32_t need_entry;	/* the entry whose record ends last ... */
+	uint64_t need;		/* ... and where: the size the file needs */
+	uint64_t size;		/* its size when validated */
+	uint64_t dev, ino;	/* its identity when validated */
+	/* The fd cache (core/datafiles.c); guarded by meta->fds.lock unless
+	 * every file stays open (fds.pinned). */
+	int fd;			/* -1 when not open */
+	uint32_t refs;		/* readers using fd now */
+	uint32_t lru_prev, lru_next;	/* CKPT_NONE-terminated */
+};
+
+/* The bounded cache of open data files. */
+struct ckpt_fdcache {
+	pthread_mutex_t lock;
+	bool pinned;		/* all files open for good: no locking */
+	bool follow_symlinks;
+	uint32_t cap;		/* most files open at once */
+	uint32_t nopen;		/* guarded by lock */
+	uint32_t lru_head, lru_tail;	/* most / least recently used */
+};
+
+struct ckpt_meta {
+	char *dir;		/* the checkpoint directory, as given */
+	char *meta_path;	/* dir + "/.metadata", used in messages */
+	uint64_t version;
+	uint8_t origin;		/* enum ckpt_origin */
+	struct timespec mtime;	/* of .metadata */
+	int dirfd;		/* -1 until ckpt_files_open() */
+	struct ckpt_fdcache fds;
+
+	struct ckpt_entry *entries;	/* in metadata order */
+	uint32_t nentries;
+	struct ckpt_chunk *chunks;
+	uint32_t nchunks;
+	uint64_t *dims;
+	uint32_t ndims;
+	struct ckpt_comp *comps;
+	uint32_t ncomps;
+	struct ckpt_file *files;
+	uint32_t nfiles;
+	char *strings;
+	size_t strings_len;
+
+	struct ckpt_strtab by_fqn;	/* FQN -> entry */
+};
+
+/*
+ * Read, parse and validate dir/.metadata: the native msgpack format, or a
+ * PyTorch distributed checkpoint's pickle, which is indexed (see
+ * torch_index.h) unless a current index exists.  Data files are opened
+ * only to index a torch checkpoint; see ckpt_files_open().  o may be NULL.
+ * Returns 0 and sets *out (caller frees with ckpt_meta_free()), or -errno
+ * with the reason in err.
+ */
+int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
+			struct ckpt_meta **out, char *err, size_t errlen);
+int ckpt_meta_open(const char *dir, struct ckpt_meta **out, char *err,
+		   size_t errlen);
+
+/*
+ * Index the torch checkpoint in dir: the native image `ckptfs index`
+ * writes, validated.  Returns 0 and sets *img (caller frees), *imglen and
+ * *parsed, the image parsed (caller frees with ckpt_meta_free(); its
+ * dir is not set and its data files are not opened), or -errno (-EINVAL
+ * for a checkpoint that is already native).
+ */
+int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
+			  size_t *imglen, struct ckpt_meta **parsed, char *err,
+			  size_t errlen);
+
+/*
+ * Parse and validate a metadata image already in memory (the fuzz and unit
+ * tests' entry point).  name is used in messages.  The buffer is not kept.
+ * Returns 0 and sets *out (caller frees with ckpt_meta_free()), or -errno.
+ */
+int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
+		    struct ckpt_meta **out, char *err, size_t errlen);
+
+/* Close the data files and free everything.  Accepts NULL. */
+void ckpt_meta_free(struct ckpt_meta *m);
+
+/* Find an entry by FQN; NULL when absent.  Borrowed from m. */
+const struct ckpt_entry *ckpt_meta_find(const struct ckpt_meta *m,
+					const char *fqn, size_t len);
+
+/* The entry that owns chunk ci (chunk ranges follow entry order).
+ * Borrowed from m. */
+const struct ckpt_entry *ckpt_meta_chunk_entry(const struct ckpt_meta *m,
+					       uint32_t ci);
+
+static inline const char *ckpt_entry_fqn(const struct ckpt_meta *m,
+					 const struct ckpt_entry *e)
+{
+	return m->strings + e->fqn;
+}
+
+static inline const uint64_t *ckpt_entry_shape(const struct ckpt_meta *m,
+					       const struct ckpt_entry *e)
+{
+	return m->dims + e->size_at;
+}
+
+static inline const uint64_t *ckpt_chunk_offsets(const struct ckpt_meta *m,
+						 const struct ckpt_chunk *c)
+{
+	return m->dims + c->dims_at;
+}
+
+/* A strided chunk's element strides; NULL when it is row-major. */
+static inline const uint64_t *ckpt_chunk_strides(const struct ckpt_meta *m,
+						 const struct ckpt_chunk *c)
+{
+	return c->strides_at == CKPT_NONE ? NULL : m->dims + c->strides_at;
+}
+
+static inline const uint64_t *ckpt_chunk_sizes(const struct ckpt_meta *m,
+					       const struct ckpt_entry *e,
+					       const struct ckpt_chunk *c)
+{
+	return m->dims + c->dims_at + e->ndim;
+}
+
+#endif

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Read planning: a byte range of a view file, mapped onto the saved chunks
+ * as a sequence of (data file, offset, length) runs.  The work is per run,
+ * never per element: each run is the longest stretch that is contiguous
+ * both in the view and in one chunk's storage.
+ */
+#ifndef CKPT_PLAN_H
+#define CKPT_PLAN_H
+
+#include <stdint.h>
+
+#include "model/meta.h"
+#include "plan/reshard.h"
+
+struct ckpt_run {
+	uint32_t chunk;		/* meta->chunks index */
+	uint32_t file;		/* meta->files index */
+	uint64_t foff;		/* offset in the data file */
+	uint64_t len;		/* bytes */
+};
+
+/* Iterator state; caller-owned storage, no heap. */
+struct ckpt_planner {
+	const struct ckpt_meta *m;
+	const struct ckpt_entry *e;
+	const struct ckpt_box *box;	/* borrowed; unused for bytes */
+	uint64_t pos, end;		/* byte range left to plan */
+	uint32_t hint;			/* chunk of the last run */
+};
+
+/*
+ * Plan bytes [off, off+len) of entry e's view (box, for tensors), clipped
+ * to the view's size.  m, e and box are borrowed and must outlive p.
+ */
+void ckpt_planner_init(struct ckpt_planner *p, const struct ckpt_meta *m,
+		       const struct ckpt_entry *e, const struct ckpt_box *box,
+		       uint64_t off, uint64_t len);
+
+/*
+ * The next run, in view order.  Returns 1 with *run set, 0 at the end, or
+ * -EIO when no chunk covers a coordinate (impossible after validation).
+ */
+int ckpt_planner_next(struct ckpt_planner *p, struct ckpt_run *run);
+
+#endif

@@ -1,0 +1,653 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The strict pickle machine (see pickle.h).  Opcodes outside the table in
+ * step() are refused by name and byte offset; so are globals outside the
+ * caller's table.  Every length and index read from the input is checked
+ * against what remains before it is used.
+ */
+#include "torch/pickle.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/errbuf.h"
+
+#define ARENA_BLOCK ((size_t)1 << 20)
+#define ARENA_MIN_CAP ((size_t)64 << 20)	/* arena cap: max(this, ... */
+#define ARENA_PER_BYTE 64			/* ... input bytes * this) */
+
+struct pk_block {
+	struct pk_block *next;
+	size_t used, size;
+	max_align_t data[];
+};
+
+struct pk_arena {
+	struct pk_block *head;
+	size_t total, cap;
+	bool capped;		/* an allocation hit cap */
+};
+
+struct machine {
+	const uint8_t *buf, *p, *end;
+	const char *name;
+	const struct pk_global *table;
+	size_t ntable;
+	struct pk_arena *a;
+	struct pk_value **stack;
+	size_t sp, stack_cap;
+	size_t *marks;
+	size_t nmarks, marks_cap;
+	struct pk_value **memo;
+	size_t nmemo, memo_cap;
+	size_t op_at;		/* offset of the current opcode */
+	uint8_t op;
+	char *err;
+	size_t errlen;
+};
+
+static void *arena_alloc(struct pk_arena *a, size_t size)
+{
+	struct pk_block *b = a->head;
+	void *p;
+
+	size = (size + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
+	if (!b || b->size - b->used < size) {
+		size_t bs = size > ARENA_BLOCK ? size : ARENA_BLOCK;
+
+		if (a->total + bs > a->cap) {
+			a->capped = true;
+			return NULL;
+		}
+		b = malloc(sizeof(*b) + bs);
+		if (!b)
+			return NULL;
+		b->next = a->head;
+		b->used = 0;
+		b->size = bs;
+		a->head = b;
+		a->total += bs;
+	}
+	p = (char *)b->data + b->used;
+	b->used += size;
+	return p;
+}
+
+void pk_free(struct pk_arena *a)
+{
+	struct pk_block *b, *next;
+
+	if (!a)
+		return;
+	for (b = a->head; b; b = next) {
+		next = b->next;
+		free(b);
+	}
+	free(a);
+}
+
+static const char *op_name(uint8_t op)
+{
+	static const struct {
+		uint8_t op;
+		const char *name;
+	} names[] = {
+		{ 0x80, "PROTO" }, { 0x95, "FRAME" }, { '.', "STOP" },
+		{ '(', "MARK" }, { 0x94, "MEMOIZE" }, { 'q', "BINPUT" },
+		{ 'r', "LONG_BINPUT" }, { 'h', "BINGET" },
+		{ 'j', "LONG_BINGET" }, { 0x8c, "SHORT_BINUNICODE" },
+		{ 'X', "BINUNICODE" }, { 0x8d, "BINUNICODE8" },
+		{ 'K', "BININT1" }, { 'M', "BININT2" }, { 'J', "BININT" },
+		{ 0x8a, "LONG1" }, { 'N', "NONE" }, { 0x89, "NEWFALSE" },
+		{ 0x88, "NEWTRUE" }, { ')', "EMPTY_TUPLE" },
+		{ 0x85, "TUPLE1" }, { 0x86, "TUPLE2" }, { 0x87, "TUPLE3" },
+		{ 't', "TUPLE" }, { ']', "EMPTY_LIST" }, { 'a', "APPEND" },
+		{ 'e', "APPENDS" }, { '}', "EMPTY_DICT" }, { 's', "SETITEM" },
+		{ 'u', "SETITEMS" }, { 0x93, "STACK_GLOBAL" },
+		{ 'c', "GLOBAL" }, { 0x81, "NEWOBJ" }, { 'R', "REDUCE" },
+		{ 'b', "BUILD" }, { 'Q', "BINPERSID" },
+		/* Refused, named for the message. */
+		{ 'i', "INST" }, { 'o', "OBJ" }, { 0x82, "EXT1" },
+		{ 0x83, "EXT2" }, { 0x84, "EXT4" }, { 'P', "PERSID" },
+		{ 0x92, "NEWOBJ_EX" }, { 'G', "BINFLOAT" },
+		{ 'B', "BINBYTES" }, { 'C', "SHORT_BINBYTES" },
+		{ 0x8e, "BINBYTES8" }, { 0x96, "BYTEARRAY8" },
+		{ 0x97, "NEXT_BUFFER" }, { 0x98, "READONLY_BUFFER" },
+		{ 0x8f, "EMPTY_SET" }, { 0x90, "ADDITEMS" },
+		{ 0x91, "FROZENSET" }, { '0', "POP" }, { '1', "POP_MARK" },
+		{ '2', "DUP" }, { 'S', "STRING" }, { 'V', "UNICODE" },
+		{ 'I', "INT" }, { 'L', "LONG" }, { 'F', "FLOAT" },
+		{ 'l', "LIST" }, { 'd', "DICT" }, { 'g', "GET" },
+		{ 'p', "PUT" }, { 0x8b, "LONG4" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (names[i].op == op)
+			return names[i].name;
+	}
+	return "unknown";
+}
+
+static int fail(struct machine *mc, int rc, const char *what)
+{
+	return ckpt_errf(mc->err, mc->errlen, rc,
+			 "%s: pickle opcode %s (0x%02x) at byte %zu: %s",
+			 mc->name, op_name(mc->op), mc->op, mc->op_at, what);
+}
+
+static int oom(struct machine *mc)
+{
+	if (mc->a->capped)
+		return fail(mc, -E2BIG, "pickle builds too many objects for its size");
+	return fail(mc, -ENOMEM, "out of memory");
+}
+
+static int take(struct machine *mc, size_t n, const uint8_t **out)
+{
+	if ((size_t)(mc->end - mc->p) < n)
+		return fail(mc, -EINVAL, "truncated pickle");
+	*out = mc->p;
+	mc->p += n;
+	return 0;
+}
+
+static uint64_t le(const uint8_t *p, unsigned n)
+{
+	uint64_t v = 0;
+
+	while (n--)
+		v = v << 8 | p[n];
+	return v;
+}
+
+static struct pk_value *new_value(struct machine *mc, enum pk_type t)
+{
+	struct pk_value *v = arena_alloc(mc->a, sizeof(*v));
+
+	if (v) {
+		memset(v, 0, sizeof(*v));
+		v->type = (uint8_t)t;
+	}
+	return v;
+}
+
+static int push(struct machine *mc, struct pk_value *v)
+{
+	if (!v)
+		return oom(mc);
+	if (mc->sp == mc->stack_cap) {
+		size_t ncap = mc->stack_cap ? mc->stack_cap * 2 : 64;
+		struct pk_value **ns;
+
+		/* Every push consumed at least one input byte. */
+		if (ncap > (size_t)(mc->end - mc->buf) + 64)
+			ncap = (size_t)(mc->end - mc->buf) + 64;
+		if (ncap <= mc->sp)
+			return fail(mc, -EINVAL, "stack overflow");
+		ns = realloc(mc->stack, ncap * sizeof(*ns));
+		if (!ns)
+			return oom(mc);
+		mc->stack = ns;
+		mc->stack_cap = ncap;
+	}
+	mc->stack[mc->sp++] = v;
+	return 0;
+}
+
+/* The stack floor: values above the innermost MARK are not below it. */
+static size_t floor_sp(const struct machine *mc)
+{
+	return mc->nmarks ? mc->marks[mc->nmarks - 1] : 0;
+}
+
+static int pop(struct machine *mc, struct pk_value **v)
+{
+	if (mc->sp <= floor_sp(mc))
+		return fail(mc, -EINVAL, "stack underflow");
+	*v = mc->stack[--mc->sp];
+	return 0;
+}
+
+static int pop_mark(struct machine *mc, size_t *at)
+{
+	if (!mc->nmarks)
+		return fail(mc, -EINVAL, "no MARK to pop");
+	*at = mc->marks[--mc->nmarks];
+	return 0;
+}
+
+/* A new tuple or list of stack[from, sp), popped. */
+static int collect(struct machine *mc, enum pk_type t, size_t from)
+{
+	size_t n = mc->sp - from;
+	struct pk_value *v = new_value(mc, t);
+
+	if (!v)
+		return oom(mc);
+	if (n) {
+		v->u.items = arena_alloc(mc->a, n * sizeof(*v->u.items));
+		if (!v->u.items)
+			return oom(mc);
+		memcpy(v->u.items, mc->stack + from, n * sizeof(*v->u.items));
+	}
+	v->n = v->cap = (uint32_t)n;
+	mc->sp = from;
+	return push(mc, v);
+}
+
+/* Append stack[from, sp) to the list or dict below from, and pop them. */
+static int extend(struct machine *mc, size_t from, enum pk_type want)
+{
+	size_t n = mc->sp - from, need;
+	struct pk_value *c;
+
+	if (from == 0 || from <= floor_sp(mc))
+		return fail(mc, -EINVAL, "stack underflow");
+	c = mc->stack[from - 1];
+	if (c->type != want)
+		return fail(mc, -EINVAL, want == PK_LIST ?
+			    "APPEND to something not a list" :
+			    "SETITEM on something not a dict");
+	if (want == PK_DICT && n % 2)
+		return fail(mc, -EINVAL, "odd number of dict items");
+	if (n == 0)	/* an empty APPENDS / SETITEMS batch */
+		return 0;
+	need = (size_t)c->n + n;
+	if (need > UINT32_MAX / 2)
+		return fail(mc, -E2BIG, "container too large");
+	if (need > c->cap) {
+		size_t ncap = c->cap ? (size_t)c->cap * 2 : 4;
+		struct pk_value **ni;
+
+		while (ncap < need)
+			ncap *= 2;
+		ni = arena_alloc(mc->a, ncap * sizeof(*ni));
+		if (!ni)
+			return oom(mc);
+		if (c->n)
+			memcpy(ni, c->u.items, c->n * sizeof(*ni));
+		c->u.items = ni;
+		c->cap = (uint32_t)ncap;
+	}
+	memcpy(c->u.items + c->n, mc->stack + from, n * sizeof(*c->u.items));
+	c->n = (uint32_t)need;
+	mc->sp = from;
+	return 0;
+}
+
+static int global(struct machine *mc, const char *mod, size_t mlen,
+		  const char *name, size_t nlen)
+{
+	struct pk_value *v;
+	size_t i;
+
+	for (i = 0; i < mc->ntable; i++) {
+		const struct pk_global *g = &mc->table[i];
+		size_t gl = strlen(g->module);
+
+		if (strlen(g->name) != nlen || memcmp(g->name, name, nlen))
+			continue;
+		if (gl && g->module[gl - 1] == '*') {
+			if (mlen < gl - 1 || memcmp(g->module, mod, gl - 1))
+				continue;
+		} else if (gl != mlen || memcmp(g->module, mod, mlen)) {
+			continue;
+		}
+		v = new_value(mc, PK_GLOBAL);
+		if (!v)
+			return oom(mc);
+		v->u.global = g->id;
+		return push(mc, v);
+	}
+	return ckpt_errf(mc->err, mc->errlen, -EINVAL,
+			 "%s: pickle at byte %zu names global '%.*s.%.*s', which is not allowed",
+			 mc->name, mc->op_at, (int)(mlen > 100 ? 100 : mlen),
+			 mod, (int)(nlen > 100 ? 100 : nlen), name);
+}
+
+static int call(struct machine *mc, int id_from_persid)
+{
+	struct pk_value *args = NULL, *fn = NULL, *v;
+	int rc;
+
+	rc = pop(mc, &args);
+	if (rc)
+		return rc;
+	v = new_value(mc, PK_CALL);
+	if (!v)
+		return oom(mc);
+	if (id_from_persid) {
+		v->u.call.id = PK_PERSID_ID;
+	} else {
+		rc = pop(mc, &fn);
+		if (rc)
+			return rc;
+		if (fn->type != PK_GLOBAL)
+			return fail(mc, -EINVAL, "calls something not an allowed global");
+		if (args->type != PK_TUPLE)
+			return fail(mc, -EINVAL, "arguments are not a tuple");
+		v->u.call.id = fn->u.global;
+	}
+	v->u.call.args = args;
+	return push(mc, v);
+}
+
+static int memo_put(struct machine *mc, uint64_t idx)
+{
+	if (mc->sp <= floor_sp(mc))
+		return fail(mc, -EINVAL, "memoizing an empty stack");
+	/* A memo slot per opcode executed at most: bounded by the input. */
+	if (idx > (uint64_t)(mc->p - mc->buf))
+		return fail(mc, -EINVAL, "memo index out of range");
+	if (idx >= mc->memo_cap) {
+		size_t ncap = mc->memo_cap ? mc->memo_cap : 64;
+		struct pk_value **nm;
+
+		while (ncap <= idx)
+			ncap *= 2;
+		nm = realloc(mc->memo, ncap * sizeof(*nm));
+		if (!nm)
+			return oom(mc);
+		memset(nm + mc->memo_cap, 0,
+		       (ncap - mc->memo_cap) * sizeof(*nm));
+		mc->memo = nm;
+		mc->memo_cap = ncap;
+	}
+	mc->memo[idx] = mc->stack[mc->sp - 1];
+	if (idx >= mc->nmemo)
+		mc->nmemo = idx + 1;
+	return 0;
+}
+
+static int memo_get(struct machine *mc, uint64_t idx)
+{
+	if (idx >= mc->nmemo || !mc->memo[idx]) {
+		char what[64];
+
+		snprintf(what, sizeof(what), "memo index %llu is not set",
+			 (unsigned long long)idx);
+		return fail(mc, -EINVAL, what);
+	}
+	return push(mc, mc->memo[idx]);
+}
+
+static int push_int(struct machine *mc, enum pk_type t, int64_t i)
+{
+	struct pk_value *v = new_value(mc, t);
+
+	if (v)
+		v->u.i = i;
+	return push(mc, v);
+}
+
+static int push_str(struct machine *mc, unsigned lenbytes)
+{
+	const uint8_t *q = NULL, *s = NULL;
+	struct pk_value *v;
+	uint64_t n;
+	int rc;
+
+	rc = take(mc, lenbytes, &q);
+	if (rc)
+		return rc;
+	n = le(q, lenbytes);
+	if (n > (uint64_t)(mc->end - mc->p) || n > UINT32_MAX)
+		return fail(mc, -EINVAL, "string runs past the end");
+	rc = take(mc, (size_t)n, &s);
+	if (rc)
+		return rc;
+	v = new_value(mc, PK_STR);
+	if (!v)
+		return oom(mc);
+	v->u.str.s = (const char *)s;
+	v->u.str.len = (uint32_t)n;
+	return push(mc, v);
+}
+
+/* GLOBAL's "module\nname\n" text arguments. */
+static int read_line(struct machine *mc, const char **s, size_t *len)
+{
+	const uint8_t *nl = memchr(mc->p, '\n', (size_t)(mc->end - mc->p));
+
+	if (!nl)
+		return fail(mc, -EINVAL, "unterminated GLOBAL name");
+	*s = (const char *)mc->p;
+	*len = (size_t)(nl - mc->p);
+	mc->p = nl + 1;
+	return 0;
+}
+
+/* Execute one opcode.  Returns 1 at STOP, 0 to go on, or -errno. */
+static int step(struct machine *mc, struct pk_value **root)
+{
+	const uint8_t *q = NULL;
+	struct pk_value *a = NULL, *b = NULL;
+	const char *s1 = NULL, *s2 = NULL;
+	size_t l1 = 0, l2 = 0, at = 0;
+	int rc;
+
+	mc->op_at = (size_t)(mc->p - mc->buf);
+	rc = take(mc, 1, &q);
+	if (rc)
+		return fail(mc, -EINVAL, "pickle ends without STOP");
+	mc->op = q[0];
+	switch (mc->op) {
+	case 0x80:	/* PROTO */
+		if ((rc = take(mc, 1, &q)))
+			return rc;
+		if (q[0] < 2 || q[0] > 5)
+			return fail(mc, -EINVAL, "unsupported protocol");
+		return 0;
+	case 0x95:	/* FRAME: a hint; the frame must fit */
+		if ((rc = take(mc, 8, &q)))
+			return rc;
+		if (le(q, 8) > (uint64_t)(mc->end - mc->p))
+			return fail(mc, -EINVAL, "frame runs past the end");
+		return 0;
+	case '.':	/* STOP */
+		if (mc->nmarks || mc->sp != 1)
+			return fail(mc, -EINVAL, "stack not a single value at STOP");
+		*root = mc->stack[0];
+		return 1;
+	case '(':	/* MARK */
+		if (mc->nmarks == mc->marks_cap) {
+			size_t ncap = mc->marks_cap ? mc->marks_cap * 2 : 16;
+			size_t *nm = realloc(mc->marks, ncap * sizeof(*nm));
+
+			if (!nm)
+				return oom(mc);
+			mc->marks = nm;
+			mc->marks_cap = ncap;
+		}
+		mc->marks[mc->nmarks++] = mc->sp;
+		return 0;
+	case 0x94:	/* MEMOIZE */
+		return memo_put(mc, mc->nmemo);
+	case 'q':
+		if ((rc = take(mc, 1, &q)))
+			return rc;
+		return memo_put(mc, q[0]);
+	case 'r':
+		if ((rc = take(mc, 4, &q)))
+			return rc;
+		return memo_put(mc, le(q, 4));
+	case 'h':
+		if ((rc = take(mc, 1, &q)))
+			return rc;
+		return memo_get(mc, q[0]);
+	case 'j':
+		if ((rc = take(mc, 4, &q)))
+			return rc;
+		return memo_get(mc, le(q, 4));
+	case 0x8c:
+		return push_str(mc, 1);
+	case 'X':
+		return push_str(mc, 4);
+	case 0x8d:
+		return push_str(mc, 8);
+	case 'K':
+		if ((rc = take(mc, 1, &q)))
+			return rc;
+		return push_int(mc, PK_INT, q[0]);
+	case 'M':
+		if ((rc = take(mc, 2, &q)))
+			return rc;
+		return push_int(mc, PK_INT, (int64_t)le(q, 2));
+	case 'J':
+		if ((rc = take(mc, 4, &q)))
+			return rc;
+		return push_int(mc, PK_INT, (int32_t)(uint32_t)le(q, 4));
+	case 0x8a: {	/* LONG1: little-endian two's complement */
+		uint64_t v;
+		unsigned n;
+
+		if ((rc = take(mc, 1, &q)))
+			return rc;
+		n = q[0];
+		if (n > 8)
+			return fail(mc, -EINVAL, "integer wider than 64 bits");
+		if ((rc = take(mc, n, &q)))
+			return rc;
+		v = le(q, n);
+		if (n && n < 8 && (q[n - 1] & 0x80))
+			v |= ~(uint64_t)0 << (8 * n);
+		return push_int(mc, PK_INT, (int64_t)v);
+	}
+	case 'N':
+		return push(mc, new_value(mc, PK_NONE));
+	case 0x89:
+	case 0x88:
+		return push_int(mc, PK_BOOL, mc->op == 0x88);
+	case ')':
+		return collect(mc, PK_TUPLE, mc->sp);
+	case 0x85:
+	case 0x86:
+	case 0x87:
+		l1 = (size_t)(mc->op - 0x84);
+		if (mc->sp < floor_sp(mc) + l1)
+			return fail(mc, -EINVAL, "stack underflow");
+		return collect(mc, PK_TUPLE, mc->sp - l1);
+	case 't':
+		if ((rc = pop_mark(mc, &at)))
+			return rc;
+		return collect(mc, PK_TUPLE, at);
+	case ']':
+		return push(mc, new_value(mc, PK_LIST));
+	case '}':
+		return push(mc, new_value(mc, PK_DICT));
+	case 'a':
+		if (mc->sp < floor_sp(mc) + 2)
+			return fail(mc, -EINVAL, "stack underflow");
+		return extend(mc, mc->sp - 1, PK_LIST);
+	case 's':
+		if (mc->sp < floor_sp(mc) + 3)
+			return fail(mc, -EINVAL, "stack underflow");
+		return extend(mc, mc->sp - 2, PK_DICT);
+	case 'e':
+	case 'u':
+		if ((rc = pop_mark(mc, &at)))
+			return rc;
+		return extend(mc, at, mc->op == 'e' ? PK_LIST : PK_DICT);
+	case 0x93:	/* STACK_GLOBAL */
+		if ((rc = pop(mc, &b)) || (rc = pop(mc, &a)))
+			return rc;
+		if (a->type != PK_STR || b->type != PK_STR)
+			return fail(mc, -EINVAL, "module or name is not a string");
+		return global(mc, a->u.str.s, a->u.str.len, b->u.str.s,
+			      b->u.str.len);
+	case 'c':
+		if ((rc = read_line(mc, &s1, &l1)) ||
+		    (rc = read_line(mc, &s2, &l2)))
+			return rc;
+		return global(mc, s1, l1, s2, l2);
+	case 0x81:	/* NEWOBJ */
+	case 'R':	/* REDUCE */
+		return call(mc, 0);
+	case 'Q':	/* BINPERSID */
+		return call(mc, 1);
+	case 'b':	/* BUILD */
+		if ((rc = pop(mc, &b)))
+			return rc;
+		if (mc->sp <= floor_sp(mc))
+			return fail(mc, -EINVAL, "stack underflow");
+		a = mc->stack[mc->sp - 1];
+		if (a->type != PK_CALL || a->u.call.state)
+			return fail(mc, -EINVAL, "BUILD of something not a new object");
+		a->u.call.state = b;
+		return 0;
+	default:
+		return fail(mc, -EINVAL, "opcode not supported");
+	}
+}
+
+int pk_load(const uint8_t *buf, size_t len, const struct pk_global *table,
+	    size_t n, const char *name, struct pk_value **root,
+	    struct pk_arena **arena, char *err, size_t errlen)
+{
+	struct machine mc = { 0 };
+	int rc;
+
+	*root = NULL;
+	*arena = NULL;
+	mc.buf = mc.p = buf;
+	mc.end = buf + len;
+	mc.name = name;
+	mc.table = table;
+	mc.ntable = n;
+	mc.err = err;
+	mc.errlen = errlen;
+	mc.a = calloc(1, sizeof(*mc.a));
+	if (!mc.a)
+		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
+				 name);
+	mc.a->cap = len > (SIZE_MAX - ARENA_MIN_CAP) / ARENA_PER_BYTE ?
+		    SIZE_MAX : ARENA_MIN_CAP + len * ARENA_PER_BYTE;
+	while ((rc = step(&mc, root)) == 0)
+		;
+	if (rc == 1 && mc.p != mc.end)
+		rc = ckpt_errf(err, errlen, -EINVAL,
+			       "%s: %zu bytes after the pickle's STOP", name,
+			       (size_t)(mc.end - mc.p));
+	else if (rc == 1)
+		rc = 0;
+	free(mc.stack);
+	free(mc.marks);
+	free(mc.memo);
+	if (rc) {
+		pk_free(mc.a);
+		*root = NULL;
+		return rc;
+	}
+	*arena = mc.a;
+	return 0;
+}
+
+const struct pk_value *pk_dict_get(const struct pk_value *dict,
+				   const char *key)
+{
+	uint32_t i;
+
+	if (!dict || dict->type != PK_DICT)
+		return NULL;
+	for (i = 0; i + 1 < dict->n; i += 2) {
+		if (pk_str_is(dict->u.items[i], key))
+			return dict->u.items[i + 1];
+	}
+	return NULL;
+}
+
+bool pk_str_is(const struct pk_value *v, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return v && v->type == PK_STR && v->u.str.len == n &&
+	       memcmp(v->u.str.s, lit, n) == 0;
+}
+
+bool pk_is_call(const struct pk_value *v, int id)
+{
+	return v && v->type == PK_CALL && v->u.call.id == id;
+}

@@ -1,0 +1,718 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pickled Metadata tree, walked by its fixed schema (see
+ * ../shared/torch-dcp-format.md, section 2):
+ *
+ *   Metadata {state_dict_metadata: {fqn: TensorStorageMetadata |
+ *                                         BytesStorageMetadata},
+ *             planner_data: None | {fqn: (str|int, ...)},
+ *             storage_data: {MetadataIndex: _StorageInfo}, ...}
+ *
+ * and written out as the native image: the same keys and chunks, and one
+ * record per chunk whose offset/length are the raw tensor bytes inside the
+ * .distcp file (found through each archive's central directory and
+ * data.pkl), with strides when the saved tensor is not row-major.  Unknown
+ * dataclass fields are ignored.
+ */
+#include "torch/torch_index.h"
+
+#include <msgpack.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "io/datafiles.h"
+#include "common/errbuf.h"
+#include "common/relpath.h"
+#include "common/strides.h"
+#include "model/meta.h"
+#include "common/mpcursor.h"
+#include "torch/pickle.h"
+#include "common/strtab.h"
+#include "torch/torch_globals.h"
+#include "torch/torch_record.h"
+
+#define FQN_SHOWN 120
+
+/* The native image being written, with msgpack-c's packer (writing is
+ * not a trust boundary; reading goes through our bounded cursor). */
+struct img_writer {
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	bool failed;		/* out of memory at some write */
+};
+
+static int img_write(void *data, const char *buf, size_t len)
+{
+	struct img_writer *w = data;
+
+	if (w->failed || msgpack_sbuffer_write(&w->sb, buf, len)) {
+		w->failed = true;
+		return -1;
+	}
+	return 0;
+}
+
+static void img_init(struct img_writer *w)
+{
+	msgpack_sbuffer_init(&w->sb);
+	msgpack_packer_init(&w->pk, w, img_write);
+	w->failed = false;
+}
+
+static void pack_cstr(msgpack_packer *pk, const char *s)
+{
+	msgpack_pack_str_with_body(pk, s, strlen(s));
+}
+
+static void pack_bool(msgpack_packer *pk, bool v)
+{
+	if (v)
+		msgpack_pack_true(pk);
+	else
+		msgpack_pack_false(pk);
+}
+
+/* Hand the image over (caller frees with free()): 0, or -ENOMEM. */
+static int img_finish(struct img_writer *w, uint8_t **buf, size_t *len)
+{
+	if (w->failed)
+		return -ENOMEM;
+	*len = w->sb.size;
+	*buf = (uint8_t *)msgpack_sbuffer_release(&w->sb);
+	if (!*buf) {
+		*buf = malloc(1);
+		if (!*buf)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+struct tctx {
+	const char *dir, *name;
+	int dirfd;
+	bool follow;
+	char *err;
+	size_t errlen;
+	struct img_writer w;
+	const struct pk_value *sdm;	/* state_dict_metadata */
+	struct ckpt_strtab by_fqn;	/* pair number in sdm */
+	int fd;				/* the data file open now */
+	const struct pk_value *fd_path;
+	uint64_t fsize;
+};
+
+struct blob {
+	int fd;
+	uint64_t base;
+};
+
+bool ckpt_torch_is_pickle(const uint8_t *buf, size_t len)
+{
+	return len >= 2 && buf[0] == 0x80 && buf[1] >= 2 && buf[1] <= 5;
+}
+
+static int fail(struct tctx *t, const struct pk_value *fqn, const char *what)
+{
+	if (fqn && fqn->type == PK_STR)
+		return ckpt_errf(t->err, t->errlen, -EINVAL,
+				 "%s: key '%.*s': %s", t->name,
+				 (int)(fqn->u.str.len > FQN_SHOWN ? FQN_SHOWN :
+				       fqn->u.str.len), fqn->u.str.s, what);
+	return ckpt_errf(t->err, t->errlen, -EINVAL, "%s: %s", t->name, what);
+}
+
+/* The state dict of a dataclass instance of class id. */
+static const struct pk_value *state_of(const struct pk_value *v, int id)
+{
+	if (!pk_is_call(v, id) || !v->u.call.state ||
+	    v->u.call.state->type != PK_DICT)
+		return NULL;
+	return v->u.call.state;
+}
+
+/* torch.Size((d0, ...)) or a plain tuple of non-negative ints. */
+static int dims_of(const struct pk_value *v, uint64_t *out, unsigned *n)
+{
+	uint32_t i;
+
+	if (pk_is_call(v, TG_SIZE)) {
+		if (v->u.call.state || v->u.call.args->n != 1)
+			return -EINVAL;
+		v = v->u.call.args->u.items[0];
+	}
+	if (!v || (v->type != PK_TUPLE && v->type != PK_LIST) ||
+	    v->n > CKPT_MAX_DIMS)
+		return -EINVAL;
+	for (i = 0; i < v->n; i++) {
+		if (v->u.items[i]->type != PK_INT || v->u.items[i]->u.i < 0)
+			return -EINVAL;
+		out[i] = (uint64_t)v->u.items[i]->u.i;
+	}
+	*n = v->n;
+	return 0;
+}
+
+static void put_dims(struct img_writer *w, const uint64_t *d, unsigned n)
+{
+	unsigned i;
+
+	msgpack_pack_array(&w->pk, n);
+	for (i = 0; i < n; i++)
+		msgpack_pack_uint64(&w->pk, d[i]);
+}
+
+static void put_key(struct img_writer *w, const struct pk_value *s)
+{
+	msgpack_pack_str_with_body(&w->pk, s->u.str.s, s->u.str.len);
+}
+
+/* TensorProperties: the 5-tuple state (dtype, layout, requires_grad,
+ * memory_format, pin_memory), or a dict with those names. */
+static int props_of(const struct pk_value *p, enum ckpt_dtype *dt,
+		    bool *requires_grad)
+{
+	const struct pk_value *st, *d = NULL, *rg = NULL;
+
+	if (!pk_is_call(p, TG_PROPS) || !(st = p->u.call.state))
+		return -EINVAL;
+	if (st->type == PK_TUPLE && st->n >= 3) {
+		d = st->u.items[0];
+		rg = st->u.items[2];
+	} else if (st->type == PK_DICT) {
+		d = pk_dict_get(st, "dtype");
+		rg = pk_dict_get(st, "requires_grad");
+	}
+	if (!d || d->type != PK_GLOBAL || d->u.global < TG_DTYPE ||
+	    d->u.global >= TG_DTYPE + CKPT_DTYPE_COUNT)
+		return -EINVAL;
+	*dt = (enum ckpt_dtype)(d->u.global - TG_DTYPE);
+	*requires_grad = rg && rg->type == PK_BOOL && rg->u.i;
+	return 0;
+}
+
+static int put_tensor_entry(struct tctx *t, const struct pk_value *fqn,
+			    const struct pk_value *st)
+{
+	const struct pk_value *chunks = pk_dict_get(st, "chunks");
+	uint64_t size[CKPT_MAX_DIMS], d[CKPT_MAX_DIMS];
+	enum ckpt_dtype dt;
+	bool rg;
+	unsigned n, k;
+	uint32_t i;
+
+	if (props_of(pk_dict_get(st, "properties"), &dt, &rg))
+		return fail(t, fqn, "TensorStorageMetadata.properties is not a TensorProperties with a known dtype");
+	if (dims_of(pk_dict_get(st, "size"), size, &n))
+		return fail(t, fqn, "TensorStorageMetadata.size is not a torch.Size of at most 16 dims");
+	if (!chunks || chunks->type != PK_LIST)
+		return fail(t, fqn, "TensorStorageMetadata.chunks is not a list");
+	msgpack_pack_map(&t->w.pk, 5);
+	pack_cstr(&t->w.pk, "type");
+	pack_cstr(&t->w.pk, "tensor");
+	pack_cstr(&t->w.pk, "dtype");
+	pack_cstr(&t->w.pk, ckpt_dtype_name(dt));
+	pack_cstr(&t->w.pk, "requires_grad");
+	pack_bool(&t->w.pk, rg);
+	pack_cstr(&t->w.pk, "size");
+	put_dims(&t->w, size, n);
+	pack_cstr(&t->w.pk, "chunks");
+	msgpack_pack_array(&t->w.pk, chunks->n);
+	for (i = 0; i < chunks->n; i++) {
+		const struct pk_value *c = state_of(chunks->u.items[i],
+						    TG_CHUNK_MD);
+
+		if (!c)
+			return fail(t, fqn, "a chunk is not a ChunkStorageMetadata");
+		msgpack_pack_map(&t->w.pk, 2);
+		if (dims_of(pk_dict_get(c, "offsets"), d, &k) || k != n)
+			return fail(t, fqn, "a chunk's offsets are not a torch.Size of the tensor's rank");
+		pack_cstr(&t->w.pk, "offsets");
+		put_dims(&t->w, d, k);
+		if (dims_of(pk_dict_get(c, "sizes"), d, &k) || k != n)
+			return fail(t, fqn, "a chunk's sizes are not a torch.Size of the tensor's rank");
+		pack_cstr(&t->w.pk, "sizes");
+		put_dims(&t->w, d, k);
+	}
+	return 0;
+}
+
+static int put_state_dict_metadata(struct tctx *t)
+{
+	const struct pk_value *sdm = t->sdm;
+	uint32_t i;
+	int rc;
+
+	pack_cstr(&t->w.pk, "state_dict_metadata");
+	msgpack_pack_map(&t->w.pk, sdm->n / 2);
+	for (i = 0; i + 1 < sdm->n; i += 2) {
+		const struct pk_value *k = sdm->u.items[i];
+		const struct pk_value *v = sdm->u.items[i + 1];
+		const struct pk_value *st;
+
+		if (k->type != PK_STR)
+			return fail(t, NULL, "state_dict_metadata has a key that is not a string");
+		put_key(&t->w, k);
+		if (pk_is_call(v, TG_BYTES_MD)) {
+			msgpack_pack_map(&t->w.pk, 1);
+			pack_cstr(&t->w.pk, "type");
+			pack_cstr(&t->w.pk, "bytes");
+		} else if ((st = state_of(v, TG_TENSOR_MD))) {
+			rc = put_tensor_entry(t, k, st);
+			if (rc)
+				return rc;
+		} else {
+			return fail(t, k, "value is neither TensorStorageMetadata nor BytesStorageMetadata");
+		}
+	}
+	return 0;
+}
+
+static bool is_path(const struct pk_value *v)
+{
+	uint32_t i;
+
+	if (!v || (v->type != PK_TUPLE && v->type != PK_LIST) || v->n == 0)
+		return false;
+	for (i = 0; i < v->n; i++) {
+		const struct pk_value *c = v->u.items[i];
+
+		if (c->type != PK_STR && !(c->type == PK_INT && c->u.i >= 0))
+			return false;
+	}
+	return true;
+}
+
+/* planner_data (2.x: flat key -> path tuple; pd, a dict), passed on with
+ * the entries of that shape; other entries are planner-private. */
+static void put_planner_data(struct tctx *t, const struct pk_value *pd)
+{
+	uint32_t i, j, n = 0;
+
+	for (i = 0; i + 1 < pd->n; i += 2)
+		n += pd->u.items[i]->type == PK_STR && is_path(pd->u.items[i + 1]);
+	pack_cstr(&t->w.pk, "planner_data");
+	msgpack_pack_map(&t->w.pk, n);
+	for (i = 0; i + 1 < pd->n; i += 2) {
+		const struct pk_value *p = pd->u.items[i + 1];
+
+		if (pd->u.items[i]->type != PK_STR || !is_path(p))
+			continue;
+		put_key(&t->w, pd->u.items[i]);
+		msgpack_pack_array(&t->w.pk, p->n);
+		for (j = 0; j < p->n; j++) {
+			if (p->u.items[j]->type == PK_STR)
+				put_key(&t->w, p->u.items[j]);
+			else
+				msgpack_pack_uint64(&t->w.pk, (uint64_t)p->u.items[j]->u.i);
+		}
+	}
+}
+
+static void fqn_key(const void *ctx, uint32_t idx, uint64_t *seed,
+		    const char **s, size_t *len)
+{
+	const struct pk_value *k = ((const struct pk_value *)ctx)->u.items[2 * idx];
+
+	*seed = 0;
+	*s = k->u.str.s;
+	*len = k->u.str.len;
+}
+
+static int blob_read(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	const struct blob *b = ctx;
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(b->fd, (char *)buf + got, len - got,
+				  (off_t)(b->base + off + got));
+
+		if (n <= 0)
+			return -EIO;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/* Make the record's file the open one. */
+static int open_file(struct tctx *t, const struct pk_value *fqn,
+		     const struct pk_value *path)
+{
+	struct stat st;
+	char *p;
+
+	if (t->fd >= 0 && t->fd_path->u.str.len == path->u.str.len &&
+	    !memcmp(t->fd_path->u.str.s, path->u.str.s, path->u.str.len))
+		return 0;
+	if (t->fd >= 0)
+		close(t->fd);
+	t->fd = -1;
+	if (!ckpt_relpath_is_safe(path->u.str.s, path->u.str.len))
+		return fail(t, fqn, "relative_path must be relative, inside the checkpoint, without '..' or NUL");
+	p = strndup(path->u.str.s, path->u.str.len);
+	if (!p)
+		return ckpt_errf(t->err, t->errlen, -ENOMEM, "out of memory");
+	t->fd = ckpt_open_beneath(t->dirfd, p, t->follow);
+	if (t->fd < 0) {
+		int e = errno;
+
+		ckpt_errf(t->err, t->errlen, -EIO, "%s/%s: key '%.*s': %s%s",
+			  t->dir, p,
+			  (int)(fqn->u.str.len > FQN_SHOWN ? FQN_SHOWN : fqn->u.str.len),
+			  fqn->u.str.s, strerror(e),
+			  e == EXDEV || e == ELOOP ?
+			  " (leads outside the checkpoint; -o follow_symlinks allows that)" : "");
+		free(p);
+		return -EIO;
+	}
+	free(p);
+	if (fstat(t->fd, &st) || !S_ISREG(st.st_mode)) {
+		close(t->fd);
+		t->fd = -1;
+		return ckpt_errf(t->err, t->errlen, -EIO,
+				 "%s/%.*s: not a regular file", t->dir,
+				 (int)path->u.str.len, path->u.str.s);
+	}
+	t->fd_path = path;
+	t->fsize = (uint64_t)st.st_size;
+	return 0;
+}
+
+/* The chunk of entry st whose offsets are off (n dims); *sizes set. */
+static int chunk_sizes(const struct pk_value *st, const uint64_t *off,
+		       unsigned n, int64_t hint, uint64_t *sizes)
+{
+	const struct pk_value *chunks = pk_dict_get(st, "chunks");
+	uint64_t d[CKPT_MAX_DIMS];
+	uint32_t i, k;
+	unsigned m;
+
+	for (k = 0; k <= chunks->n; k++) {
+		const struct pk_value *c;
+
+		/* Try the record's own index first. */
+		if (k == 0) {
+			if (hint < 0 || hint >= chunks->n)
+				continue;
+			i = (uint32_t)hint;
+		} else {
+			i = k - 1;
+		}
+		c = state_of(chunks->u.items[i], TG_CHUNK_MD);
+		if (dims_of(pk_dict_get(c, "offsets"), d, &m) || m != n ||
+		    memcmp(d, off, n * sizeof(*d)))
+			continue;
+		return dims_of(pk_dict_get(c, "sizes"), sizes, &m);
+	}
+	return -ENOENT;
+}
+
+/* Where a located record's bytes are, as the native format says it. */
+struct location {
+	uint64_t offset, length;
+	uint32_t crc32;		/* of [offset, offset + length); 0: none */
+	bool strided;
+	uint64_t strides[CKPT_MAX_DIMS];
+};
+
+/* Locate the raw bytes of the tensor record at [boff, boff + blen) of
+ * path, for the chunk of entry at offsets off, and check them against the
+ * chunk: dtype, size, addressed elements inside the storage. */
+static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
+			 const struct pk_value *entry, const uint64_t *off,
+			 unsigned n, int64_t hint, const struct pk_value *path,
+			 uint64_t boff, uint64_t blen, struct location *loc)
+{
+	struct torch_tensor_rec r;
+	uint64_t sizes[CKPT_MAX_DIMS], numel = 1, base, at, len;
+	enum ckpt_dtype dt;
+	struct blob b;
+	char where[512], a[256];
+	bool rg, rowmajor;
+	unsigned d, isz;
+	int rc;
+
+	if (chunk_sizes(entry, off, n, hint, sizes))
+		return fail(t, fqn, "a storage record's offsets match no chunk");
+	/* Checked when state_dict_metadata was written out. */
+	if (props_of(pk_dict_get(entry, "properties"), &dt, &rg))
+		return fail(t, fqn, "TensorStorageMetadata.properties is not a TensorProperties with a known dtype");
+	rc = open_file(t, fqn, path);
+	if (rc)
+		return rc;
+	snprintf(where, sizeof(where), "%s/%.*s: offset %" PRIu64 ": key '%.*s' chunk %s",
+		 t->dir, (int)path->u.str.len, path->u.str.s, boff,
+		 (int)(fqn->u.str.len > FQN_SHOWN ? FQN_SHOWN : fqn->u.str.len),
+		 fqn->u.str.s, ckpt_fmt_dims(a, sizeof(a), off, n));
+	if (boff > t->fsize || blen > t->fsize - boff)
+		return ckpt_errf(t->err, t->errlen, -EIO,
+				 "%s: record of %" PRIu64 " bytes runs past the end of the %" PRIu64 "-byte file",
+				 where, blen, t->fsize);
+	b.fd = t->fd;
+	b.base = boff;
+	rc = torch_record_locate(blob_read, &b, blen, where, &r, t->err,
+				 t->errlen);
+	if (rc)
+		return rc;
+	if (r.dtype != dt)
+		return ckpt_errf(t->err, t->errlen, -EINVAL,
+				 "%s: data.pkl stores %s, .metadata says %s",
+				 where, ckpt_dtype_name(r.dtype),
+				 ckpt_dtype_name(dt));
+	if (r.ndim != n || memcmp(r.size, sizes, n * sizeof(*sizes))) {
+		char s1[256], s2[256];
+
+		return ckpt_errf(t->err, t->errlen, -EINVAL,
+				 "%s: data.pkl's size %s is not the chunk's %s",
+				 where, ckpt_fmt_dims(s1, sizeof(s1), r.size, r.ndim),
+				 ckpt_fmt_dims(s2, sizeof(s2), sizes, n));
+	}
+	isz = ckpt_dtype_size(dt);
+	for (d = 0; d < n; d++) {
+		if (__builtin_mul_overflow(numel, sizes[d], &numel))
+			return ckpt_errf(t->err, t->errlen, -EOVERFLOW,
+					 "%s: chunk has too many elements", where);
+	}
+	rowmajor = ckpt_strides_row_major(sizes, r.stride, n);
+	/* All in range: the record lies in the file and the addressed
+	 * elements in the record (torch_record_locate checked). */
+	base = boff + r.data_off;
+	at = base + r.storage_offset * isz;
+	len = rowmajor ? numel * isz : r.data_len - r.storage_offset * isz;
+	loc->offset = numel == 0 ? base : at;
+	loc->length = len;
+	/* The zip's CRC covers the whole storage: usable when the record is
+	 * exactly that (torch writes 0 when it computes none). */
+	loc->crc32 = loc->offset == base && len == r.data_len ? r.crc32 : 0;
+	loc->strided = !rowmajor;
+	memcpy(loc->strides, r.stride, n * sizeof(*r.stride));
+	return 0;
+}
+
+static int put_record(struct tctx *t, const struct pk_value *key,
+		      const struct pk_value *val, uint32_t ri)
+{
+	const struct pk_value *mi = state_of(key, TG_INDEX);
+	const struct pk_value *si = state_of(val, TG_STORAGE_INFO);
+	const struct pk_value *fqn, *offv, *idx, *path, *o, *l, *td, *entry;
+	uint64_t off[CKPT_MAX_DIMS];
+	struct location loc;
+	unsigned n = 0;
+	uint32_t ei;
+	bool tensor;
+	char what[96];
+	int rc;
+
+	if (!mi || !si) {
+		snprintf(what, sizeof(what), "storage_data item %" PRIu32
+			 " is not MetadataIndex -> _StorageInfo", ri);
+		return fail(t, NULL, what);
+	}
+	fqn = pk_dict_get(mi, "fqn");
+	if (!fqn || fqn->type != PK_STR)
+		return fail(t, NULL, "MetadataIndex.fqn is not a string");
+	offv = pk_dict_get(mi, "offset");
+	idx = pk_dict_get(mi, "index");
+	path = pk_dict_get(si, "relative_path");
+	o = pk_dict_get(si, "offset");
+	l = pk_dict_get(si, "length");
+	td = pk_dict_get(si, "transform_descriptors");
+	if (td && td->type != PK_NONE &&
+	    !((td->type == PK_LIST || td->type == PK_TUPLE) && td->n == 0))
+		return fail(t, fqn, "record is stored with transforms (_StorageInfo.transform_descriptors, e.g. compression), which ckptfs cannot serve");
+	if (!path || path->type != PK_STR || !o || o->type != PK_INT ||
+	    o->u.i < 0 || !l || l->type != PK_INT || l->u.i < 0)
+		return fail(t, fqn, "_StorageInfo needs relative_path (str), offset and length (non-negative ints)");
+	ei = ckpt_strtab_find(&t->by_fqn, 0, fqn->u.str.s, fqn->u.str.len);
+	if (ei == UINT32_MAX)
+		return fail(t, fqn, "storage record for a key not in state_dict_metadata");
+	entry = t->sdm->u.items[2 * ei + 1];
+	tensor = pk_is_call(entry, TG_TENSOR_MD);
+	if (tensor && (!offv || offv->type == PK_NONE ||
+		       dims_of(offv, off, &n)))
+		return fail(t, fqn, "MetadataIndex.offset of a tensor record is not a torch.Size");
+	if (tensor) {
+		rc = locate_tensor(t, fqn, entry->u.call.state, off, n,
+				   idx && idx->type == PK_INT ? idx->u.i : -1,
+				   path, (uint64_t)o->u.i, (uint64_t)l->u.i,
+				   &loc);
+		if (rc)
+			return rc;
+	} else {
+		loc.offset = (uint64_t)o->u.i;
+		loc.length = (uint64_t)l->u.i;
+		loc.strided = false;
+		loc.crc32 = 0;
+	}
+	msgpack_pack_map(&t->w.pk, 6 + loc.strided + (loc.crc32 != 0));
+	pack_cstr(&t->w.pk, "fqn");
+	put_key(&t->w, fqn);
+	pack_cstr(&t->w.pk, "index");
+	if (idx && idx->type == PK_INT && idx->u.i >= 0)
+		msgpack_pack_uint64(&t->w.pk, (uint64_t)idx->u.i);
+	else
+		msgpack_pack_nil(&t->w.pk);
+	pack_cstr(&t->w.pk, "relative_path");
+	put_key(&t->w, path);
+	pack_cstr(&t->w.pk, "offsets");
+	if (tensor)
+		put_dims(&t->w, off, n);
+	else
+		msgpack_pack_nil(&t->w.pk);
+	pack_cstr(&t->w.pk, "offset");
+	msgpack_pack_uint64(&t->w.pk, loc.offset);
+	pack_cstr(&t->w.pk, "length");
+	msgpack_pack_uint64(&t->w.pk, loc.length);
+	if (loc.strided) {
+		pack_cstr(&t->w.pk, "strides");
+		put_dims(&t->w, loc.strides, n);
+	}
+	if (loc.crc32) {
+		pack_cstr(&t->w.pk, "crc32");
+		msgpack_pack_uint64(&t->w.pk, loc.crc32);
+	}
+	return 0;
+}
+
+static int put_storage_data(struct tctx *t, const struct pk_value *sd)
+{
+	uint32_t i;
+	int rc;
+
+	pack_cstr(&t->w.pk, "storage_data");
+	msgpack_pack_array(&t->w.pk, sd->n / 2);
+	for (i = 0; i + 1 < sd->n; i += 2) {
+		rc = put_record(t, sd->u.items[i], sd->u.items[i + 1], i / 2);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int ckpt_torch_index(const char *dir, int dirfd, bool follow,
+		     const char *name, const uint8_t *pkl, size_t len,
+		     uint8_t **img, size_t *imglen, char *err, size_t errlen)
+{
+	struct tctx t = { .dir = dir, .name = name, .dirfd = dirfd,
+			  .follow = follow, .err = err, .errlen = errlen,
+			  .fd = -1 };
+	const struct pk_value *root, *st, *sd, *pd;
+	struct pk_arena *arena;
+	uint32_t i;
+	int rc;
+
+	*img = NULL;
+	*imglen = 0;
+	img_init(&t.w);
+	rc = pk_load(pkl, len, torch_metadata_globals, torch_metadata_nglobals,
+		     name, (struct pk_value **)&root, &arena, err, errlen);
+	if (rc)
+		return rc;
+	st = state_of(root, TG_METADATA);
+	t.sdm = pk_dict_get(st, "state_dict_metadata");
+	sd = pk_dict_get(st, "storage_data");
+	if (!st || !t.sdm || t.sdm->type != PK_DICT || !sd ||
+	    sd->type != PK_DICT) {
+		rc = fail(&t, NULL, "pickle is not a torch distributed checkpoint Metadata with state_dict_metadata and storage_data dicts");
+		goto out_arena;
+	}
+	if (ckpt_strtab_init(&t.by_fqn, t.sdm->n / 2, fqn_key, t.sdm)) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out_arena;
+	}
+	for (i = 0; i + 1 < t.sdm->n; i += 2) {
+		if (t.sdm->u.items[i]->type != PK_STR) {
+			rc = fail(&t, NULL, "state_dict_metadata has a key that is not a string");
+			goto out_tab;
+		}
+		if (ckpt_strtab_insert(&t.by_fqn, i / 2) != UINT32_MAX) {
+			rc = fail(&t, t.sdm->u.items[i], "appears twice in state_dict_metadata");
+			goto out_tab;
+		}
+	}
+	pd = pk_dict_get(st, "planner_data");
+	if (pd && pd->type != PK_DICT)
+		pd = NULL;	/* None in 1.13; planner-private otherwise */
+	msgpack_pack_map(&t.w.pk, pd ? 6 : 5);
+	pack_cstr(&t.w.pk, "format");
+	pack_cstr(&t.w.pk, CKPT_FORMAT_NAME);
+	pack_cstr(&t.w.pk, "version");
+	msgpack_pack_uint64(&t.w.pk, CKPT_FORMAT_VERSION);
+	pack_cstr(&t.w.pk, "source");
+	msgpack_pack_map(&t.w.pk, 3);
+	pack_cstr(&t.w.pk, "format");
+	pack_cstr(&t.w.pk, "torch-dcp");
+	pack_cstr(&t.w.pk, "metadata_size");
+	msgpack_pack_uint64(&t.w.pk, len);
+	pack_cstr(&t.w.pk, "metadata_xxh3");
+	msgpack_pack_uint64(&t.w.pk, XXH3_64bits(pkl, len));
+	rc = put_state_dict_metadata(&t);
+	if (rc)
+		goto out_tab;
+	if (pd)
+		put_planner_data(&t, pd);
+	rc = put_storage_data(&t, sd);
+	if (rc)
+		goto out_tab;
+	rc = img_finish(&t.w, img, imglen);
+	if (rc)
+		ckpt_errf(err, errlen, rc, "%s: out of memory", name);
+out_tab:
+	ckpt_strtab_destroy(&t.by_fqn);
+out_arena:
+	msgpack_sbuffer_destroy(&t.w.sb);
+	if (t.fd >= 0)
+		close(t.fd);
+	pk_free(arena);
+	return rc;
+}
+
+bool ckpt_torch_index_matches(const uint8_t *img, size_t imglen,
+			      const uint8_t *pkl, size_t len)
+{
+	struct mp_cursor c = { img, img + imglen }, s;
+	uint64_t size = UINT64_MAX, hash = 0;
+	bool has_hash = false;
+	const char *k;
+	uint32_t n, m, i, j, kl;
+
+	if (mp_read_map(&c, &n))
+		return false;
+	for (i = 0; i < n; i++) {
+		if (mp_read_str(&c, &k, &kl))
+			return false;
+		if (kl != 6 || memcmp(k, "source", 6)) {
+			if (mp_skip(&c))
+				return false;
+			continue;
+		}
+		s = c;
+		if (mp_read_map(&s, &m))
+			return false;
+		for (j = 0; j < m; j++) {
+			if (mp_read_str(&s, &k, &kl))
+				return false;
+			if (kl == 13 && !memcmp(k, "metadata_size", 13)) {
+				if (mp_read_uint(&s, &size))
+					return false;
+			} else if (kl == 13 && !memcmp(k, "metadata_xxh3", 13)) {
+				if (mp_read_uint(&s, &hash))
+					return false;
+				has_hash = true;
+			} else if (mp_skip(&s)) {
+				return false;
+			}
+		}
+		return has_hash && size == len &&
+		       hash == XXH3_64bits(pkl, len);
+	}
+	return false;
+}

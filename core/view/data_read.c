@@ -1,0 +1,496 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Serving a read of a key file (see data_read.h).  The byte range is planned into runs and
+ * runs that continue each other in the same data file are merged.  When
+ * that leaves a few runs (dim-0 tilings: usually one), each is pread
+ * straight into the caller's buffer.  When it leaves many short runs
+ * (dim-1 tilings: one per row per chunk), runs of the same chunk, which
+ * come in ascending storage order and are usually adjacent there, are
+ * merged into a few extents, pread into a staging buffer, and copied into
+ * place: a handful of syscalls instead of thousands, and still only the
+ * bytes needed.
+ *
+ * Runs of strided chunks (non-row-major records, e.g. a transposed tensor)
+ * are scattered over their record: they are sorted by file offset, merged
+ * while an extent stays at most twice the bytes it serves, read into a
+ * staging buffer and copied into place.  Memory stays bounded by the
+ * request and the bytes read by twice those delivered, however the file is
+ * read.
+ */
+#include "view/data_read.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/errbuf.h"
+#include "io/datafiles.h"
+#include "io/verify.h"
+#include "plan/plan.h"
+#include "view/convert.h"
+#include "view/geom.h"
+
+#define BATCH_RUNS 4096		/* runs gathered per staged batch */
+#define DIRECT_MAX 8		/* at most this many runs: pread directly */
+#define OPEN_EXTENTS 64		/* chunks tracked at once while merging */
+#define STRIDED_BATCH 65536	/* strided runs sorted and merged at once */
+
+struct pending {
+	uint32_t file;
+	uint32_t chunk;		/* the chunk the run ends in */
+	uint64_t foff, len;
+	uint64_t dst;		/* offset in the caller's buffer */
+	uint64_t at;		/* offset inside its extent */
+};
+
+struct extent {
+	uint32_t file;
+	uint64_t foff, len;
+	uint64_t stage;		/* offset in the staging buffer */
+};
+
+struct ckpt_scratch *ckpt_scratch_new(void)
+{
+	return calloc(1, sizeof(struct ckpt_scratch));
+}
+
+void ckpt_scratch_free(struct ckpt_scratch *s)
+{
+	if (!s)
+		return;
+	free(s->runs);
+	free(s->stage);
+	free(s->conv);
+	free(s->sruns);
+	free(s->sorder);
+	free(s->sstage);
+	free(s);
+}
+
+/* Read n runs into buf: directly when few, else through extents. */
+static int flush(struct ckpt_meta *m, struct pending *r, uint32_t n,
+		 char *buf, struct ckpt_scratch *s)
+{
+	uint32_t open_chunk[OPEN_EXTENTS], open_ext[OPEN_EXTENTS];
+	uint32_t nopen = 0, next = 0, i, k;
+	struct extent *ext;
+	uint64_t total = 0;
+	int rc;
+
+	if (n <= DIRECT_MAX || !s) {
+		for (i = 0; i < n; i++) {
+			rc = ckpt_files_pread(m, r[i].file, buf + r[i].dst,
+					      r[i].len, r[i].foff);
+			if (rc)
+				return rc;
+		}
+		return 0;
+	}
+	ext = s->extents;
+	for (i = 0; i < n; i++) {
+		for (k = 0; k < nopen && open_chunk[k] != r[i].chunk; k++)
+			;
+		if (k < nopen && ext[open_ext[k]].file == r[i].file &&
+		    ext[open_ext[k]].foff + ext[open_ext[k]].len == r[i].foff) {
+			s->order[i] = open_ext[k];
+			r[i].at = ext[open_ext[k]].len;
+			ext[open_ext[k]].len += r[i].len;
+			continue;
+		}
+		ext[next].file = r[i].file;
+		ext[next].foff = r[i].foff;
+		ext[next].len = r[i].len;
+		s->order[i] = next;
+		r[i].at = 0;
+		if (k == nopen && nopen < OPEN_EXTENTS)
+			nopen++;
+		if (k < OPEN_EXTENTS) {
+			open_chunk[k] = r[i].chunk;
+			open_ext[k] = next;
+		}
+		next++;
+	}
+	for (k = 0; k < next; k++) {
+		ext[k].stage = total;
+		total += ext[k].len;
+	}
+	if (s->cap_stage < total) {
+		free(s->stage);
+		s->stage = malloc(total);
+		s->cap_stage = s->stage ? total : 0;
+		if (!s->stage)
+			return -ENOMEM;
+	}
+	for (k = 0; k < next; k++) {
+		rc = ckpt_files_pread(m, ext[k].file, s->stage + ext[k].stage,
+				      ext[k].len, ext[k].foff);
+		if (rc)
+			return rc;
+	}
+	for (i = 0; i < n; i++)
+		memcpy(buf + r[i].dst,
+		       s->stage + ext[s->order[i]].stage + r[i].at, r[i].len);
+	return 0;
+}
+
+enum { UNCHECKED, GOOD, CORRUPT };
+
+/* One line naming a corrupt record: file, offset, key, checksum. */
+static void corrupt_line(const struct ckpt_meta *m, uint32_t ci, char *line,
+			 size_t cap)
+{
+	const struct ckpt_chunk *c = &m->chunks[ci];
+
+	snprintf(line, cap,
+		 "%s/%s: offset %llu: key '%s': %s mismatch, reads of it fail with EIO",
+		 m->dir, m->strings + m->files[c->file].path,
+		 (unsigned long long)c->foff,
+		 ckpt_entry_fqn(m, ckpt_meta_chunk_entry(m, ci)),
+		 ckpt_verify_kind(c));
+}
+
+/* -o verify: check chunk ci's record the first time any of it is read. */
+static int check_record(const struct ckpt_view *v, uint32_t ci)
+{
+	struct ckpt_meta *m = v->meta;
+	uint8_t st = __atomic_load_n(&v->vstate[ci], __ATOMIC_ACQUIRE);
+	uint8_t want = UNCHECKED;
+	uint64_t got = 0;
+	char line[1024];
+	char *buf;
+	int rc;
+
+	if (st == GOOD)
+		return 0;
+	if (st == UNCHECKED) {
+		buf = malloc(1 << 20);
+		if (!buf)
+			return -ENOMEM;
+		rc = ckpt_verify_chunk(m, ci, buf, 1 << 20, &got);
+		free(buf);
+		if (rc == -EIO || rc == -ENOMEM)
+			return rc;	/* not a verdict: try again next time */
+		st = rc == -EBADMSG ? CORRUPT : GOOD;
+		if (__atomic_compare_exchange_n(&v->vstate[ci], &want, st,
+						false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE) &&
+		    st == CORRUPT && v->report) {
+			corrupt_line(m, ci, line, sizeof(line));
+			v->report(line);
+		}
+	}
+	if (st != CORRUPT)
+		return 0;
+	corrupt_line(m, ci, line, sizeof(line));
+	ckpt_set_last_error("%s", line);
+	return -EIO;
+}
+
+static int cmp_foff_r(const void *a, const void *b, void *ctx)
+{
+	const struct pending *r = ctx;
+	const struct pending *x = &r[*(const uint32_t *)a];
+	const struct pending *y = &r[*(const uint32_t *)b];
+
+	if (x->file != y->file)
+		return x->file < y->file ? -1 : 1;
+	return x->foff < y->foff ? -1 : x->foff > y->foff ? 1 : 0;
+}
+
+/*
+ * Read n runs of strided chunks into buf: sorted by (file, offset), an
+ * extent grows over the next run while its span stays at most twice the
+ * bytes its runs need, so no more than 2x the delivered bytes are read.
+ */
+static int flush_strided(struct ckpt_meta *m, struct ckpt_scratch *s,
+			 uint32_t n, char *buf)
+{
+	struct pending *r = s->sruns;
+	uint64_t total = 0, at, start = 0, end = 0, need = 0;
+	uint32_t i, first = 0;
+	int rc;
+
+	if (!n)
+		return 0;
+	for (i = 0; i < n; i++)
+		s->sorder[i] = i;
+	qsort_r(s->sorder, n, sizeof(uint32_t), cmp_foff_r, r);
+	/* Pass 1: extents (marked by r[].at = extent start in stage). */
+	for (i = 0; i <= n; i++) {
+		const struct pending *x = i < n ? &r[s->sorder[i]] : NULL;
+		uint64_t xend = x ? x->foff + x->len : 0;
+
+		if (i > 0 && x && x->file == r[s->sorder[first]].file &&
+		    (xend > end ? xend : end) - start <= 2 * (need + x->len)) {
+			if (xend > end)
+				end = xend;
+			need += x->len;
+			continue;
+		}
+		if (i > 0)
+			total += end - start;
+		if (!x)
+			break;
+		first = i;
+		start = x->foff;
+		end = xend;
+		need = x->len;
+	}
+	if (s->cap_sstage < total) {
+		free(s->sstage);
+		s->sstage = malloc(total);
+		s->cap_sstage = s->sstage ? total : 0;
+		if (!s->sstage)
+			return -ENOMEM;
+	}
+	/* Pass 2: the same extents, read and scattered. */
+	at = 0;
+	first = 0;
+	for (i = 0; i <= n; i++) {
+		const struct pending *x = i < n ? &r[s->sorder[i]] : NULL;
+		uint64_t xend = x ? x->foff + x->len : 0;
+		uint32_t k;
+
+		if (i > 0 && x && x->file == r[s->sorder[first]].file &&
+		    (xend > end ? xend : end) - start <= 2 * (need + x->len)) {
+			if (xend > end)
+				end = xend;
+			need += x->len;
+			continue;
+		}
+		if (i > 0) {
+			rc = ckpt_files_pread(m, r[s->sorder[first]].file,
+					      s->sstage + at, end - start, start);
+			if (rc)
+				return rc;
+			s->strided_read += end - start;
+			for (k = first; k < i; k++) {
+				const struct pending *y = &r[s->sorder[k]];
+
+				memcpy(buf + y->dst,
+				       s->sstage + at + (y->foff - start),
+				       y->len);
+			}
+			at += end - start;
+		}
+		if (!x)
+			break;
+		first = i;
+		start = x->foff;
+		end = xend;
+		need = x->len;
+	}
+	return 0;
+}
+
+/* Queue a run of a strided chunk; read the queue when it is full. */
+static int add_strided(struct ckpt_meta *m, struct ckpt_scratch *s,
+		       uint32_t *n, const struct ckpt_run *run, uint64_t dst,
+		       char *buf)
+{
+	struct pending *r;
+	int rc;
+
+	if (!s) {	/* no scratch: exact, one pread per run */
+		return ckpt_files_pread(m, run->file, buf + dst, run->len,
+					run->foff);
+	}
+	if (!s->sruns) {
+		s->sruns = malloc(STRIDED_BATCH * sizeof(struct pending));
+		s->sorder = malloc(STRIDED_BATCH * sizeof(uint32_t));
+		if (!s->sruns || !s->sorder)
+			return -ENOMEM;
+		s->cap_sruns = STRIDED_BATCH;
+	}
+	r = s->sruns;
+	if (*n && r[*n - 1].file == run->file &&
+	    r[*n - 1].foff + r[*n - 1].len == run->foff &&
+	    r[*n - 1].dst + r[*n - 1].len == dst) {
+		r[*n - 1].len += run->len;
+		return 0;
+	}
+	if (*n == s->cap_sruns) {
+		rc = flush_strided(m, s, *n, buf);
+		if (rc)
+			return rc;
+		*n = 0;
+	}
+	r[*n].file = run->file;
+	r[*n].chunk = run->chunk;
+	r[*n].foff = run->foff;
+	r[*n].len = run->len;
+	r[*n].dst = dst;
+	(*n)++;
+	return 0;
+}
+
+/* Bytes [off, off+len) of entry e's box as stored, into buf. */
+static int read_raw(const struct ckpt_view *v, const struct ckpt_entry *e,
+		    const struct ckpt_box *box, uint64_t off, size_t len,
+		    char *buf, size_t *got, struct ckpt_scratch *s)
+{
+	struct ckpt_meta *m = v->meta;
+	struct pending local[DIRECT_MAX + 1], *r = local;
+	uint32_t cap = DIRECT_MAX + 1, n = 0, ns = 0;
+	struct ckpt_planner p;
+	struct ckpt_run run;
+	uint64_t dst = 0;
+	int rc;
+
+	*got = 0;
+	if (s && !s->runs) {
+		s->runs = malloc(BATCH_RUNS * (sizeof(struct pending) +
+					       sizeof(struct extent) +
+					       sizeof(uint32_t)));
+		if (!s->runs)
+			return -ENOMEM;
+		s->extents = (struct pending *)s->runs + BATCH_RUNS;
+		s->order = (uint32_t *)((struct extent *)s->extents +
+					BATCH_RUNS);
+	}
+	if (s) {
+		r = s->runs;
+		cap = BATCH_RUNS;
+	}
+	ckpt_planner_init(&p, m, e, box, off, len);
+	while ((rc = ckpt_planner_next(&p, &run)) > 0) {
+		if (v->verify) {
+			rc = check_record(v, run.chunk);
+			if (rc)
+				return rc;
+		}
+		if (m->chunks[run.chunk].strides_at != CKPT_NONE) {
+			rc = add_strided(m, s, &ns, &run, dst, buf);
+			if (rc)
+				return rc;
+			dst += run.len;
+			continue;
+		}
+		if (n && run.file == r[n - 1].file &&
+		    r[n - 1].foff + r[n - 1].len == run.foff) {
+			r[n - 1].len += run.len;
+			r[n - 1].chunk = run.chunk;
+		} else {
+			if (n == cap) {
+				rc = flush(m, r, n, buf, s);
+				if (rc)
+					return rc;
+				n = 0;
+			}
+			r[n].file = run.file;
+			r[n].chunk = run.chunk;
+			r[n].foff = run.foff;
+			r[n].len = run.len;
+			r[n].dst = dst;
+			n++;
+		}
+		dst += run.len;
+	}
+	if (rc < 0)
+		return rc;
+	rc = flush(m, r, n, buf, s);
+	if (!rc && s)
+		rc = flush_strided(m, s, ns, buf);
+	if (rc)
+		return rc;
+	*got = dst;
+	return 0;
+}
+
+/* A dtype view: read whole source elements covering the range, convert,
+ * and copy out the bytes asked for. */
+static int read_converted(const struct ckpt_view *v,
+			  const struct ckpt_entry *e,
+			  const struct ckpt_box *box, enum ckpt_dtype to,
+			  uint64_t off, size_t len, char *buf, size_t *got,
+			  struct ckpt_scratch *s)
+{
+	unsigned ssz = ckpt_dtype_size((enum ckpt_dtype)e->dtype);
+	unsigned tsz = ckpt_dtype_size(to);
+	uint64_t size = ckpt_box_numel(box) * tsz, e0, e1, n;
+	size_t need, raw;
+	int rc;
+
+	*got = 0;
+	if (off >= size || len == 0)
+		return 0;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	e0 = off / tsz;
+	e1 = (off + len + tsz - 1) / tsz;
+	n = e1 - e0;
+	need = (size_t)(n * ssz + n * tsz);
+	if (!s)
+		return -ENOMEM;
+	if (s->cap_conv < need) {
+		free(s->conv);
+		s->conv = malloc(need);
+		s->cap_conv = s->conv ? need : 0;
+		if (!s->conv)
+			return -ENOMEM;
+	}
+	rc = read_raw(v, e, box, e0 * ssz, (size_t)(n * ssz), s->conv, &raw, s);
+	if (rc)
+		return rc;
+	if (raw != n * ssz)
+		return -EIO;
+	ckpt_convert((enum ckpt_dtype)e->dtype, to, s->conv,
+		     s->conv + n * ssz, (size_t)n);
+	memcpy(buf, s->conv + n * ssz + (off - e0 * tsz), len);
+	*got = len;
+	return 0;
+}
+
+int ckpt_data_read_raw(const struct ckpt_view *v, uint32_t slot,
+		       uint32_t node, uint64_t off, size_t len, void *buf,
+		       size_t *got, struct ckpt_scratch *s)
+{
+	const struct ckpt_entry *e;
+	const struct ckpt_geom *g;
+	struct ckpt_box box;
+
+	*got = 0;
+	if (node >= v->nnodes || !ckpt_node_is_key(&v->nodes[node]) ||
+	    slot >= v->nslots)
+		return -EISDIR;
+	e = &v->meta->entries[v->nodes[node].entry];
+	g = ckpt_view_geom(v, slot, node);
+	ckpt_geom_box(v, g, &box);
+	if (e->kind == CKPT_KIND_TENSOR && g->dtype != e->dtype)
+		return read_converted(v, e, &box, (enum ckpt_dtype)g->dtype,
+				      off, len, buf, got, s);
+	return read_raw(v, e, &box, off, len, buf, got, s);
+}
+
+int ckpt_data_read(const struct ckpt_view *v, uint32_t slot, uint32_t node,
+		   uint64_t off, size_t len, void *buf, size_t *got,
+		   struct ckpt_scratch *s)
+{
+	const struct ckpt_geom *g;
+	size_t h, done = 0, more;
+	int rc;
+
+	*got = 0;
+	if (node >= v->nnodes || !ckpt_node_is_key(&v->nodes[node]) ||
+	    slot >= v->nslots)
+		return -EISDIR;
+	g = ckpt_view_geom(v, slot, node);
+	h = g->npy_len;
+	if (!h)
+		return ckpt_data_read_raw(v, slot, node, off, len, buf, got, s);
+	/* --format npy: the header, then the data. */
+	if (off < h) {
+		done = h - (size_t)off < len ? h - (size_t)off : len;
+		memcpy(buf, v->npy_heads + g->npy_at + off, done);
+	}
+	if (done < len) {
+		rc = ckpt_data_read_raw(v, slot, node, off + done - h,
+					len - done, (char *)buf + done, &more, s);
+		if (rc)
+			return rc;
+		done += more;
+	}
+	*got = done;
+	return 0;
+}
