@@ -254,6 +254,13 @@ def file_vs_dir(m, out):
 
 
 @case
+def long_name(m, out):
+    # A path component of 300 bytes: no file system takes such a name.
+    m["planner_data"] = {"optim.state.w.step": ["optim", "state", "w",
+                                                "s" * 300]}
+
+
+@case
 def duplicate_key(m, out):
     # msgpack maps can repeat a key; Python dicts cannot, so splice bytes.
     pass

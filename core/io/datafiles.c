@@ -114,7 +114,9 @@ static int reopen(struct ckpt_meta *m, uint32_t fi)
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != f->dev ||
-	    (uint64_t)st.st_ino != f->ino) {
+	    (uint64_t)st.st_ino != f->ino ||
+	    st.st_ctim.tv_sec != f->ctime_sec ||
+	    st.st_ctim.tv_nsec != f->ctime_nsec) {
 		close(fd);
 		return -ESTALE;
 	}
@@ -209,6 +211,8 @@ int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 		f->size = (uint64_t)st.st_size;
 		f->dev = (uint64_t)st.st_dev;
 		f->ino = (uint64_t)st.st_ino;
+		f->ctime_sec = st.st_ctim.tv_sec;
+		f->ctime_nsec = st.st_ctim.tv_nsec;
 		if (f->size < f->need) {
 			close(fd);
 			return ckpt_errf(err, errlen, -EINVAL,

@@ -99,7 +99,9 @@ int ckpt_meta_key(const struct ckpt_meta *m, uint32_t i,
 	out->kind = e->kind;
 	out->dtype = e->kind == CKPT_KIND_TENSOR ? e->dtype : CKPT_DTYPE_COUNT;
 	out->ndim = e->ndim;
-	memcpy(out->shape, ckpt_entry_shape(m, e), e->ndim * sizeof(uint64_t));
+	if (e->ndim)	/* m->dims is NULL when no key has a dim */
+		memcpy(out->shape, ckpt_entry_shape(m, e),
+		       e->ndim * sizeof(uint64_t));
 	out->numel = e->numel;
 	out->nbytes = e->nbytes;
 	out->chunk_first = e->chunk_first;
@@ -131,10 +133,12 @@ int ckpt_meta_chunk(const struct ckpt_meta *m, uint32_t ci,
 	e = ckpt_meta_chunk_entry(m, ci);
 	out->key = (uint32_t)(e - m->entries);
 	out->ndim = e->ndim;
-	memcpy(out->offsets, ckpt_chunk_offsets(m, c),
-	       e->ndim * sizeof(uint64_t));
-	memcpy(out->sizes, ckpt_chunk_sizes(m, e, c),
-	       e->ndim * sizeof(uint64_t));
+	if (e->ndim) {	/* m->dims is NULL when no key has a dim */
+		memcpy(out->offsets, ckpt_chunk_offsets(m, c),
+		       e->ndim * sizeof(uint64_t));
+		memcpy(out->sizes, ckpt_chunk_sizes(m, e, c),
+		       e->ndim * sizeof(uint64_t));
+	}
 	out->has_record = c->file != CKPT_NONE;
 	out->file = c->file;
 	out->path = out->has_record ? m->strings + m->files[c->file].path : NULL;

@@ -71,7 +71,9 @@ struct ckpt_file {
 	uint32_t need_entry;	/* the entry whose record ends last ... */
 	uint64_t need;		/* ... and where: the size the file needs */
 	uint64_t size;		/* its size when validated */
-	uint64_t dev, ino;	/* its identity when validated */
+	uint64_t dev, ino;	/* its identity when validated ... */
+	int64_t ctime_sec, ctime_nsec;	/* ... with its ctime: an inode
+					 * number may be reused */
 	/* The fd cache (core/datafiles.c); guarded by meta->fds.lock unless
 	 * every file stays open (fds.pinned). */
 	int fd;			/* -1 when not open */

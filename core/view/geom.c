@@ -109,9 +109,12 @@ static int one(struct ckpt_view *v, struct pools *p, uint32_t slot,
 		 sizeof(uint64_t)) || p->n_dims + 2 * box.ndim > UINT32_MAX)
 		return -ENOMEM;
 	g->box_at = (uint32_t)p->n_dims;
-	memcpy(v->gdims + p->n_dims, box.off, box.ndim * sizeof(uint64_t));
-	memcpy(v->gdims + p->n_dims + box.ndim, box.size,
-	       box.ndim * sizeof(uint64_t));
+	if (box.ndim) {		/* 0-d tensors have no dims (gdims may be NULL) */
+		memcpy(v->gdims + p->n_dims, box.off,
+		       box.ndim * sizeof(uint64_t));
+		memcpy(v->gdims + p->n_dims + box.ndim, box.size,
+		       box.ndim * sizeof(uint64_t));
+	}
 	p->n_dims += 2 * box.ndim;
 	for (k = 0; numel && k < e->nchunks; k++) {
 		uint32_t ci = e->chunk_first + k;
@@ -195,7 +198,7 @@ void ckpt_geom_box(const struct ckpt_view *v, const struct ckpt_geom *g,
 		   struct ckpt_box *box)
 {
 	box->ndim = g->ndim;
-	if (g->box_at == CKPT_NONE) {
+	if (g->box_at == CKPT_NONE || g->ndim == 0) {
 		box->ndim = 0;
 		return;
 	}

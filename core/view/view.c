@@ -147,8 +147,9 @@ int ckpt_view_entry(const struct ckpt_view *v, uint32_t slot, uint32_t node,
 	out->ndim = box.ndim;
 	memcpy(out->shape, box.size, box.ndim * sizeof(uint64_t));
 	memcpy(out->offsets, box.off, box.ndim * sizeof(uint64_t));
-	memcpy(out->global_shape, ckpt_entry_shape(v->meta, e),
-	       e->ndim * sizeof(uint64_t));
+	if (e->ndim)
+		memcpy(out->global_shape, ckpt_entry_shape(v->meta, e),
+		       e->ndim * sizeof(uint64_t));
 	return 0;
 }
 

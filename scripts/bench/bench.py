@@ -447,6 +447,69 @@ def zip64_figure(args, t, work):
           "MISMATCH: " + out.stdout.strip())
 
 
+def strided_figure(args, t, work, n=2048):
+    """A transposed float32 tensor (record strides [1, n], as torch saves
+    a transposed replicated tensor) read through the mount with 128 KiB
+    and 1 MiB reads: throughput against reading its data file, and the
+    bytes the daemon read (rchar in /proc/PID/io) per byte delivered."""
+    import msgpack
+    import numpy as np
+    if args.quick:
+        n = 256
+    d = os.path.join(work, f"strided-{n}")
+    a = np.arange(n * n, dtype="<f4").reshape(n, n)
+    if not os.path.exists(os.path.join(d, ".metadata")):
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "data"), "wb") as fh:
+            fh.write(np.ascontiguousarray(a.T).tobytes())
+        with open(os.path.join(d, ".metadata"), "wb") as fh:
+            msgpack.dump({
+                "format": "tensorplay-dcp", "version": 1,
+                "state_dict_metadata": {"t": {
+                    "type": "tensor", "dtype": "float32", "size": [n, n],
+                    "chunks": [{"offsets": [0, 0], "sizes": [n, n]}]}},
+                "storage_data": [{
+                    "fqn": "t", "offsets": [0, 0], "relative_path": "data",
+                    "offset": 0, "length": n * n * 4,
+                    "strides": [1, n]}]}, fh)
+    raw = os.path.join(d, "data")
+    warm([raw])
+    nbytes = n * n * 4
+    base = t.add(f"strided record, {nbytes >> 20} MiB: read of its data "
+                 f"file (baseline)",
+                 gbps(timed(lambda: _timed_read([raw]), args.reps)))
+    for bs in (128 << 10, MiB):
+        samples, amp = [], []
+        for _ in range(args.reps):
+            with ckptfs_mount(args, d, os.path.join(work, "mnt"), 1, 0) as m:
+                path = os.path.join(m.mnt, "t")
+                before = _rchar(m.proc.pid)
+                t0 = time.perf_counter()
+                got = read_all([path], bs)
+                samples.append(got / (time.perf_counter() - t0) / 1e9)
+                amp.append((_rchar(m.proc.pid) - before) / got)
+                with open(path, "rb") as fh:
+                    ok = fh.read() == a.tobytes()
+        t.add(f"strided record through the mount, {bs >> 10} KiB reads",
+              samples, base=(base, "its file"),
+              note=f"daemon read {statistics.median(amp):.2f} bytes per "
+                   f"byte delivered; bytes {'match' if ok else 'DIFFER'}")
+
+
+def _timed_read(paths):
+    t0 = time.perf_counter()
+    n = read_all(paths)
+    return n, time.perf_counter() - t0
+
+
+def _rchar(pid):
+    with open(f"/proc/{pid}/io") as fh:
+        for line in fh:
+            if line.startswith("rchar:"):
+                return int(line.split()[1])
+    return 0
+
+
 def verify_figures(args, t, ckpt):
     """`ckptfs verify` throughput against cat and xxh64sum of the same
     files, all in the page cache."""
@@ -579,6 +642,7 @@ def main(argv):
     all_ranks(args, t, ckpts["dim0"], args.work)
     prefetch(args, t, ckpts["dim1"], args.work)
     verify_figures(args, t, ckpts["dim0"])
+    strided_figure(args, t, args.work)
     mount_figures(args, t, args.work)
     rss_growth(args, t, ckpts["dim0"], args.work)
     note = torch_figures(args, t, args.work)

@@ -25,6 +25,28 @@ teardown() { common_teardown; }
 	[ "$(od -An -f "$MNT/optim/state/w/step" | tr -d ' ')" = 7 ]
 	kill -0 "$DAEMON_PID"
 	stop_mount
+	# The reader got EIO; the log (stderr in -f mode) says why: the file,
+	# the offset and the key.
+	cat "$TMP/daemon.log"
+	grep -q "ckptfs: read of .* bytes at 0 (rank 0): $TMP/ckpt/__0_0.distcp: offset [0-9]*: file ends .* (truncated?)" "$TMP/daemon.log" ||
+	grep -q "ckptfs: read of .* bytes at 0 (rank 0): key 'optim.state.w.exp_avg': $TMP/ckpt/__0_0.distcp: offset" "$TMP/daemon.log"
+	grep -q "key 'optim.param_groups'" "$TMP/daemon.log"
+}
+
+@test "read errors are logged at most a few lines per window, with a count of the rest" {
+	$BAD ok "$TMP/ckpt"
+	start_mount "$TMP/ckpt" "$MNT" --world 1 --rank 0
+	truncate -s 0 "$TMP/ckpt/__0_0.distcp"
+	for i in $(seq 40); do
+		$PY -c 'import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY|os.O_DIRECT)
+try: os.pread(fd, 4096, 0)
+except OSError: pass' "$MNT/optim/state/w/exp_avg"
+	done
+	n=$(grep -c "ckptfs: read of" "$TMP/daemon.log")
+	echo "logged $n of 40"
+	[ "$n" -ge 1 ] && [ "$n" -le 20 ]
+	kill -0 "$DAEMON_PID"
+	stop_mount
 }
 
 @test "data files replaced or deleted after mounting: old bytes or EIO, never new bytes" {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
 # SPDX-License-Identifier: MIT
 # The view is read-only: every mutating call fails with EROFS, and a
-# missing name gives ENOENT.
+# missing name gives ENOENT.  The mount is "ro", so the kernel refuses
+# them itself: the daemon has no handlers for them and never sees them
+# (checked below in its -d request log).
 
 load helpers
 
@@ -53,4 +55,18 @@ erofs() {
 	before=$(md5sum < "$F")
 	run sh -c "echo x > '$F'"
 	[ "$(md5sum < "$F")" = "$before" ]
+}
+
+@test "the kernel refuses writes before they reach the daemon" {
+	stop_mount
+	start_mount "$TMP/ckpt" "$MNT" --world 2 --rank 0 -d
+	erofs sh -c "echo x > '$F'"
+	erofs mkdir "$MNT/newdir"
+	erofs rm -f "$F"
+	erofs mv "$F" "$MNT/optim/moved"
+	erofs touch "$MNT/newfile"
+	erofs chmod 600 "$F"
+	erofs $PY -c "import os,sys; os.setxattr(sys.argv[1], 'user.x', b'1')" "$F"
+	grep -q 'opcode: LOOKUP' "$TMP/daemon.log"
+	! grep -E 'opcode: (WRITE|MKDIR|UNLINK|RENAME2?|CREATE|MKNOD|SETATTR|SETXATTR|SYMLINK|LINK|FALLOCATE)' "$TMP/daemon.log"
 }

@@ -62,6 +62,7 @@ refuse() {
 @test "symlink leading outside the checkpoint" { refuse symlink_outside "leads outside the checkpoint directory"; }
 @test "two keys with the same path" { refuse same_path "keys 'optim.state.w.exp_avg' and 'optim.state.w.step' both need the file 'exp_avg'"; }
 @test "a key's file is another key's directory" { refuse file_vs_dir "needs 'state' as a file, but key 'optim.state.w.exp_avg' needs it as a directory"; }
+@test "a path component longer than 255 bytes" { refuse long_name "key 'optim.state.w.step': path component 'ssssssssssssssssssssssssssssssssssssssss...' is 300 bytes, longer than the 255 a file name may have"; }
 @test "duplicate key" { refuse duplicate_key "key 'optim.state.w.exp_avg' appears twice"; }
 @test "trailing data" { refuse trailing_junk "bytes of trailing data after the metadata map"; }
 @test "a broken pickle (read as a PyTorch checkpoint)" { refuse not_msgpack ".metadata: pickle opcode FRAME (0x95) at byte 2: frame runs past the end"; }

@@ -43,6 +43,21 @@ layout_sweep() {
 	grep -q "warning: .*layout:[0-9]*: parameter 'no.such.param' matches no key" "$TMP/daemon.log"
 }
 
+@test "layouts: -o layout= with a comma in the path (fuse_opt's \\, escape), and libfuse's thread options" {
+	$GEN "$TMP/ckpt" --seed 45 --keys 30
+	mkdir -p "$TMP/a,b"
+	$LAYOUT "$TMP/ckpt" "$TMP/a,b/lay,out" --split 1 --tp 2 --tp-rank 1
+	esc=$(printf '%s' "$TMP/a,b/lay,out" | sed 's/,/\\,/g')
+	start_mount "$TMP/ckpt" "$MNT" -o "world=3,rank=2,layout=$esc,max_threads=2,max_idle_threads=1"
+	run $REF check "$TMP/ckpt" "$MNT" --world 3 --rank 2 --layout "$TMP/a,b/lay,out"
+	echo "$output"
+	stop_mount
+	[ "$status" -eq 0 ]
+	run "$CKPTFS" mount "$TMP/ckpt" "$MNT" -f -o world=1,rank=0,max_threads=0
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"max_threads and max_idle_threads must be at least 1"* ]]
+}
+
 @test "layouts: a dim-1 TP box reads only the bytes it needs" {
 	# [8,6] saved whole; box = columns 3-5; W=2 rank 1 = rows 4-7.
 	$PY - "$TMP/ckpt" <<'PY'

@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Test-side helpers: a checkpoint directory in a temp dir (a .metadata
+ * image from metabuild.h and data files), removed afterwards.
+ */
+#ifndef CKPT_CKPTDIR_H
+#define CKPT_CKPTDIR_H
+
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "metabuild.h"
+
+/* A new empty directory (caller frees the name and calls cd_remove). */
+static inline char *cd_new(void)
+{
+	char *d = strdup("/tmp/ckptfs-unit.XXXXXX");
+
+	if (d && !mkdtemp(d)) {
+		free(d);
+		return NULL;
+	}
+	return d;
+}
+
+static inline int cd_put(const char *dir, const char *name, const void *buf,
+			 size_t len)
+{
+	char path[4096];
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "wb");
+	if (!f)
+		return -1;
+	n = fwrite(buf, 1, len, f);
+	return fclose(f) == 0 && n == len ? 0 : -1;
+}
+
+static inline void cd_remove(char *dir)
+{
+	char cmd[4200];
+
+	if (!dir)
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
+	free(dir);
+}
+
+/*
+ * float32 keys names[0..n), each 1-D of `elems` elements in one chunk,
+ * stored back to back in "data" (key k's element i = k * 1000 + i).
+ */
+static inline void mb_keys_meta(msgpack_sbuffer *sb, const char *const *names,
+				unsigned n, uint64_t elems)
+{
+	msgpack_packer pk;
+	uint64_t zero = 0;
+	unsigned k;
+
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 4);
+	mb_str(&pk, "format");
+	mb_str(&pk, "tensorplay-dcp");
+	mb_str(&pk, "version");
+	msgpack_pack_uint32(&pk, 1);
+	mb_str(&pk, "state_dict_metadata");
+	msgpack_pack_map(&pk, n);
+	for (k = 0; k < n; k++) {
+		mb_str(&pk, names[k]);
+		msgpack_pack_map(&pk, 4);
+		mb_str(&pk, "type");
+		mb_str(&pk, "tensor");
+		mb_str(&pk, "dtype");
+		mb_str(&pk, "float32");
+		mb_str(&pk, "size");
+		mb_dims(&pk, &elems, 1);
+		mb_str(&pk, "chunks");
+		msgpack_pack_array(&pk, 1);
+		msgpack_pack_map(&pk, 2);
+		mb_str(&pk, "offsets");
+		mb_dims(&pk, &zero, 1);
+		mb_str(&pk, "sizes");
+		mb_dims(&pk, &elems, 1);
+	}
+	mb_str(&pk, "storage_data");
+	msgpack_pack_array(&pk, n);
+	for (k = 0; k < n; k++) {
+		msgpack_pack_map(&pk, 5);
+		mb_str(&pk, "fqn");
+		mb_str(&pk, names[k]);
+		mb_str(&pk, "offsets");
+		mb_dims(&pk, &zero, 1);
+		mb_str(&pk, "relative_path");
+		mb_str(&pk, "data");
+		mb_str(&pk, "offset");
+		msgpack_pack_uint64(&pk, (uint64_t)k * elems * 4);
+		mb_str(&pk, "length");
+		msgpack_pack_uint64(&pk, elems * 4);
+	}
+}
+
+/* Data for mb_keys_meta: n keys of elems float32 each (caller frees). */
+static inline float *mb_keys_data(unsigned n, uint64_t elems)
+{
+	float *d = malloc(n * elems * sizeof(float) + 1);
+	uint64_t i;
+	unsigned k;
+
+	for (k = 0; d && k < n; k++)
+		for (i = 0; i < elems; i++)
+			d[k * elems + i] = (float)(k * 1000 + i);
+	return d;
+}
+
+/*
+ * One float32 tensor "t" of shape [rows, cols] saved as one chunk whose
+ * record is column-major: element (i, j) at storage index i + j * rows
+ * (strides [1, rows]), as torch saves a transposed tensor.
+ */
+static inline void mb_transposed_meta(msgpack_sbuffer *sb, uint64_t rows,
+				      uint64_t cols)
+{
+	uint64_t shape[2] = { rows, cols }, zero[2] = { 0, 0 };
+	uint64_t strides[2] = { 1, rows };
+	msgpack_packer pk;
+
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 4);
+	mb_str(&pk, "format");
+	mb_str(&pk, "tensorplay-dcp");
+	mb_str(&pk, "version");
+	msgpack_pack_uint32(&pk, 1);
+	mb_str(&pk, "state_dict_metadata");
+	msgpack_pack_map(&pk, 1);
+	mb_str(&pk, "t");
+	msgpack_pack_map(&pk, 4);
+	mb_str(&pk, "type");
+	mb_str(&pk, "tensor");
+	mb_str(&pk, "dtype");
+	mb_str(&pk, "float32");
+	mb_str(&pk, "size");
+	mb_dims(&pk, shape, 2);
+	mb_str(&pk, "chunks");
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_map(&pk, 2);
+	mb_str(&pk, "offsets");
+	mb_dims(&pk, zero, 2);
+	mb_str(&pk, "sizes");
+	mb_dims(&pk, shape, 2);
+	mb_str(&pk, "storage_data");
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_map(&pk, 6);
+	mb_str(&pk, "fqn");
+	mb_str(&pk, "t");
+	mb_str(&pk, "offsets");
+	mb_dims(&pk, zero, 2);
+	mb_str(&pk, "relative_path");
+	mb_str(&pk, "data");
+	mb_str(&pk, "offset");
+	msgpack_pack_uint64(&pk, 0);
+	mb_str(&pk, "length");
+	msgpack_pack_uint64(&pk, rows * cols * 4);
+	mb_str(&pk, "strides");
+	mb_dims(&pk, strides, 2);
+}
+
+/* Write dir/.metadata from sb and dir/data from data. */
+static inline int cd_ckpt(const char *dir, const msgpack_sbuffer *sb,
+			  const void *data, size_t len)
+{
+	return cd_put(dir, ".metadata", sb->data, sb->size) ||
+	       cd_put(dir, "data", data, len) ? -1 : 0;
+}
+
+#endif

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the data files (io/datafiles.c): every refusal at open
+ * names the file and the key, a bounded fd cache serves many files with
+ * few descriptors, and a read of a file cut short or replaced after the
+ * checks fails with a reason.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckptfs.h"
+#include "ckptdir.h"
+#include "common/errbuf.h"
+#include "io/datafiles.h"
+#include "model/meta.h"
+#include "testhelp.h"
+
+/* n keys of 4 float32, key k in its own file "fK". */
+static char *many_files(unsigned n)
+{
+	char *dir = cd_new(), name[32], *names[64];
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	uint64_t four = 4, zero = 0;
+	unsigned k;
+
+	if (!dir || n > 64)
+		return NULL;
+	for (k = 0; k < n; k++) {
+		float d[4] = { (float)k, (float)k + 0.5f, 2, 3 };
+
+		snprintf(name, sizeof(name), "f%u", k);
+		names[k] = strdup(name);
+		cd_put(dir, name, d, sizeof(d));
+	}
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 4);
+	mb_str(&pk, "format");
+	mb_str(&pk, "tensorplay-dcp");
+	mb_str(&pk, "version");
+	msgpack_pack_uint32(&pk, 1);
+	mb_str(&pk, "state_dict_metadata");
+	msgpack_pack_map(&pk, n);
+	for (k = 0; k < n; k++) {
+		mb_str(&pk, names[k]);
+		msgpack_pack_map(&pk, 4);
+		mb_str(&pk, "type");
+		mb_str(&pk, "tensor");
+		mb_str(&pk, "dtype");
+		mb_str(&pk, "float32");
+		mb_str(&pk, "size");
+		mb_dims(&pk, &four, 1);
+		mb_str(&pk, "chunks");
+		msgpack_pack_array(&pk, 1);
+		msgpack_pack_map(&pk, 2);
+		mb_str(&pk, "offsets");
+		mb_dims(&pk, &zero, 1);
+		mb_str(&pk, "sizes");
+		mb_dims(&pk, &four, 1);
+	}
+	mb_str(&pk, "storage_data");
+	msgpack_pack_array(&pk, n);
+	for (k = 0; k < n; k++) {
+		msgpack_pack_map(&pk, 5);
+		mb_str(&pk, "fqn");
+		mb_str(&pk, names[k]);
+		mb_str(&pk, "offsets");
+		mb_dims(&pk, &zero, 1);
+		mb_str(&pk, "relative_path");
+		mb_str(&pk, names[k]);
+		mb_str(&pk, "offset");
+		msgpack_pack_uint64(&pk, 0);
+		mb_str(&pk, "length");
+		msgpack_pack_uint64(&pk, 16);
+		free(names[k]);
+	}
+	cd_put(dir, ".metadata", sb.data, sb.size);
+	msgpack_sbuffer_destroy(&sb);
+	return dir;
+}
+
+static void test_refusals(void)
+{
+	char *dir = many_files(3), path[4200], err[1024];
+	struct ckpt_meta *m;
+
+	/* Missing. */
+	snprintf(path, sizeof(path), "%s/f1", dir);
+	CHECK(unlink(path) == 0);
+	CHECK(ckpt_meta_open(dir, &m, err, sizeof(err)) == 0);
+	CHECK(ckpt_files_open(m, 0, 0, err, sizeof(err)) == -ENOENT);
+	CHECK(strstr(err, "/f1: key 'f1': cannot open data file"));
+	ckpt_meta_free(m);
+	/* Short. */
+	CHECK(cd_put(dir, "f1", "abc", 3) == 0);
+	CHECK(ckpt_meta_open(dir, &m, err, sizeof(err)) == 0);
+	CHECK(ckpt_files_open(m, 0, 0, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "/f1: key 'f1': data file has 3 bytes, its record ends at 16"));
+	ckpt_meta_free(m);
+	/* A directory. */
+	CHECK(unlink(path) == 0 && mkdir(path, 0755) == 0);
+	CHECK(ckpt_meta_open(dir, &m, err, sizeof(err)) == 0);
+	CHECK(ckpt_files_open(m, 0, 0, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "/f1: key 'f1': data file is not a regular file"));
+	ckpt_meta_free(m);
+	cd_remove(dir);
+}
+
+/* 40 files through a cache of 3 descriptors, read in a scattered order:
+ * every byte right, never more than 3 open at once. */
+static void test_fd_cache(void)
+{
+	char *dir = many_files(40), err[1024];
+	struct ckpt_meta *m;
+	unsigned k, round;
+
+	CHECK(ckpt_meta_open(dir, &m, err, sizeof(err)) == 0);
+	CHECK(ckpt_files_open(m, 0, 3, err, sizeof(err)) == 0);
+	CHECK(!m->fds.pinned && m->fds.nopen <= 3);
+	for (round = 0; round < 3; round++) {
+		for (k = 0; k < 40; k++) {
+			unsigned f = (k * 17 + round) % 40;
+			const struct ckpt_entry *e;
+			char fqn[16];
+			float x[2];
+
+			snprintf(fqn, sizeof(fqn), "f%u", f);
+			e = ckpt_meta_find(m, fqn, strlen(fqn));
+			CHECK(e != NULL);
+			if (!e)
+				continue;
+			CHECK(ckpt_files_pread(m, m->chunks[e->chunk_first].file,
+					       x, 8, 0) == 0);
+			CHECK(x[0] == (float)f && x[1] == (float)f + 0.5f);
+			CHECK(m->fds.nopen <= 3);
+		}
+	}
+	ckpt_meta_free(m);
+	cd_remove(dir);
+}
+
+/* Cut short, then replaced by another file: EIO, with the reason. */
+static void test_changed_after_open(void)
+{
+	char *dir = many_files(2), path[4200], err[1024];
+	struct ckpt_meta *m;
+	char buf[16];
+
+	CHECK(ckpt_meta_open(dir, &m, err, sizeof(err)) == 0);
+	CHECK(ckpt_files_open(m, 0, 1, err, sizeof(err)) == 0);
+	snprintf(path, sizeof(path), "%s/f0", dir);
+	CHECK(truncate(path, 4) == 0);
+	ckpt_clear_last_error();
+	CHECK(ckpt_files_pread(m, 0, buf, 16, 0) == -EIO);
+	CHECK(strstr(ckpt_last_error(), "/f0: offset 0: file ends 4 bytes into a 16-byte read"));
+	/* f1 evicts f0; f0 replaced (even when the new file reuses the
+	 * inode number) cannot be reopened. */
+	CHECK(ckpt_files_pread(m, 1, buf, 16, 0) == 0);
+	CHECK(unlink(path) == 0 && cd_put(dir, "f0", "0123456789abcdef", 16) == 0);
+	CHECK(ckpt_files_pread(m, 0, buf, 16, 0) == -EIO);
+	CHECK(strstr(ckpt_last_error(), "/f0: cannot open: replaced since it was validated"));
+	ckpt_meta_free(m);
+	cd_remove(dir);
+}
+
+int main(void)
+{
+	TEST(test_refusals);
+	TEST(test_fd_cache);
+	TEST(test_changed_after_open);
+	return TEST_REPORT();
+}
