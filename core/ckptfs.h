@@ -416,6 +416,52 @@ int ckpt_view_plan(const struct ckpt_view *v, uint32_t slot, uint32_t node,
 		   int (*fn)(void *ctx, const struct ckpt_read_run *run),
 		   void *ctx);
 
+/* ------------------------------------------------------------------ */
+/* Parallel direct reads: many byte ranges into caller memory at once */
+
+/* len bytes at off of view file node (as slot's rank sees it) into dst. */
+struct ckpt_read_req {
+	uint32_t slot;
+	uint32_t node;
+	uint64_t off;
+	uint64_t len;
+	void *dst;
+};
+
+/*
+ * Serve every request with a pool of `threads` threads (0: one per CPU).
+ * Requests are cut into pieces of at most a few MiB that the threads take
+ * in turn; each piece is planned and read as ckpt_view_read() reads
+ * (runs merged, only the needed bytes).  Reading past a file's end is an
+ * error (-EINVAL): a batch fills exactly what it asks for.  Returns 0,
+ * or the first error with one line in err naming the file, offset and
+ * key.  Does not call back into the caller; thread-safe (the view is
+ * only read).
+ */
+int ckpt_view_read_batch(const struct ckpt_view *v,
+			 const struct ckpt_read_req *reqs, size_t n,
+			 unsigned threads, char *err, size_t errlen);
+
+/* A box of a saved tensor, in global coordinates, into dst (row-major,
+ * the saved dtype, numel x itemsize bytes).  For a bytes key the box is
+ * ignored and dst gets the whole blob. */
+struct ckpt_box_req {
+	uint32_t key;
+	uint64_t off[CKPT_MAX_DIMS];
+	uint64_t size[CKPT_MAX_DIMS];
+	void *dst;
+};
+
+/*
+ * Read boxes of m's saved tensors, independent of any view (what a
+ * PyTorch StorageReader's ReadItems ask for), with `threads` threads as
+ * ckpt_view_read_batch().  Each box must lie inside its key's shape
+ * (-EINVAL naming the key otherwise).  Data files must be open
+ * (ckpt_files_open()).  Returns 0 or the first error, with err.
+ */
+int ckpt_meta_read_boxes(struct ckpt_meta *m, const struct ckpt_box_req *reqs,
+			 size_t n, unsigned threads, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -242,45 +242,87 @@ static bool stopping(const struct ckfs *fs)
 	return atomic_load_explicit(&fs->prefetch_stop, memory_order_acquire);
 }
 
-/* Push every file's bytes into the kernel's page cache.  The kernel
- * stores data only for inodes it knows, so each file is first looked up
- * through the mount (served by the other threads). */
+#define PREFETCH_GROUP ((uint64_t)64 << 20)	/* bytes read per batch */
+#define PREFETCH_FILES 1024			/* files per batch */
+
+/* Hand a batch's bytes to the kernel, file by file, 1 MiB at a time. */
+static void prefetch_store(struct ckfs *fs, const struct ckpt_read_req *r,
+			   size_t n)
+{
+	size_t k;
+
+	for (k = 0; k < n && !stopping(fs); k++) {
+		uint64_t off;
+
+		for (off = 0; off < r[k].len; off += READ_MAX) {
+			struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
+
+			bv.buf[0].mem = (char *)r[k].dst + off;
+			bv.buf[0].size = r[k].len - off < READ_MAX ?
+					 (size_t)(r[k].len - off) : READ_MAX;
+			if (fuse_lowlevel_notify_store(fs->se,
+					ckpt_view_ino(fs->view, r[k].slot, r[k].node),
+					(off_t)(r[k].off + off), &bv, 0))
+				break;
+		}
+	}
+}
+
+/*
+ * Push every file's bytes into the kernel's page cache: groups of files
+ * are read into one buffer by the parallel engine (the same one as
+ * ckptfs extract and the Python loader), then stored.  The kernel stores
+ * data only for inodes it knows, so each file is first looked up through
+ * the mount (served by the other threads).
+ */
 static void *prefetch_main(void *arg)
 {
 	struct ckfs *fs = arg;
 	const struct ckpt_view *v = fs->view;
-	struct ckpt_scratch *s = ckpt_scratch_new();
-	char *buf = malloc(READ_MAX), *path = malloc(PATH_MAX);
-	struct stat st;
+	struct ckpt_read_req *reqs = calloc(PREFETCH_FILES, sizeof(*reqs));
+	char *buf = malloc(PREFETCH_GROUP), *path = malloc(PATH_MAX);
+	char err[1024];
+	uint64_t used = 0;
 	uint32_t i, slot;
+	size_t n = 0;
+	struct stat st;
 
-	for (slot = 0; s && buf && path && slot < fs->vi.nslots; slot++) {
+	for (slot = 0; reqs && buf && path && slot < fs->vi.nslots; slot++) {
 		for (i = 1; i < fs->vi.nnodes && !stopping(fs); i++) {
-			uint64_t off = 0, size;
-			size_t got;
+			struct ckpt_node_info ni;
+			uint64_t size, off;
 
-			if (ckpt_view_size(v, slot, i, &size) || size == 0)
+			if (ckpt_view_node(v, i, &ni) || ni.type != CKPT_NODE_KEY ||
+			    ckpt_view_size(v, slot, i, &size) || size == 0)
 				continue;
 			node_path(fs, slot, i, path);
 			if (stat(path, &st) != 0)	/* e.g. a path too long */
 				continue;
-			while (off < size && !stopping(fs)) {
-				struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
+			for (off = 0; off < size && !stopping(fs);) {
+				uint64_t take = size - off;
 
-				if (ckpt_view_read(v, slot, i, off, READ_MAX,
-						   buf, &got, s) || got == 0)
-					break;
-				bv.buf[0].mem = buf;
-				bv.buf[0].size = got;
-				if (fuse_lowlevel_notify_store(fs->se,
-						ckpt_view_ino(v, slot, i),
-						(off_t)off, &bv, 0))
-					break;
-				off += got;
+				if (take > PREFETCH_GROUP - used)
+					take = PREFETCH_GROUP - used;
+				reqs[n] = (struct ckpt_read_req){ slot, i, off,
+								  take,
+								  buf + used };
+				n++;
+				used += take;
+				off += take;
+				if (n < PREFETCH_FILES && used < PREFETCH_GROUP)
+					continue;
+				if (!ckpt_view_read_batch(v, reqs, n, 0, err,
+							  sizeof(err)))
+					prefetch_store(fs, reqs, n);
+				n = 0;
+				used = 0;
 			}
 		}
 	}
-	ckpt_scratch_free(s);
+	if (n && !stopping(fs) &&
+	    !ckpt_view_read_batch(v, reqs, n, 0, err, sizeof(err)))
+		prefetch_store(fs, reqs, n);
+	free(reqs);
 	free(buf);
 	free(path);
 	return NULL;

@@ -326,11 +326,11 @@ static int add_strided(struct ckpt_meta *m, struct ckpt_scratch *s,
 }
 
 /* Bytes [off, off+len) of entry e's box as stored, into buf. */
-static int read_raw(const struct ckpt_view *v, const struct ckpt_entry *e,
+static int read_raw(struct ckpt_meta *m, const struct ckpt_view *v,
+		    const struct ckpt_entry *e,
 		    const struct ckpt_box *box, uint64_t off, size_t len,
 		    char *buf, size_t *got, struct ckpt_scratch *s)
 {
-	struct ckpt_meta *m = v->meta;
 	struct pending local[DIRECT_MAX + 1], *r = local;
 	uint32_t cap = DIRECT_MAX + 1, n = 0, ns = 0;
 	struct ckpt_planner p;
@@ -355,7 +355,7 @@ static int read_raw(const struct ckpt_view *v, const struct ckpt_entry *e,
 	}
 	ckpt_planner_init(&p, m, e, box, off, len);
 	while ((rc = ckpt_planner_next(&p, &run)) > 0) {
-		if (v->verify) {
+		if (v && v->verify) {
 			rc = check_record(v, run.chunk);
 			if (rc)
 				return rc;
@@ -430,7 +430,8 @@ static int read_converted(const struct ckpt_view *v,
 		if (!s->conv)
 			return -ENOMEM;
 	}
-	rc = read_raw(v, e, box, e0 * ssz, (size_t)(n * ssz), s->conv, &raw, s);
+	rc = read_raw(v->meta, v, e, box, e0 * ssz, (size_t)(n * ssz), s->conv,
+		      &raw, s);
 	if (rc)
 		return rc;
 	if (raw != n * ssz)
@@ -460,7 +461,14 @@ int ckpt_data_read_raw(const struct ckpt_view *v, uint32_t slot,
 	if (e->kind == CKPT_KIND_TENSOR && g->dtype != e->dtype)
 		return read_converted(v, e, &box, (enum ckpt_dtype)g->dtype,
 				      off, len, buf, got, s);
-	return read_raw(v, e, &box, off, len, buf, got, s);
+	return read_raw(v->meta, v, e, &box, off, len, buf, got, s);
+}
+
+int ckpt_data_read_box(struct ckpt_meta *m, const struct ckpt_entry *e,
+		       const struct ckpt_box *box, uint64_t off, size_t len,
+		       void *buf, size_t *got, struct ckpt_scratch *s)
+{
+	return read_raw(m, NULL, e, box, off, len, buf, got, s);
 }
 
 int ckpt_data_read(const struct ckpt_view *v, uint32_t slot, uint32_t node,

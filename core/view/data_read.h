@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plan/reshard.h"
 #include "view/view_types.h"
 
 /* Reusable working memory for reads, one per thread (ckptfs.h's
@@ -40,5 +41,12 @@ int ckpt_data_read(const struct ckpt_view *v, uint32_t slot, uint32_t node,
 int ckpt_data_read_raw(const struct ckpt_view *v, uint32_t slot,
 		       uint32_t node, uint64_t off, size_t len, void *buf,
 		       size_t *got, struct ckpt_scratch *s);
+
+/* Bytes [off, off + len) of box (row-major, as saved, no conversion) of
+ * entry e of m, into buf; a bytes entry's blob when e is one (box
+ * unused).  No -o verify.  For the parallel engine (parallel_read.c). */
+int ckpt_data_read_box(struct ckpt_meta *m, const struct ckpt_entry *e,
+		       const struct ckpt_box *box, uint64_t off, size_t len,
+		       void *buf, size_t *got, struct ckpt_scratch *s);
 
 #endif

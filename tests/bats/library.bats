@@ -20,10 +20,13 @@ teardown() { common_teardown; }
 	export PKG_CONFIG_PATH="$TMP/inst/usr/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$TMP/inst"
 	run pkg-config --modversion ckptfs
 	[ "$status" -eq 0 ]
-	# Static and shared, with nothing but the public header.
-	cc -std=c11 -Wall -Werror -o "$TMP/ex-static" "$ROOT/docs/example.c" \
+	# Static and shared, with nothing but the public header (and the
+	# sanitizer runtime when this is the sanitized build's library).
+	san=
+	nm "$TMP/inst/usr/lib/libckptfs.a" 2>/dev/null | grep -q __asan_ && san=-fsanitize=address,undefined
+	cc -std=c11 -Wall -Werror $san -o "$TMP/ex-static" "$ROOT/docs/example.c" \
 		$(pkg-config --cflags ckptfs) $(pkg-config --libs --static ckptfs | sed 's/-lckptfs/-l:libckptfs.a/')
-	cc -std=c11 -Wall -Werror -o "$TMP/ex-shared" "$ROOT/docs/example.c" \
+	cc -std=c11 -Wall -Werror $san -o "$TMP/ex-shared" "$ROOT/docs/example.c" \
 		$(pkg-config --cflags --libs ckptfs)
 	$GEN "$TMP/ckpt" --seed 61 --keys 40
 	"$TMP/ex-static" "$TMP/ckpt" 3 1 > "$TMP/static.out"

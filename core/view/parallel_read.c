@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The parallel direct-read engine behind ckpt_view_read_batch() and
+ * ckpt_meta_read_boxes(): requests are cut into pieces of at most PIECE
+ * bytes, and a pool of threads takes pieces in turn (an atomic counter),
+ * each with its own scratch, reading straight into the caller's memory.
+ * The first error stops the others at their next piece and is reported
+ * with its reason (file, offset, key).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckptfs.h"
+#include "common/errbuf.h"
+#include "view/data_read.h"
+
+#define PIECE ((uint64_t)4 << 20)	/* bytes per piece */
+#define MAX_THREADS 256
+
+/* One piece: [off, off + len) of request req. */
+struct piece {
+	size_t req;
+	uint64_t off, len;
+};
+
+struct job {
+	const struct ckpt_view *v;		/* view batch, or NULL */
+	struct ckpt_meta *m;			/* box batch */
+	const struct ckpt_read_req *vreqs;
+	const struct ckpt_box_req *breqs;
+	const struct ckpt_entry **bent;		/* box batch: entries */
+	struct ckpt_box *boxes;			/* box batch: boxes */
+	struct piece *pieces;
+	size_t npieces;
+	atomic_size_t next;
+	atomic_int failed;
+	pthread_mutex_t lock;			/* guards rc and err */
+	int rc;
+	char err[1024];
+};
+
+static void fail(struct job *j, int rc, const char *why)
+{
+	pthread_mutex_lock(&j->lock);
+	if (!j->rc) {
+		j->rc = rc;
+		snprintf(j->err, sizeof(j->err), "%s", why);
+	}
+	pthread_mutex_unlock(&j->lock);
+	atomic_store(&j->failed, 1);
+}
+
+static int one_piece(struct job *j, const struct piece *p,
+		     struct ckpt_scratch *s)
+{
+	uint64_t done = 0;
+	size_t got;
+	int rc;
+
+	while (done < p->len) {
+		size_t want = (size_t)(p->len - done);
+
+		if (j->v) {
+			const struct ckpt_read_req *r = &j->vreqs[p->req];
+
+			rc = ckpt_view_read(j->v, r->slot, r->node,
+					    r->off + p->off + done, want,
+					    (char *)r->dst + p->off + done,
+					    &got, s);
+		} else {
+			const struct ckpt_box_req *r = &j->breqs[p->req];
+
+			ckpt_clear_last_error();
+			rc = ckpt_data_read_box(j->m, j->bent[p->req],
+						&j->boxes[p->req], p->off + done,
+						want, (char *)r->dst + p->off + done,
+						&got, s);
+			if (rc && !strstr(ckpt_last_error(), "key '"))
+				ckpt_wrap_last_error("key '%s'",
+						     ckpt_entry_fqn(j->m, j->bent[p->req]));
+		}
+		if (!rc && got == 0)
+			rc = -EIO;
+		if (rc)
+			return rc;
+		done += got;
+	}
+	return 0;
+}
+
+static void *worker(void *arg)
+{
+	struct job *j = arg;
+	struct ckpt_scratch *s = ckpt_scratch_new();
+	size_t i;
+	int rc;
+
+	if (!s) {
+		fail(j, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	while (!atomic_load(&j->failed) &&
+	       (i = atomic_fetch_add(&j->next, 1)) < j->npieces) {
+		rc = one_piece(j, &j->pieces[i], s);
+		if (rc)
+			fail(j, rc, ckpt_last_error()[0] ? ckpt_last_error() :
+							    strerror(-rc));
+	}
+	ckpt_scratch_free(s);
+	return NULL;
+}
+
+/* Cut requests of sizes len[0..n) into pieces. */
+static int cut(struct job *j, const uint64_t *len, size_t n)
+{
+	size_t k, np = 0, i;
+	uint64_t off;
+
+	for (i = 0; i < n; i++)
+		np += (size_t)((len[i] + PIECE - 1) / PIECE);
+	j->pieces = malloc((np ? np : 1) * sizeof(*j->pieces));
+	if (!j->pieces)
+		return -ENOMEM;
+	for (i = 0, k = 0; i < n; i++) {
+		for (off = 0; off < len[i]; off += PIECE, k++) {
+			j->pieces[k].req = i;
+			j->pieces[k].off = off;
+			j->pieces[k].len = len[i] - off < PIECE ? len[i] - off :
+								  PIECE;
+		}
+	}
+	j->npieces = np;
+	return 0;
+}
+
+static int run(struct job *j, unsigned threads, char *err, size_t errlen)
+{
+	pthread_t th[MAX_THREADS];
+	unsigned t, started = 0;
+
+	if (!threads) {
+		long c = sysconf(_SC_NPROCESSORS_ONLN);
+
+		threads = c > 0 ? (unsigned)c : 1;
+	}
+	if (threads > MAX_THREADS)
+		threads = MAX_THREADS;
+	if ((size_t)threads > j->npieces)
+		threads = j->npieces ? (unsigned)j->npieces : 1;
+	for (t = 1; t < threads; t++) {
+		if (pthread_create(&th[t], NULL, worker, j))
+			break;
+		started++;
+	}
+	worker(j);	/* the calling thread works too */
+	for (t = 1; t <= started; t++)
+		pthread_join(th[t], NULL);
+	if (j->rc)
+		return ckpt_errf(err, errlen, j->rc, "%s", j->err);
+	return 0;
+}
+
+int ckpt_view_read_batch(const struct ckpt_view *v,
+			 const struct ckpt_read_req *reqs, size_t n,
+			 unsigned threads, char *err, size_t errlen)
+{
+	struct job j = { .v = v, .vreqs = reqs };
+	uint64_t *len = malloc((n ? n : 1) * sizeof(uint64_t));
+	size_t i;
+	int rc;
+
+	if (!len)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	for (i = 0; i < n; i++) {
+		uint64_t size;
+		char path[512];
+
+		rc = ckpt_view_size(v, reqs[i].slot, reqs[i].node, &size);
+		if (!rc && (reqs[i].off > size || reqs[i].len > size - reqs[i].off))
+			rc = -EINVAL;
+		if (rc) {
+			ckpt_view_path(v, reqs[i].node, path, sizeof(path));
+			free(len);
+			return ckpt_errf(err, errlen, rc == -EINVAL ? -EINVAL : rc,
+					 "request %zu: '%s' (rank %" PRIu32 "): bytes [%" PRIu64 ", +%" PRIu64 ") %s",
+					 i, path, ckpt_view_slot_rank(v, reqs[i].slot),
+					 reqs[i].off, reqs[i].len,
+					 rc == -EINVAL ? "lie past its end" : strerror(-rc));
+		}
+		len[i] = reqs[i].len;
+	}
+	pthread_mutex_init(&j.lock, NULL);
+	rc = cut(&j, len, n);
+	free(len);
+	if (rc)
+		rc = ckpt_errf(err, errlen, rc, "out of memory");
+	else
+		rc = run(&j, threads, err, errlen);
+	pthread_mutex_destroy(&j.lock);
+	free(j.pieces);
+	return rc;
+}
+
+int ckpt_meta_read_boxes(struct ckpt_meta *m, const struct ckpt_box_req *reqs,
+			 size_t n, unsigned threads, char *err, size_t errlen)
+{
+	struct job j = { .m = m, .breqs = reqs };
+	uint64_t *len = malloc((n ? n : 1) * sizeof(uint64_t));
+	size_t i;
+	int rc = 0;
+
+	j.bent = malloc((n ? n : 1) * sizeof(*j.bent));
+	j.boxes = malloc((n ? n : 1) * sizeof(*j.boxes));
+	if (!len || !j.bent || !j.boxes) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out_free;
+	}
+	if (m->dirfd < 0) {
+		rc = ckpt_errf(err, errlen, -EBADF,
+			       "%s: data files are not open (ckpt_files_open())",
+			       m->dir ? m->dir : "checkpoint");
+		goto out_free;
+	}
+	for (i = 0; i < n; i++) {
+		const struct ckpt_entry *e;
+		const uint64_t *shape;
+		uint64_t numel = 1;
+		unsigned d;
+
+		if (reqs[i].key >= m->nentries) {
+			rc = ckpt_errf(err, errlen, -EINVAL,
+				       "request %zu: no key %" PRIu32, i,
+				       reqs[i].key);
+			goto out_free;
+		}
+		e = j.bent[i] = &m->entries[reqs[i].key];
+		if (e->kind == CKPT_KIND_BYTES) {
+			j.boxes[i].ndim = 0;
+			len[i] = e->nbytes;
+			continue;
+		}
+		shape = ckpt_entry_shape(m, e);
+		j.boxes[i].ndim = e->ndim;
+		for (d = 0; d < e->ndim; d++) {
+			if (reqs[i].off[d] > shape[d] ||
+			    reqs[i].size[d] > shape[d] - reqs[i].off[d]) {
+				char a[256], b[256], c[256];
+
+				rc = ckpt_errf(err, errlen, -EINVAL,
+					       "%s: key '%s': box %s+%s lies outside the shape %s",
+					       m->dir ? m->dir : "checkpoint",
+					       ckpt_entry_fqn(m, e),
+					       ckpt_fmt_dims(a, sizeof(a), reqs[i].off, e->ndim),
+					       ckpt_fmt_dims(b, sizeof(b), reqs[i].size, e->ndim),
+					       ckpt_fmt_dims(c, sizeof(c), shape, e->ndim));
+				goto out_free;
+			}
+			j.boxes[i].off[d] = reqs[i].off[d];
+			j.boxes[i].size[d] = reqs[i].size[d];
+			numel *= reqs[i].size[d];
+		}
+		len[i] = numel * ckpt_dtype_size((enum ckpt_dtype)e->dtype);
+	}
+	pthread_mutex_init(&j.lock, NULL);
+	rc = cut(&j, len, n);
+	if (rc)
+		rc = ckpt_errf(err, errlen, rc, "out of memory");
+	else
+		rc = run(&j, threads, err, errlen);
+	pthread_mutex_destroy(&j.lock);
+out_free:
+	free(j.pieces);
+	free(j.bent);
+	free(j.boxes);
+	free(len);
+	return rc;
+}
