@@ -56,7 +56,7 @@ FUZZ_TORCH_REPLAY := $(O)/tests/test_fuzz_torch_replay
 FUZZ_TIME ?= 60
 FUZZ_CC ?= clang
 
-.PHONY: all help deps check test unit bats demo install clean check-layers fuzz bench
+.PHONY: all help deps check test unit bats demo install clean check-layers fuzz bench sid-chroot
 
 all: $(LIB_A) $(LIB_SO) $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY) $(FUZZ_TORCH_REPLAY) $(O)/ceilfs $(EXAMPLE)
 
@@ -69,6 +69,7 @@ help:
 	@echo "make bench      throughput vs raw pread and a minimal FUSE ceiling (>= 2 GiB checkpoints; BENCH_ARGS=...)"
 	@echo "make fuzz       libFuzzer (clang) on the metadata parser, validator and planner, and on the torch unpickler and zip locator, FUZZ_TIME=$(FUZZ_TIME) s each"
 	@echo "make deps       install the Debian packages ckptfs needs (apt-get)"
+	@echo "make sid-chroot build (once) or reuse the Debian sid chroot with the newest PyTorch, cached in /var/cache/ckptfs/sid"
 	@echo "make install    install ckptfs, libckptfs (.a, .so, ckptfs.h, ckptfs.pc) into \$$DESTDIR\$$PREFIX, and ckptfs.py into /usr/bin/python3's site-packages"
 	@echo "make check-layers  libckptfs's folder order, no cycles, no FUSE in core/, public header only outside it"
 	@echo "make clean      remove build outputs"
@@ -177,8 +178,13 @@ bats: $(BIN)
 # The README's test command.  Installs what is missing, builds plain and
 # sanitized, runs unit + end-to-end suites under both, and ends with
 # "N passed, N failed".
+# The newest PyTorch for the tests (tests/bats/torch2.bats).
+sid-chroot:
+	$(Q)scripts/sid-chroot.sh build
+
 check: deps
 	$(Q)$(MAKE) --no-print-directory all check-layers
+	$(Q)$(MAKE) --no-print-directory sid-chroot
 	$(Q)$(MAKE) --no-print-directory SAN=address,undefined all
 	$(Q)$(MAKE) --no-print-directory SAN=thread O=build-tsan build-tsan/ckptfs
 	$(Q)tests/run-all.sh build build-san
@@ -208,7 +214,10 @@ install: $(BIN) $(LIB_A) $(LIB_SO)
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0644 docs/ckptfs.1 $(DESTDIR)$(PREFIX)/share/man/man1/ckptfs.1
 	install -d $(DESTDIR)$(PYSITE)
-	install -m 0644 scripts/ckptfs.py $(DESTDIR)$(PYSITE)/ckptfs.py
+	sed 's|^_INSTALLED_LIB = None|_INSTALLED_LIB = "$(LIBDIR)/libckptfs.so.0"|' \
+		scripts/ckptfs.py > $(DESTDIR)$(PYSITE)/ckptfs.py
+	chmod 0644 $(DESTDIR)$(PYSITE)/ckptfs.py
+	install -m 0644 scripts/torch_dcp_compat.py $(DESTDIR)$(PYSITE)/torch_dcp_compat.py
 
 clean:
 	rm -rf build build-san build-tsan build-fuzz

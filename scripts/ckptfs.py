@@ -215,6 +215,7 @@ def load_view(path, prefix=None, backend="torch", trust_pickles=False):
 # core/ckptfs.h, which only uses plain C types for this purpose.
 
 _lib = None
+_INSTALLED_LIB = None       # set by `make install` to LIBDIR/libckptfs.so.0
 _MAX_DIMS = 16
 _DTYPES = ["float64", "float32", "float16", "bfloat16", "float8_e4m3fn",
            "float8_e5m2", "int64", "int32", "int16", "int8", "uint8", "bool"]
@@ -306,8 +307,10 @@ def _library():
         cands.append(os.environ["CKPTFS_LIB"])
     cands += [os.path.join(here, "libckptfs.so.0"),
               os.path.join(here, "libckptfs.so"),
-              os.path.join(here, "..", "build", "libckptfs.so"),
-              "libckptfs.so.0"]
+              os.path.join(here, "..", "build", "libckptfs.so")]
+    if _INSTALLED_LIB:
+        cands.append(_INSTALLED_LIB)
+    cands.append("libckptfs.so.0")
     errors = []
     for c in cands:
         if os.sep in c and not os.path.exists(c):

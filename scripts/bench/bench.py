@@ -424,6 +424,140 @@ def torch_figures(args, t, work, w=8, r=3, pause=2.0):
             f"from {world} gloo ranks)")
 
 
+def _torch_ckpt(args, work, world, dim):
+    tdir = os.path.join(work, f"torch-dcp-{args.torch_gib}-w{world}-dim{dim}")
+    if not os.path.exists(os.path.join(tdir, "large", ".metadata")):
+        subprocess.check_call([
+            "/usr/bin/python3", os.path.join(ROOT, "scripts", "gen_torch_ckpt.py"),
+            tdir, "--large", str(args.torch_gib), "--world", str(world),
+            "--dim", str(dim)])
+    return os.path.join(tdir, "large")
+
+
+def _fresh_pread(paths, nbytes):
+    """The baseline for a direct load: nbytes of the data files pread
+    into freshly allocated memory (as a load fills new tensors)."""
+    import numpy as np
+    t0 = time.perf_counter()
+    buf = np.empty(nbytes, dtype="u1")
+    mv = memoryview(buf)
+    at = 0
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            off = 0
+            while at < nbytes:
+                n = os.preadv(fd, [mv[at:at + min(8 * MiB, nbytes - at)]], off)
+                if n <= 0:
+                    break
+                at += n
+                off += n
+        finally:
+            os.close(fd)
+        if at >= nbytes:
+            break
+    return at, time.perf_counter() - t0
+
+
+def direct_figures(args, t, work, w=8, r=3):
+    """Issue 13's rows: a rank's state loaded straight from the data files
+    (ckptfs.load, no FUSE) against raw pread; resuming on 8 ranks with
+    dcp's load_state_dict and ckptfs.StorageReader against torch's
+    FileSystemReader and against 8 readers of a --ranks mount; and, on a
+    cold page cache, the device bytes read per byte delivered."""
+    tb = os.path.join(HERE, "torch_baseline.py")
+    world = 2 if args.quick else 4
+    tdir = _torch_ckpt(args, work, world, 0)
+    data = sorted(os.path.join(tdir, f) for f in os.listdir(tdir)
+                  if f.endswith(".distcp"))
+    warm(data)
+    py = ["/usr/bin/python3", tb]
+    env = dict(os.environ, CKPTFS_LIB=os.path.join(
+        os.path.dirname(args.ckptfs), "libckptfs.so"))
+
+    def run(*a):
+        return subprocess.check_output(py + list(a), env=env).split()
+
+    res, res1 = [], []
+    for _ in range(args.reps):
+        o = run("direct", tdir, "--world", str(w), "--rank", str(r))
+        res.append((int(o[1]), float(o[0])))
+        o = run("direct", tdir, "--world", str(w), "--rank", str(r),
+                "--threads", "1")
+        res1.append((int(o[1]), float(o[0])))
+    nbytes = res[0][0]
+    base = t.add(f"raw pread of {nbytes / 2**20:.0f} MiB of the data files "
+                 f"into new memory (direct-load baseline)",
+                 gbps(timed(lambda: _fresh_pread(data, nbytes), args.reps)))
+    t.add(f"ckptfs.load (no FUSE), rank {r} of {w}, {os.cpu_count()} threads",
+          gbps(res), base=(base, "raw pread"), note="torch checkpoint, "
+          "includes opening and indexing it")
+    t.add(f"ckptfs.load, 1 thread", gbps(res1), base=(base, "raw pread"))
+    # Resume on 8 ranks, all in one run.
+    mnt = os.path.join(work, "mnt")
+    tf, tc, tm = [], [], []
+    reps = max(1, min(args.reps, 3))
+    for _ in range(reps):
+        tf.append(float(run("resume", tdir, "--world", "8", "--reader",
+                            "fs")[0]))
+        tc.append(float(run("resume", tdir, "--world", "8", "--reader",
+                            "ckptfs")[0]))
+        with Mount([args.ckptfs, "mount", tdir, mnt, "--world", "8",
+                    "--ranks", "0-7"], mnt) as m:
+            tm.append(float(run("resume", tdir, m.mnt, "--world", "8",
+                                "--reader", "mount")[0]))
+    fs_med = t.add(f"resume on 8 ranks from {world}: load_state_dict with "
+                   f"torch's FileSystemReader", tf, unit="s")
+    t.add("resume on 8 ranks: load_state_dict with ckptfs.StorageReader", tc,
+          unit="s", note=f"{fs_med / statistics.median(tc):.1f}x faster than "
+          "FileSystemReader, same processes and state dict")
+    t.add("resume on 8 ranks: 8 readers of a --ranks 0-7 mount", tm, unit="s",
+          note=f"StorageReader is {statistics.median(tm) / statistics.median(tc):.1f}x faster")
+    cold_figures(args, t, work, tdir, data, w, r, run)
+
+
+def cold_figures(args, t, work, tdir, data, w, r, run):
+    if os.geteuid() != 0:
+        print("  cold cache: needs root to drop caches; not measured")
+        return
+    mnt = os.path.join(work, "mnt")
+    rows = {"torch": [], "mount": [], "direct": []}
+    for _ in range(args.reps):
+        o = run("load", tdir, "--world", str(w), "--rank", str(r), "--cold")
+        rows["torch"].append(tuple(map(float, o[:3])))
+        with ckptfs_mount(args, tdir, mnt, w, r) as m:
+            o = run("view", m.mnt, "--cold", "--ckpt", tdir)
+            rows["mount"].append(tuple(map(float, o[:3])))
+        o = run("direct", tdir, "--world", str(w), "--rank", str(r),
+                "--cold")
+        rows["direct"].append(tuple(map(float, o[:3])))
+    # Baseline: cat of the data files that hold rank r's rows (from
+    # `ckptfs plan`'s read lines).
+    plan = subprocess.check_output([args.ckptfs, "plan", tdir, "--world",
+                                    str(w), "--rank", str(r)], text=True)
+    need = {os.path.join(tdir, line.split("\t")[2])
+            for line in plan.splitlines() if line.startswith("\tread\t")}
+    cat = []
+    for _ in range(args.reps):
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as fh:
+            fh.write("3\n")
+        t0 = time.perf_counter()
+        n = read_all(sorted(need))
+        cat.append((n, time.perf_counter() - t0))
+    base = t.add(f"cold: cat of the {len(need)} data files holding rank "
+                 f"{r}'s bytes (baseline)", gbps(cat))
+    for name, label in (("torch", "torch's resharding loader"),
+                        ("mount", "the ckptfs mount"),
+                        ("direct", "ckptfs.load")):
+        samples = rows[name]
+        amp = statistics.median(dev / got for _, got, dev in samples)
+        t.add(f"cold: {label}, rank {r} of {w}",
+              [got / secs / 1e9 for secs, got, _ in samples],
+              base=(base, "cat"),
+              note=f"device read {amp:.2f} bytes per byte delivered")
+
+
 def zip64_figure(args, t, work):
     """A real torch.save record larger than 4 GiB (zip64), written by
     torch's save_state_dict: mount time and a check of its last MiB."""
@@ -646,6 +780,7 @@ def main(argv):
     mount_figures(args, t, args.work)
     rss_growth(args, t, ckpts["dim0"], args.work)
     note = torch_figures(args, t, args.work)
+    direct_figures(args, t, args.work)
     if not args.quick:
         zip64_figure(args, t, args.work)
     header = (f"# ckptfs benchmark\n\n{time.strftime('%Y-%m-%d %H:%M')}, "

@@ -72,7 +72,30 @@ def slices_planner(d, world, rank):
     return SlicePlanner()
 
 
-def load(ckpt, world, rank, whole=False):
+class Cold:
+    """--cold: drop the page cache once everything is imported, and count
+    the bytes the checkpoint's block device then reads (root only)."""
+
+    def __init__(self, path, on):
+        self.on = on
+        if not on:
+            return
+        st = os.stat(path)
+        self.stat = f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/stat"
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as fh:
+            fh.write("3\n")
+        self.start = self.sectors()
+
+    def sectors(self):
+        with open(self.stat) as fh:
+            return int(fh.read().split()[2]) * 512
+
+    def report(self):
+        return f" {self.sectors() - self.start}" if self.on else ""
+
+
+def load(ckpt, world, rank, whole=False, cold=False):
     import torch
     d = dcp()
     from torch.distributed._shard.checkpoint.metadata import BytesStorageMetadata
@@ -95,6 +118,9 @@ def load(ckpt, world, rank, whole=False):
         else:
             row0[k] = 0
         sd[k] = torch.empty(shape, dtype=v.properties.dtype)
+    c = Cold(ckpt, cold)
+    if cold:
+        t0 = time.perf_counter()
     if whole:
         d.load_state_dict(sd, d.FileSystemReader(ckpt), no_dist=True)
     else:
@@ -113,8 +139,86 @@ def load(ckpt, world, rank, whole=False):
         out[k] = t
         nbytes += t.numel() * t.element_size()
     dt = time.perf_counter() - t0
-    print(f"{dt:.4f} {nbytes}")
+    print(f"{dt:.4f} {nbytes}{c.report()}")
     return out
+
+
+def direct(ckpt, world, rank, cold=False, threads=None):
+    """ckptfs.load: rank's view read straight from the data files."""
+    import torch  # noqa: F401  (imported before timing)
+    import ckptfs
+    ckptfs._library()
+    c = Cold(ckpt, cold)
+    t0 = time.perf_counter()
+    sd = ckptfs.load(ckpt, world, rank, threads=threads)
+    dt = time.perf_counter() - t0
+    n = 0
+    stack = [sd]
+    while stack:
+        for v in stack.pop().values():
+            if isinstance(v, dict):
+                stack.append(v)
+            else:
+                n += v.numel() * v.element_size() if hasattr(v, "numel") else len(v)
+    print(f"{dt:.4f} {n}{c.report()}")
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _resume_worker(rank, world, port, ckpt, reader, mnt, q):
+    d = dcp()
+    import torch
+    import torch.distributed as dist
+    from torch.distributed._shard import sharded_tensor as st_mod
+    from torch.distributed._shard.sharding_spec import ChunkShardingSpec
+    from torch.distributed._shard.checkpoint.metadata import BytesStorageMetadata
+    import ckptfs
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world)
+    md = d.FileSystemReader(ckpt).read_metadata()
+    spec = ChunkShardingSpec(dim=0, placements=[f"rank:{r}/cpu"
+                                                for r in range(world)])
+    sd = {}
+    for k, v in md.state_dict_metadata.items():
+        if isinstance(v, BytesStorageMetadata):
+            sd[k] = None
+        elif v.size.numel() == 1 or not len(v.size):
+            sd[k] = torch.empty(v.size, dtype=v.properties.dtype)
+        else:
+            sd[k] = st_mod.empty(spec, *v.size, dtype=v.properties.dtype)
+    dist.barrier()
+    t0 = time.perf_counter()
+    if reader == "fs":
+        d.load_state_dict(sd, d.FileSystemReader(ckpt))
+    elif reader == "ckptfs":
+        d.load_state_dict(sd, ckptfs.StorageReader(ckpt, threads=1))
+    else:   # a reader of a --ranks mount: its rank's files into memory
+        view(os.path.join(mnt, f"rank{rank}"), quiet=True)
+    dt = time.perf_counter() - t0
+    dist.barrier()
+    total = time.perf_counter() - t0
+    q.put((rank, dt, total))
+    dist.destroy_process_group()
+
+
+def resume(ckpt, world, reader, mnt=None):
+    """world gloo processes resume from ckpt (saved by fewer ranks): torch's
+    load_state_dict into Shard(0) ShardedTensors with FileSystemReader or
+    ckptfs.StorageReader, or each reading its rank of a --ranks mount.
+    Prints the wall time until the last rank is done."""
+    import torch.multiprocessing as tmp
+    ctx = tmp.get_context("spawn")
+    q = ctx.SimpleQueue()
+    tmp.start_processes(_resume_worker, args=(world, _free_port(), ckpt,
+                                              reader, mnt, q),
+                        nprocs=world, join=True, start_method="spawn")
+    res = [q.get() for _ in range(world)]
+    print(f"{max(r[2] for r in res):.4f}")
 
 
 def check_view(out, mnt):
@@ -132,7 +236,7 @@ def check_view(out, mnt):
     return 1 if bad else 0
 
 
-def view(mnt):
+def view(mnt, quiet=False, cold=False):
     import numpy as np
     paths = []
     for d, dirs, fs in os.walk(mnt):
@@ -140,9 +244,13 @@ def view(mnt):
             dirs.remove(".ckptfs")     # view.safetensors repeats every tensor
         paths += [os.path.join(d, f) for f in fs]
     paths.sort()
+    c = Cold(mnt, False)
+    if cold:
+        c = Cold(cold, True)    # the checkpoint's device
     t0 = time.perf_counter()
     n = sum(np.fromfile(p, dtype="u1").nbytes for p in paths)
-    print(f"{time.perf_counter() - t0:.4f} {n}")
+    if not quiet:
+        print(f"{time.perf_counter() - t0:.4f} {n}{c.report()}")
 
 
 ZIP64_NUMEL = int(4.05 * 2**30)
@@ -177,24 +285,34 @@ def zip64_check(mnt):
 
 def main(argv):
     ap = argparse.ArgumentParser()
-    ap.add_argument("cmd", choices=["load", "view", "zip64", "zip64-check"])
+    ap.add_argument("cmd", choices=["load", "view", "direct", "resume",
+                                    "zip64", "zip64-check"])
     ap.add_argument("a")
     ap.add_argument("b", nargs="?")
     ap.add_argument("--world", type=int, default=8)
     ap.add_argument("--rank", type=int, default=3)
     ap.add_argument("--whole", action="store_true")
     ap.add_argument("--check", help="compare the slices with this mounted view")
+    ap.add_argument("--cold", action="store_true",
+                    help="drop the page cache first; print device bytes read")
+    ap.add_argument("--ckpt", help="view --cold: the checkpoint (its device)")
+    ap.add_argument("--reader", choices=["fs", "ckptfs", "mount"])
+    ap.add_argument("--threads", type=int)
     a = ap.parse_args(argv)
     if a.cmd == "zip64":
         zip64_save(a.a)
     elif a.cmd == "zip64-check":
         return zip64_check(a.a)
+    elif a.cmd == "direct":
+        direct(a.a, a.world, a.rank, a.cold, a.threads)
+    elif a.cmd == "resume":
+        resume(a.a, a.world, a.reader, a.b)
     elif a.cmd == "load":
-        out = load(a.a, a.world, a.rank, a.whole)
+        out = load(a.a, a.world, a.rank, a.whole, a.cold)
         if a.check:
             return check_view(out, a.check)
     else:
-        view(a.a)
+        view(a.a, cold=a.ckpt if a.cold else False)
 
 
 if __name__ == "__main__":

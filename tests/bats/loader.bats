@@ -85,4 +85,7 @@ print("ok")' "$ROOT/scripts"
 	[ -f "$TMP/inst$site/ckptfs.py" ]
 	run env PYTHONPATH="$TMP/inst$site" $PY -c 'import ckptfs; print(ckptfs.load_view.__name__)'
 	[ "$output" = load_view ]
+	# The installed module finds the installed library (no CKPTFS_LIB).
+	grep -q "^_INSTALLED_LIB = \"/usr/local/lib/libckptfs.so.0\"" "$TMP/inst$site/ckptfs.py"
+	[ -f "$TMP/inst$site/torch_dcp_compat.py" ]
 }

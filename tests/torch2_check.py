@@ -1,0 +1,200 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""The newest PyTorch (Debian sid's, in scripts/sid-chroot.sh), against
+ckptfs.  Runs inside the chroot, where the work tree is /ckptfs.
+
+    torch2_check.py gen OUT
+        4 gloo ranks dcp.save DTensor state (FileSystemWriter with
+        thread_count=2) on a 1-D mesh (OUT/mesh1d: Shard(0), Shard(1)) and
+        a 2x2 mesh (OUT/mesh2d: (Shard(0), Shard(1))), float32, bfloat16
+        (distributed in float32 and converted: gloo cannot scatter bf16),
+        float64, 0-d and empty plain tensors and a bytes entry; plus the
+        model/optimizer state of a small model from get_state_dict.  The
+        full tensors go to OUT/ref/ (raw bytes + index.json), the
+        independent reference for the views.
+    torch2_check.py load CKPT NEW_W MESH
+        NEW_W gloo ranks dcp.load the state into DTensors on MESH ("8",
+        "3", or "2x4": (Shard(0), Shard(1))) with torch's FileSystemReader
+        and with ckptfs.StorageReader; every local tensor and bytes entry
+        must be equal.
+"""
+import json
+import os
+import socket
+import sys
+
+sys.path.insert(0, "/ckptfs/scripts")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# (name, shape, dtype, 1-D mesh placement dim or None for a plain tensor)
+KEYS = [
+    ("model.w1", (10, 6), "float32", 0),
+    ("model.w2", (7, 12), "bfloat16", 1),
+    ("model.b", (5,), "float32", 0),
+    ("model.cube", (6, 3, 5), "float64", 1),
+    ("model.tiny", (3, 2), "bfloat16", 0),
+    ("optim.state.model.w1.exp_avg", (10, 6), "float32", 0),
+    ("optim.state.model.w1.exp_avg_sq", (10, 6), "bfloat16", 0),
+    ("optim.state.model.w1.step", (), "float32", None),
+    ("model.empty", (0, 4), "float32", None),
+    ("model.scale", (1,), "float32", None),
+]
+
+
+def full(torch, name, shape, dtype):
+    g = torch.Generator().manual_seed(sum(map(ord, name)) * 7919 + len(name))
+    return torch.randn(shape, generator=g, dtype=torch.float64).to(
+        getattr(torch, dtype))
+
+
+def placements(torch_dt, ndim, mesh_ndim, dim):
+    from torch.distributed.tensor import Replicate, Shard
+    if mesh_ndim == 1:
+        return [Shard(dim if dim < ndim else 0)]
+    if ndim >= 2:
+        return [Shard(0), Shard(1)]
+    return [Shard(0), Replicate()]
+
+
+def dtensor(torch, mesh, t, pl):
+    """distribute_tensor, in float32 for bfloat16 (gloo)."""
+    from torch.distributed.tensor import distribute_tensor
+    if t.dtype == torch.bfloat16:
+        return distribute_tensor(t.float(), mesh, pl).to(torch.bfloat16)
+    return distribute_tensor(t, mesh, pl)
+
+
+def gen_worker(rank, world, port, out):
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world)
+    try:
+        for tag, shape in (("mesh1d", (4,)), ("mesh2d", (2, 2))):
+            mesh = init_device_mesh("cpu", shape)
+            sd = {}
+            for name, shp, dt, dim in KEYS:
+                t = full(torch, name, shp, dt)
+                if dim is None:
+                    sd[name] = t
+                else:
+                    sd[name] = dtensor(torch, mesh, t, placements(
+                        torch, len(shp), len(shape), dim))
+            sd["optim.param_groups"] = [{"lr": 0.01, "params": [0, 1]}]
+            # A small model and its Adam state, as get_state_dict gives it.
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(4, 8),
+                                        torch.nn.Linear(8, 2))
+            opt = torch.optim.Adam(model.parameters())
+            model(torch.ones(3, 4)).sum().backward()
+            opt.step()
+            msd, osd = get_state_dict(model, opt)
+            for k, v in msd.items():
+                sd[f"gsd.model.{k}"] = v
+            path = os.path.join(out, tag)
+            dcp.save(sd, storage_writer=dcp.FileSystemWriter(
+                path, thread_count=2))
+            dist.barrier()
+            if rank == 0 and tag == "mesh1d":
+                ref = os.path.join(out, "ref")
+                os.makedirs(ref, exist_ok=True)
+                index = {}
+                for name, shp, dt, _ in KEYS:
+                    t = full(torch, name, shp, dt).contiguous()
+                    raw = (t.view(torch.int16) if t.dtype == torch.bfloat16
+                           else t).numpy().tobytes()
+                    with open(os.path.join(ref, name + ".bin"), "wb") as fh:
+                        fh.write(raw)
+                    index[name] = [dt, list(shp)]
+                for k, v in msd.items():
+                    t = v.detach().contiguous()
+                    with open(os.path.join(ref, f"gsd.model.{k}.bin"),
+                              "wb") as fh:
+                        fh.write(t.numpy().tobytes())
+                    index[f"gsd.model.{k}"] = [str(t.dtype)[6:],
+                                               list(t.shape)]
+                with open(os.path.join(ref, "index.json"), "w") as fh:
+                    json.dump(index, fh)
+    finally:
+        dist.destroy_process_group()
+
+
+def load_worker(rank, world, port, ckpt, mesh_spec):
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    import ckptfs
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world)
+    try:
+        shape = tuple(int(x) for x in mesh_spec.split("x"))
+        mesh = init_device_mesh("cpu", shape)
+        md = dcp.FileSystemReader(ckpt).read_metadata()
+
+        def fresh():
+            sd = {}
+            for name, tmd in md.state_dict_metadata.items():
+                if not hasattr(tmd, "size"):
+                    sd[name] = None          # bytes: load puts the object
+                    continue
+                size, dt = tuple(tmd.size), tmd.properties.dtype
+                numel = 1
+                for d in size:
+                    numel *= d
+                z = torch.full(size, 7, dtype=dt)
+                if numel <= 1 or size[0] == 0:
+                    sd[name] = z
+                else:
+                    sd[name] = dtensor(torch, mesh, z, placements(
+                        torch, len(size), len(shape), 0))
+            return sd
+        want, got = fresh(), fresh()
+        dcp.load(want, storage_reader=dcp.FileSystemReader(ckpt))
+        dcp.load(got, storage_reader=ckptfs.StorageReader(ckpt))
+        bad = []
+        for k in want:
+            a, b = want[k], got[k]
+            if isinstance(a, torch.Tensor):
+                la = a.to_local() if hasattr(a, "to_local") else a
+                lb = b.to_local() if hasattr(b, "to_local") else b
+                if la.dtype != lb.dtype or not torch.equal(la, lb):
+                    bad.append(k)
+                elif (la == 7).all() and la.numel():
+                    bad.append(k + " (not loaded)")
+            elif a != b:
+                bad.append(k)
+        print(f"rank {rank}/{world} mesh {mesh_spec}: {len(want)} entries, "
+              f"{len(bad)} differ {bad[:4]}", flush=True)
+        if bad:
+            raise SystemExit(1)
+    finally:
+        dist.destroy_process_group()
+
+
+def main(argv):
+    import torch.multiprocessing as tmp
+    if argv[0] == "gen":
+        tmp.spawn(gen_worker, args=(4, free_port(), argv[1]), nprocs=4,
+                  join=True)
+        return 0
+    if argv[0] == "load":
+        world = int(argv[2])
+        tmp.spawn(load_worker, args=(world, free_port(), argv[1], argv[3]),
+                  nprocs=world, join=True)
+        return 0
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
