@@ -83,6 +83,8 @@ enum ckpt_origin {
 	CKPT_ORIGIN_NATIVE,		/* a msgpack .metadata */
 	CKPT_ORIGIN_TORCH,		/* a torch DCP pickle, indexed at open */
 	CKPT_ORIGIN_TORCH_INDEX,	/* a torch DCP pickle, via its index */
+	CKPT_ORIGIN_TORCH_LOCAL,	/* torch DCP rank-local __R.metadata
+					 * files, merged */
 };
 
 struct ckpt_open_opts {

@@ -6,6 +6,7 @@
  */
 #include "model/meta.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -105,6 +106,140 @@ static int index_now(const char *dir, bool follow, const char *meta_path,
 	return rc;
 }
 
+#define RANK_LOCAL_MAX 65536	/* __R.metadata files merged at most */
+
+static int cmp_rank(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* "__R.metadata" with R decimal: 0 and *rank, or -1. */
+static int rank_local_name(const char *s, unsigned long *rank)
+{
+	char *end;
+
+	if (strncmp(s, "__", 2) || s[2] < '0' || s[2] > '9')
+		return -1;
+	errno = 0;
+	*rank = strtoul(s + 2, &end, 10);
+	return errno || strcmp(end, ".metadata") ? -1 : 0;
+}
+
+/*
+ * A checkpoint saved with torch's dcp.save(..., use_collectives=False):
+ * no .metadata, but one pickled __R.metadata per rank, each listing that
+ * rank's chunks.  Each is indexed like a .metadata and parsed as a part;
+ * the parts are merged into one native image (model/merge.c), which the
+ * caller parses and tiles as usual.  -ENOENT when there are no such
+ * files.
+ */
+static int rank_local_image(const char *dir, const struct ckpt_open_opts *o,
+			    uint8_t **img, size_t *imglen,
+			    struct timespec *mtime, char *err, size_t errlen)
+{
+	struct ckpt_meta **parts = NULL;
+	unsigned long *ranks = NULL, r;
+	char **names = NULL;
+	size_t n = 0, cap = 0, i;
+	struct dirent *de;
+	DIR *d;
+	int rc = 0;
+
+	d = opendir(dir);
+	if (!d)
+		return -ENOENT;
+	while ((de = readdir(d))) {
+		if (rank_local_name(de->d_name, &r))
+			continue;
+		if (n == RANK_LOCAL_MAX) {
+			closedir(d);
+			free(ranks);
+			return ckpt_errf(err, errlen, -E2BIG,
+					 "%s: more than %d __R.metadata files",
+					 dir, RANK_LOCAL_MAX);
+		}
+		if (n == cap) {
+			void *p;
+
+			cap = cap ? 2 * cap : 16;
+			p = realloc(ranks, cap * sizeof(*ranks));
+			if (!p) {
+				closedir(d);
+				free(ranks);
+				return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+			}
+			ranks = p;
+		}
+		ranks[n++] = r;
+	}
+	closedir(d);
+	if (!n) {
+		free(ranks);
+		return -ENOENT;
+	}
+	qsort(ranks, n, sizeof(*ranks), cmp_rank);
+	parts = calloc(n, sizeof(*parts));
+	names = calloc(n, sizeof(*names));
+	if (!parts || !names) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out_free;
+	}
+	for (i = 0; i < n; i++) {
+		uint8_t *pkl = NULL, *part = NULL;
+		size_t len = 0, plen = 0;
+		struct timespec mt;
+
+		if (i && ranks[i] == ranks[i - 1]) {
+			rc = ckpt_errf(err, errlen, -EINVAL,
+				       "%s: two metadata files for rank %lu",
+				       dir, ranks[i]);
+			goto out_free;
+		}
+		if (asprintf(&names[i], "%s/__%lu.metadata", dir, ranks[i]) < 0) {
+			names[i] = NULL;
+			rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+			goto out_free;
+		}
+		rc = read_capped(names[i], CKPT_META_MAX_BYTES, &pkl, &len, &mt,
+				 err, errlen);
+		if (rc)
+			goto out_free;
+		if (i == 0 || mt.tv_sec > mtime->tv_sec ||
+		    (mt.tv_sec == mtime->tv_sec && mt.tv_nsec > mtime->tv_nsec))
+			*mtime = mt;
+		if (!ckpt_torch_is_pickle(pkl, len)) {
+			free(pkl);
+			rc = ckpt_errf(err, errlen, -EINVAL,
+				       "%s: not a PyTorch rank-local metadata pickle",
+				       names[i]);
+			goto out_free;
+		}
+		rc = index_now(dir, o && o->follow_symlinks, names[i], pkl, len,
+			       &part, &plen, err, errlen);
+		free(pkl);
+		if (rc)
+			goto out_free;
+		rc = ckpt_meta_parse_part(part, plen, names[i], &parts[i], err,
+					  errlen);
+		free(part);
+		if (rc)
+			goto out_free;
+	}
+	rc = ckpt_meta_merge(parts, (const char *const *)names, n, img, imglen,
+			     err, errlen);
+out_free:
+	for (i = 0; parts && i < n; i++)
+		ckpt_meta_free(parts[i]);
+	for (i = 0; names && i < n; i++)
+		free(names[i]);
+	free(parts);
+	free(names);
+	free(ranks);
+	return rc;
+}
+
 /* A torch checkpoint's native image: the given or default index when it
  * was built from this very pickle, else built now. */
 static int torch_image(const char *dir, const char *meta_path,
@@ -161,9 +296,29 @@ int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 
 	*out = NULL;
 	rc = read_dot_metadata(dir, &path, &buf, &len, &mtime, err, errlen);
-	if (rc)
+	if (rc == -ENOENT) {
+		char why[1024];
+
+		/* No .metadata: the ranks' own __R.metadata files? */
+		snprintf(why, sizeof(why), "%s", err ? err : "");
+		rc = rank_local_image(dir, o, &buf, &len, &mtime, err, errlen);
+		if (rc == -ENOENT) {
+			rc = ckpt_errf(err, errlen, -ENOENT, "%s", why);
+			goto out_path;
+		}
+		if (rc)
+			goto out_path;
+		origin = CKPT_ORIGIN_TORCH_LOCAL;
+		free(path);
+		if (asprintf(&path, "%s/__*.metadata", dir) < 0) {
+			path = NULL;
+			free(buf);
+			rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+			goto out_path;
+		}
+	} else if (rc) {
 		goto out_path;
-	if (ckpt_torch_is_pickle(buf, len)) {
+	} else if (ckpt_torch_is_pickle(buf, len)) {
 		rc = torch_image(dir, path, o, buf, len, &img, &imglen,
 				 &origin, err, errlen);
 		free(buf);

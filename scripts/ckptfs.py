@@ -638,11 +638,14 @@ def _make_storage_reader():
 
         def read_metadata(self):
             mpath = os.path.join(self.path, ".metadata")
-            with open(mpath, "rb") as fh:
-                head = fh.read(1)
-                if head == b"\x80":     # torch's own pickled Metadata, as
-                    fh.seek(0)          # FileSystemReader reads it
-                    return pickle.load(fh)
+            try:
+                with open(mpath, "rb") as fh:
+                    head = fh.read(1)
+                    if head == b"\x80":     # torch's own pickled Metadata,
+                        fh.seek(0)          # as FileSystemReader reads it
+                        return pickle.load(fh)
+            except FileNotFoundError:
+                pass    # rank-local __R.metadata files: libckptfs merges them
             return self._native_metadata()
 
         def _native_metadata(self):

@@ -8,8 +8,12 @@
 #   scripts/sid-chroot.sh path       print its directory
 #   scripts/sid-chroot.sh run CMD... run CMD inside, with /proc, /dev,
 #                                    /dev/shm and /sys bound, the work tree
-#                                    at /ckptfs, USE_LIBUV=0 (gloo); the
-#                                    binds are undone when CMD ends
+#                                    bound at /ckptfs.PID (each run its
+#                                    own, so runs from several clones do
+#                                    not mix; "@ROOT@" in CMD's arguments
+#                                    becomes that path), USE_LIBUV=0
+#                                    (gloo); the binds are undone when CMD
+#                                    ends
 #
 # CKPTFS_SID overrides the directory (default /var/cache/ckptfs/sid).
 set -euo pipefail
@@ -43,26 +47,31 @@ unbind() {
 	BOUND=()
 }
 
+RUN_IN="/ckptfs.$$"
+
 run() {
-	local m
+	local m in=$RUN_IN args=() a
 	build
-	mkdir -p "$DIR/ckptfs"
-	trap unbind EXIT
+	mkdir -p "$DIR$in"
+	trap 'unbind; rmdir "$DIR$RUN_IN" 2>/dev/null || true' EXIT
 	for m in proc dev dev/shm sys; do
 		mkdir -p "$DIR/$m"
 		mount --bind "/$m" "$DIR/$m"
 		BOUND+=("$DIR/$m")
 	done
-	mount --bind "$ROOT" "$DIR/ckptfs"
-	BOUND+=("$DIR/ckptfs")
+	mount --bind "$ROOT" "$DIR$in"
+	BOUND+=("$DIR$in")
+	for a in "$@"; do
+		args+=("${a//@ROOT@/$in}")
+	done
 	chroot "$DIR" /usr/bin/env USE_LIBUV=0 PYTHONDONTWRITEBYTECODE=1 \
 		UCX_LOG_LEVEL=fatal \
-		CKPTFS_LIB="${CKPTFS_LIB:-/ckptfs/build/libckptfs.so}" "$@"
+		CKPTFS_LIB="${CKPTFS_LIB:-$in/build/libckptfs.so}" "${args[@]}"
 }
 
 case "${1:-}" in
 build) build ;;
 path) echo "$DIR" ;;
 run) shift; run "$@" ;;
-*) sed -n '3,14p' "$0"; exit 2 ;;
+*) sed -n '3,18p' "$0"; exit 2 ;;
 esac

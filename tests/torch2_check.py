@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """The newest PyTorch (Debian sid's, in scripts/sid-chroot.sh), against
-ckptfs.  Runs inside the chroot, where the work tree is /ckptfs.
+ckptfs.  Runs inside the chroot (scripts/sid-chroot.sh run), which
+binds the work tree there.
 
     torch2_check.py gen OUT
         4 gloo ranks dcp.save DTensor state (FileSystemWriter with
@@ -11,7 +12,12 @@ ckptfs.  Runs inside the chroot, where the work tree is /ckptfs.
         float64, 0-d and empty plain tensors and a bytes entry; plus the
         model/optimizer state of a small model from get_state_dict.  The
         full tensors go to OUT/ref/ (raw bytes + index.json), the
-        independent reference for the views.
+        independent reference for the views.  OUT/ranklocal: the 1-D mesh
+        state saved with use_collectives=False (one __R.metadata per
+        rank); OUT/megatron: mesh1d with Megatron-Core's all_local_plans.
+    torch2_check.py overlap SRC DST
+        DST: the rank-local SRC with rank 1's model.w1 chunk overlapping
+        rank 0's.
     torch2_check.py load CKPT NEW_W MESH
         NEW_W gloo ranks dcp.load the state into DTensors on MESH ("8",
         "3", or "2x4": (Shard(0), Shard(1))) with torch's FileSystemReader
@@ -23,7 +29,8 @@ import os
 import socket
 import sys
 
-sys.path.insert(0, "/ckptfs/scripts")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "scripts"))
 
 
 def free_port():
@@ -104,6 +111,11 @@ def gen_worker(rank, world, port, out):
             dcp.save(sd, storage_writer=dcp.FileSystemWriter(
                 path, thread_count=2))
             dist.barrier()
+            if tag == "mesh1d":
+                # Each rank its own __R.metadata, no .metadata.
+                dcp.save(sd, storage_writer=dcp.FileSystemWriter(
+                    os.path.join(out, "ranklocal")), use_collectives=False)
+                dist.barrier()
             if rank == 0 and tag == "mesh1d":
                 ref = os.path.join(out, "ref")
                 os.makedirs(ref, exist_ok=True)
@@ -124,8 +136,61 @@ def gen_worker(rank, world, port, out):
                                                list(t.shape)]
                 with open(os.path.join(ref, "index.json"), "w") as fh:
                     json.dump(index, fh)
+                megatron_copy(torch, path, os.path.join(out, "megatron"))
     finally:
         dist.destroy_process_group()
+
+
+def megatron_copy(torch, src, dst):
+    """src as Megatron-Core (2025+) leaves it: Metadata pickled with an
+    all_local_plans attribute (the ranks' SavePlans of WriteItems) and
+    mcore_data; the data files are hard links."""
+    import pickle
+    from torch.distributed.checkpoint.metadata import (
+        ChunkStorageMetadata, MetadataIndex)
+    from torch.distributed.checkpoint.planner import (
+        SavePlan, TensorWriteData, WriteItem, WriteItemType)
+    os.makedirs(dst, exist_ok=True)
+    for f in os.listdir(src):
+        if f.endswith(".distcp"):
+            os.link(os.path.join(src, f), os.path.join(dst, f))
+    with open(os.path.join(src, ".metadata"), "rb") as fh:
+        md = pickle.load(fh)
+    plans = []
+    for fqn, tmd in md.state_dict_metadata.items():
+        if not hasattr(tmd, "chunks"):
+            continue
+        items = [WriteItem(index=MetadataIndex(fqn, c.offsets),
+                           type=WriteItemType.SHARD,
+                           tensor_data=TensorWriteData(
+                               chunk=ChunkStorageMetadata(c.offsets, c.sizes),
+                               properties=tmd.properties, size=tmd.size))
+                 for c in tmd.chunks]
+        plans.append(SavePlan(items=items, storage_data=None,
+                              planner_data=None))
+    md.all_local_plans = plans
+    md.mcore_data = {"sharded_backend": "torch_dist", "version": [2, 0],
+                     "singleton_local_shards": False}
+    with open(os.path.join(dst, ".metadata"), "wb") as fh:
+        pickle.dump(md, fh)
+
+
+def overlap(src, dst):
+    """A copy of a rank-local checkpoint whose rank 1 claims model.w1's
+    rows from 2 instead of 3: its chunk overlaps rank 0's."""
+    import pickle
+    import shutil
+    import torch
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+    shutil.copytree(src, dst)
+    p = os.path.join(dst, "__1.metadata")
+    md = pickle.load(open(p, "rb"))
+    c = md.state_dict_metadata["model.w1"].chunks[0]
+    old = MetadataIndex("model.w1", c.offsets)
+    c.offsets = torch.Size([2, 0])
+    info = md.storage_data.pop(old)
+    md.storage_data[MetadataIndex("model.w1", c.offsets)] = info
+    pickle.dump(md, open(p, "wb"))
 
 
 def load_worker(rank, world, port, ckpt, mesh_spec):
@@ -139,7 +204,11 @@ def load_worker(rank, world, port, ckpt, mesh_spec):
     try:
         shape = tuple(int(x) for x in mesh_spec.split("x"))
         mesh = init_device_mesh("cpu", shape)
-        md = dcp.FileSystemReader(ckpt).read_metadata()
+        # Without .metadata (rank-local __R.metadata files) torch cannot
+        # read the checkpoint itself: compare with the saved tensors.
+        by_torch = os.path.exists(os.path.join(ckpt, ".metadata"))
+        md = (dcp.FileSystemReader(ckpt) if by_torch else
+              ckptfs.StorageReader(ckpt)).read_metadata()
 
         def fresh():
             sd = {}
@@ -159,7 +228,25 @@ def load_worker(rank, world, port, ckpt, mesh_spec):
                         torch, len(size), len(shape), 0))
             return sd
         want, got = fresh(), fresh()
-        dcp.load(want, storage_reader=dcp.FileSystemReader(ckpt))
+        if by_torch:
+            dcp.load(want, storage_reader=dcp.FileSystemReader(ckpt))
+        else:
+            keys = {n: (s, d) for n, s, d, _ in KEYS}
+            for k in list(want):
+                if k not in keys:
+                    del want[k], got[k]
+                    continue
+                t = full(torch, k, *keys[k])
+                w = want[k]
+                if hasattr(w, "to_local"):
+                    from torch.distributed.tensor import distribute_tensor
+                    want[k] = (distribute_tensor(t.float(), w.device_mesh,
+                                                 w.placements).to(t.dtype)
+                               if t.dtype == torch.bfloat16 else
+                               distribute_tensor(t, w.device_mesh,
+                                                 w.placements))
+                else:
+                    want[k] = t
         dcp.load(got, storage_reader=ckptfs.StorageReader(ckpt))
         bad = []
         for k in want:
@@ -186,6 +273,9 @@ def main(argv):
     if argv[0] == "gen":
         tmp.spawn(gen_worker, args=(4, free_port(), argv[1]), nprocs=4,
                   join=True)
+        return 0
+    if argv[0] == "overlap":
+        overlap(argv[1], argv[2])
         return 0
     if argv[0] == "load":
         world = int(argv[2])

@@ -151,6 +151,29 @@ int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 /* Close the data files and free everything.  Accepts NULL. */
 void ckpt_meta_free(struct ckpt_meta *m);
 
+/*
+ * Like ckpt_meta_parse(), for one rank's part of a checkpoint whose ranks
+ * wrote their own metadata: every rule but the tiling (a part holds only
+ * its rank's chunks).  For ckpt_meta_merge().
+ */
+int ckpt_meta_parse_part(const uint8_t *buf, size_t len, const char *name,
+			 struct ckpt_meta **out, char *err, size_t errlen);
+
+/*
+ * One native image from the parts of a checkpoint whose ranks each wrote
+ * their own metadata (torch's dcp.save(..., use_collectives=False):
+ * __R.metadata), parsed with ckpt_meta_parse_part(): every key once, its
+ * chunks the union of the parts' (a chunk saved identically by several
+ * ranks, a replicated tensor, is kept once, with the first part's record).
+ * Keys whose dtype, kind or shape disagree between parts are an error
+ * naming both parts.  The image still has to be parsed (and tiled) by
+ * ckpt_meta_parse(), which refuses gaps and overlaps as for any
+ * checkpoint.  Returns 0 and sets *img (caller frees) and *len, or -errno.
+ */
+int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
+		    size_t n, uint8_t **img, size_t *len, char *err,
+		    size_t errlen);
+
 /* Find an entry by FQN; NULL when absent.  Borrowed from m. */
 const struct ckpt_entry *ckpt_meta_find(const struct ckpt_meta *m,
 					const char *fqn, size_t len);

@@ -23,6 +23,7 @@
 
 struct parser {
 	struct ckpt_meta *m;
+	bool partial;		/* one rank's part: chunks need not tile */
 	const char *name;	/* file name for messages */
 	char *err;
 	size_t errlen;
@@ -535,6 +536,8 @@ static int order_and_tile(struct parser *ps)
 							       ckpt_chunk_offsets(m, &c[j]),
 							       e->ndim));
 		}
+		if (ps->partial)
+			continue;
 		rc = ckpt_tiling_check(m, e, ps->name, ps->err, ps->errlen);
 		if (rc)
 			return rc;
@@ -1035,8 +1038,25 @@ static int parse_pending(struct parser *ps, struct sections *s, bool header_ok)
 	return 0;
 }
 
+static int parse(const uint8_t *buf, size_t len, const char *name,
+		 bool partial, struct ckpt_meta **out, char *err,
+		 size_t errlen);
+
 int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 		    struct ckpt_meta **out, char *err, size_t errlen)
+{
+	return parse(buf, len, name, false, out, err, errlen);
+}
+
+int ckpt_meta_parse_part(const uint8_t *buf, size_t len, const char *name,
+			 struct ckpt_meta **out, char *err, size_t errlen)
+{
+	return parse(buf, len, name, true, out, err, errlen);
+}
+
+static int parse(const uint8_t *buf, size_t len, const char *name,
+		 bool partial, struct ckpt_meta **out, char *err,
+		 size_t errlen)
 {
 	struct mp_cursor c = { buf, buf + len };
 	bool have_format = false, have_version = false, header_ok;
@@ -1053,6 +1073,7 @@ int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory", name);
 	m->dirfd = -1;
 	ps.m = m;
+	ps.partial = partial;
 	ps.name = name;
 	ps.err = err;
 	ps.errlen = errlen;

@@ -37,6 +37,13 @@ const struct pk_global torch_metadata_globals[] = {
 	{ DCP, "StorageMeta", TG_STORAGE_META },
 	{ DCP, "MEM_FORMAT_ENCODING", TG_MEM_FORMAT },
 	{ DCP, "_MEM_FORMAT_ENCODING", TG_MEM_FORMAT },
+	/* Megatron-Core (2025+) pickles its SavePlans into Metadata as
+	 * all_local_plans; the schema walk never looks at them. */
+	{ DCP, "SavePlan", TG_INERT },
+	{ DCP, "WriteItem", TG_INERT },
+	{ DCP, "WriteItemType", TG_INERT },
+	{ DCP, "TensorWriteData", TG_INERT },
+	{ DCP, "BytesIOWriteData", TG_INERT },
 	{ "torch", "Size", TG_SIZE },
 	{ "torch.serialization", "_get_layout", TG_LAYOUT },
 	{ "builtins", "getattr", TG_GETATTR },

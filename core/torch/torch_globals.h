@@ -30,6 +30,10 @@ enum torch_global {
 	TG_PATH,		/* pathlib.PosixPath (StorageMeta) */
 	TG_ORDERED_DICT,	/* collections.OrderedDict */
 	TG_REBUILD_TENSOR,	/* torch._utils._rebuild_tensor_v2 */
+	TG_INERT,		/* planner dataclasses some writers keep in
+				 * Metadata (Megatron-Core's all_local_plans:
+				 * SavePlan, WriteItem, ...): built as inert
+				 * nodes, never interpreted */
 	TG_DTYPE = 100,		/* + enum ckpt_dtype: torch.float32 ... */
 	TG_STORAGE = 200,	/* + enum ckpt_dtype: torch.FloatStorage ... */
 };

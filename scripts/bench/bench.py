@@ -472,8 +472,15 @@ def direct_figures(args, t, work, w=8, r=3):
                   if f.endswith(".distcp"))
     warm(data)
     py = ["/usr/bin/python3", tb]
-    env = dict(os.environ, CKPTFS_LIB=os.path.join(
-        os.path.dirname(args.ckptfs), "libckptfs.so"))
+    lib = os.path.join(os.path.dirname(args.ckptfs), "libckptfs.so")
+    env = dict(os.environ, CKPTFS_LIB=lib)
+    syms = subprocess.run(["nm", "-D", lib], capture_output=True,
+                          text=True).stdout
+    if "__asan_" in syms:    # the sanitized build: its runtimes go first
+        rt = [subprocess.check_output(["cc", f"-print-file-name={x}"],
+                                      text=True).strip()
+              for x in ("libasan.so", "libubsan.so")]
+        env.update(LD_PRELOAD=":".join(rt), ASAN_OPTIONS="detect_leaks=0")
 
     def run(*a):
         return subprocess.check_output(py + list(a), env=env).split()

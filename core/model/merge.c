@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Merging rank-local metadata (see ckpt_meta_merge() in meta.h): the
+ * parts of a checkpoint whose ranks each wrote their own metadata become
+ * one native image, written with msgpack-c's packer, which the native
+ * parser then validates like any checkpoint.
+ */
+#include "model/meta.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <msgpack.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/errbuf.h"
+
+struct out {
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	bool failed;
+};
+
+static int out_write(void *data, const char *buf, size_t len)
+{
+	struct out *o = data;
+
+	if (o->failed || msgpack_sbuffer_write(&o->sb, buf, len)) {
+		o->failed = true;
+		return -1;
+	}
+	return 0;
+}
+
+static void str(struct out *o, const char *s, size_t len)
+{
+	msgpack_pack_str_with_body(&o->pk, s, len);
+}
+
+static void cstr(struct out *o, const char *s)
+{
+	str(o, s, strlen(s));
+}
+
+static void dims(struct out *o, const uint64_t *d, unsigned n)
+{
+	unsigned i;
+
+	msgpack_pack_array(&o->pk, n);
+	for (i = 0; i < n; i++)
+		msgpack_pack_uint64(&o->pk, d[i]);
+}
+
+/* A chunk of part p. */
+struct pick {
+	const struct ckpt_meta *m;
+	const struct ckpt_entry *e;
+	const struct ckpt_chunk *c;
+};
+
+static bool same_box(const struct pick *a, const struct pick *b)
+{
+	unsigned n = a->e->ndim;
+
+	return n == b->e->ndim &&
+	       !memcmp(ckpt_chunk_offsets(a->m, a->c),
+		       ckpt_chunk_offsets(b->m, b->c), n * sizeof(uint64_t)) &&
+	       !memcmp(ckpt_chunk_sizes(a->m, a->e, a->c),
+		       ckpt_chunk_sizes(b->m, b->e, b->c), n * sizeof(uint64_t));
+}
+
+/* The first part (< upto) that has key fqn, or -1. */
+static long first_with(struct ckpt_meta *const *parts, size_t upto,
+		       const char *fqn, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < upto; i++)
+		if (ckpt_meta_find(parts[i], fqn, len))
+			return (long)i;
+	return -1;
+}
+
+static int agree(struct ckpt_meta *const *parts, const char *const *names,
+		 size_t a, size_t b, const struct ckpt_entry *ea,
+		 const struct ckpt_entry *eb, char *err, size_t errlen)
+{
+	const char *fqn = ckpt_entry_fqn(parts[a], ea);
+	char x[256], y[256];
+
+	if (ea->kind != eb->kind || (ea->kind == CKPT_KIND_TENSOR &&
+				     (ea->dtype != eb->dtype ||
+				      ea->ndim != eb->ndim ||
+				      memcmp(ckpt_entry_shape(parts[a], ea),
+					     ckpt_entry_shape(parts[b], eb),
+					     ea->ndim * sizeof(uint64_t)))))
+		return ckpt_errf(err, errlen, -EINVAL,
+				 "%s: key '%s' is %s %s%s, but %s says %s %s%s",
+				 names[b], fqn,
+				 eb->kind == CKPT_KIND_BYTES ? "bytes" :
+				 ckpt_dtype_name((enum ckpt_dtype)eb->dtype),
+				 eb->kind == CKPT_KIND_BYTES ? "" : "of shape ",
+				 eb->kind == CKPT_KIND_BYTES ? "" :
+				 ckpt_fmt_dims(y, sizeof(y), ckpt_entry_shape(parts[b], eb), eb->ndim),
+				 names[a],
+				 ea->kind == CKPT_KIND_BYTES ? "bytes" :
+				 ckpt_dtype_name((enum ckpt_dtype)ea->dtype),
+				 ea->kind == CKPT_KIND_BYTES ? "" : "of shape ",
+				 ea->kind == CKPT_KIND_BYTES ? "" :
+				 ckpt_fmt_dims(x, sizeof(x), ckpt_entry_shape(parts[a], ea), ea->ndim));
+	return 0;
+}
+
+static void record(struct out *o, const struct pick *p)
+{
+	const struct ckpt_meta *m = p->m;
+	const struct ckpt_chunk *c = p->c;
+	const struct ckpt_file *f = &m->files[c->file];
+	unsigned n = 5 + (c->strides_at != CKPT_NONE) + c->has_crc32 +
+		     c->has_xxh3;
+
+	msgpack_pack_map(&o->pk, n);
+	cstr(o, "fqn");
+	str(o, ckpt_entry_fqn(m, p->e), p->e->fqn_len);
+	cstr(o, "offsets");
+	if (p->e->kind == CKPT_KIND_BYTES)
+		msgpack_pack_nil(&o->pk);
+	else
+		dims(o, ckpt_chunk_offsets(m, c), p->e->ndim);
+	cstr(o, "relative_path");
+	cstr(o, m->strings + f->path);
+	cstr(o, "offset");
+	msgpack_pack_uint64(&o->pk, c->foff);
+	cstr(o, "length");
+	msgpack_pack_uint64(&o->pk, c->len);
+	if (c->strides_at != CKPT_NONE) {
+		cstr(o, "strides");
+		dims(o, ckpt_chunk_strides(m, c), p->e->ndim);
+	}
+	if (c->has_crc32) {
+		cstr(o, "crc32");
+		msgpack_pack_uint32(&o->pk, c->crc32);
+	}
+	if (c->has_xxh3) {
+		cstr(o, "xxh3");
+		msgpack_pack_uint64(&o->pk, c->xxh3);
+	}
+}
+
+int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
+		    size_t n, uint8_t **img, size_t *len, char *err,
+		    size_t errlen)
+{
+	struct out o = { .failed = false };
+	struct pick *picks = NULL;
+	size_t npicks = 0, cap = 0, nkeys = 0, npd = 0, i, j, k;
+	const struct ckpt_entry **keys = NULL;	/* first part's entry */
+	size_t *key_part = NULL;
+	int rc = 0;
+
+	*img = NULL;
+	*len = 0;
+	for (i = 0; i < n; i++)
+		nkeys += parts[i]->nentries;
+	keys = malloc((nkeys ? nkeys : 1) * sizeof(*keys));
+	key_part = malloc((nkeys ? nkeys : 1) * sizeof(*key_part));
+	if (!keys || !key_part) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out_free;
+	}
+	/* Keys in order of first appearance; shapes must agree. */
+	nkeys = 0;
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < parts[i]->nentries; j++) {
+			const struct ckpt_entry *e = &parts[i]->entries[j];
+			const char *fqn = ckpt_entry_fqn(parts[i], e);
+			long f = first_with(parts, i, fqn, e->fqn_len);
+
+			if (f >= 0) {
+				rc = agree(parts, names, (size_t)f, i,
+					   ckpt_meta_find(parts[f], fqn, e->fqn_len),
+					   e, err, errlen);
+				if (rc)
+					goto out_free;
+				continue;
+			}
+			keys[nkeys] = e;
+			key_part[nkeys++] = i;
+			if (e->ncomps)
+				npd++;
+		}
+	}
+	msgpack_sbuffer_init(&o.sb);
+	msgpack_packer_init(&o.pk, &o, out_write);
+	msgpack_pack_map(&o.pk, npd ? 5 : 4);
+	cstr(&o, "format");
+	cstr(&o, CKPT_FORMAT_NAME);
+	cstr(&o, "version");
+	msgpack_pack_uint64(&o.pk, CKPT_FORMAT_VERSION);
+	cstr(&o, "state_dict_metadata");
+	msgpack_pack_map(&o.pk, nkeys);
+	for (k = 0; k < nkeys; k++) {
+		const struct ckpt_meta *m0 = parts[key_part[k]];
+		const struct ckpt_entry *e0 = keys[k];
+		const char *fqn = ckpt_entry_fqn(m0, e0);
+		size_t first = npicks;
+
+		/* Gather the chunks of every part, identical boxes once. */
+		for (i = key_part[k]; i < n; i++) {
+			const struct ckpt_entry *e =
+				ckpt_meta_find(parts[i], fqn, e0->fqn_len);
+
+			for (j = 0; e && j < e->nchunks; j++) {
+				struct pick p = { parts[i], e,
+						  &parts[i]->chunks[e->chunk_first + j] };
+				size_t q;
+
+				for (q = first; q < npicks; q++)
+					if (same_box(&picks[q], &p))
+						break;
+				if (q < npicks)
+					continue;
+				if (npicks == cap) {
+					void *np;
+
+					cap = cap ? 2 * cap : 256;
+					np = realloc(picks, cap * sizeof(*picks));
+					if (!np) {
+						rc = ckpt_errf(err, errlen, -ENOMEM,
+							       "out of memory");
+						goto out_buf;
+					}
+					picks = np;
+				}
+				picks[npicks++] = p;
+			}
+		}
+		str(&o, fqn, e0->fqn_len);
+		if (e0->kind == CKPT_KIND_BYTES) {
+			msgpack_pack_map(&o.pk, 1);
+			cstr(&o, "type");
+			cstr(&o, "bytes");
+			npicks = first + (npicks > first);	/* one record */
+			continue;
+		}
+		msgpack_pack_map(&o.pk, 5);
+		cstr(&o, "type");
+		cstr(&o, "tensor");
+		cstr(&o, "dtype");
+		cstr(&o, ckpt_dtype_name((enum ckpt_dtype)e0->dtype));
+		cstr(&o, "requires_grad");
+		if (e0->requires_grad)
+			msgpack_pack_true(&o.pk);
+		else
+			msgpack_pack_false(&o.pk);
+		cstr(&o, "size");
+		dims(&o, ckpt_entry_shape(m0, e0), e0->ndim);
+		cstr(&o, "chunks");
+		msgpack_pack_array(&o.pk, npicks - first);
+		for (j = first; j < npicks; j++) {
+			msgpack_pack_map(&o.pk, 2);
+			cstr(&o, "offsets");
+			dims(&o, ckpt_chunk_offsets(picks[j].m, picks[j].c), e0->ndim);
+			cstr(&o, "sizes");
+			dims(&o, ckpt_chunk_sizes(picks[j].m, picks[j].e, picks[j].c),
+			     e0->ndim);
+		}
+	}
+	if (npd) {
+		cstr(&o, "planner_data");
+		msgpack_pack_map(&o.pk, npd);
+		for (k = 0; k < nkeys; k++) {
+			const struct ckpt_meta *m0 = parts[key_part[k]];
+			const struct ckpt_entry *e0 = keys[k];
+
+			if (!e0->ncomps)
+				continue;
+			str(&o, ckpt_entry_fqn(m0, e0), e0->fqn_len);
+			msgpack_pack_array(&o.pk, e0->ncomps);
+			for (j = 0; j < e0->ncomps; j++) {
+				const struct ckpt_comp *c =
+					&m0->comps[e0->comp_first + j];
+
+				str(&o, m0->strings + c->str, c->len);
+			}
+		}
+	}
+	cstr(&o, "storage_data");
+	msgpack_pack_array(&o.pk, npicks);
+	for (j = 0; j < npicks; j++)
+		record(&o, &picks[j]);
+	if (o.failed) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out_buf;
+	}
+	*len = o.sb.size;
+	*img = (uint8_t *)msgpack_sbuffer_release(&o.sb);
+	if (!*img)
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+out_buf:
+	msgpack_sbuffer_destroy(&o.sb);
+out_free:
+	free(picks);
+	free(keys);
+	free(key_part);
+	return rc;
+}
