@@ -85,6 +85,21 @@ def load_layout(path):
     return boxes
 
 
+def box_of(fqn, meta, boxes):
+    """The layout line that binds key fqn: its exact FQN, else its PARAM,
+    else the first shell-glob line matching the FQN."""
+    import fnmatch
+    if fqn in boxes:
+        return boxes[fqn]
+    p = param_of(fqn, meta)
+    if p in boxes:
+        return boxes[p]
+    for name, box in boxes.items():
+        if any(ch in name for ch in "*?[") and fnmatch.fnmatchcase(fqn, name):
+            return box
+    return None
+
+
 def param_of(fqn, meta):
     comps = (meta.get("planner_data") or {}).get(fqn)
     if comps is not None:
@@ -229,7 +244,7 @@ def expected(ckpt, world=1, rank=0, prefix=None, layout=None, dtype=None,
             kinds[path] = "bytes"
             continue
         t = full_tensor(ckpt, fqn, entry, records)
-        box = boxes.get(param_of(fqn, meta))
+        box = box_of(fqn, meta, boxes)
         if box is not None and t.size != 1:
             off, size = box
             t = t[tuple(slice(o, o + s) for o, s in zip(off, size))]
@@ -261,7 +276,7 @@ def expected_attrs(ckpt, world=1, rank=0, layout=None, dtype=None):
         off, size = [0] * len(shape), list(shape)
         numel = int(np.prod(shape)) if shape else 1
         if numel != 1:
-            box = boxes.get(param_of(fqn, meta))
+            box = box_of(fqn, meta, boxes)
             if box is not None:
                 off, size = list(box[0]), list(box[1])
             cs = -(-size[0] // world)

@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,13 +255,46 @@ int ckpt_layout_param_of(const struct ckpt_meta *m, const struct ckpt_entry *e,
 	return (int)n;
 }
 
+static bool is_glob(const char *s)
+{
+	return strpbrk(s, "*?[") != NULL;
+}
+
+/*
+ * The line that binds key e: the line naming its FQN exactly, else the
+ * line naming its PARAM, else the first glob line (shell pattern, as
+ * fnmatch(3)) that matches its FQN; UINT32_MAX when none does.
+ */
+static uint32_t match(const struct ckpt_layout *l, const struct ckpt_meta *m,
+		      const struct ckpt_entry *e, char *param, size_t cap)
+{
+	const char *fqn = ckpt_entry_fqn(m, e);
+	uint32_t bi, g;
+	int n;
+
+	bi = ckpt_strtab_find(&l->by_param, 0, fqn, e->fqn_len);
+	if (bi != UINT32_MAX)
+		return bi;
+	n = ckpt_layout_param_of(m, e, param, cap);
+	if (n >= 0) {
+		bi = ckpt_strtab_find(&l->by_param, 0, param, (size_t)n);
+		if (bi != UINT32_MAX)
+			return bi;
+	}
+	for (g = 0; g < l->nboxes; g++) {
+		if (is_glob(l->boxes[g].param) &&
+		    fnmatch(l->boxes[g].param, fqn, 0) == 0)
+			return g;
+	}
+	return UINT32_MAX;
+}
+
 int ckpt_layout_bind(struct ckpt_layout *l, const struct ckpt_meta *m,
 		     char *err, size_t errlen)
 {
 	char param[4096], a[256], b[256], c[256];
 	uint32_t i, bi;
 	unsigned d;
-	int n;
 
 	free(l->entry_box);
 	l->entry_box = malloc((m->nentries ? m->nentries : 1) * sizeof(uint32_t));
@@ -275,10 +309,7 @@ int ckpt_layout_bind(struct ckpt_layout *l, const struct ckpt_meta *m,
 		l->entry_box[i] = CKPT_NONE;
 		if (e->kind != CKPT_KIND_TENSOR)
 			continue;
-		n = ckpt_layout_param_of(m, e, param, sizeof(param));
-		if (n < 0)
-			continue;
-		bi = ckpt_strtab_find(&l->by_param, 0, param, (size_t)n);
+		bi = match(l, m, e, param, sizeof(param));
 		if (bi == UINT32_MAX)
 			continue;
 		bx = &l->boxes[bi];

@@ -4,9 +4,12 @@
  * box of the global tensor its tensor-parallel group holds.  The dim-0
  * split over the data-parallel ranks then applies inside that box.
  *
- * The file is text, one parameter per line: `PARAM OFFSETS SIZES`, e.g.
+ * The file is text, one box per line: `NAME OFFSETS SIZES`, e.g.
  * `layers.0.attn.weight 0,512 1024,512`; `#` starts a comment; blank lines
- * are ignored.
+ * are ignored.  NAME binds a key when it is the key's FQN, else when it is
+ * the key's PARAM (the middle of (prefix, "state", PARAM, STATE)), else
+ * when it is a shell glob (`*`, `?`, `[...]`, as fnmatch(3)) matching the
+ * FQN, the first such line winning.
  */
 #ifndef CKPT_LAYOUT_H
 #define CKPT_LAYOUT_H

@@ -9,46 +9,15 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <msgpack.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/mpout.h"
 
-struct out {
-	msgpack_sbuffer sb;
-	msgpack_packer pk;
-	bool failed;
-};
-
-static int out_write(void *data, const char *buf, size_t len)
-{
-	struct out *o = data;
-
-	if (o->failed || msgpack_sbuffer_write(&o->sb, buf, len)) {
-		o->failed = true;
-		return -1;
-	}
-	return 0;
-}
-
-static void str(struct out *o, const char *s, size_t len)
+static void str(struct ckpt_mpout *o, const char *s, size_t len)
 {
 	msgpack_pack_str_with_body(&o->pk, s, len);
-}
-
-static void cstr(struct out *o, const char *s)
-{
-	str(o, s, strlen(s));
-}
-
-static void dims(struct out *o, const uint64_t *d, unsigned n)
-{
-	unsigned i;
-
-	msgpack_pack_array(&o->pk, n);
-	for (i = 0; i < n; i++)
-		msgpack_pack_uint64(&o->pk, d[i]);
 }
 
 /* A chunk of part p. */
@@ -111,7 +80,7 @@ static int agree(struct ckpt_meta *const *parts, const char *const *names,
 	return 0;
 }
 
-static void record(struct out *o, const struct pick *p)
+static void record(struct ckpt_mpout *o, const struct pick *p)
 {
 	const struct ckpt_meta *m = p->m;
 	const struct ckpt_chunk *c = p->c;
@@ -120,29 +89,29 @@ static void record(struct out *o, const struct pick *p)
 		     c->has_xxh3;
 
 	msgpack_pack_map(&o->pk, n);
-	cstr(o, "fqn");
+	ckpt_pack_cstr(&o->pk, "fqn");
 	str(o, ckpt_entry_fqn(m, p->e), p->e->fqn_len);
-	cstr(o, "offsets");
+	ckpt_pack_cstr(&o->pk, "offsets");
 	if (p->e->kind == CKPT_KIND_BYTES)
 		msgpack_pack_nil(&o->pk);
 	else
-		dims(o, ckpt_chunk_offsets(m, c), p->e->ndim);
-	cstr(o, "relative_path");
-	cstr(o, m->strings + f->path);
-	cstr(o, "offset");
+		ckpt_pack_dims(&o->pk, ckpt_chunk_offsets(m, c), p->e->ndim);
+	ckpt_pack_cstr(&o->pk, "relative_path");
+	ckpt_pack_cstr(&o->pk, m->strings + f->path);
+	ckpt_pack_cstr(&o->pk, "offset");
 	msgpack_pack_uint64(&o->pk, c->foff);
-	cstr(o, "length");
+	ckpt_pack_cstr(&o->pk, "length");
 	msgpack_pack_uint64(&o->pk, c->len);
 	if (c->strides_at != CKPT_NONE) {
-		cstr(o, "strides");
-		dims(o, ckpt_chunk_strides(m, c), p->e->ndim);
+		ckpt_pack_cstr(&o->pk, "strides");
+		ckpt_pack_dims(&o->pk, ckpt_chunk_strides(m, c), p->e->ndim);
 	}
 	if (c->has_crc32) {
-		cstr(o, "crc32");
+		ckpt_pack_cstr(&o->pk, "crc32");
 		msgpack_pack_uint32(&o->pk, c->crc32);
 	}
 	if (c->has_xxh3) {
-		cstr(o, "xxh3");
+		ckpt_pack_cstr(&o->pk, "xxh3");
 		msgpack_pack_uint64(&o->pk, c->xxh3);
 	}
 }
@@ -151,7 +120,7 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 		    size_t n, uint8_t **img, size_t *len, char *err,
 		    size_t errlen)
 {
-	struct out o = { .failed = false };
+	struct ckpt_mpout o;
 	struct pick *picks = NULL;
 	size_t npicks = 0, cap = 0, nkeys = 0, npd = 0, i, j, k;
 	const struct ckpt_entry **keys = NULL;	/* first part's entry */
@@ -190,14 +159,13 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 				npd++;
 		}
 	}
-	msgpack_sbuffer_init(&o.sb);
-	msgpack_packer_init(&o.pk, &o, out_write);
+	ckpt_mpout_init(&o);
 	msgpack_pack_map(&o.pk, npd ? 5 : 4);
-	cstr(&o, "format");
-	cstr(&o, CKPT_FORMAT_NAME);
-	cstr(&o, "version");
+	ckpt_pack_cstr(&o.pk, "format");
+	ckpt_pack_cstr(&o.pk, CKPT_FORMAT_NAME);
+	ckpt_pack_cstr(&o.pk, "version");
 	msgpack_pack_uint64(&o.pk, CKPT_FORMAT_VERSION);
-	cstr(&o, "state_dict_metadata");
+	ckpt_pack_cstr(&o.pk, "state_dict_metadata");
 	msgpack_pack_map(&o.pk, nkeys);
 	for (k = 0; k < nkeys; k++) {
 		const struct ckpt_meta *m0 = parts[key_part[k]];
@@ -238,36 +206,33 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 		str(&o, fqn, e0->fqn_len);
 		if (e0->kind == CKPT_KIND_BYTES) {
 			msgpack_pack_map(&o.pk, 1);
-			cstr(&o, "type");
-			cstr(&o, "bytes");
+			ckpt_pack_cstr(&o.pk, "type");
+			ckpt_pack_cstr(&o.pk, "bytes");
 			npicks = first + (npicks > first);	/* one record */
 			continue;
 		}
 		msgpack_pack_map(&o.pk, 5);
-		cstr(&o, "type");
-		cstr(&o, "tensor");
-		cstr(&o, "dtype");
-		cstr(&o, ckpt_dtype_name((enum ckpt_dtype)e0->dtype));
-		cstr(&o, "requires_grad");
-		if (e0->requires_grad)
-			msgpack_pack_true(&o.pk);
-		else
-			msgpack_pack_false(&o.pk);
-		cstr(&o, "size");
-		dims(&o, ckpt_entry_shape(m0, e0), e0->ndim);
-		cstr(&o, "chunks");
+		ckpt_pack_cstr(&o.pk, "type");
+		ckpt_pack_cstr(&o.pk, "tensor");
+		ckpt_pack_cstr(&o.pk, "dtype");
+		ckpt_pack_cstr(&o.pk, ckpt_dtype_name((enum ckpt_dtype)e0->dtype));
+		ckpt_pack_cstr(&o.pk, "requires_grad");
+		ckpt_pack_bool(&o.pk, e0->requires_grad);
+		ckpt_pack_cstr(&o.pk, "size");
+		ckpt_pack_dims(&o.pk, ckpt_entry_shape(m0, e0), e0->ndim);
+		ckpt_pack_cstr(&o.pk, "chunks");
 		msgpack_pack_array(&o.pk, npicks - first);
 		for (j = first; j < npicks; j++) {
 			msgpack_pack_map(&o.pk, 2);
-			cstr(&o, "offsets");
-			dims(&o, ckpt_chunk_offsets(picks[j].m, picks[j].c), e0->ndim);
-			cstr(&o, "sizes");
-			dims(&o, ckpt_chunk_sizes(picks[j].m, picks[j].e, picks[j].c),
+			ckpt_pack_cstr(&o.pk, "offsets");
+			ckpt_pack_dims(&o.pk, ckpt_chunk_offsets(picks[j].m, picks[j].c), e0->ndim);
+			ckpt_pack_cstr(&o.pk, "sizes");
+			ckpt_pack_dims(&o.pk, ckpt_chunk_sizes(picks[j].m, picks[j].e, picks[j].c),
 			     e0->ndim);
 		}
 	}
 	if (npd) {
-		cstr(&o, "planner_data");
+		ckpt_pack_cstr(&o.pk, "planner_data");
 		msgpack_pack_map(&o.pk, npd);
 		for (k = 0; k < nkeys; k++) {
 			const struct ckpt_meta *m0 = parts[key_part[k]];
@@ -285,20 +250,14 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 			}
 		}
 	}
-	cstr(&o, "storage_data");
+	ckpt_pack_cstr(&o.pk, "storage_data");
 	msgpack_pack_array(&o.pk, npicks);
 	for (j = 0; j < npicks; j++)
 		record(&o, &picks[j]);
-	if (o.failed) {
-		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-		goto out_buf;
-	}
-	*len = o.sb.size;
-	*img = (uint8_t *)msgpack_sbuffer_release(&o.sb);
-	if (!*img)
+	if (ckpt_mpout_finish(&o, img, len))
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 out_buf:
-	msgpack_sbuffer_destroy(&o.sb);
+	ckpt_mpout_destroy(&o);
 out_free:
 	free(picks);
 	free(keys);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/grow.h"
 #include "common/relpath.h"
 #include "common/strides.h"
 #include "common/mpcursor.h"
@@ -29,27 +30,6 @@ struct parser {
 	size_t errlen;
 	size_t cap_entries, cap_chunks, cap_dims, cap_comps, cap_strings;
 };
-
-/* Grow *arr (of elem-sized items, *cap of them) to hold need items. */
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap = *cap ? *cap : 16;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need) {
-		if (ncap > SIZE_MAX / 2 / elem)
-			return -ENOMEM;
-		ncap *= 2;
-	}
-	p = realloc(*arr, ncap * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
 
 static int oom(struct parser *ps)
 {
@@ -66,7 +46,7 @@ static int add_string(struct parser *ps, const char *s, size_t len,
 	if (m->strings_len + len + 1 > UINT32_MAX)
 		return ckpt_errf(ps->err, ps->errlen, -EFBIG,
 				 "%s: too much string data", ps->name);
-	if (grow((void **)&m->strings, &ps->cap_strings,
+	if (ckpt_grow((void **)&m->strings, &ps->cap_strings,
 		 m->strings_len + len + 1, 1))
 		return oom(ps);
 	memcpy(m->strings + m->strings_len, s, len);
@@ -138,7 +118,7 @@ static int read_dims(struct parser *ps, struct mp_cursor *c,
 	if ((uint64_t)m->ndims + n > UINT32_MAX)
 		return ckpt_errf(ps->err, ps->errlen, -EFBIG,
 				 "%s: too many dims", ps->name);
-	if (grow((void **)&m->dims, &ps->cap_dims, m->ndims + n,
+	if (ckpt_grow((void **)&m->dims, &ps->cap_dims, m->ndims + n,
 		 sizeof(*m->dims)))
 		return oom(ps);
 	for (i = 0; i < n; i++) {
@@ -202,7 +182,7 @@ static int parse_chunk(struct parser *ps, struct mp_cursor *c,
 				 off_at == CKPT_NONE ? "offsets" : "sizes");
 	/* Keep offsets and sizes adjacent in the pool. */
 	if (size_at != off_at + e->ndim) {
-		if (grow((void **)&m->dims, &ps->cap_dims,
+		if (ckpt_grow((void **)&m->dims, &ps->cap_dims,
 			 (size_t)m->ndims + 2 * e->ndim, sizeof(*m->dims)))
 			return oom(ps);
 		memcpy(m->dims + m->ndims, m->dims + off_at,
@@ -212,7 +192,7 @@ static int parse_chunk(struct parser *ps, struct mp_cursor *c,
 		off_at = m->ndims;
 		m->ndims += 2 * e->ndim;
 	}
-	if (grow((void **)&m->chunks, &ps->cap_chunks, (size_t)m->nchunks + 1,
+	if (ckpt_grow((void **)&m->chunks, &ps->cap_chunks, (size_t)m->nchunks + 1,
 		 sizeof(*m->chunks)))
 		return oom(ps);
 	ch = &m->chunks[m->nchunks++];
@@ -376,7 +356,7 @@ static int parse_entry(struct parser *ps, struct mp_cursor *c,
 				 "%s: %s: missing field 'type'", ps->name, where);
 	if (e->kind == CKPT_KIND_BYTES) {
 		/* One pseudo-chunk carries the record. */
-		if (grow((void **)&m->chunks, &ps->cap_chunks,
+		if (ckpt_grow((void **)&m->chunks, &ps->cap_chunks,
 			 (size_t)m->nchunks + 1, sizeof(*m->chunks)))
 			return oom(ps);
 		memset(&m->chunks[m->nchunks], 0, sizeof(*m->chunks));
@@ -831,7 +811,7 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 		    m->strings[m->files[fi].path + r.path_len] != '\0')
 			fi = ckpt_strtab_find(&files, 0, r.path, r.path_len);
 		if (fi == UINT32_MAX) {
-			if (grow((void **)&m->files, &cap_files,
+			if (ckpt_grow((void **)&m->files, &cap_files,
 				 (size_t)m->nfiles + 1, sizeof(*m->files))) {
 				rc = oom(ps);
 				goto out_files;
@@ -942,7 +922,7 @@ static int parse_planner_data(struct parser *ps, struct mp_cursor *c)
 			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
 					 "%s: planner_data: key '%s': empty path",
 					 ps->name, ckpt_entry_fqn(m, e));
-		if (grow((void **)&m->comps, &ps->cap_comps,
+		if (ckpt_grow((void **)&m->comps, &ps->cap_comps,
 			 (size_t)m->ncomps + np, sizeof(*m->comps)))
 			return oom(ps);
 		e->comp_first = m->ncomps;
@@ -1080,8 +1060,8 @@ static int parse(const uint8_t *buf, size_t len, const char *name,
 	/* Never NULL, so dims_at/size_at 0 of a 0-d tensor or a bytes entry,
 	 * and the chunk range of a tensor with no chunks, are valid (empty)
 	 * positions. */
-	if (grow((void **)&m->dims, &ps.cap_dims, 16, sizeof(*m->dims)) ||
-	    grow((void **)&m->chunks, &ps.cap_chunks, 16, sizeof(*m->chunks))) {
+	if (ckpt_grow((void **)&m->dims, &ps.cap_dims, 16, sizeof(*m->dims)) ||
+	    ckpt_grow((void **)&m->chunks, &ps.cap_chunks, 16, sizeof(*m->chunks))) {
 		rc = oom(&ps);
 		goto out_free;
 	}

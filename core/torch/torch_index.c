@@ -16,7 +16,6 @@
  */
 #include "torch/torch_index.h"
 
-#include <msgpack.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,72 +27,19 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "io/datafiles.h"
 #include "common/errbuf.h"
+#include "common/mpcursor.h"
+#include "common/mpout.h"
 #include "common/relpath.h"
 #include "common/strides.h"
-#include "model/meta.h"
-#include "common/mpcursor.h"
-#include "torch/pickle.h"
 #include "common/strtab.h"
+#include "io/datafiles.h"
+#include "model/meta.h"
+#include "torch/pickle.h"
 #include "torch/torch_globals.h"
 #include "torch/torch_record.h"
 
 #define FQN_SHOWN 120
-
-/* The native image being written, with msgpack-c's packer (writing is
- * not a trust boundary; reading goes through our bounded cursor). */
-struct img_writer {
-	msgpack_sbuffer sb;
-	msgpack_packer pk;
-	bool failed;		/* out of memory at some write */
-};
-
-static int img_write(void *data, const char *buf, size_t len)
-{
-	struct img_writer *w = data;
-
-	if (w->failed || msgpack_sbuffer_write(&w->sb, buf, len)) {
-		w->failed = true;
-		return -1;
-	}
-	return 0;
-}
-
-static void img_init(struct img_writer *w)
-{
-	msgpack_sbuffer_init(&w->sb);
-	msgpack_packer_init(&w->pk, w, img_write);
-	w->failed = false;
-}
-
-static void pack_cstr(msgpack_packer *pk, const char *s)
-{
-	msgpack_pack_str_with_body(pk, s, strlen(s));
-}
-
-static void pack_bool(msgpack_packer *pk, bool v)
-{
-	if (v)
-		msgpack_pack_true(pk);
-	else
-		msgpack_pack_false(pk);
-}
-
-/* Hand the image over (caller frees with free()): 0, or -ENOMEM. */
-static int img_finish(struct img_writer *w, uint8_t **buf, size_t *len)
-{
-	if (w->failed)
-		return -ENOMEM;
-	*len = w->sb.size;
-	*buf = (uint8_t *)msgpack_sbuffer_release(&w->sb);
-	if (!*buf) {
-		*buf = malloc(1);
-		if (!*buf)
-			return -ENOMEM;
-	}
-	return 0;
-}
 
 struct tctx {
 	const char *dir, *name;
@@ -101,7 +47,7 @@ struct tctx {
 	bool follow;
 	char *err;
 	size_t errlen;
-	struct img_writer w;
+	struct ckpt_mpout w;
 	const struct pk_value *sdm;	/* state_dict_metadata */
 	struct ckpt_strtab by_fqn;	/* pair number in sdm */
 	int fd;				/* the data file open now */
@@ -160,16 +106,7 @@ static int dims_of(const struct pk_value *v, uint64_t *out, unsigned *n)
 	return 0;
 }
 
-static void put_dims(struct img_writer *w, const uint64_t *d, unsigned n)
-{
-	unsigned i;
-
-	msgpack_pack_array(&w->pk, n);
-	for (i = 0; i < n; i++)
-		msgpack_pack_uint64(&w->pk, d[i]);
-}
-
-static void put_key(struct img_writer *w, const struct pk_value *s)
+static void put_key(struct ckpt_mpout *w, const struct pk_value *s)
 {
 	msgpack_pack_str_with_body(&w->pk, s->u.str.s, s->u.str.len);
 }
@@ -215,15 +152,15 @@ static int put_tensor_entry(struct tctx *t, const struct pk_value *fqn,
 	if (!chunks || chunks->type != PK_LIST)
 		return fail(t, fqn, "TensorStorageMetadata.chunks is not a list");
 	msgpack_pack_map(&t->w.pk, 5);
-	pack_cstr(&t->w.pk, "type");
-	pack_cstr(&t->w.pk, "tensor");
-	pack_cstr(&t->w.pk, "dtype");
-	pack_cstr(&t->w.pk, ckpt_dtype_name(dt));
-	pack_cstr(&t->w.pk, "requires_grad");
-	pack_bool(&t->w.pk, rg);
-	pack_cstr(&t->w.pk, "size");
-	put_dims(&t->w, size, n);
-	pack_cstr(&t->w.pk, "chunks");
+	ckpt_pack_cstr(&t->w.pk, "type");
+	ckpt_pack_cstr(&t->w.pk, "tensor");
+	ckpt_pack_cstr(&t->w.pk, "dtype");
+	ckpt_pack_cstr(&t->w.pk, ckpt_dtype_name(dt));
+	ckpt_pack_cstr(&t->w.pk, "requires_grad");
+	ckpt_pack_bool(&t->w.pk, rg);
+	ckpt_pack_cstr(&t->w.pk, "size");
+	ckpt_pack_dims(&t->w.pk, size, n);
+	ckpt_pack_cstr(&t->w.pk, "chunks");
 	msgpack_pack_array(&t->w.pk, chunks->n);
 	for (i = 0; i < chunks->n; i++) {
 		const struct pk_value *c = state_of(chunks->u.items[i],
@@ -234,12 +171,12 @@ static int put_tensor_entry(struct tctx *t, const struct pk_value *fqn,
 		msgpack_pack_map(&t->w.pk, 2);
 		if (dims_of(pk_dict_get(c, "offsets"), d, &k) || k != n)
 			return fail(t, fqn, "a chunk's offsets are not a torch.Size of the tensor's rank");
-		pack_cstr(&t->w.pk, "offsets");
-		put_dims(&t->w, d, k);
+		ckpt_pack_cstr(&t->w.pk, "offsets");
+		ckpt_pack_dims(&t->w.pk, d, k);
 		if (dims_of(pk_dict_get(c, "sizes"), d, &k) || k != n)
 			return fail(t, fqn, "a chunk's sizes are not a torch.Size of the tensor's rank");
-		pack_cstr(&t->w.pk, "sizes");
-		put_dims(&t->w, d, k);
+		ckpt_pack_cstr(&t->w.pk, "sizes");
+		ckpt_pack_dims(&t->w.pk, d, k);
 	}
 	return 0;
 }
@@ -250,7 +187,7 @@ static int put_state_dict_metadata(struct tctx *t)
 	uint32_t i;
 	int rc;
 
-	pack_cstr(&t->w.pk, "state_dict_metadata");
+	ckpt_pack_cstr(&t->w.pk, "state_dict_metadata");
 	msgpack_pack_map(&t->w.pk, sdm->n / 2);
 	for (i = 0; i + 1 < sdm->n; i += 2) {
 		const struct pk_value *k = sdm->u.items[i];
@@ -262,8 +199,8 @@ static int put_state_dict_metadata(struct tctx *t)
 		put_key(&t->w, k);
 		if (pk_is_call(v, TG_BYTES_MD)) {
 			msgpack_pack_map(&t->w.pk, 1);
-			pack_cstr(&t->w.pk, "type");
-			pack_cstr(&t->w.pk, "bytes");
+			ckpt_pack_cstr(&t->w.pk, "type");
+			ckpt_pack_cstr(&t->w.pk, "bytes");
 		} else if ((st = state_of(v, TG_TENSOR_MD))) {
 			rc = put_tensor_entry(t, k, st);
 			if (rc)
@@ -298,7 +235,7 @@ static void put_planner_data(struct tctx *t, const struct pk_value *pd)
 
 	for (i = 0; i + 1 < pd->n; i += 2)
 		n += pd->u.items[i]->type == PK_STR && is_path(pd->u.items[i + 1]);
-	pack_cstr(&t->w.pk, "planner_data");
+	ckpt_pack_cstr(&t->w.pk, "planner_data");
 	msgpack_pack_map(&t->w.pk, n);
 	for (i = 0; i + 1 < pd->n; i += 2) {
 		const struct pk_value *p = pd->u.items[i + 1];
@@ -553,30 +490,30 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 		loc.crc32 = 0;
 	}
 	msgpack_pack_map(&t->w.pk, 6 + loc.strided + (loc.crc32 != 0));
-	pack_cstr(&t->w.pk, "fqn");
+	ckpt_pack_cstr(&t->w.pk, "fqn");
 	put_key(&t->w, fqn);
-	pack_cstr(&t->w.pk, "index");
+	ckpt_pack_cstr(&t->w.pk, "index");
 	if (idx && idx->type == PK_INT && idx->u.i >= 0)
 		msgpack_pack_uint64(&t->w.pk, (uint64_t)idx->u.i);
 	else
 		msgpack_pack_nil(&t->w.pk);
-	pack_cstr(&t->w.pk, "relative_path");
+	ckpt_pack_cstr(&t->w.pk, "relative_path");
 	put_key(&t->w, path);
-	pack_cstr(&t->w.pk, "offsets");
+	ckpt_pack_cstr(&t->w.pk, "offsets");
 	if (tensor)
-		put_dims(&t->w, off, n);
+		ckpt_pack_dims(&t->w.pk, off, n);
 	else
 		msgpack_pack_nil(&t->w.pk);
-	pack_cstr(&t->w.pk, "offset");
+	ckpt_pack_cstr(&t->w.pk, "offset");
 	msgpack_pack_uint64(&t->w.pk, loc.offset);
-	pack_cstr(&t->w.pk, "length");
+	ckpt_pack_cstr(&t->w.pk, "length");
 	msgpack_pack_uint64(&t->w.pk, loc.length);
 	if (loc.strided) {
-		pack_cstr(&t->w.pk, "strides");
-		put_dims(&t->w, loc.strides, n);
+		ckpt_pack_cstr(&t->w.pk, "strides");
+		ckpt_pack_dims(&t->w.pk, loc.strides, n);
 	}
 	if (loc.crc32) {
-		pack_cstr(&t->w.pk, "crc32");
+		ckpt_pack_cstr(&t->w.pk, "crc32");
 		msgpack_pack_uint64(&t->w.pk, loc.crc32);
 	}
 	return 0;
@@ -587,7 +524,7 @@ static int put_storage_data(struct tctx *t, const struct pk_value *sd)
 	uint32_t i;
 	int rc;
 
-	pack_cstr(&t->w.pk, "storage_data");
+	ckpt_pack_cstr(&t->w.pk, "storage_data");
 	msgpack_pack_array(&t->w.pk, sd->n / 2);
 	for (i = 0; i + 1 < sd->n; i += 2) {
 		rc = put_record(t, sd->u.items[i], sd->u.items[i + 1], i / 2);
@@ -611,7 +548,7 @@ int ckpt_torch_index(const char *dir, int dirfd, bool follow,
 
 	*img = NULL;
 	*imglen = 0;
-	img_init(&t.w);
+	ckpt_mpout_init(&t.w);
 	rc = pk_load(pkl, len, torch_metadata_globals, torch_metadata_nglobals,
 		     name, (struct pk_value **)&root, &arena, err, errlen);
 	if (rc)
@@ -642,17 +579,17 @@ int ckpt_torch_index(const char *dir, int dirfd, bool follow,
 	if (pd && pd->type != PK_DICT)
 		pd = NULL;	/* None in 1.13; planner-private otherwise */
 	msgpack_pack_map(&t.w.pk, pd ? 6 : 5);
-	pack_cstr(&t.w.pk, "format");
-	pack_cstr(&t.w.pk, CKPT_FORMAT_NAME);
-	pack_cstr(&t.w.pk, "version");
+	ckpt_pack_cstr(&t.w.pk, "format");
+	ckpt_pack_cstr(&t.w.pk, CKPT_FORMAT_NAME);
+	ckpt_pack_cstr(&t.w.pk, "version");
 	msgpack_pack_uint64(&t.w.pk, CKPT_FORMAT_VERSION);
-	pack_cstr(&t.w.pk, "source");
+	ckpt_pack_cstr(&t.w.pk, "source");
 	msgpack_pack_map(&t.w.pk, 3);
-	pack_cstr(&t.w.pk, "format");
-	pack_cstr(&t.w.pk, "torch-dcp");
-	pack_cstr(&t.w.pk, "metadata_size");
+	ckpt_pack_cstr(&t.w.pk, "format");
+	ckpt_pack_cstr(&t.w.pk, "torch-dcp");
+	ckpt_pack_cstr(&t.w.pk, "metadata_size");
 	msgpack_pack_uint64(&t.w.pk, len);
-	pack_cstr(&t.w.pk, "metadata_xxh3");
+	ckpt_pack_cstr(&t.w.pk, "metadata_xxh3");
 	msgpack_pack_uint64(&t.w.pk, XXH3_64bits(pkl, len));
 	rc = put_state_dict_metadata(&t);
 	if (rc)
@@ -662,13 +599,13 @@ int ckpt_torch_index(const char *dir, int dirfd, bool follow,
 	rc = put_storage_data(&t, sd);
 	if (rc)
 		goto out_tab;
-	rc = img_finish(&t.w, img, imglen);
+	rc = ckpt_mpout_finish(&t.w, img, imglen);
 	if (rc)
 		ckpt_errf(err, errlen, rc, "%s: out of memory", name);
 out_tab:
 	ckpt_strtab_destroy(&t.by_fqn);
 out_arena:
-	msgpack_sbuffer_destroy(&t.w.sb);
+	ckpt_mpout_destroy(&t.w);
 	if (t.fd >= 0)
 		close(t.fd);
 	pk_free(arena);

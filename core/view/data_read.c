@@ -199,16 +199,44 @@ static int cmp_foff_r(const void *a, const void *b, void *ctx)
 }
 
 /*
- * Read n runs of strided chunks into buf: sorted by (file, offset), an
- * extent grows over the next run while its span stays at most twice the
- * bytes its runs need, so no more than 2x the delivered bytes are read.
+ * The extent that starts at sorted run i of the n pending strided runs:
+ * it grows over the next run while its span stays at most twice the
+ * bytes its runs need.  Sets [*start, *end) and returns the index after
+ * its last run.
+ */
+static uint32_t extent_at(const struct pending *r, const uint32_t *order,
+			  uint32_t n, uint32_t i, uint64_t *start,
+			  uint64_t *end)
+{
+	const struct pending *x = &r[order[i]];
+	uint64_t need = x->len;
+
+	*start = x->foff;
+	*end = x->foff + x->len;
+	for (i++; i < n; i++) {
+		const struct pending *y = &r[order[i]];
+		uint64_t yend = y->foff + y->len;
+		uint64_t e = yend > *end ? yend : *end;
+
+		if (y->file != x->file || e - *start > 2 * (need + y->len))
+			break;
+		*end = e;
+		need += y->len;
+	}
+	return i;
+}
+
+/*
+ * Read n runs of strided chunks into buf: sorted by (file, offset), then
+ * read extent by extent (extent_at()), so no more than 2x the delivered
+ * bytes are read, and copied into place.
  */
 static int flush_strided(struct ckpt_meta *m, struct ckpt_scratch *s,
 			 uint32_t n, char *buf)
 {
 	struct pending *r = s->sruns;
-	uint64_t total = 0, at, start = 0, end = 0, need = 0;
-	uint32_t i, first = 0;
+	uint64_t total = 0, start, end;
+	uint32_t i, next, k;
 	int rc;
 
 	if (!n)
@@ -216,26 +244,10 @@ static int flush_strided(struct ckpt_meta *m, struct ckpt_scratch *s,
 	for (i = 0; i < n; i++)
 		s->sorder[i] = i;
 	qsort_r(s->sorder, n, sizeof(uint32_t), cmp_foff_r, r);
-	/* Pass 1: extents (marked by r[].at = extent start in stage). */
-	for (i = 0; i <= n; i++) {
-		const struct pending *x = i < n ? &r[s->sorder[i]] : NULL;
-		uint64_t xend = x ? x->foff + x->len : 0;
-
-		if (i > 0 && x && x->file == r[s->sorder[first]].file &&
-		    (xend > end ? xend : end) - start <= 2 * (need + x->len)) {
-			if (xend > end)
-				end = xend;
-			need += x->len;
-			continue;
-		}
-		if (i > 0)
-			total += end - start;
-		if (!x)
-			break;
-		first = i;
-		start = x->foff;
-		end = xend;
-		need = x->len;
+	for (i = 0; i < n; i = next) {	/* the largest extent: staging size */
+		next = extent_at(r, s->sorder, n, i, &start, &end);
+		if (end - start > total)
+			total = end - start;
 	}
 	if (s->cap_sstage < total) {
 		free(s->sstage);
@@ -244,42 +256,19 @@ static int flush_strided(struct ckpt_meta *m, struct ckpt_scratch *s,
 		if (!s->sstage)
 			return -ENOMEM;
 	}
-	/* Pass 2: the same extents, read and scattered. */
-	at = 0;
-	first = 0;
-	for (i = 0; i <= n; i++) {
-		const struct pending *x = i < n ? &r[s->sorder[i]] : NULL;
-		uint64_t xend = x ? x->foff + x->len : 0;
-		uint32_t k;
+	for (i = 0; i < n; i = next) {
+		next = extent_at(r, s->sorder, n, i, &start, &end);
+		rc = ckpt_files_pread(m, r[s->sorder[i]].file, s->sstage,
+				      end - start, start);
+		if (rc)
+			return rc;
+		s->strided_read += end - start;
+		for (k = i; k < next; k++) {
+			const struct pending *y = &r[s->sorder[k]];
 
-		if (i > 0 && x && x->file == r[s->sorder[first]].file &&
-		    (xend > end ? xend : end) - start <= 2 * (need + x->len)) {
-			if (xend > end)
-				end = xend;
-			need += x->len;
-			continue;
+			memcpy(buf + y->dst, s->sstage + (y->foff - start),
+			       y->len);
 		}
-		if (i > 0) {
-			rc = ckpt_files_pread(m, r[s->sorder[first]].file,
-					      s->sstage + at, end - start, start);
-			if (rc)
-				return rc;
-			s->strided_read += end - start;
-			for (k = first; k < i; k++) {
-				const struct pending *y = &r[s->sorder[k]];
-
-				memcpy(buf + y->dst,
-				       s->sstage + at + (y->foff - start),
-				       y->len);
-			}
-			at += end - start;
-		}
-		if (!x)
-			break;
-		first = i;
-		start = x->foff;
-		end = xend;
-		need = x->len;
 	}
 	return 0;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/grow.h"
 #include "view/convert.h"
 #include "view/npy.h"
 
@@ -16,26 +17,6 @@ struct pools {
 	size_t cap_chunks, n_chunks;
 	size_t cap_npy, n_npy;
 };
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	size_t c = *cap ? *cap : 256;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	while (c < need) {
-		if (c > SIZE_MAX / 2 / elem)
-			return -ENOMEM;
-		c *= 2;
-	}
-	p = realloc(*arr, c * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = c;
-	return 0;
-}
 
 /* The box entry e shows to slot's rank (layout applied). */
 static void slot_box(const struct ckpt_view *v, uint32_t slot,
@@ -89,7 +70,7 @@ static int one(struct ckpt_view *v, struct pools *p, uint32_t slot,
 		g->dtype = CKPT_DTYPE_COUNT;
 		g->data_size = g->size = e->nbytes;
 		if (e->nchunks) {
-			if (grow((void **)&v->gchunks, &p->cap_chunks,
+			if (ckpt_grow((void **)&v->gchunks, &p->cap_chunks,
 				 p->n_chunks + 1, sizeof(uint32_t)))
 				return -ENOMEM;
 			v->gchunks[p->n_chunks++] = e->chunk_first;
@@ -105,7 +86,7 @@ static int one(struct ckpt_view *v, struct pools *p, uint32_t slot,
 	if (__builtin_mul_overflow(numel, ckpt_dtype_size(g->dtype),
 				   &g->data_size))
 		return -EOVERFLOW;
-	if (grow((void **)&v->gdims, &p->cap_dims, p->n_dims + 2 * box.ndim,
+	if (ckpt_grow((void **)&v->gdims, &p->cap_dims, p->n_dims + 2 * box.ndim,
 		 sizeof(uint64_t)) || p->n_dims + 2 * box.ndim > UINT32_MAX)
 		return -ENOMEM;
 	g->box_at = (uint32_t)p->n_dims;
@@ -121,7 +102,7 @@ static int one(struct ckpt_view *v, struct pools *p, uint32_t slot,
 
 		if (!touches(m, e, &m->chunks[ci], &box))
 			continue;
-		if (grow((void **)&v->gchunks, &p->cap_chunks,
+		if (ckpt_grow((void **)&v->gchunks, &p->cap_chunks,
 			 p->n_chunks + 1, sizeof(uint32_t)) ||
 		    p->n_chunks + 1 > UINT32_MAX)
 			return -ENOMEM;
@@ -134,7 +115,7 @@ static int one(struct ckpt_view *v, struct pools *p, uint32_t slot,
 				    sizeof(head));
 		if (!h)
 			return -EOVERFLOW;
-		if (grow((void **)&v->npy_heads, &p->cap_npy, p->n_npy + h, 1) ||
+		if (ckpt_grow((void **)&v->npy_heads, &p->cap_npy, p->n_npy + h, 1) ||
 		    p->n_npy + h > UINT32_MAX)
 			return -ENOMEM;
 		g->npy_at = (uint32_t)p->n_npy;

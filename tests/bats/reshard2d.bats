@@ -58,6 +58,49 @@ layout_sweep() {
 	[[ "$output" == *"max_threads and max_idle_threads must be at least 1"* ]]
 }
 
+@test "layouts: boxes bound by exact key and by shell glob (Megatron-style keys), besides PARAM" {
+	$PY - "$TMP/ckpt" <<'PY'
+import os, sys, msgpack, numpy as np
+out = sys.argv[1]; os.makedirs(out)
+keys = {"optimizer.state.exp_avg.decoder.layers.mlp.linear_fc1.weight": (8, 6),
+        "optimizer.state.exp_avg_sq.decoder.layers.mlp.linear_fc1.weight": (8, 6),
+        "decoder.layers.mlp.linear_fc1.weight": (8, 6),
+        "decoder.layers.mlp.linear_fc2.weight": (6, 8),
+        "decoder.final_norm.weight": (6,)}
+data, sdm, sd, off = b"", {}, [], 0
+for i, (k, shape) in enumerate(keys.items()):
+    a = (np.arange(np.prod(shape), dtype="<f4") + 100 * i).reshape(shape)
+    sdm[k] = {"type": "tensor", "dtype": "float32", "size": list(shape),
+              "chunks": [{"offsets": [0] * len(shape), "sizes": list(shape)}]}
+    sd.append({"fqn": k, "offsets": [0] * len(shape), "relative_path": "d",
+               "offset": off, "length": a.nbytes})
+    data += a.tobytes(); off += a.nbytes
+open(os.path.join(out, "d"), "wb").write(data)
+msgpack.dump({"format": "tensorplay-dcp", "version": 1,
+              "state_dict_metadata": sdm, "storage_data": sd},
+             open(os.path.join(out, ".metadata"), "wb"))
+PY
+	printf '%s\n' '# exact key, a glob over the optimizer states, another exact key' \
+		'decoder.layers.mlp.linear_fc2.weight 0,4 6,4' \
+		'optimizer.state.*.decoder.layers.mlp.linear_fc1.weight 0,3 8,3' \
+		'decoder.layers.mlp.linear_fc1.weight 4,0 4,6' \
+		'decoder.*.nothing 0 1' > "$TMP/layout"
+	for wr in "2 1" "3 0" "3 2"; do
+		set -- $wr
+		start_mount "$TMP/ckpt" "$MNT" --world $1 --rank $2 --layout "$TMP/layout"
+		run $REF check "$TMP/ckpt" "$MNT" --world $1 --rank $2 --layout "$TMP/layout"
+		echo "$output"
+		stop_mount
+		[ "$status" -eq 0 ]
+	done
+	# fc1's optimizer state: columns 3-5 of 8 rows; W=2 R=1 sees rows 4-7.
+	start_mount "$TMP/ckpt" "$MNT" --world 2 --rank 1 --layout "$TMP/layout"
+	[ "$(getfattr --only-values -n user.ckptfs.offsets "$MNT/optimizer/state/exp_avg/decoder/layers/mlp/linear_fc1/weight")" = "4,3" ]
+	[ "$(getfattr --only-values -n user.ckptfs.shape "$MNT/decoder/layers/mlp/linear_fc1/weight")" = "2,6" ]
+	stop_mount
+	grep -q "layout:5: parameter 'decoder.\*.nothing' matches no key" "$TMP/daemon.log"
+}
+
 @test "layouts: a dim-1 TP box reads only the bytes it needs" {
 	# [8,6] saved whole; box = columns 3-5; W=2 rank 1 = rows 4-7.
 	$PY - "$TMP/ckpt" <<'PY'

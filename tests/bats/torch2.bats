@@ -116,3 +116,18 @@ VIEWS="$PY $ROOT/tests/torch2_views.py"
 	[[ "$output" == *"key 'model.w1'"*"overlaps"* ]]
 	! mountpoint -q "$MNT"
 }
+
+@test "torch 2.x: writers not served yet (zstd transforms, SAFETENSORS serialization, HuggingFaceStorageWriter) are refused with one line naming file and key" {
+	run "$CKPTFS" info "$T2/zstd"
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"zstd/.metadata: key 'w': record is stored with transforms"* ]]
+	run "$CKPTFS" info "$T2/st"
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"st/__0_0.distcp: offset 0: key 'w' chunk [0,0]: record is not a torch.save zip archive"* ]]
+	run "$CKPTFS" info "$T2/hf"
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"hf/.metadata: cannot open"* ]]
+}

@@ -55,23 +55,19 @@ static inline void cd_remove(char *dir)
 
 /*
  * float32 keys names[0..n), each 1-D of `elems` elements in one chunk,
- * stored back to back in "data" (key k's element i = k * 1000 + i).
+ * stored back to back in "data" (key k's element i = k * 1000 + i), or
+ * with own_files, each at the start of a file named like the key.
  */
-static inline void mb_keys_meta(msgpack_sbuffer *sb, const char *const *names,
-				unsigned n, uint64_t elems)
+static inline void mb_keys_meta_files(msgpack_sbuffer *sb,
+				      const char *const *names, unsigned n,
+				      uint64_t elems, int own_files)
 {
 	msgpack_packer pk;
 	uint64_t zero = 0;
 	unsigned k;
 
 	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
-	msgpack_pack_map(&pk, 4);
-	mb_str(&pk, "format");
-	mb_str(&pk, "tensorplay-dcp");
-	mb_str(&pk, "version");
-	msgpack_pack_uint32(&pk, 1);
-	mb_str(&pk, "state_dict_metadata");
-	msgpack_pack_map(&pk, n);
+	mb_header(&pk, n);
 	for (k = 0; k < n; k++) {
 		mb_str(&pk, names[k]);
 		msgpack_pack_map(&pk, 4);
@@ -98,12 +94,18 @@ static inline void mb_keys_meta(msgpack_sbuffer *sb, const char *const *names,
 		mb_str(&pk, "offsets");
 		mb_dims(&pk, &zero, 1);
 		mb_str(&pk, "relative_path");
-		mb_str(&pk, "data");
+		mb_str(&pk, own_files ? names[k] : "data");
 		mb_str(&pk, "offset");
-		msgpack_pack_uint64(&pk, (uint64_t)k * elems * 4);
+		msgpack_pack_uint64(&pk, own_files ? 0 : (uint64_t)k * elems * 4);
 		mb_str(&pk, "length");
 		msgpack_pack_uint64(&pk, elems * 4);
 	}
+}
+
+static inline void mb_keys_meta(msgpack_sbuffer *sb, const char *const *names,
+				unsigned n, uint64_t elems)
+{
+	mb_keys_meta_files(sb, names, n, elems, 0);
 }
 
 /* Data for mb_keys_meta: n keys of elems float32 each (caller frees). */
@@ -132,13 +134,7 @@ static inline void mb_transposed_meta(msgpack_sbuffer *sb, uint64_t rows,
 	msgpack_packer pk;
 
 	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
-	msgpack_pack_map(&pk, 4);
-	mb_str(&pk, "format");
-	mb_str(&pk, "tensorplay-dcp");
-	mb_str(&pk, "version");
-	msgpack_pack_uint32(&pk, 1);
-	mb_str(&pk, "state_dict_metadata");
-	msgpack_pack_map(&pk, 1);
+	mb_header(&pk, 1);
 	mb_str(&pk, "t");
 	msgpack_pack_map(&pk, 4);
 	mb_str(&pk, "type");

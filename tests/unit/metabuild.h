@@ -25,6 +25,19 @@ static inline void mb_dims(msgpack_packer *pk, const uint64_t *d, unsigned n)
 		msgpack_pack_uint64(pk, d[i]);
 }
 
+/* The map's header and the start of state_dict_metadata with nkeys
+ * keys; 4 top-level fields in all. */
+static inline void mb_header(msgpack_packer *pk, uint32_t nkeys)
+{
+	msgpack_pack_map(pk, 4);
+	mb_str(pk, "format");
+	mb_str(pk, "tensorplay-dcp");
+	mb_str(pk, "version");
+	msgpack_pack_uint32(pk, 1);
+	mb_str(pk, "state_dict_metadata");
+	msgpack_pack_map(pk, nkeys);
+}
+
 /* A chunk as (offsets, sizes) for mb_tensor_meta. */
 struct mb_chunk {
 	uint64_t off[4], size[4];
@@ -45,13 +58,7 @@ static inline void mb_tensor_meta(msgpack_sbuffer *sb, const uint64_t *shape,
 	unsigned i, d;
 
 	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
-	msgpack_pack_map(&pk, 4);
-	mb_str(&pk, "format");
-	mb_str(&pk, "tensorplay-dcp");
-	mb_str(&pk, "version");
-	msgpack_pack_uint32(&pk, 1);
-	mb_str(&pk, "state_dict_metadata");
-	msgpack_pack_map(&pk, 1);
+	mb_header(&pk, 1);
 	mb_str(&pk, "t");
 	msgpack_pack_map(&pk, 4);
 	mb_str(&pk, "type");

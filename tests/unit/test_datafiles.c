@@ -21,65 +21,26 @@
 /* n keys of 4 float32, key k in its own file "fK". */
 static char *many_files(unsigned n)
 {
-	char *dir = cd_new(), name[32], *names[64];
+	char *dir = cd_new(), *names[64];
 	msgpack_sbuffer sb;
-	msgpack_packer pk;
-	uint64_t four = 4, zero = 0;
 	unsigned k;
 
 	if (!dir || n > 64)
 		return NULL;
 	for (k = 0; k < n; k++) {
 		float d[4] = { (float)k, (float)k + 0.5f, 2, 3 };
+		char name[32];
 
 		snprintf(name, sizeof(name), "f%u", k);
 		names[k] = strdup(name);
 		cd_put(dir, name, d, sizeof(d));
 	}
 	msgpack_sbuffer_init(&sb);
-	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-	msgpack_pack_map(&pk, 4);
-	mb_str(&pk, "format");
-	mb_str(&pk, "tensorplay-dcp");
-	mb_str(&pk, "version");
-	msgpack_pack_uint32(&pk, 1);
-	mb_str(&pk, "state_dict_metadata");
-	msgpack_pack_map(&pk, n);
-	for (k = 0; k < n; k++) {
-		mb_str(&pk, names[k]);
-		msgpack_pack_map(&pk, 4);
-		mb_str(&pk, "type");
-		mb_str(&pk, "tensor");
-		mb_str(&pk, "dtype");
-		mb_str(&pk, "float32");
-		mb_str(&pk, "size");
-		mb_dims(&pk, &four, 1);
-		mb_str(&pk, "chunks");
-		msgpack_pack_array(&pk, 1);
-		msgpack_pack_map(&pk, 2);
-		mb_str(&pk, "offsets");
-		mb_dims(&pk, &zero, 1);
-		mb_str(&pk, "sizes");
-		mb_dims(&pk, &four, 1);
-	}
-	mb_str(&pk, "storage_data");
-	msgpack_pack_array(&pk, n);
-	for (k = 0; k < n; k++) {
-		msgpack_pack_map(&pk, 5);
-		mb_str(&pk, "fqn");
-		mb_str(&pk, names[k]);
-		mb_str(&pk, "offsets");
-		mb_dims(&pk, &zero, 1);
-		mb_str(&pk, "relative_path");
-		mb_str(&pk, names[k]);
-		mb_str(&pk, "offset");
-		msgpack_pack_uint64(&pk, 0);
-		mb_str(&pk, "length");
-		msgpack_pack_uint64(&pk, 16);
-		free(names[k]);
-	}
+	mb_keys_meta_files(&sb, (const char *const *)names, n, 4, 1);
 	cd_put(dir, ".metadata", sb.data, sb.size);
 	msgpack_sbuffer_destroy(&sb);
+	for (k = 0; k < n; k++)
+		free(names[k]);
 	return dir;
 }
 
