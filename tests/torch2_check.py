@@ -15,6 +15,12 @@ binds the work tree there.
         independent reference for the views.  OUT/ranklocal: the 1-D mesh
         state saved with use_collectives=False (one __R.metadata per
         rank); OUT/megatron: mesh1d with Megatron-Core's all_local_plans.
+    torch2_check.py gen-large OUT GIB
+        4 gloo ranks dcp.save GIB GiB of Shard(0) float32 state (the
+        benchmark's resume figure).
+    torch2_check.py resume CKPT NEW_W fs|ckptfs
+        NEW_W ranks dcp.load it into Shard(0) DTensors with torch's
+        FileSystemReader or ckptfs.StorageReader; prints the wall time.
     torch2_check.py overlap SRC DST
         DST: the rank-local SRC with rank 1's model.w1 chunk overlapping
         rank 0's.
@@ -284,11 +290,83 @@ def load_worker(rank, world, port, ckpt, mesh_spec):
         dist.destroy_process_group()
 
 
+def large_worker(rank, world, port, out, gib):
+    """About gib GiB of float32 optimizer-like state: 100 parameters'
+    exp_avg and exp_avg_sq as Shard(0) DTensors over world ranks."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world)
+    mesh = init_device_mesh("cpu", (world,))
+    per = int(gib * (1 << 30) / 4 / 200)
+    cols = 1024
+    rows = max(world, per // cols)
+    sd = {}
+    for i in range(100):
+        for kind in ("exp_avg", "exp_avg_sq"):
+            cs = -(-rows // world)
+            lo, hi = min(rows, rank * cs), min(rows, (rank + 1) * cs)
+            local = torch.rand((hi - lo, cols))
+            sd[f"optim.state.layer{i}.weight.{kind}"] = DTensor.from_local(
+                local, mesh, [Shard(0)], shape=torch.Size([rows, cols]),
+                stride=(cols, 1))
+    dcp.save(sd, storage_writer=dcp.FileSystemWriter(out))
+    dist.destroy_process_group()
+
+
+def resume_worker(rank, world, port, ckpt, reader, q):
+    """dcp.load into Shard(0) DTensors on world ranks: the wall time until
+    the last rank is done."""
+    import time
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard
+    import ckptfs
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world)
+    mesh = init_device_mesh("cpu", (world,))
+    md = dcp.FileSystemReader(ckpt).read_metadata()
+    sd = {}
+    for k, v in md.state_dict_metadata.items():
+        rows, cols = v.size
+        cs = -(-rows // world)
+        lo, hi = min(rows, rank * cs), min(rows, (rank + 1) * cs)
+        sd[k] = DTensor.from_local(torch.empty((hi - lo, cols)), mesh,
+                                   [Shard(0)], shape=v.size,
+                                   stride=(cols, 1))
+    dist.barrier()
+    t0 = time.perf_counter()
+    r = (dcp.FileSystemReader(ckpt) if reader == "fs" else
+         ckptfs.StorageReader(ckpt, threads=1))
+    dcp.load(sd, storage_reader=r)
+    dist.barrier()
+    q.put(time.perf_counter() - t0)
+    dist.destroy_process_group()
+
+
 def main(argv):
     import torch.multiprocessing as tmp
     if argv[0] == "gen":
         tmp.spawn(gen_worker, args=(4, free_port(), argv[1]), nprocs=4,
                   join=True)
+        return 0
+    if argv[0] == "gen-large":
+        tmp.spawn(large_worker, args=(4, free_port(), argv[1],
+                                      float(argv[2])), nprocs=4, join=True)
+        return 0
+    if argv[0] == "resume":
+        world = int(argv[2])
+        ctx = tmp.get_context("spawn")
+        q = ctx.SimpleQueue()
+        tmp.start_processes(resume_worker, args=(world, free_port(), argv[1],
+                                                 argv[3], q),
+                            nprocs=world, join=True, start_method="spawn")
+        print(f"{max(q.get() for _ in range(world)):.4f}")
         return 0
     if argv[0] == "overlap":
         overlap(argv[1], argv[2])

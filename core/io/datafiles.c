@@ -18,6 +18,16 @@
 #define FD_CAP_MAX 4096
 #define FD_RESERVED 32	/* for /dev/fuse, stdio, the metadata, ... */
 
+/*
+ * Every read of a data file asks for exactly the bytes a view needs, in
+ * runs of up to a few MiB: the kernel's readahead would only add bytes
+ * nobody asked for (2x on a cold cache for a rank's rows), so it is off.
+ */
+static void no_readahead(int fd)
+{
+	posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+}
+
 /* openat2 with RESOLVE_BENEATH: a path (or a symlink in it) that leads
  * outside dirfd fails with EXDEV.  O_NONBLOCK so a FIFO cannot hang us. */
 int ckpt_open_beneath(int dirfd, const char *path, bool follow)
@@ -33,6 +43,8 @@ int ckpt_open_beneath(int dirfd, const char *path, bool follow)
 	if (fd < 0 && errno == ENOSYS)	/* kernels before 5.6 */
 		fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK |
 			    O_NOCTTY | (follow ? 0 : O_NOFOLLOW));
+	if (fd >= 0)
+		no_readahead((int)fd);
 	return (int)fd;
 }
 
@@ -103,16 +115,6 @@ static void evict(struct ckpt_meta *m)
 	}
 }
 
-/*
- * Every read of a data file asks for exactly the bytes a view needs, in
- * runs of up to a few MiB: the kernel's readahead would only add bytes
- * nobody asked for (2x on a cold cache for a rank's rows), so it is off.
- */
-static void no_readahead(int fd)
-{
-	posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
-}
-
 /* Open file fi and check it is the file validated at mount. */
 static int reopen(struct ckpt_meta *m, uint32_t fi)
 {
@@ -133,7 +135,6 @@ static int reopen(struct ckpt_meta *m, uint32_t fi)
 	flags = fcntl(fd, F_GETFL);
 	if (flags >= 0)
 		fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-	no_readahead(fd);
 	return fd;
 }
 
@@ -238,7 +239,6 @@ int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 		fl = fcntl(fd, F_GETFL);
 		if (fl >= 0)
 			fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-		no_readahead(fd);
 		f->fd = fd;
 		m->fds.nopen++;
 		if (!m->fds.pinned)

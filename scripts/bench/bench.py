@@ -434,31 +434,6 @@ def _torch_ckpt(args, work, world, dim):
     return os.path.join(tdir, "large")
 
 
-def _fresh_pread(paths, nbytes):
-    """The baseline for a direct load: nbytes of the data files pread
-    into freshly allocated memory (as a load fills new tensors)."""
-    import numpy as np
-    t0 = time.perf_counter()
-    buf = np.empty(nbytes, dtype="u1")
-    mv = memoryview(buf)
-    at = 0
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            off = 0
-            while at < nbytes:
-                n = os.preadv(fd, [mv[at:at + min(8 * MiB, nbytes - at)]], off)
-                if n <= 0:
-                    break
-                at += n
-                off += n
-        finally:
-            os.close(fd)
-        if at >= nbytes:
-            break
-    return at, time.perf_counter() - t0
-
-
 def direct_figures(args, t, work, w=8, r=3):
     """Issue 13's rows: a rank's state loaded straight from the data files
     (ckptfs.load, no FUSE) against raw pread; resuming on 8 ranks with
@@ -485,17 +460,20 @@ def direct_figures(args, t, work, w=8, r=3):
     def run(*a):
         return subprocess.check_output(py + list(a), env=env).split()
 
-    res, res1 = [], []
+    # Each run in a fresh process: both pay for first-touching new memory.
+    res, res1, raw = [], [], []
     for _ in range(args.reps):
+        o = run("rawpread", args.ckptfs, tdir, "--world", str(w), "--rank",
+                str(r))
+        raw.append((int(o[1]), float(o[0])))
         o = run("direct", tdir, "--world", str(w), "--rank", str(r))
         res.append((int(o[1]), float(o[0])))
         o = run("direct", tdir, "--world", str(w), "--rank", str(r),
                 "--threads", "1")
         res1.append((int(o[1]), float(o[0])))
-    nbytes = res[0][0]
-    base = t.add(f"raw pread of {nbytes / 2**20:.0f} MiB of the data files "
-                 f"into new memory (direct-load baseline)",
-                 gbps(timed(lambda: _fresh_pread(data, nbytes), args.reps)))
+    base = t.add(f"raw pread of the {raw[0][0] / 2**20:.0f} MiB rank {r} "
+                 f"needs (ckptfs plan's reads) into new tensors "
+                 f"(direct-load baseline)", gbps(raw))
     t.add(f"ckptfs.load (no FUSE), rank {r} of {w}, {os.cpu_count()} threads",
           gbps(res), base=(base, "raw pread"), note="torch checkpoint, "
           "includes opening and indexing it")
@@ -520,7 +498,45 @@ def direct_figures(args, t, work, w=8, r=3):
           "FileSystemReader, same processes and state dict")
     t.add("resume on 8 ranks: 8 readers of a --ranks 0-7 mount", tm, unit="s",
           note=f"StorageReader is {statistics.median(tm) / statistics.median(tc):.1f}x faster")
+    resume_newest_torch(args, t)
     cold_figures(args, t, work, tdir, data, w, r, run)
+
+
+def resume_newest_torch(args, t, world=8):
+    """The same resume with the newest torch (the sid chroot of `make
+    sid-chroot`, when built): dcp.load into Shard(0) DTensors on 8 ranks
+    from a checkpoint dcp.save wrote from 4, FileSystemReader against
+    ckptfs.StorageReader."""
+    sid = os.path.join(ROOT, "scripts", "sid-chroot.sh")
+    d = subprocess.check_output([sid, "path"], text=True).strip()
+    if not os.path.exists(os.path.join(d, ".ckptfs-ready")):
+        print("  newest torch: no sid chroot (make sid-chroot); not measured")
+        return
+    gib = 0.05 if args.quick else args.torch_gib
+    inside = f"/tmp/ckptfs-bench-resume-{gib}"
+    check = "@ROOT@/tests/torch2_check.py"
+    if not os.path.exists(os.path.join(d + inside, ".metadata")):
+        subprocess.check_call([sid, "run", "/usr/bin/python3", check,
+                               "gen-large", inside, str(gib)],
+                              stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    ver = subprocess.check_output(
+        [sid, "run", "/usr/bin/python3", "-c",
+         "import torch; print(torch.__version__)"], text=True,
+        stderr=subprocess.DEVNULL).split()[-1]
+    res = {"fs": [], "ckptfs": []}
+    for _ in range(max(1, min(args.reps, 3))):
+        for reader in res:
+            out = subprocess.check_output(
+                [sid, "run", "/usr/bin/python3", check, "resume", inside,
+                 str(world), reader], text=True, stderr=subprocess.DEVNULL)
+            res[reader].append(float(out.split()[-1]))
+    fs = t.add(f"resume on {world} ranks from 4, torch {ver}: dcp.load with "
+               f"FileSystemReader ({gib} GiB)", res["fs"], unit="s")
+    t.add(f"resume on {world} ranks, torch {ver}: dcp.load with "
+          f"ckptfs.StorageReader", res["ckptfs"], unit="s",
+          note=f"{fs / statistics.median(res['ckptfs']):.1f}x faster than "
+               "FileSystemReader")
 
 
 def cold_figures(args, t, work, tdir, data, w, r, run):
