@@ -85,6 +85,7 @@ enum ckpt_origin {
 	CKPT_ORIGIN_TORCH_INDEX,	/* a torch DCP pickle, via its index */
 	CKPT_ORIGIN_TORCH_LOCAL,	/* torch DCP rank-local __R.metadata
 					 * files, merged */
+	CKPT_ORIGIN_SAFETENSORS,	/* a directory of .safetensors files */
 };
 
 struct ckpt_open_opts {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/errbuf.h"
+#include "safetensors/st_index.h"
 #include "torch/torch_index.h"
 
 /* Read the whole regular file at path, at most max bytes. */
@@ -240,6 +241,25 @@ out_free:
 	return rc;
 }
 
+/* A directory of safetensors files: see safetensors/st_index.h. */
+static int safetensors_image(const char *dir, const struct ckpt_open_opts *o,
+			     uint8_t **img, size_t *imglen,
+			     struct timespec *mtime, char *err, size_t errlen)
+{
+	struct stat st;
+	int dirfd, rc;
+
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return -ENOENT;
+	rc = ckpt_safetensors_index(dir, dirfd, o && o->follow_symlinks, img,
+				    imglen, err, errlen);
+	if (!rc && fstat(dirfd, &st) == 0)
+		*mtime = st.st_mtim;
+	close(dirfd);
+	return rc;
+}
+
 /* A torch checkpoint's native image: the given or default index when it
  * was built from this very pickle, else built now. */
 static int torch_image(const char *dir, const char *meta_path,
@@ -302,15 +322,21 @@ int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 		/* No .metadata: the ranks' own __R.metadata files? */
 		snprintf(why, sizeof(why), "%s", err ? err : "");
 		rc = rank_local_image(dir, o, &buf, &len, &mtime, err, errlen);
+		origin = CKPT_ORIGIN_TORCH_LOCAL;
+		if (rc == -ENOENT) {	/* ... or safetensors files? */
+			rc = safetensors_image(dir, o, &buf, &len, &mtime,
+					       err, errlen);
+			origin = CKPT_ORIGIN_SAFETENSORS;
+		}
 		if (rc == -ENOENT) {
 			rc = ckpt_errf(err, errlen, -ENOENT, "%s", why);
 			goto out_path;
 		}
 		if (rc)
 			goto out_path;
-		origin = CKPT_ORIGIN_TORCH_LOCAL;
 		free(path);
-		if (asprintf(&path, "%s/__*.metadata", dir) < 0) {
+		if (asprintf(&path, origin == CKPT_ORIGIN_SAFETENSORS ?
+			     "%s/*.safetensors" : "%s/__*.metadata", dir) < 0) {
 			path = NULL;
 			free(buf);
 			rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");

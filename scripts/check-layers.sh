@@ -16,8 +16,9 @@ declare -A may=(
 	[plan]="common model"
 	[io]="common model"
 	[torch]="common model io"
+	[safetensors]="common model io"
 	[view]="common model plan io"
-	[open]="common model plan io torch"
+	[open]="common model plan io torch safetensors"
 )
 
 folder_of() {	# core/x/y.c -> x; core/open.c -> open

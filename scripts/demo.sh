@@ -52,3 +52,12 @@ say "tests/reference.py check   # every file against the independent numpy refer
 
 say "ckptfs umount $MNT"
 "$CKPTFS" umount "$MNT"
+
+say "python3 -c 'ckptfs.load(...)'   # the same view without a mount: libckptfs reads the data files directly"
+CKPTFS_LIB="$(dirname "$CKPTFS")/libckptfs.so" /usr/bin/python3 - "$ROOT" "$CKPT" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1] + "/scripts")
+import ckptfs
+sd = ckptfs.load(sys.argv[2], world=8, rank=3, backend="numpy")
+print("layer1.weight exp_avg, rank 3 of 8:", sd["optim"]["state"]["layer1.weight"]["exp_avg"])
+PY

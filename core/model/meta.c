@@ -76,6 +76,8 @@ void ckpt_meta_info(const struct ckpt_meta *m, struct ckpt_meta_info *out)
 	out->format = m->origin == CKPT_ORIGIN_NATIVE ? CKPT_FORMAT_NAME :
 		      m->origin == CKPT_ORIGIN_TORCH ?
 		      "torch-dcp (PyTorch distributed checkpoint, indexed now)" :
+		      m->origin == CKPT_ORIGIN_SAFETENSORS ?
+		      "safetensors (a directory of .safetensors files)" :
 		      m->origin == CKPT_ORIGIN_TORCH_LOCAL ?
 		      "torch-dcp-rank-local (PyTorch distributed checkpoint, one __R.metadata per rank, merged)" :
 		      "torch-dcp (PyTorch distributed checkpoint, via its " CKPT_INDEX_NAME ")";

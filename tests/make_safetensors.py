@@ -1,0 +1,175 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Safetensors checkpoints for tests/bats/safetensors.bats, written here
+from the format's spec (8-byte little-endian header length, a JSON header
+of {name: {dtype, shape, data_offsets}}, then the data), independently of
+ckptfs and of the safetensors package.
+
+    make_safetensors.py ok OUT [--shards N] [--index]
+        Hugging Face's layout: model-0000K-of-0000N.safetensors (and
+        model.safetensors.index.json with --index); keys of many dtypes
+        and shapes (0-d, 1-D, empty, 3-D).
+    make_safetensors.py CASE OUT     a broken or hostile directory
+    make_safetensors.py expect OUT W R   print "path<TAB>hex of the view"
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+# name -> (dtype, numpy dtype of the raw values, shape)
+KEYS = {
+    "model.embed.weight": ("F32", "<f4", (10, 6)),
+    "model.layers.0.attn.q.weight": ("BF16", "<u2", (7, 4)),
+    "model.layers.0.attn.q.bias": ("F16", "<f2", (7,)),
+    "model.layers.0.norm.weight": ("F64", "<f8", (3, 2, 2)),
+    "model.step": ("I64", "<i8", ()),
+    "model.mask": ("BOOL", "u1", (5, 2)),
+    "model.codes": ("U8", "u1", (9,)),
+    "model.empty": ("F32", "<f4", (0, 3)),
+    "lm_head.weight": ("I32", "<i4", (4, 5)),
+}
+
+
+def values(name, npdt, shape):
+    rng = np.random.default_rng(sum(map(ord, name)))
+    n = int(np.prod(shape)) if shape else 1
+    if npdt in ("u1",):
+        a = rng.integers(0, 2 if "mask" in name else 255, n)
+    elif npdt.startswith("<i"):
+        a = rng.integers(-1000, 1000, n)
+    elif npdt == "<u2":
+        a = rng.integers(0, 65535, n)
+    else:
+        a = rng.standard_normal(n)
+    return np.asarray(a).astype(npdt).reshape(shape)
+
+
+def st_bytes(entries, meta=None, pad=True):
+    """entries: [(name, dtype, shape, raw bytes)] -> file bytes."""
+    head, data = {}, b""
+    if meta is not None:
+        head["__metadata__"] = meta
+    for name, dt, shape, raw in entries:
+        head[name] = {"dtype": dt, "shape": list(shape),
+                      "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(head).encode()
+    if pad:
+        h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def write_ok(out, shards=2, index=False):
+    os.makedirs(out)
+    names = list(KEYS)
+    files = {}
+    for i, name in enumerate(names):
+        files.setdefault(i % shards, []).append(name)
+    wmap = {}
+    for k, group in files.items():
+        fname = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
+        ents = []
+        for name in group:
+            dt, npdt, shape = KEYS[name]
+            ents.append((name, dt, shape, values(name, npdt, shape).tobytes()))
+            wmap[name] = fname
+        with open(os.path.join(out, fname), "wb") as fh:
+            fh.write(st_bytes(ents, {"format": "pt"}))
+    if index:
+        with open(os.path.join(out, "model.safetensors.index.json"), "w") as fh:
+            json.dump({"metadata": {"total_size": 0}, "weight_map": wmap}, fh)
+
+
+def expect(out, w, r):
+    for name, (dt, npdt, shape) in KEYS.items():
+        a = values(name, npdt, shape)
+        if a.size != 1 and a.ndim:
+            cs = -(-a.shape[0] // w)
+            a = a[min(a.shape[0], r * cs):min(a.shape[0], (r + 1) * cs)]
+        print(f"{name.replace('.', '/')}\t{np.ascontiguousarray(a).tobytes().hex()}")
+
+
+def one(out, raw, name="model.safetensors"):
+    os.makedirs(out)
+    with open(os.path.join(out, name), "wb") as fh:
+        fh.write(raw)
+
+
+def case(c, out):
+    x = values("x", "<f4", (4,)).tobytes()
+    good = st_bytes([("x", "F32", (4,), x)])
+    if c == "truncated_header":
+        one(out, good[:20])
+    elif c == "header_len_huge":
+        one(out, struct.pack("<Q", 2**64 - 1) + good[8:])
+    elif c == "tiny_file":
+        one(out, b"\x01\x02")
+    elif c == "offsets_past_file":
+        h = json.dumps({"x": {"dtype": "F32", "shape": [4],
+                              "data_offsets": [0, 4096]}}).encode()
+        one(out, struct.pack("<Q", len(h)) + h + x)
+    elif c == "offsets_overlap":
+        h = json.dumps({"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+                        "y": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}}).encode()
+        one(out, struct.pack("<Q", len(h)) + h + x)
+    elif c == "size_mismatch":
+        h = json.dumps({"x": {"dtype": "F32", "shape": [5],
+                              "data_offsets": [0, 16]}}).encode()
+        one(out, struct.pack("<Q", len(h)) + h + x)
+    elif c == "offset_2_64":
+        h = ('{"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, '
+             '18446744073709551616]}}').encode()
+        one(out, struct.pack("<Q", len(h)) + h + x)
+    elif c == "shape_overflow":
+        h = json.dumps({"x": {"dtype": "F32", "shape": [2**40, 2**40],
+                              "data_offsets": [0, 16]}}).encode()
+        one(out, struct.pack("<Q", len(h)) + h + x)
+    elif c == "deep_json":
+        h = ("[" * 100000 + "]" * 100000).encode()
+        one(out, struct.pack("<Q", len(h)) + h + x)
+    elif c == "not_json":
+        h = b'{"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16],}}'
+        one(out, struct.pack("<Q", len(h)) + h + x)
+    elif c == "float_offset":
+        h = b'{"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16.0]}}'
+        one(out, struct.pack("<Q", len(h)) + h + x)
+    elif c == "bad_dtype":
+        h = json.dumps({"x": {"dtype": "C64", "shape": [2],
+                              "data_offsets": [0, 16]}}).encode()
+        one(out, struct.pack("<Q", len(h)) + h + x)
+    elif c == "duplicate_key":
+        os.makedirs(out)
+        for f in ("a.safetensors", "b.safetensors"):
+            with open(os.path.join(out, f), "wb") as fh:
+                fh.write(good)
+    elif c == "index_mismatch":
+        write_ok(out, 2, True)
+        p = os.path.join(out, "model.safetensors.index.json")
+        d = json.load(open(p))
+        d["weight_map"]["model.embed.weight"] = "model-00002-of-00002.safetensors"
+        json.dump(d, open(p, "w"))
+    elif c == "index_missing_key":
+        write_ok(out, 2, True)
+        p = os.path.join(out, "model.safetensors.index.json")
+        d = json.load(open(p))
+        d["weight_map"]["model.ghost"] = "model-00001-of-00002.safetensors"
+        json.dump(d, open(p, "w"))
+    else:
+        raise SystemExit(f"unknown case {c}")
+
+
+def main(argv):
+    if argv[0] == "ok":
+        shards = int(argv[argv.index("--shards") + 1]) if "--shards" in argv else 2
+        write_ok(argv[1], shards, "--index" in argv)
+    elif argv[0] == "expect":
+        expect(argv[1], int(argv[2]), int(argv[3]))
+    else:
+        case(argv[0], argv[1])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
