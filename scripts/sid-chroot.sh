@@ -25,7 +25,7 @@ PKGS=python3-torch,python3-numpy,python3-safetensors,python3-zstandard,python3-m
 build() {
 	[ -f "$DIR/.ckptfs-ready" ] && return 0
 	if ! command -v debootstrap >/dev/null; then
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >&2
+		"$ROOT/scripts/install-deps.sh" debootstrap >&2
 	fi
 	rm -rf "$DIR.tmp"
 	mkdir -p "$(dirname "$DIR")"
