@@ -204,9 +204,9 @@ int ckpt_meta_file(const struct ckpt_meta *m, uint32_t fi, const char **path,
 
 /*
  * Check chunk ci's record against its checksum, reading it with buf
- * (buflen bytes) as working memory.  Returns 0 when it matches (*got:
- * bytes read), 1 when it has no checksum, -EBADMSG on a mismatch (*got:
- * the checksum computed), -EIO when the file cannot give the bytes.
+ * (buflen bytes) as working memory; *got gets the checksum computed.
+ * Returns 0 when it matches, 1 when the record has no checksum, -EBADMSG
+ * on a mismatch, -EIO when the file cannot give the bytes.
  * Thread-safe (each caller its own buf).
  */
 int ckpt_verify_chunk(struct ckpt_meta *m, uint32_t ci, char *buf,
