@@ -283,3 +283,14 @@ int ckpt_files_pread(struct ckpt_meta *m, uint32_t fi, void *buf, size_t len,
 	release(m, fi);
 	return rc;
 }
+
+void ckpt_files_willneed(struct ckpt_meta *m, uint32_t fi, uint64_t off,
+			 uint64_t len)
+{
+	int fd = acquire(m, fi);
+
+	if (fd < 0)
+		return;
+	posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+	release(m, fi);
+}

@@ -41,4 +41,10 @@ int ckpt_open_beneath(int dirfd, const char *path, bool follow);
 int ckpt_files_pread(struct ckpt_meta *m, uint32_t fi, void *buf, size_t len,
 		     uint64_t off);
 
+/* Ask the kernel to start reading [off, off + len) of file fi now
+ * (POSIX_FADV_WILLNEED): the reads that follow find it in the page cache.
+ * A hint; errors are ignored.  Thread-safe. */
+void ckpt_files_willneed(struct ckpt_meta *m, uint32_t fi, uint64_t off,
+			 uint64_t len);
+
 #endif

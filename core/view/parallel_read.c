@@ -19,9 +19,12 @@
 
 #include "ckptfs.h"
 #include "common/errbuf.h"
+#include "io/datafiles.h"
+#include "plan/plan.h"
 #include "view/data_read.h"
 
 #define PIECE ((uint64_t)4 << 20)	/* bytes per piece */
+#define AHEAD 8			/* pieces hinted ahead of the readers */
 #define MAX_THREADS 256
 
 /* One piece: [off, off + len) of request req. */
@@ -55,6 +58,75 @@ static void fail(struct job *j, int rc, const char *why)
 	}
 	pthread_mutex_unlock(&j->lock);
 	atomic_store(&j->failed, 1);
+}
+
+/* Runs of one piece, coalesced per file, become WILLNEED hints. */
+struct hint {
+	struct ckpt_meta *m;
+	uint32_t file;
+	uint64_t off, len;
+};
+
+static void hint_flush(struct hint *h)
+{
+	if (h->len)
+		ckpt_files_willneed(h->m, h->file, h->off, h->len);
+	h->len = 0;
+}
+
+static void hint_run(struct hint *h, uint32_t file, uint64_t off,
+		     uint64_t len)
+{
+	if (h->len && file == h->file && off >= h->off &&
+	    off <= h->off + h->len + (64 << 10)) {
+		if (off + len > h->off + h->len)
+			h->len = off + len - h->off;
+		return;
+	}
+	hint_flush(h);
+	h->file = file;
+	h->off = off;
+	h->len = len;
+}
+
+static int hint_view_run(void *ctx, const struct ckpt_read_run *r)
+{
+	hint_run(ctx, r->file, r->foff, r->len);
+	return 0;
+}
+
+/*
+ * Tell the kernel which file bytes piece i will read, so that on a cold
+ * page cache they are read asynchronously ahead of the readers (data
+ * files are opened without readahead: only these exact ranges are read).
+ * A view piece with a .npy header or a dtype conversion is hinted through
+ * its raw plan, which covers the same records.
+ */
+static void hint_piece(struct job *j, size_t i)
+{
+	const struct piece *p;
+	struct hint h = { 0 };
+
+	if (i >= j->npieces)
+		return;
+	p = &j->pieces[i];
+	if (j->v) {
+		const struct ckpt_read_req *r = &j->vreqs[p->req];
+
+		h.m = ckpt_view_meta(j->v);
+		ckpt_view_plan(j->v, r->slot, r->node, r->off + p->off, p->len,
+			       hint_view_run, &h);
+	} else {
+		struct ckpt_planner pl;
+		struct ckpt_run run;
+
+		h.m = j->m;
+		ckpt_planner_init(&pl, j->m, j->bent[p->req], &j->boxes[p->req],
+				  p->off, p->len);
+		while (ckpt_planner_next(&pl, &run) > 0)
+			hint_run(&h, run.file, run.foff, run.len);
+	}
+	hint_flush(&h);
 }
 
 static int one_piece(struct job *j, const struct piece *p,
@@ -108,6 +180,7 @@ static void *worker(void *arg)
 	}
 	while (!atomic_load(&j->failed) &&
 	       (i = atomic_fetch_add(&j->next, 1)) < j->npieces) {
+		hint_piece(j, i + AHEAD);
 		rc = one_piece(j, &j->pieces[i], s);
 		if (rc)
 			fail(j, rc, ckpt_last_error()[0] ? ckpt_last_error() :
@@ -171,6 +244,8 @@ static int run(struct job *j, unsigned threads, char *err, size_t errlen)
 		threads = MAX_THREADS;
 	if ((size_t)threads > j->npieces)
 		threads = j->npieces ? (unsigned)j->npieces : 1;
+	for (t = 0; t < AHEAD && t < j->npieces; t++)
+		hint_piece(j, t);	/* the first pieces, before anyone reads */
 	for (t = 1; t < threads; t++) {
 		if (pthread_create(&th[t], NULL, worker, j))
 			break;
