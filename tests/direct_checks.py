@@ -30,6 +30,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import ckptfs  # noqa: E402
+from gen_torch_ckpt import free_port  # noqa: E402
 
 
 def _raw(v):
@@ -199,13 +200,6 @@ def errors(tmp):
 
 
 # ---------------------------------------------------------------- dcp
-def _free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _dcp_worker(rank, world, port, job):
     import torch_dcp_compat
     torch_dcp_compat.install()
@@ -293,7 +287,7 @@ def _dcp_worker(rank, world, port, job):
 def dcp_run(job, world):
     import torch.multiprocessing as tmp
     os.environ.setdefault("USE_LIBUV", "0")
-    tmp.spawn(_dcp_worker, args=(world, _free_port(), job), nprocs=world,
+    tmp.spawn(_dcp_worker, args=(world, free_port(), job), nprocs=world,
               join=True)
     return 0
 

@@ -32,17 +32,11 @@ binds the work tree there.
 """
 import json
 import os
-import socket
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "scripts"))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from gen_torch_ckpt import free_port  # noqa: E402
 
 
 # (name, shape, dtype, 1-D mesh placement dim or None for a plain tensor)

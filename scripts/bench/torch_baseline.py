@@ -30,6 +30,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests"))
+from gen_torch_ckpt import free_port  # noqa: E402
 
 
 def dcp():
@@ -195,13 +196,6 @@ def rawpread(ckptfs_bin, ckpt, world, rank):
     print(f"{dt:.4f} {n}")
 
 
-def _free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _resume_worker(rank, world, port, ckpt, reader, mnt, q):
     d = dcp()
     import torch
@@ -246,7 +240,7 @@ def resume(ckpt, world, reader, mnt=None):
     import torch.multiprocessing as tmp
     ctx = tmp.get_context("spawn")
     q = ctx.SimpleQueue()
-    tmp.start_processes(_resume_worker, args=(world, _free_port(), ckpt,
+    tmp.start_processes(_resume_worker, args=(world, free_port(), ckpt,
                                               reader, mnt, q),
                         nprocs=world, join=True, start_method="spawn")
     res = [q.get() for _ in range(world)]
