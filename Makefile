@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 # ckptfs: one non-recursive Makefile.  `make help` lists the targets.
 
-PKGS    := fuse3 msgpack libxxhash
-CORE_PKGS := msgpack libxxhash zlib
+PKGS    := fuse3 msgpack libxxhash libzstd
+CORE_PKGS := msgpack libxxhash zlib libzstd
 VERSION := 0.5.0
 SAN     ?=
 V       ?= 0

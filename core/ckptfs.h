@@ -33,6 +33,7 @@ extern "C" {
 
 #define CKPT_MAX_DIMS 16		/* dims of any tensor */
 #define CKPT_NONE UINT32_MAX		/* "no index" */
+#define CKPT_CACHE_MB 1024		/* decoded-record cache default, MiB */
 
 /* The library's version, e.g. "0.5.0". */
 const char *ckpt_version(void);
@@ -86,6 +87,8 @@ enum ckpt_origin {
 	CKPT_ORIGIN_TORCH_LOCAL,	/* torch DCP rank-local __R.metadata
 					 * files, merged */
 	CKPT_ORIGIN_SAFETENSORS,	/* a directory of .safetensors files */
+	CKPT_ORIGIN_SAFETENSORS_SHARDED,	/* DCP's sharded safetensors
+					 * (DCP_SHARDING_INFO) */
 };
 
 struct ckpt_open_opts {
@@ -93,6 +96,9 @@ struct ckpt_open_opts {
 				 * checkpoint (stale: an error); NULL: use
 				 * dir/.ckptfs-index when it is current */
 	bool follow_symlinks;	/* data files may lead outside dir */
+	uint64_t cache_bytes;	/* decoded records (zstd) kept in memory,
+				 * and the most one may decode to; 0: the
+				 * default, 1 GiB (-o cache_mb=) */
 };
 
 /*
@@ -191,6 +197,10 @@ struct ckpt_chunk_info {
 	bool strided;		/* stored in a non-row-major layout */
 	const char *checksum;	/* "xxh3", "crc32" or NULL: none */
 	uint64_t stored_checksum;	/* the value the metadata gives */
+	/* A record stored with transforms (zstd): foff/len above are its
+	 * stored bytes, which decode to decoded_len bytes of the chunk. */
+	const char *transforms;	/* e.g. "stream.zstd/1"; NULL: none */
+	uint64_t decoded_len;
 };
 
 /* Chunk ci of m.  Returns 0, or -ENOENT past the end.  Thread-safe. */
@@ -406,6 +416,9 @@ struct ckpt_read_run {
 	uint32_t file;
 	uint64_t foff;
 	uint64_t len;
+	bool decoded;		/* the chunk's record is stored with
+				 * transforms: foff/len address its decoded
+				 * bytes (decoded once, then cached) */
 };
 
 /*

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/errbuf.h"
+#include "records/record_cache.h"
 #include "safetensors/st_index.h"
 #include "torch/torch_index.h"
 
@@ -357,7 +358,9 @@ int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 	free(buf);
 	if (rc)
 		goto out_path;
-	m->origin = origin;
+	ckpt_meta_set_origin(m, origin, 0);
+	if (o && o->cache_bytes)
+		ckpt_record_cache_set(m, o->cache_bytes);
 	m->dir = strdup(dir);
 	if (!m->dir) {
 		ckpt_meta_free(m);

@@ -368,8 +368,13 @@ static void print_read(const struct plan_out *p)
 	struct ckpt_chunk_info c;
 
 	ckpt_meta_chunk(p->m, p->cur.chunk, &c);
-	printf("\tread\t%s\t%" PRIu64 "\t%" PRIu64 "\n", c.path, p->cur.foff,
-	       p->cur.len);
+	if (p->cur.decoded)
+		printf("\tdecoded\t%s\t%" PRIu64 "\t%" PRIu64 "\t(bytes of the %s record at %" PRIu64 "+%" PRIu64 ")\n",
+		       c.path, p->cur.foff, p->cur.len, c.transforms, c.foff,
+		       c.len);
+	else
+		printf("\tread\t%s\t%" PRIu64 "\t%" PRIu64 "\n", c.path,
+		       p->cur.foff, p->cur.len);
 }
 
 static int plan_run(void *ctx, const struct ckpt_read_run *r)
@@ -378,6 +383,8 @@ static int plan_run(void *ctx, const struct ckpt_read_run *r)
 
 	p->runs++;
 	if (p->cur.len && r->file == p->cur.file &&
+	    r->decoded == p->cur.decoded &&
+	    (!r->decoded || r->chunk == p->cur.chunk) &&
 	    p->cur.foff + p->cur.len == r->foff) {
 		p->cur.len += r->len;
 		return 0;

@@ -44,6 +44,8 @@ static void usage(FILE *f)
 "  --dtype T, -o dtype=T    show floating tensors as float32 or bfloat16\n"
 "  --format npy, -o format=npy  tensors as NAME.npy files (numpy v1.0)\n"
 "  -o prefetch              push the view into the page cache after mounting\n"
+"  -o cache_mb=N            memory for decoded zstd records (default 1024): each is\n"
+"                           decoded once, kept LRU; none may decode to more\n"
 "  -o verify                check each record's xxh3 when first read; EIO if bad\n"
 "  -o follow_symlinks       allow data-file symlinks leading outside CKPT\n"
 "  -o readahead_kb=N        the mount's readahead (default 1024; needs root)\n"

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs.h"
+
 /* Keys that fstab and mount(8) add and that mean nothing to a read-only
  * view: accepted and ignored. */
 static const char *const ignored[] = {
@@ -192,7 +194,7 @@ static int set_prefix(struct mount_opts *o, const char *val, char *err,
 enum {
 	K_WORLD, K_RANK, K_READAHEAD, K_PREFIX, K_LAYOUT, K_INDEX, K_RANKS,
 	K_DTYPE, K_FORMAT, K_VERIFY, K_PREFETCH, K_FOLLOW, K_DEBUG,
-	K_MAX_THREADS, K_MAX_IDLE,
+	K_MAX_THREADS, K_MAX_IDLE, K_CACHE_MB,
 };
 
 static const struct fuse_opt o_spec[] = {
@@ -211,6 +213,7 @@ static const struct fuse_opt o_spec[] = {
 	FUSE_OPT_KEY("debug", K_DEBUG),
 	FUSE_OPT_KEY("max_threads=", K_MAX_THREADS),
 	FUSE_OPT_KEY("max_idle_threads=", K_MAX_IDLE),
+	FUSE_OPT_KEY("cache_mb=", K_CACHE_MB),
 	FUSE_OPT_END
 };
 
@@ -273,6 +276,9 @@ static int take_o(void *data, const char *arg, int key,
 	case K_MAX_THREADS:
 		return set_num("max_threads", val, &o->max_threads, &has,
 			       c->err, c->errlen);
+	case K_CACHE_MB:
+		return set_num("cache_mb", val, &o->cache_mb, &has, c->err,
+			       c->errlen);
 	case K_MAX_IDLE:
 		return set_num("max_idle_threads", val, &o->max_idle_threads,
 			       &has, c->err, c->errlen);
@@ -368,6 +374,7 @@ int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
 	o->readahead_kb = 1024;
 	o->max_threads = 64;
 	o->max_idle_threads = 16;
+	o->cache_mb = CKPT_CACHE_MB;
 	for (i = 0; i < argc; i++) {
 		const char *a = argv[i];
 
@@ -479,6 +486,11 @@ int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
 	if (o->rank >= o->world) {
 		snprintf(err, errlen, "rank %u is out of range: need 0 <= rank < world (%u)",
 			 o->rank, o->world);
+		return -1;
+	}
+	if (o->cache_mb < 1 || o->cache_mb > (1u << 20)) {
+		snprintf(err, errlen, "cache_mb must be between 1 and 1048576 (MiB), got %u",
+			 o->cache_mb);
 		return -1;
 	}
 	if (o->max_threads < 1 || o->max_idle_threads < 1) {

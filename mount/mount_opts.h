@@ -24,6 +24,8 @@ struct mount_opts {
 	uint32_t readahead_kb;	/* -o readahead_kb=N; 0 keeps the kernel's */
 	uint32_t max_threads;	/* -o max_threads=N (64) */
 	uint32_t max_idle_threads;	/* -o max_idle_threads=N (16) */
+	uint32_t cache_mb;	/* -o cache_mb=N: decoded (zstd) records
+				 * kept in memory (1024) */
 	bool prefetch;		/* -o prefetch */
 	bool verify;		/* -o verify */
 	bool npy;		/* --format npy, -o format=npy */

@@ -161,6 +161,7 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	}
 	mo.index = o->index;
 	mo.follow_symlinks = o->follow_symlinks;
+	mo.cache_bytes = (uint64_t)o->cache_mb << 20;
 	rc = ckpt_meta_open_opts(src, &mo, &meta, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "ckptfs: %s\n", err);

@@ -17,8 +17,9 @@ declare -A may=(
 	[io]="common model"
 	[torch]="common model io"
 	[safetensors]="common model io"
-	[view]="common model plan io"
-	[open]="common model plan io torch safetensors"
+	[records]="common model io torch"
+	[view]="common model plan io records"
+	[open]="common model plan io torch safetensors records"
 )
 
 folder_of() {	# core/x/y.c -> x; core/open.c -> open

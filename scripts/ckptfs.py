@@ -271,7 +271,9 @@ def _structs():
                     ("path", C.c_char_p), ("foff", C.c_uint64),
                     ("len", C.c_uint64), ("strided", C.c_bool),
                     ("checksum", C.c_char_p),
-                    ("stored_checksum", C.c_uint64)]
+                    ("stored_checksum", C.c_uint64),
+                    ("transforms", C.c_char_p),
+                    ("decoded_len", C.c_uint64)]
 
     class MetaInfo(C.Structure):
         _fields_ = [("dir", C.c_char_p), ("meta_path", C.c_char_p),

@@ -7,7 +7,8 @@ set -euo pipefail
 pkgs=("$@")
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(build-essential pkg-config fuse3 libfuse3-dev libmsgpack-dev
       libxxhash-dev zlib1g-dev bats python3-numpy python3-msgpack attr valgrind clang
-      libclang-rt-14-dev python3-torch python3-xxhash debootstrap)
+      libclang-rt-14-dev python3-torch python3-xxhash debootstrap
+      libzstd-dev python3-zstandard)
 
 missing=()
 for p in "${pkgs[@]}"; do

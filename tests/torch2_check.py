@@ -116,6 +116,8 @@ def gen_worker(rank, world, port, out):
                 dcp.save(sd, storage_writer=dcp.FileSystemWriter(
                     os.path.join(out, "ranklocal")), use_collectives=False)
                 dist.barrier()
+                other_writers(torch, dcp, sd, out)
+                dist.barrier()
             if rank == 0 and tag == "mesh1d":
                 ref = os.path.join(out, "ref")
                 os.makedirs(ref, exist_ok=True)
@@ -137,7 +139,6 @@ def gen_worker(rank, world, port, out):
                 with open(os.path.join(ref, "index.json"), "w") as fh:
                     json.dump(index, fh)
                 megatron_copy(torch, path, os.path.join(out, "megatron"))
-                not_yet(torch, dcp, out)
     finally:
         dist.destroy_process_group()
 
@@ -194,19 +195,23 @@ def overlap(src, dst):
     pickle.dump(md, open(p, "wb"))
 
 
-def not_yet(torch, dcp, out):
-    """The writer options ckptfs does not serve yet (issue 14): zstd
-    transforms, SAFETENSORS serialization, HuggingFaceStorageWriter."""
+def other_writers(torch, dcp, sd, out):
+    """The same 1-D mesh state through the other writer options, from
+    the 4 ranks: zstd transforms (thread_count=2), SAFETENSORS
+    serialization, and HuggingFaceStorageWriter(save_distributed=True,
+    enable_consolidation=True), which takes tensors only."""
     from torch.distributed.checkpoint._extension import ZStandard
     from torch.distributed.checkpoint.filesystem import SerializationFormat
-    sd = {"w": torch.arange(12.).reshape(3, 4), "b": torch.ones(5)}
     dcp.save(sd, storage_writer=dcp.FileSystemWriter(
-        os.path.join(out, "zstd"), _extensions=[ZStandard()]), no_dist=True)
+        os.path.join(out, "zstd"), thread_count=2,
+        _extensions=[ZStandard()]))
     dcp.save(sd, storage_writer=dcp.FileSystemWriter(
         os.path.join(out, "st"),
-        serialization_format=SerializationFormat.SAFETENSORS), no_dist=True)
-    dcp.save(sd, storage_writer=dcp.HuggingFaceStorageWriter(
-        os.path.join(out, "hf")), no_dist=True)
+        serialization_format=SerializationFormat.SAFETENSORS))
+    tensors = {k: v for k, v in sd.items() if k.startswith("model.")}
+    dcp.save(tensors, storage_writer=dcp.HuggingFaceStorageWriter(
+        os.path.join(out, "hf"), save_distributed=True,
+        enable_consolidation=True))
 
 
 def load_worker(rank, world, port, ckpt, mesh_spec):

@@ -254,6 +254,8 @@ int ckpt_files_pread(struct ckpt_meta *m, uint32_t fi, void *buf, size_t len,
 	ssize_t n;
 	int fd, rc = 0;
 
+	if (fi >= m->nfiles)
+		return -EIO;	/* a decoded record: records/record_cache.h */
 	fd = acquire(m, fi);
 	if (fd < 0) {
 		ckpt_set_last_error("%s/%s: cannot open: %s", m->dir,
@@ -287,8 +289,11 @@ int ckpt_files_pread(struct ckpt_meta *m, uint32_t fi, void *buf, size_t len,
 void ckpt_files_willneed(struct ckpt_meta *m, uint32_t fi, uint64_t off,
 			 uint64_t len)
 {
-	int fd = acquire(m, fi);
+	int fd;
 
+	if (fi >= m->nfiles)
+		return;		/* a decoded record: nothing to hint */
+	fd = acquire(m, fi);
 	if (fd < 0)
 		return;
 	posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);

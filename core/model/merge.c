@@ -14,6 +14,7 @@
 
 #include "common/errbuf.h"
 #include "common/mpout.h"
+#include "model/transforms.h"
 
 static void str(struct ckpt_mpout *o, const char *s, size_t len)
 {
@@ -84,9 +85,12 @@ static void record(struct ckpt_mpout *o, const struct pick *p)
 {
 	const struct ckpt_meta *m = p->m;
 	const struct ckpt_chunk *c = p->c;
-	const struct ckpt_file *f = &m->files[c->file];
+	const struct ckpt_zrec *z = (c->file & CKPT_ZREC) ?
+				    &m->zrecs[c->file & ~CKPT_ZREC] : NULL;
+	const struct ckpt_file *f = &m->files[z ? z->file : c->file];
 	unsigned n = 5 + (c->strides_at != CKPT_NONE) + c->has_crc32 +
-		     c->has_xxh3;
+		     c->has_xxh3 + (z ? 3 : 0);
+	unsigned t;
 
 	msgpack_pack_map(&o->pk, n);
 	ckpt_pack_cstr(&o->pk, "fqn");
@@ -99,9 +103,20 @@ static void record(struct ckpt_mpout *o, const struct pick *p)
 	ckpt_pack_cstr(&o->pk, "relative_path");
 	ckpt_pack_cstr(&o->pk, m->strings + f->path);
 	ckpt_pack_cstr(&o->pk, "offset");
-	msgpack_pack_uint64(&o->pk, c->foff);
+	msgpack_pack_uint64(&o->pk, z ? z->off : c->foff);
 	ckpt_pack_cstr(&o->pk, "length");
-	msgpack_pack_uint64(&o->pk, c->len);
+	msgpack_pack_uint64(&o->pk, z ? z->len : c->len);
+	if (z) {
+		ckpt_pack_cstr(&o->pk, "transforms");
+		msgpack_pack_array(&o->pk, z->ntransforms);
+		for (t = 0; t < z->ntransforms; t++)
+			ckpt_pack_cstr(&o->pk,
+				       ckpt_transform_name(z->transforms[t]));
+		ckpt_pack_cstr(&o->pk, "payload");
+		ckpt_pack_cstr(&o->pk, ckpt_payload_name(z->payload));
+		ckpt_pack_cstr(&o->pk, "size");
+		msgpack_pack_uint64(&o->pk, c->len);
+	}
 	if (c->strides_at != CKPT_NONE) {
 		ckpt_pack_cstr(&o->pk, "strides");
 		ckpt_pack_dims(&o->pk, ckpt_chunk_strides(m, c), p->e->ndim);

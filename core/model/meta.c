@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* The checkpoint model's lookups and its release: see meta.h. */
 #include "model/meta.h"
+#include "model/transforms.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,6 +24,13 @@ void ckpt_meta_free(struct ckpt_meta *m)
 		close(m->dirfd);
 		pthread_mutex_destroy(&m->fds.lock);
 	}
+	for (i = 0; i < m->nzrecs; i++) {
+		free(m->zrecs[i].buf);
+		free(m->zrecs[i].why);
+	}
+	free(m->zrecs);
+	pthread_mutex_destroy(&m->zc.lock);
+	pthread_cond_destroy(&m->zc.loaded);
 	ckpt_strtab_destroy(&m->by_fqn);
 	free(m->entries);
 	free(m->chunks);
@@ -73,14 +82,7 @@ void ckpt_meta_info(const struct ckpt_meta *m, struct ckpt_meta_info *out)
 	memset(out, 0, sizeof(*out));
 	out->dir = m->dir;
 	out->meta_path = m->meta_path;
-	out->format = m->origin == CKPT_ORIGIN_NATIVE ? CKPT_FORMAT_NAME :
-		      m->origin == CKPT_ORIGIN_TORCH ?
-		      "torch-dcp (PyTorch distributed checkpoint, indexed now)" :
-		      m->origin == CKPT_ORIGIN_SAFETENSORS ?
-		      "safetensors (a directory of .safetensors files)" :
-		      m->origin == CKPT_ORIGIN_TORCH_LOCAL ?
-		      "torch-dcp-rank-local (PyTorch distributed checkpoint, one __R.metadata per rank, merged)" :
-		      "torch-dcp (PyTorch distributed checkpoint, via its " CKPT_INDEX_NAME ")";
+	out->format = m->format[0] ? m->format : CKPT_FORMAT_NAME;
 	out->version = m->version;
 	out->origin = m->origin;
 	out->nkeys = m->nentries;
@@ -88,6 +90,34 @@ void ckpt_meta_info(const struct ckpt_meta *m, struct ckpt_meta_info *out)
 	out->nfiles = m->nfiles;
 	out->mtime_sec = m->mtime.tv_sec;
 	out->mtime_nsec = m->mtime.tv_nsec;
+}
+
+void ckpt_meta_set_origin(struct ckpt_meta *m, uint8_t origin,
+			  uint8_t variants)
+{
+	static const char *const names[][2] = {
+		[CKPT_ORIGIN_NATIVE] = { CKPT_FORMAT_NAME, "" },
+		[CKPT_ORIGIN_TORCH] = { "torch-dcp",
+			"PyTorch distributed checkpoint, indexed now" },
+		[CKPT_ORIGIN_TORCH_INDEX] = { "torch-dcp",
+			"PyTorch distributed checkpoint, via its " CKPT_INDEX_NAME },
+		[CKPT_ORIGIN_TORCH_LOCAL] = { "torch-dcp-rank-local",
+			"PyTorch distributed checkpoint, one __R.metadata per rank, merged" },
+		[CKPT_ORIGIN_SAFETENSORS] = { "safetensors",
+			"a directory of .safetensors files" },
+		[CKPT_ORIGIN_SAFETENSORS_SHARDED] = { "safetensors-dcp-sharded",
+			"torch DCP's sharded safetensors, chunks at DCP_SHARDING_INFO's saved_offsets" },
+	};
+	const char *const *n = origin < sizeof(names) / sizeof(names[0]) &&
+			       names[origin][0] ? names[origin] : names[0];
+
+	m->origin = origin;
+	if (m->nzrecs)
+		variants |= CKPT_VARIANT_ZSTD;
+	snprintf(m->format, sizeof(m->format), "%s%s%s%s%s%s", n[0],
+		 variants & CKPT_VARIANT_ST_PAYLOAD ? "+safetensors" : "",
+		 variants & CKPT_VARIANT_ZSTD ? "+zstd" : "",
+		 n[1][0] ? " (" : "", n[1], n[1][0] ? ")" : "");
 }
 
 int ckpt_meta_key(const struct ckpt_meta *m, uint32_t i,
@@ -145,9 +175,18 @@ int ckpt_meta_chunk(const struct ckpt_meta *m, uint32_t ci,
 	}
 	out->has_record = c->file != CKPT_NONE;
 	out->file = c->file;
-	out->path = out->has_record ? m->strings + m->files[c->file].path : NULL;
 	out->foff = c->foff;
 	out->len = c->len;
+	if (out->has_record && (c->file & CKPT_ZREC)) {
+		const struct ckpt_zrec *z = &m->zrecs[c->file & ~CKPT_ZREC];
+
+		out->file = z->file;
+		out->foff = z->off;
+		out->len = z->len;
+		out->transforms = ckpt_transform_name(z->transforms[0]);
+		out->decoded_len = c->len;
+	}
+	out->path = out->has_record ? m->strings + m->files[out->file].path : NULL;
 	out->strided = c->strides_at != CKPT_NONE;
 	out->checksum = c->has_xxh3 ? "xxh3" : c->has_crc32 ? "crc32" : NULL;
 	out->stored_checksum = c->has_xxh3 ? c->xxh3 : c->crc32;

@@ -81,6 +81,49 @@ struct ckpt_file {
 	uint32_t lru_prev, lru_next;	/* CKPT_NONE-terminated */
 };
 
+/*
+ * A record stored with transforms (zstd): its chunk's `file` is
+ * CKPT_ZREC | its index in meta->zrecs, and the chunk's foff/len address
+ * the decoded chunk bytes, row-major.  The encoded bytes are
+ * [off, off + len) of data file `file`.  Decoded on first touch into the
+ * bounded record cache (core/records/record_cache.c), whose fields these
+ * last ones are, guarded by meta->zc.lock.
+ */
+#define CKPT_ZREC 0x80000000u
+struct ckpt_zrec {
+	uint32_t file;		/* the data file holding the encoded bytes */
+	uint32_t chunk;		/* the chunk it stores */
+	uint64_t off, len;	/* the encoded bytes in that file */
+	uint8_t payload;	/* enum ckpt_payload */
+	uint8_t ntransforms;
+	uint8_t transforms[4];	/* enum ckpt_transform, stored order */
+	/* cache state */
+	uint8_t state;		/* CKPT_ZREC_{COLD,LOADING,LOADED,FAILED} */
+	int err;		/* FAILED: the -errno reads get */
+	uint8_t *buf;		/* LOADED: the decoded record, owned */
+	const uint8_t *data;	/* the chunk's bytes (into buf) */
+	uint64_t bytes;		/* buf's size, counted against the cap */
+	uint32_t crc32;		/* the archive's CRC of the storage ... */
+	bool has_crc32;		/* ... when it gave one (checked at load) */
+	char *why;		/* FAILED: the reason, owned */
+	uint32_t refs;		/* readers copying from data now */
+	uint32_t lru_prev, lru_next;	/* loaded ones; CKPT_NONE-terminated */
+};
+enum { CKPT_ZREC_COLD, CKPT_ZREC_LOADING, CKPT_ZREC_LOADED,
+       CKPT_ZREC_FAILED };
+
+#define CKPT_CACHE_MB_DEFAULT CKPT_CACHE_MB
+
+/* The bounded cache of decoded records. */
+struct ckpt_zcache {
+	pthread_mutex_t lock;
+	pthread_cond_t loaded;	/* a LOADING record finished */
+	uint64_t cap;		/* bytes of decoded records kept; also the
+				 * most one record may decode to */
+	uint64_t used;
+	uint32_t lru_head, lru_tail;	/* most / least recently used */
+};
+
 /* The bounded cache of open data files. */
 struct ckpt_fdcache {
 	pthread_mutex_t lock;
@@ -96,6 +139,7 @@ struct ckpt_meta {
 	char *meta_path;	/* dir + "/.metadata", used in messages */
 	uint64_t version;
 	uint8_t origin;		/* enum ckpt_origin */
+	char format[160];	/* its name, for ckpt_meta_info() */
 	struct timespec mtime;	/* of .metadata */
 	int dirfd;		/* -1 until ckpt_files_open() */
 	struct ckpt_fdcache fds;
@@ -110,6 +154,9 @@ struct ckpt_meta {
 	uint32_t ncomps;
 	struct ckpt_file *files;
 	uint32_t nfiles;
+	struct ckpt_zrec *zrecs;	/* records stored with transforms */
+	uint32_t nzrecs;
+	struct ckpt_zcache zc;
 	char *strings;
 	size_t strings_len;
 
@@ -173,6 +220,15 @@ int ckpt_meta_parse_part(const uint8_t *buf, size_t len, const char *name,
 int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 		    size_t n, uint8_t **img, size_t *len, char *err,
 		    size_t errlen);
+
+/* Variants of a format, named after it ("torch-dcp+zstd"). */
+#define CKPT_VARIANT_ZSTD 1		/* records stored with zstd */
+#define CKPT_VARIANT_ST_PAYLOAD 2	/* .distcp files hold safetensors */
+
+/* Set m's origin (enum ckpt_origin) and its format's name; records with
+ * transforms add +zstd by themselves. */
+void ckpt_meta_set_origin(struct ckpt_meta *m, uint8_t origin,
+			  uint8_t variants);
 
 /* Find an entry by FQN; NULL when absent.  Borrowed from m. */
 const struct ckpt_entry *ckpt_meta_find(const struct ckpt_meta *m,

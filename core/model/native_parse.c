@@ -21,6 +21,7 @@
 #include "common/strides.h"
 #include "common/mpcursor.h"
 #include "model/tiling.h"
+#include "model/transforms.h"
 
 struct parser {
 	struct ckpt_meta *m;
@@ -543,7 +544,42 @@ struct record {
 	bool has_offsets, has_offset, has_length, has_strides;
 	uint64_t offset, length, xxh3, crc32;
 	bool has_xxh3, has_crc32;
+	uint8_t transforms[CKPT_MAX_TRANSFORMS];
+	uint8_t ntransforms;
+	int payload;		/* -1: not given */
+	uint64_t size;		/* the decoded size (bytes records) */
+	bool has_size;
 };
+
+/* "transforms": an array of descriptor strings, parsed by their grammar. */
+static int read_transforms(struct parser *ps, struct mp_cursor *c,
+			   const char *where, struct record *r)
+{
+	enum ckpt_transform t;
+	const char *d;
+	uint32_t n, i, dl;
+	char why[256];
+	int rc;
+
+	if (mp_read_array(c, &n))
+		return type_error(ps, where, "transforms", "array of strings", c);
+	if (n == 0 || n > CKPT_MAX_TRANSFORMS)
+		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
+				 "%s: %s: %" PRIu32 " transforms (want 1 to %d)",
+				 ps->name, where, n, CKPT_MAX_TRANSFORMS);
+	for (i = 0; i < n; i++) {
+		if (mp_read_str(c, &d, &dl))
+			return type_error(ps, where, "transforms",
+					  "array of strings", c);
+		rc = ckpt_transform_parse(d, dl, &t, why, sizeof(why));
+		if (rc)
+			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
+					 "%s: %s: %s", ps->name, where, why);
+		r->transforms[i] = (uint8_t)t;
+	}
+	r->ntransforms = (uint8_t)n;
+	return 0;
+}
 
 static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 		       struct record *r)
@@ -555,6 +591,7 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 
 	snprintf(where, sizeof(where), "storage_data[%" PRIu32 "]", ri);
 	memset(r, 0, sizeof(*r));
+	r->payload = -1;
 	rc = open_map(ps, c, where, &n);
 	if (rc)
 		return rc;
@@ -583,6 +620,27 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 				return type_error(ps, where, "crc32",
 						  "unsigned 32-bit integer", c);
 			r->has_crc32 = true;
+		} else if (str_is(k, len, "transforms")) {
+			rc = read_transforms(ps, c, where, r);
+			if (rc)
+				return rc;
+		} else if (str_is(k, len, "payload")) {
+			const char *p;
+			uint32_t pl;
+
+			if (mp_read_str(c, &p, &pl))
+				return type_error(ps, where, "payload", "string", c);
+			r->payload = ckpt_payload_parse(p, pl);
+			if (r->payload < 0)
+				return ckpt_errf(ps->err, ps->errlen, -EINVAL,
+						 "%s: %s: payload '%.*s' is not raw or torch.save",
+						 ps->name, where,
+						 (int)(pl > 40 ? 40 : pl), p);
+		} else if (str_is(k, len, "size")) {
+			if (mp_read_uint(c, &r->size))
+				return type_error(ps, where, "size",
+						  "unsigned integer", c);
+			r->has_size = true;
 		} else if (str_is(k, len, "index")) {
 			uint64_t ignored;
 
@@ -615,6 +673,15 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 				 "%s: %s: missing field '%s'", ps->name, where,
 				 !r->fqn ? "fqn" : !r->path ? "relative_path" :
 				 !r->has_offset ? "offset" : "length");
+	if (!r->ntransforms && (r->payload >= 0 || r->has_size))
+		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
+				 "%s: %s: '%s' is only for a record with transforms",
+				 ps->name, where,
+				 r->payload >= 0 ? "payload" : "size");
+	if (r->ntransforms && r->has_strides)
+		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
+				 "%s: %s: a record with transforms has no strides (its payload gives them)",
+				 ps->name, where);
 	return 0;
 }
 
@@ -728,12 +795,73 @@ static int record_strides(struct parser *ps, struct record *r,
 	return 0;
 }
 
+/* A record with transforms: its decoded size.  A bytes record gives it
+ * ("size"); a raw tensor record's is the chunk's bytes ("size", if given,
+ * must agree); a torch.save archive holds the chunk somewhere inside. */
+static int check_transformed(struct parser *ps, const struct record *r,
+			     struct ckpt_entry *e, const struct ckpt_chunk *ch,
+			     uint64_t *decoded)
+{
+	struct ckpt_meta *m = ps->m;
+	const char *fqn = ckpt_entry_fqn(m, e);
+
+	if (e->kind == CKPT_KIND_BYTES) {
+		if (r->payload == CKPT_PAYLOAD_TORCH_SAVE || !r->has_size)
+			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
+					 "%s: key '%s': a bytes record with transforms needs 'size' and a raw payload",
+					 ps->name, fqn);
+		if (r->size > INT64_MAX)
+			return ckpt_errf(ps->err, ps->errlen, -EOVERFLOW,
+					 "%s: key '%s': size %" PRIu64 " is too large",
+					 ps->name, fqn, r->size);
+		e->nbytes = *decoded = r->size;
+		return 0;
+	}
+	*decoded = chunk_bytes(m, e, ch);
+	if (r->has_size && r->size != *decoded)
+		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
+				 "%s: key '%s': record's size %" PRIu64 " is not the chunk's %" PRIu64 " bytes",
+				 ps->name, fqn, r->size, *decoded);
+	return 0;
+}
+
+/* Register ch's record as stored with transforms: the chunk now reads
+ * [0, decoded) of the decoded record. */
+static int add_zrec(struct parser *ps, const struct record *r, uint32_t fi,
+		    struct ckpt_chunk *ch, uint64_t decoded, size_t *cap)
+{
+	struct ckpt_meta *m = ps->m;
+	struct ckpt_zrec *z;
+
+	if (m->nzrecs >= CKPT_ZREC - 1)
+		return ckpt_errf(ps->err, ps->errlen, -E2BIG,
+				 "%s: too many records with transforms",
+				 ps->name);
+	if (ckpt_grow((void **)&m->zrecs, cap, (size_t)m->nzrecs + 1,
+		      sizeof(*m->zrecs)))
+		return oom(ps);
+	z = &m->zrecs[m->nzrecs];
+	memset(z, 0, sizeof(*z));
+	z->file = fi;
+	z->chunk = (uint32_t)(ch - m->chunks);
+	z->off = r->offset;
+	z->len = r->length;
+	z->payload = (uint8_t)(r->payload < 0 ? CKPT_PAYLOAD_RAW : r->payload);
+	z->ntransforms = r->ntransforms;
+	memcpy(z->transforms, r->transforms, r->ntransforms);
+	z->lru_prev = z->lru_next = CKPT_NONE;
+	ch->file = CKPT_ZREC | m->nzrecs++;
+	ch->foff = 0;
+	ch->len = decoded;
+	return 0;
+}
+
 static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 {
 	struct ckpt_meta *m = ps->m;
 	struct ckpt_strtab files;
 	struct ckpt_entry *e = NULL;
-	size_t cap_files = 0;
+	size_t cap_files = 0, cap_zrecs = 0;
 	uint32_t n, i, fi = CKPT_NONE;
 	struct record r;
 	char a[256], b[256];
@@ -748,7 +876,7 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 		return oom(ps);
 	for (i = 0; i < n; i++) {
 		struct ckpt_chunk *ch = NULL;
-		uint64_t end, want;
+		uint64_t end, want, decoded = 0;
 
 		rc = read_record(ps, c, i, &r);
 		if (rc)
@@ -765,7 +893,11 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 						     e->ndim));
 			goto out_files;
 		}
-		if (e->kind == CKPT_KIND_TENSOR && r.has_strides) {
+		if (r.ntransforms) {
+			rc = check_transformed(ps, &r, e, ch, &decoded);
+			if (rc)
+				goto out_files;
+		} else if (e->kind == CKPT_KIND_TENSOR && r.has_strides) {
 			rc = record_strides(ps, &r, e, ch);
 			if (rc)
 				goto out_files;
@@ -834,6 +966,11 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 		ch->file = fi;
 		ch->foff = r.offset;
 		ch->len = r.length;
+		if (r.ntransforms) {
+			rc = add_zrec(ps, &r, fi, ch, decoded, &cap_zrecs);
+			if (rc)
+				goto out_files;
+		}
 		ch->xxh3 = r.xxh3;
 		ch->has_xxh3 = r.has_xxh3;
 		ch->crc32 = (uint32_t)r.crc32;
@@ -1052,6 +1189,10 @@ static int parse(const uint8_t *buf, size_t len, const char *name,
 	if (!m)
 		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory", name);
 	m->dirfd = -1;
+	pthread_mutex_init(&m->zc.lock, NULL);
+	pthread_cond_init(&m->zc.loaded, NULL);
+	m->zc.cap = (uint64_t)CKPT_CACHE_MB_DEFAULT << 20;
+	m->zc.lru_head = m->zc.lru_tail = CKPT_NONE;
 	ps.m = m;
 	ps.partial = partial;
 	ps.name = name;
@@ -1171,6 +1312,7 @@ static int parse(const uint8_t *buf, size_t len, const char *name,
 	rc = check_all_recorded(&ps);
 	if (rc)
 		goto out_free;
+	ckpt_meta_set_origin(m, CKPT_ORIGIN_NATIVE, 0);
 	*out = m;
 	return 0;
 out_free:

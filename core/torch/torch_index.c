@@ -34,7 +34,9 @@
 #include "common/strides.h"
 #include "common/strtab.h"
 #include "io/datafiles.h"
+#include "io/zstd_decode.h"
 #include "model/meta.h"
+#include "model/transforms.h"
 #include "torch/pickle.h"
 #include "torch/torch_globals.h"
 #include "torch/torch_record.h"
@@ -358,7 +360,90 @@ struct location {
 	uint32_t crc32;		/* of [offset, offset + length); 0: none */
 	bool strided;
 	uint64_t strides[CKPT_MAX_DIMS];
+	/* stored with transforms: [offset, +length) are the stored bytes */
+	unsigned ntransforms;
+	uint8_t transforms[CKPT_MAX_TRANSFORMS];
+	uint64_t size;		/* bytes records: the decoded size */
 };
+
+/* _StorageInfo.transform_descriptors: None, [], or descriptors ckptfs
+ * decodes (model/transforms.h), into loc. */
+static int read_transforms(struct tctx *t, const struct pk_value *fqn,
+			   const struct pk_value *td, struct location *loc)
+{
+	enum ckpt_transform x;
+	char why[256];
+	uint32_t i;
+
+	loc->ntransforms = 0;
+	if (!td || td->type == PK_NONE)
+		return 0;
+	if (td->type != PK_LIST && td->type != PK_TUPLE)
+		return fail(t, fqn, "_StorageInfo.transform_descriptors is not a list");
+	if (td->n > CKPT_MAX_TRANSFORMS)
+		return fail(t, fqn, "_StorageInfo.transform_descriptors has more than 4 transforms");
+	for (i = 0; i < td->n; i++) {
+		const struct pk_value *d = td->u.items[i];
+
+		if (d->type != PK_STR)
+			return fail(t, fqn, "_StorageInfo.transform_descriptors holds a non-string");
+		if (ckpt_transform_parse(d->u.str.s, d->u.str.len, &x, why,
+					 sizeof(why)))
+			return fail(t, fqn, why);
+		loc->transforms[i] = (uint8_t)x;
+	}
+	loc->ntransforms = td->n;
+	return 0;
+}
+
+/* A record stored with transforms: check that its stored bytes lie in the
+ * file and start like a zstd frame.  Tensors are decoded on first read
+ * (their archive is checked then); a bytes record is decoded now, once,
+ * to learn its size. */
+static int locate_stored(struct tctx *t, const struct pk_value *fqn,
+			 const struct pk_value *path, bool tensor,
+			 uint64_t boff, uint64_t blen, struct location *loc)
+{
+	uint8_t head[4];
+	struct blob b;
+	char where[512], why[512];
+	int rc;
+
+	rc = open_file(t, fqn, path);
+	if (rc)
+		return rc;
+	snprintf(where, sizeof(where), "%s/%.*s: offset %" PRIu64 ": key '%.*s'",
+		 t->dir, (int)path->u.str.len, path->u.str.s, boff,
+		 (int)(fqn->u.str.len > FQN_SHOWN ? FQN_SHOWN : fqn->u.str.len),
+		 fqn->u.str.s);
+	if (boff > t->fsize || blen > t->fsize - boff)
+		return ckpt_errf(t->err, t->errlen, -EIO,
+				 "%s: stored record of %" PRIu64 " bytes runs past the end of the %" PRIu64 "-byte file",
+				 where, blen, t->fsize);
+	b.fd = t->fd;
+	b.base = boff;
+	if (blen < sizeof(head) || blob_read(&b, 0, head, sizeof(head)) ||
+	    !ckpt_zstd_magic_ok(head, sizeof(head)))
+		return ckpt_errf(t->err, t->errlen, -EINVAL,
+				 "%s: record is said to be stored with %s, but is not a zstd frame",
+				 where, ckpt_transform_name(loc->transforms[0]));
+	loc->offset = boff;
+	loc->length = blen;
+	loc->strided = false;
+	loc->crc32 = 0;
+	loc->size = 0;
+	if (tensor)
+		return 0;
+	rc = ckpt_decode_stored(blob_read, &b, blen, loc->transforms,
+				loc->ntransforms,
+				(uint64_t)CKPT_CACHE_MB_DEFAULT << 20, NULL,
+				&loc->size, why, sizeof(why));
+	if (rc)
+		return ckpt_errf(t->err, t->errlen, rc == -ENOMEM ? rc : -EINVAL,
+				 "%s: bytes record stored with %s: %s", where,
+				 ckpt_transform_name(loc->transforms[0]), why);
+	return 0;
+}
 
 /* Locate the raw bytes of the tensor record at [boff, boff + blen) of
  * path, for the chunk of entry at offsets off, and check them against the
@@ -462,9 +547,9 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 	o = pk_dict_get(si, "offset");
 	l = pk_dict_get(si, "length");
 	td = pk_dict_get(si, "transform_descriptors");
-	if (td && td->type != PK_NONE &&
-	    !((td->type == PK_LIST || td->type == PK_TUPLE) && td->n == 0))
-		return fail(t, fqn, "record is stored with transforms (_StorageInfo.transform_descriptors, e.g. compression), which ckptfs cannot serve");
+	rc = read_transforms(t, fqn, td, &loc);
+	if (rc)
+		return rc;
 	if (!path || path->type != PK_STR || !o || o->type != PK_INT ||
 	    o->u.i < 0 || !l || l->type != PK_INT || l->u.i < 0)
 		return fail(t, fqn, "_StorageInfo needs relative_path (str), offset and length (non-negative ints)");
@@ -476,7 +561,12 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 	if (tensor && (!offv || offv->type == PK_NONE ||
 		       dims_of(offv, off, &n)))
 		return fail(t, fqn, "MetadataIndex.offset of a tensor record is not a torch.Size");
-	if (tensor) {
+	if (loc.ntransforms) {
+		rc = locate_stored(t, fqn, path, tensor, (uint64_t)o->u.i,
+				   (uint64_t)l->u.i, &loc);
+		if (rc)
+			return rc;
+	} else if (tensor) {
 		rc = locate_tensor(t, fqn, entry->u.call.state, off, n,
 				   idx && idx->type == PK_INT ? idx->u.i : -1,
 				   path, (uint64_t)o->u.i, (uint64_t)l->u.i,
@@ -489,7 +579,8 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 		loc.strided = false;
 		loc.crc32 = 0;
 	}
-	msgpack_pack_map(&t->w.pk, 6 + loc.strided + (loc.crc32 != 0));
+	msgpack_pack_map(&t->w.pk, 6 + loc.strided + (loc.crc32 != 0) +
+			 (loc.ntransforms ? 2 + !tensor : 0));
 	ckpt_pack_cstr(&t->w.pk, "fqn");
 	put_key(&t->w, fqn);
 	ckpt_pack_cstr(&t->w.pk, "index");
@@ -515,6 +606,21 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 	if (loc.crc32) {
 		ckpt_pack_cstr(&t->w.pk, "crc32");
 		msgpack_pack_uint64(&t->w.pk, loc.crc32);
+	}
+	if (loc.ntransforms) {
+		unsigned k;
+
+		ckpt_pack_cstr(&t->w.pk, "transforms");
+		msgpack_pack_array(&t->w.pk, loc.ntransforms);
+		for (k = 0; k < loc.ntransforms; k++)
+			ckpt_pack_cstr(&t->w.pk,
+				       ckpt_transform_name(loc.transforms[k]));
+		ckpt_pack_cstr(&t->w.pk, "payload");
+		ckpt_pack_cstr(&t->w.pk, tensor ? "torch.save" : "raw");
+		if (!tensor) {
+			ckpt_pack_cstr(&t->w.pk, "size");
+			msgpack_pack_uint64(&t->w.pk, loc.size);
+		}
 	}
 	return 0;
 }

@@ -26,8 +26,9 @@
 
 #include "common/errbuf.h"
 #include "io/datafiles.h"
-#include "io/verify.h"
 #include "plan/plan.h"
+#include "records/record_cache.h"
+#include "records/verify.h"
 #include "view/convert.h"
 #include "view/geom.h"
 
@@ -80,7 +81,7 @@ static int flush(struct ckpt_meta *m, struct pending *r, uint32_t n,
 
 	if (n <= DIRECT_MAX || !s) {
 		for (i = 0; i < n; i++) {
-			rc = ckpt_files_pread(m, r[i].file, buf + r[i].dst,
+			rc = ckpt_record_pread(m, r[i].file, buf + r[i].dst,
 					      r[i].len, r[i].foff);
 			if (rc)
 				return rc;
@@ -123,7 +124,7 @@ static int flush(struct ckpt_meta *m, struct pending *r, uint32_t n,
 			return -ENOMEM;
 	}
 	for (k = 0; k < next; k++) {
-		rc = ckpt_files_pread(m, ext[k].file, s->stage + ext[k].stage,
+		rc = ckpt_record_pread(m, ext[k].file, s->stage + ext[k].stage,
 				      ext[k].len, ext[k].foff);
 		if (rc)
 			return rc;
@@ -142,6 +143,16 @@ static void corrupt_line(const struct ckpt_meta *m, uint32_t ci, char *line,
 {
 	const struct ckpt_chunk *c = &m->chunks[ci];
 
+	if ((c->file & CKPT_ZREC) && c->file != CKPT_NONE) {
+		const struct ckpt_zrec *z = &m->zrecs[c->file & ~CKPT_ZREC];
+
+		snprintf(line, cap,
+			 "%s/%s: offset %llu: key '%s': record stored with transforms is corrupt (decoding or its CRC failed), reads of it fail with EIO",
+			 m->dir, m->strings + m->files[z->file].path,
+			 (unsigned long long)z->off,
+			 ckpt_entry_fqn(m, ckpt_meta_chunk_entry(m, ci)));
+		return;
+	}
 	snprintf(line, cap,
 		 "%s/%s: offset %llu: key '%s': %s mismatch, reads of it fail with EIO",
 		 m->dir, m->strings + m->files[c->file].path,
@@ -258,7 +269,7 @@ static int flush_strided(struct ckpt_meta *m, struct ckpt_scratch *s,
 	}
 	for (i = 0; i < n; i = next) {
 		next = extent_at(r, s->sorder, n, i, &start, &end);
-		rc = ckpt_files_pread(m, r[s->sorder[i]].file, s->sstage,
+		rc = ckpt_record_pread(m, r[s->sorder[i]].file, s->sstage,
 				      end - start, start);
 		if (rc)
 			return rc;
@@ -282,7 +293,7 @@ static int add_strided(struct ckpt_meta *m, struct ckpt_scratch *s,
 	int rc;
 
 	if (!s) {	/* no scratch: exact, one pread per run */
-		return ckpt_files_pread(m, run->file, buf + dst, run->len,
+		return ckpt_record_pread(m, run->file, buf + dst, run->len,
 					run->foff);
 	}
 	if (!s->sruns) {

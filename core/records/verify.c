@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Record checksums: see verify.h. */
-#include "io/verify.h"
+#include "records/verify.h"
 
 #include <errno.h>
 #include <xxhash.h>
 #include <zlib.h>
 
-#include "io/datafiles.h"
+#include "records/record_cache.h"
 
 const char *ckpt_verify_kind(const struct ckpt_chunk *c)
 {
@@ -22,6 +22,12 @@ int ckpt_verify_chunk(struct ckpt_meta *m, uint32_t ci, char *buf,
 	uint64_t off = 0;
 	int rc = 0;
 
+	if ((c->file & CKPT_ZREC) && c->file != CKPT_NONE) {
+		/* Decoding checks the stream and the payload's own CRC. */
+		rc = ckpt_record_check(m, c->file & ~CKPT_ZREC, got);
+		if (rc < 0 || (!c->has_xxh3 && !c->has_crc32))
+			return rc;
+	}
 	if (!c->has_xxh3 && !c->has_crc32)
 		return 1;
 	if (c->has_xxh3) {
@@ -33,7 +39,7 @@ int ckpt_verify_chunk(struct ckpt_meta *m, uint32_t ci, char *buf,
 	while (off < c->len) {
 		size_t n = c->len - off < buflen ? (size_t)(c->len - off) : buflen;
 
-		rc = ckpt_files_pread(m, c->file, buf, n, c->foff + off);
+		rc = ckpt_record_pread(m, c->file, buf, n, c->foff + off);
 		if (rc)
 			goto out_free;
 		if (st)

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Record checksums: XXH3-64 of a record's bytes against its "xxh3" field,
- * or, without one, CRC-32 against its "crc32" field (torch records). */
+ * or, without one, CRC-32 against its "crc32" field (torch records).  A
+ * record stored with transforms is decoded, which checks its stream and
+ * its torch.save archive's CRC-32 (the verdict when it has no other). */
 #ifndef CKPT_VERIFY_H
 #define CKPT_VERIFY_H
 

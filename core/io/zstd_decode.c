@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: MIT */
+/* Decoding stored records: see zstd_decode.h. */
+#include "io/zstd_decode.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "common/errbuf.h"
+#include "model/transforms.h"
+
+#define IN_PIECE ((size_t)1 << 20)	/* stored bytes read at a time */
+#define OUT_FIRST ((size_t)1 << 20)	/* first output buffer, unless the
+					 * frame says its size */
+#define COUNT_BUF ((size_t)128 << 10)	/* output scratch when counting */
+
+struct mem_src {
+	const uint8_t *p;
+	uint64_t len;
+};
+
+static int mem_read(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	const struct mem_src *s = ctx;
+
+	if (off > s->len || len > s->len - off)
+		return -EIO;
+	memcpy(buf, s->p + off, len);
+	return 0;
+}
+
+int ckpt_zstd_magic_ok(const uint8_t *buf, size_t len)
+{
+	uint32_t m;
+
+	if (len < 4)
+		return 0;
+	m = (uint32_t)buf[0] | (uint32_t)buf[1] << 8 |
+	    (uint32_t)buf[2] << 16 | (uint32_t)buf[3] << 24;
+	return m == ZSTD_MAGICNUMBER ||
+	       (m & ZSTD_MAGIC_SKIPPABLE_MASK) == ZSTD_MAGIC_SKIPPABLE_START;
+}
+
+/* Make room for at least one more byte of output, within cap + 1 (the
+ * extra byte is how a stream going past cap is seen). */
+static int grow_out(uint8_t **buf, size_t *cap_now, uint64_t cap)
+{
+	uint64_t want = *cap_now ? (uint64_t)*cap_now * 2 : OUT_FIRST;
+	uint8_t *p;
+
+	if (want > cap + 1)
+		want = cap + 1;
+	if (want <= *cap_now || want > SIZE_MAX)
+		return -EFBIG;
+	p = realloc(*buf, (size_t)want);
+	if (!p)
+		return -ENOMEM;
+	*buf = p;
+	*cap_now = (size_t)want;
+	return 0;
+}
+
+/* One zstd layer: the len bytes behind read into *out (or counted). */
+static int zstd_layer(ckpt_stored_read_fn read, void *ctx, uint64_t len,
+		      uint64_t cap, bool keep, uint8_t **out, uint64_t *outlen,
+		      char *why, size_t whylen)
+{
+	ZSTD_DCtx *dc = NULL;
+	uint8_t *in = NULL, *ob = NULL;
+	size_t ocap = 0, ret = 1;
+	uint64_t pos = 0, total = 0;
+	bool first = true;
+	int rc;
+
+	*outlen = 0;
+	if (len == 0)
+		return ckpt_errf(why, whylen, -EBADMSG,
+				 "zstd: stored record is empty");
+	dc = ZSTD_createDCtx();
+	in = malloc(len < IN_PIECE ? (size_t)len : IN_PIECE);
+	if (!dc || !in) {
+		rc = ckpt_errf(why, whylen, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if (!keep) {
+		ob = malloc(COUNT_BUF);
+		if (!ob) {
+			rc = ckpt_errf(why, whylen, -ENOMEM, "out of memory");
+			goto out;
+		}
+		ocap = COUNT_BUF;
+	}
+	while (pos < len) {
+		size_t n = len - pos < IN_PIECE ? (size_t)(len - pos) : IN_PIECE;
+		ZSTD_inBuffer ib = { in, n, 0 };
+
+		rc = read(ctx, pos, in, n);
+		if (rc) {
+			rc = ckpt_errf(why, whylen, -EIO,
+				       "cannot read the stored record at +%" PRIu64,
+				       pos);
+			goto out;
+		}
+		if (first) {
+			unsigned long long fcs = ZSTD_getFrameContentSize(in, n);
+
+			first = false;
+			if (fcs == ZSTD_CONTENTSIZE_ERROR) {
+				rc = ckpt_errf(why, whylen, -EBADMSG,
+					       "zstd: stored record does not start with a zstd frame");
+				goto out;
+			}
+			if (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs > cap) {
+				rc = ckpt_errf(why, whylen, -EFBIG,
+					       "zstd frame says it decodes to %llu bytes, past the %" PRIu64 "-byte cap",
+					       fcs, cap);
+				goto out;
+			}
+			if (keep && fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs > 0) {
+				ob = malloc((size_t)fcs + 1);
+				if (!ob) {
+					rc = ckpt_errf(why, whylen, -ENOMEM,
+						       "out of memory");
+					goto out;
+				}
+				ocap = (size_t)fcs + 1;
+			}
+		}
+		while (ib.pos < ib.size) {
+			ZSTD_outBuffer obuf;
+
+			if (keep && total == ocap) {
+				rc = grow_out(&ob, &ocap, cap);
+				if (rc == -EFBIG)
+					goto bomb;
+				if (rc) {
+					rc = ckpt_errf(why, whylen, rc,
+						       "out of memory");
+					goto out;
+				}
+			}
+			obuf.dst = keep ? ob + total : ob;
+			obuf.size = keep ? ocap - total : ocap;
+			obuf.pos = 0;
+			ret = ZSTD_decompressStream(dc, &obuf, &ib);
+			if (ZSTD_isError(ret)) {
+				rc = ckpt_errf(why, whylen, -EBADMSG,
+					       "zstd: %s at stored byte %" PRIu64,
+					       ZSTD_getErrorName(ret),
+					       pos + ib.pos);
+				goto out;
+			}
+			total += obuf.pos;
+			if (total > cap)
+				goto bomb;
+		}
+		pos += n;
+	}
+	/* Drain what the decoder still holds. */
+	while (ret != 0) {
+		ZSTD_inBuffer ib = { in, 0, 0 };
+		ZSTD_outBuffer obuf;
+		uint64_t before = total;
+
+		if (keep && total == ocap) {
+			rc = grow_out(&ob, &ocap, cap);
+			if (rc == -EFBIG)
+				goto bomb;
+			if (rc)
+				goto oom;
+		}
+		obuf.dst = keep ? ob + total : ob;
+		obuf.size = keep ? ocap - total : ocap;
+		obuf.pos = 0;
+		ret = ZSTD_decompressStream(dc, &obuf, &ib);
+		if (ZSTD_isError(ret)) {
+			rc = ckpt_errf(why, whylen, -EBADMSG, "zstd: %s",
+				       ZSTD_getErrorName(ret));
+			goto out;
+		}
+		total += obuf.pos;
+		if (total > cap)
+			goto bomb;
+		if (ret != 0 && total == before) {
+			rc = ckpt_errf(why, whylen, -EBADMSG,
+				       "zstd: the stored record ends inside a frame (truncated)");
+			goto out;
+		}
+	}
+	*outlen = total;
+	if (keep && total) {
+		*out = ob;
+		ob = NULL;
+	}
+	rc = 0;
+	goto out;
+bomb:
+	rc = ckpt_errf(why, whylen, -EFBIG,
+		       "zstd: decodes to more than the %" PRIu64 "-byte cap (a zstd bomb, or raise -o cache_mb)",
+		       cap);
+	goto out;
+oom:
+	rc = ckpt_errf(why, whylen, -ENOMEM, "out of memory");
+out:
+	free(in);
+	free(ob);
+	ZSTD_freeDCtx(dc);
+	return rc;
+}
+
+int ckpt_decode_stored(ckpt_stored_read_fn read, void *ctx, uint64_t len,
+		       const uint8_t *transforms, unsigned n, uint64_t cap,
+		       uint8_t **out, uint64_t *outlen, char *why,
+		       size_t whylen)
+{
+	struct mem_src src;
+	uint8_t *cur = NULL, *next = NULL;
+	uint64_t curlen = 0;
+	unsigned i;
+	int rc;
+
+	if (out)
+		*out = NULL;
+	*outlen = 0;
+	for (i = 0; i < n; i++) {
+		bool last = i + 1 == n;
+
+		if (transforms[i] != CKPT_XFORM_ZSTD) {
+			rc = ckpt_errf(why, whylen, -ENOTSUP,
+				       "unknown transform");
+			goto out;
+		}
+		if (i == 0) {
+			rc = zstd_layer(read, ctx, len, cap, out || !last,
+					&next, &curlen, why, whylen);
+		} else {
+			src.p = cur;
+			src.len = curlen;
+			rc = zstd_layer(mem_read, &src, curlen, cap,
+					out || !last, &next, &curlen, why,
+					whylen);
+		}
+		free(cur);
+		cur = next;
+		next = NULL;
+		if (rc)
+			goto out;
+	}
+	*outlen = curlen;
+	if (out) {
+		*out = cur;
+		cur = NULL;
+	}
+	rc = 0;
+out:
+	free(cur);
+	return rc;
+}

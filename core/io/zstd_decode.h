@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Decoding a record stored with transforms (model/transforms.h): the
+ * stored bytes go through each transform in stored order, today only
+ * zstd (one or more frames).  Every output is bounded by a cap, so a
+ * record that claims, or turns out, to decode to more (a "zstd bomb") is
+ * an error, not an allocation.
+ */
+#ifndef CKPT_ZSTD_DECODE_H
+#define CKPT_ZSTD_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Reads exactly len bytes at off of the stored record; 0 or -errno. */
+typedef int (*ckpt_stored_read_fn)(void *ctx, uint64_t off, void *buf,
+				   size_t len);
+
+/*
+ * Decode the len stored bytes behind read(ctx, ...) through the n
+ * transforms (enum ckpt_transform, stored order).  With out, *out gets the
+ * decoded bytes (caller frees; NULL when empty) and *outlen their count;
+ * without, only *outlen is computed (little memory for one transform).
+ * No output, final or intermediate, may pass cap bytes.  Returns 0, or
+ * -EBADMSG (not a valid stream: corrupt, truncated, trailing bytes),
+ * -EFBIG (decodes past cap), -EIO (read), -ENOMEM, with the reason in why.
+ */
+int ckpt_decode_stored(ckpt_stored_read_fn read, void *ctx, uint64_t len,
+		       const uint8_t *transforms, unsigned n, uint64_t cap,
+		       uint8_t **out, uint64_t *outlen, char *why,
+		       size_t whylen);
+
+/* Does buf (len bytes) start like a zstd frame (or a skippable one)? */
+int ckpt_zstd_magic_ok(const uint8_t *buf, size_t len);
+
+#endif
