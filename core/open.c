@@ -245,7 +245,8 @@ out_free:
 /* A directory of safetensors files: see safetensors/st_index.h. */
 static int safetensors_image(const char *dir, const struct ckpt_open_opts *o,
 			     uint8_t **img, size_t *imglen,
-			     struct timespec *mtime, char *err, size_t errlen)
+			     struct timespec *mtime, bool *sharded, char *err,
+			     size_t errlen)
 {
 	struct stat st;
 	int dirfd, rc;
@@ -254,7 +255,7 @@ static int safetensors_image(const char *dir, const struct ckpt_open_opts *o,
 	if (dirfd < 0)
 		return -ENOENT;
 	rc = ckpt_safetensors_index(dir, dirfd, o && o->follow_symlinks, img,
-				    imglen, err, errlen);
+				    imglen, sharded, err, errlen);
 	if (!rc && fstat(dirfd, &st) == 0)
 		*mtime = st.st_mtim;
 	close(dirfd);
@@ -312,6 +313,8 @@ int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 	struct ckpt_meta *m;
 	char *path = NULL;
 	uint8_t *buf = NULL, *img = NULL, origin = CKPT_ORIGIN_NATIVE;
+	uint8_t variants = 0;
+	bool sharded = false;
 	size_t len = 0, imglen = 0;
 	int rc;
 
@@ -326,8 +329,9 @@ int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 		origin = CKPT_ORIGIN_TORCH_LOCAL;
 		if (rc == -ENOENT) {	/* ... or safetensors files? */
 			rc = safetensors_image(dir, o, &buf, &len, &mtime,
-					       err, errlen);
-			origin = CKPT_ORIGIN_SAFETENSORS;
+					       &sharded, err, errlen);
+			origin = sharded ? CKPT_ORIGIN_SAFETENSORS_SHARDED :
+					   CKPT_ORIGIN_SAFETENSORS;
 		}
 		if (rc == -ENOENT) {
 			rc = ckpt_errf(err, errlen, -ENOENT, "%s", why);
@@ -336,7 +340,7 @@ int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 		if (rc)
 			goto out_path;
 		free(path);
-		if (asprintf(&path, origin == CKPT_ORIGIN_SAFETENSORS ?
+		if (asprintf(&path, origin != CKPT_ORIGIN_TORCH_LOCAL ?
 			     "%s/*.safetensors" : "%s/__*.metadata", dir) < 0) {
 			path = NULL;
 			free(buf);
@@ -351,6 +355,7 @@ int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 		free(buf);
 		if (rc)
 			goto out_path;
+		variants = ckpt_torch_index_variants(img, imglen);
 		buf = img;
 		len = imglen;
 	}
@@ -358,7 +363,7 @@ int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 	free(buf);
 	if (rc)
 		goto out_path;
-	ckpt_meta_set_origin(m, origin, 0);
+	ckpt_meta_set_origin(m, origin, variants);
 	if (o && o->cache_bytes)
 		ckpt_record_cache_set(m, o->cache_bytes);
 	m->dir = strdup(dir);

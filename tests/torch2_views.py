@@ -5,7 +5,10 @@ torch 2.x (tests/torch2_check.py gen) against the full tensors it saved
 as raw bytes (REF/index.json), sliced here with numpy by the torch.chunk
 rule.
 
-    torch2_views.py mount CKPT REF MNT W R   every file of a mounted view
+    torch2_views.py mount CKPT REF MNT W R [PREFIX]
+                                     every file of a mounted view (only
+                                     keys starting PREFIX; those must all
+                                     be there)
     torch2_views.py load CKPT REF W R...     ckptfs.load, one dict per rank
 """
 import json
@@ -31,9 +34,10 @@ def expected(ref, name, world, rank):
                                   min(shape[0], (rank + 1) * cs)]).tobytes()
 
 
-def mount(ckpt, ref, mnt, w, r):
+def mount(ckpt, ref, mnt, w, r, prefix=""):
     w, r = int(w), int(r)
-    index = json.load(open(os.path.join(ref, "index.json")))
+    index = [k for k in json.load(open(os.path.join(ref, "index.json")))
+             if k.startswith(prefix)]
     files = {}
     for d, dirs, fs in os.walk(mnt):
         if ".ckptfs" in dirs:

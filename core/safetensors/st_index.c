@@ -17,19 +17,11 @@
 #include "common/mpout.h"
 #include "io/datafiles.h"
 #include "model/meta.h"
+#include "safetensors/st_blob.h"
 
 #define INDEX_NAME "model.safetensors.index.json"
 #define INDEX_MAX ((size_t)64 << 20)
 #define NAME_MAX_ST 4096
-
-struct st_tensor {
-	char *fqn;		/* owned */
-	uint32_t file;
-	uint8_t dtype;
-	uint8_t ndim;
-	uint64_t shape[CKPT_MAX_DIMS];
-	uint64_t foff, len;
-};
 
 struct st {
 	const char *dir;
@@ -37,21 +29,9 @@ struct st {
 	bool follow;
 	char **files;		/* owned names */
 	size_t nfiles, cap_files;
-	struct st_tensor *t;
-	size_t nt, cap_t;
+	struct ckpt_st_set set;
 	char *err;
 	size_t errlen;
-};
-
-static const struct {
-	const char *name;
-	enum ckpt_dtype dt;
-} dtypes[] = {
-	{ "F64", CKPT_F64 }, { "F32", CKPT_F32 }, { "F16", CKPT_F16 },
-	{ "BF16", CKPT_BF16 }, { "F8_E4M3", CKPT_F8E4M3 },
-	{ "F8_E5M2", CKPT_F8E5M2 }, { "I64", CKPT_I64 }, { "I32", CKPT_I32 },
-	{ "I16", CKPT_I16 }, { "I8", CKPT_I8 }, { "U8", CKPT_U8 },
-	{ "BOOL", CKPT_BOOL },
 };
 
 static int cmp_str(const void *a, const void *b)
@@ -89,196 +69,23 @@ static int read_at(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-/* One tensor entry of file fi's header. */
-static int one_tensor(struct st *s, uint32_t fi, const char *where,
-		      const struct ckpt_json_doc *doc,
-		      const struct ckpt_json *v, const char *fqn,
-		      uint64_t data_at, uint64_t data_len)
-{
-	const struct ckpt_json *dt = ckpt_json_get(doc, v, "dtype");
-	const struct ckpt_json *sh = ckpt_json_get(doc, v, "shape");
-	const struct ckpt_json *of = ckpt_json_get(doc, v, "data_offsets");
-	const struct ckpt_json *b, *e;
-	struct st_tensor *t;
-	char name[32];
-	uint64_t numel = 1, bytes;
-	uint32_t d;
-	size_t k;
-
-	if (!dt || ckpt_json_str(dt, name, sizeof(name)) < 0 || !sh ||
-	    sh->type != CKPT_JSON_ARR || !of || of->type != CKPT_JSON_ARR)
-		return ckpt_errf(s->err, s->errlen, -EINVAL,
-				 "%s: key '%s': needs dtype, shape and data_offsets",
-				 where, fqn);
-	for (k = 0; k < sizeof(dtypes) / sizeof(dtypes[0]); k++)
-		if (!strcmp(name, dtypes[k].name))
-			break;
-	if (k == sizeof(dtypes) / sizeof(dtypes[0]))
-		return ckpt_errf(s->err, s->errlen, -EINVAL,
-				 "%s: key '%s': dtype '%s' is not supported",
-				 where, fqn, name);
-	if (sh->n > CKPT_MAX_DIMS)
-		return ckpt_errf(s->err, s->errlen, -EINVAL,
-				 "%s: key '%s': %u dims, more than %d",
-				 where, fqn, sh->n, CKPT_MAX_DIMS);
-	if (ckpt_grow((void **)&s->t, &s->cap_t, s->nt + 1, sizeof(*s->t)))
-		return ckpt_errf(s->err, s->errlen, -ENOMEM, "out of memory");
-	t = &s->t[s->nt];
-	memset(t, 0, sizeof(*t));
-	t->file = fi;
-	t->dtype = (uint8_t)dtypes[k].dt;
-	t->ndim = (uint8_t)sh->n;
-	for (d = 0; d < sh->n; d++) {
-		const struct ckpt_json *x = ckpt_json_at(doc, sh, d);
-
-		if (x->type != CKPT_JSON_INT ||
-		    __builtin_mul_overflow(numel, x->v, &numel))
-			return ckpt_errf(s->err, s->errlen, -EINVAL,
-					 "%s: key '%s': shape is not a list of sizes that fit 64 bits",
-					 where, fqn);
-		t->shape[d] = x->v;
-	}
-	b = ckpt_json_at(doc, of, 0);
-	e = ckpt_json_at(doc, of, 1);
-	if (of->n != 2 || b->type != CKPT_JSON_INT ||
-	    e->type != CKPT_JSON_INT || b->v > e->v || e->v > data_len)
-		return ckpt_errf(s->err, s->errlen, -EINVAL,
-				 "%s: key '%s': data_offsets must be [begin, end] with begin <= end <= %" PRIu64 " (the data's length)",
-				 where, fqn, data_len);
-	if (__builtin_mul_overflow(numel, ckpt_dtype_size(dtypes[k].dt),
-				   &bytes) || bytes != e->v - b->v)
-		return ckpt_errf(s->err, s->errlen, -EINVAL,
-				 "%s: key '%s': data_offsets span %" PRIu64 " bytes, but %s x %u dims needs another size",
-				 where, fqn, e->v - b->v, name, sh->n);
-	t->foff = data_at + b->v;
-	t->len = bytes;
-	t->fqn = strdup(fqn);
-	if (!t->fqn)
-		return ckpt_errf(s->err, s->errlen, -ENOMEM, "out of memory");
-	s->nt++;
-	return 0;
-}
-
-static int cmp_foff(const void *a, const void *b)
-{
-	const struct st_tensor *x = *(struct st_tensor *const *)a;
-	const struct st_tensor *y = *(struct st_tensor *const *)b;
-
-	return x->foff < y->foff ? -1 : x->foff > y->foff;
-}
-
-/* Tensors of one file must not share bytes. */
-static int check_overlaps(struct st *s, size_t from, const char *where)
-{
-	size_t n = s->nt - from, i;
-	struct st_tensor **v;
-	int rc = 0;
-
-	if (n < 2)
-		return 0;
-	v = malloc(n * sizeof(*v));
-	if (!v)
-		return ckpt_errf(s->err, s->errlen, -ENOMEM, "out of memory");
-	for (i = 0; i < n; i++)
-		v[i] = &s->t[from + i];
-	qsort(v, n, sizeof(*v), cmp_foff);
-	for (i = 1; i < n && !rc; i++) {
-		if (v[i - 1]->len && v[i]->len &&
-		    v[i - 1]->foff + v[i - 1]->len > v[i]->foff)
-			rc = ckpt_errf(s->err, s->errlen, -EINVAL,
-				       "%s: keys '%s' and '%s': their data_offsets overlap",
-				       where, v[i - 1]->fqn, v[i]->fqn);
-	}
-	free(v);
-	return rc;
-}
-
 static int one_file(struct st *s, uint32_t fi)
 {
-	char where[4352], fqn[NAME_MAX_ST];
-	struct ckpt_json_doc doc = { 0 };
-	const struct ckpt_json *root;
-	uint8_t le[8];
-	uint64_t hlen = 0, data_len;
-	size_t first = s->nt;
+	char where[4352];
 	struct stat st;
-	char *head = NULL;
-	uint32_t k, c;
-	int fd, rc, i;
+	int fd, rc;
 
 	snprintf(where, sizeof(where), "%s/%s", s->dir, s->files[fi]);
 	fd = ckpt_open_beneath(s->dirfd, s->files[fi], s->follow);
 	if (fd < 0)
 		return ckpt_errf(s->err, s->errlen, -errno, "%s: cannot open: %s",
 				 where, strerror(errno));
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
 		rc = ckpt_errf(s->err, s->errlen, -EINVAL,
 			       "%s: not a regular file", where);
-		goto out_close;
-	}
-	if ((uint64_t)st.st_size < 8 || read_at(fd, le, 8, 0)) {
-		rc = ckpt_errf(s->err, s->errlen, -EINVAL,
-			       "%s: shorter than a safetensors header", where);
-		goto out_close;
-	}
-	for (i = 7; i >= 0; i--)
-		hlen = hlen << 8 | le[i];
-	if (hlen > CKPT_ST_HEADER_MAX || hlen > (uint64_t)st.st_size - 8) {
-		rc = ckpt_errf(s->err, s->errlen, -EINVAL,
-			       "%s: header length %" PRIu64 " runs past the file (%" PRIu64 " bytes) or the %" PRIu64 "-byte cap",
-			       where, hlen, (uint64_t)st.st_size,
-			       CKPT_ST_HEADER_MAX);
-		goto out_close;
-	}
-	head = malloc(hlen ? hlen : 1);
-	if (!head) {
-		rc = ckpt_errf(s->err, s->errlen, -ENOMEM, "out of memory");
-		goto out_close;
-	}
-	if (read_at(fd, head, hlen, 8)) {
-		rc = ckpt_errf(s->err, s->errlen, -EIO, "%s: cannot read its header",
-			       where);
-		goto out_head;
-	}
-	rc = ckpt_json_parse(head, hlen, where, &doc, s->err, s->errlen);
-	if (rc)
-		goto out_head;
-	root = &doc.nodes[0];
-	if (root->type != CKPT_JSON_OBJ) {
-		rc = ckpt_errf(s->err, s->errlen, -EINVAL,
-			       "%s: header is not a JSON object", where);
-		goto out_doc;
-	}
-	data_len = (uint64_t)st.st_size - 8 - hlen;
-	for (k = 0, c = root->first; k + 1 < root->n; k += 2) {
-		const struct ckpt_json *kn = &doc.nodes[c];
-		const struct ckpt_json *v = &doc.nodes[kn->next];
-
-		c = v->next;	/* walk the siblings: O(n), not O(n^2) */
-
-		if (ckpt_json_str(kn, fqn, sizeof(fqn)) <= 0) {
-			rc = ckpt_errf(s->err, s->errlen, -EINVAL,
-				       "%s: byte %u: a key that is empty, too long or holds NUL",
-				       where, kn->at);
-			goto out_doc;
-		}
-		if (!strcmp(fqn, "__metadata__"))
-			continue;
-		if (v->type != CKPT_JSON_OBJ) {
-			rc = ckpt_errf(s->err, s->errlen, -EINVAL,
-				       "%s: key '%s': not an object", where, fqn);
-			goto out_doc;
-		}
-		rc = one_tensor(s, fi, where, &doc, v, fqn, 8 + hlen, data_len);
-		if (rc)
-			goto out_doc;
-	}
-	rc = check_overlaps(s, first, where);
-out_doc:
-	ckpt_json_free(&doc);
-out_head:
-	free(head);
-out_close:
+	else
+		rc = ckpt_st_read_blob(fd, 0, (uint64_t)st.st_size, fi, where,
+				       &s->set, s->err, s->errlen);
 	close(fd);
 	return rc;
 }
@@ -325,15 +132,28 @@ static int read_index(struct st *s, struct ckpt_json_doc *doc, char **text,
 
 static int cmp_fqn(const void *a, const void *b)
 {
-	return strcmp(((const struct st_tensor *)a)->fqn,
-		      ((const struct st_tensor *)b)->fqn);
+	return strcmp(((const struct ckpt_st_tensor *)a)->fqn,
+		      ((const struct ckpt_st_tensor *)b)->fqn);
+}
+
+/* By FQN, then by saved offsets: a key's chunks in order. */
+static int cmp_chunk(const void *a, const void *b)
+{
+	const struct ckpt_st_tensor *x = a, *y = b;
+	int c = strcmp(x->fqn, y->fqn);
+	unsigned d;
+
+	for (d = 0; !c && d < x->ndim && d < y->ndim; d++)
+		if (x->saved[d] != y->saved[d])
+			c = x->saved[d] < y->saved[d] ? -1 : 1;
+	return c;
 }
 
 static int check_index(struct st *s, const struct ckpt_json_doc *doc,
 		       const struct ckpt_json *map)
 {
 	char key[NAME_MAX_ST], file[NAME_MAX_ST];
-	struct st_tensor probe, *hit;
+	struct ckpt_st_tensor probe, *hit;
 	uint32_t k, c;
 
 	for (k = 0, c = map->first; k + 1 < map->n; k += 2) {
@@ -348,7 +168,8 @@ static int check_index(struct st *s, const struct ckpt_json_doc *doc,
 					 "%s/" INDEX_NAME ": byte %u: weight_map entries must be non-empty strings",
 					 s->dir, kn->at);
 		probe.fqn = key;	/* s->t is sorted by FQN here */
-		hit = bsearch(&probe, s->t, s->nt, sizeof(*s->t), cmp_fqn);
+		hit = bsearch(&probe, s->set.t, s->set.nt, sizeof(*s->set.t),
+			      cmp_fqn);
 		if (!hit)
 			return ckpt_errf(s->err, s->errlen, -EINVAL,
 					 "%s/" INDEX_NAME ": key '%s' is in no safetensors file",
@@ -362,13 +183,94 @@ static int check_index(struct st *s, const struct ckpt_json_doc *doc,
 }
 
 
+/* The keys: runs of s->set.t (sorted) with one FQN, each a key whose
+ * chunks are the run (one whole chunk, unless sharded). */
+struct key_run {
+	size_t first, n;
+	uint64_t shape[CKPT_MAX_DIMS];
+};
+
+/* Group the sorted tensors into keys.  Sharded: the global shape is the
+ * union of the chunks, and a chunk saved twice identically (a replicated
+ * tensor) is kept once; the native parser then checks the tiling. */
+static int group_keys(struct st *s, struct key_run **out, size_t *nout)
+{
+	struct ckpt_st_set *set = &s->set;
+	struct key_run *k = NULL;
+	size_t nk = 0, cap = 0, i, j;
+	unsigned d;
+
+	for (i = 0; i < set->nt; i = j) {
+		const struct ckpt_st_tensor *t = &set->t[i];
+		struct key_run *r;
+
+		for (j = i + 1; j < set->nt && !strcmp(set->t[j].fqn, t->fqn); j++) {
+			const struct ckpt_st_tensor *u = &set->t[j];
+
+			if (!set->sharded)
+				goto twice;
+			if (u->dtype != t->dtype || u->ndim != t->ndim) {
+				free(k);
+				return ckpt_errf(s->err, s->errlen, -EINVAL,
+						 "%s: key '%s': %s has %s x %u dims, %s has %s x %u dims",
+						 s->dir, t->fqn, s->files[t->file],
+						 ckpt_dtype_name(t->dtype), t->ndim,
+						 s->files[u->file],
+						 ckpt_dtype_name(u->dtype), u->ndim);
+			}
+		}
+		if (ckpt_grow((void **)&k, &cap, nk + 1, sizeof(*k))) {
+			free(k);
+			return ckpt_errf(s->err, s->errlen, -ENOMEM, "out of memory");
+		}
+		r = &k[nk++];
+		r->first = i;
+		r->n = j - i;
+		for (d = 0; d < t->ndim; d++) {
+			size_t c;
+
+			r->shape[d] = 0;
+			for (c = i; c < j; c++) {
+				uint64_t end = set->t[c].saved[d] + set->t[c].shape[d];
+
+				if (end > r->shape[d])
+					r->shape[d] = end;
+			}
+		}
+	}
+	*out = k;
+	*nout = nk;
+	return 0;
+twice:
+	free(k);
+	return ckpt_errf(s->err, s->errlen, -EINVAL,
+			 "%s: key '%s' is in both %s and %s", s->dir,
+			 set->t[i].fqn, s->files[set->t[i].file],
+			 s->files[set->t[j].file]);
+}
+
+/* Is chunk c the same box as the one before it in its key? */
+static bool repeats(const struct ckpt_st_set *set, const struct key_run *r,
+		    size_t c)
+{
+	const struct ckpt_st_tensor *t = &set->t[c], *p = &set->t[c - 1];
+
+	return c > r->first &&
+	       !memcmp(t->saved, p->saved, t->ndim * sizeof(uint64_t)) &&
+	       !memcmp(t->shape, p->shape, t->ndim * sizeof(uint64_t));
+}
+
 static int write_image(struct st *s, uint8_t **img, size_t *len)
 {
-	static const uint64_t zeros[CKPT_MAX_DIMS];
+	const struct ckpt_st_set *set = &s->set;
+	struct key_run *keys = NULL;
 	struct ckpt_mpout o;
-	size_t i;
+	size_t nk = 0, i, c, nrec = 0, n;
 	int rc;
 
+	rc = group_keys(s, &keys, &nk);
+	if (rc)
+		return rc;
 	ckpt_mpout_init(&o);
 	msgpack_pack_map(&o.pk, 4);
 	ckpt_pack_cstr(&o.pk, "format");
@@ -376,10 +278,14 @@ static int write_image(struct st *s, uint8_t **img, size_t *len)
 	ckpt_pack_cstr(&o.pk, "version");
 	msgpack_pack_uint64(&o.pk, CKPT_FORMAT_VERSION);
 	ckpt_pack_cstr(&o.pk, "state_dict_metadata");
-	msgpack_pack_map(&o.pk, s->nt);
-	for (i = 0; i < s->nt; i++) {
-		const struct st_tensor *t = &s->t[i];
+	msgpack_pack_map(&o.pk, nk);
+	for (i = 0; i < nk; i++) {
+		const struct key_run *r = &keys[i];
+		const struct ckpt_st_tensor *t = &set->t[r->first];
 
+		for (c = r->first, n = 0; c < r->first + r->n; c++)
+			n += !repeats(set, r, c);
+		nrec += n;
 		ckpt_pack_cstr(&o.pk, t->fqn);
 		msgpack_pack_map(&o.pk, 4);
 		ckpt_pack_cstr(&o.pk, "type");
@@ -387,40 +293,49 @@ static int write_image(struct st *s, uint8_t **img, size_t *len)
 		ckpt_pack_cstr(&o.pk, "dtype");
 		ckpt_pack_cstr(&o.pk, ckpt_dtype_name((enum ckpt_dtype)t->dtype));
 		ckpt_pack_cstr(&o.pk, "size");
-		ckpt_pack_dims(&o.pk, t->shape, t->ndim);
+		ckpt_pack_dims(&o.pk, r->shape, t->ndim);
 		ckpt_pack_cstr(&o.pk, "chunks");
-		msgpack_pack_array(&o.pk, 1);
-		msgpack_pack_map(&o.pk, 2);
-		ckpt_pack_cstr(&o.pk, "offsets");
-		ckpt_pack_dims(&o.pk, zeros, t->ndim);
-		ckpt_pack_cstr(&o.pk, "sizes");
-		ckpt_pack_dims(&o.pk, t->shape, t->ndim);
+		msgpack_pack_array(&o.pk, n);
+		for (c = r->first; c < r->first + r->n; c++) {
+			if (repeats(set, r, c))
+				continue;
+			msgpack_pack_map(&o.pk, 2);
+			ckpt_pack_cstr(&o.pk, "offsets");
+			ckpt_pack_dims(&o.pk, set->t[c].saved, t->ndim);
+			ckpt_pack_cstr(&o.pk, "sizes");
+			ckpt_pack_dims(&o.pk, set->t[c].shape, t->ndim);
+		}
 	}
 	ckpt_pack_cstr(&o.pk, "storage_data");
-	msgpack_pack_array(&o.pk, s->nt);
-	for (i = 0; i < s->nt; i++) {
-		const struct st_tensor *t = &s->t[i];
+	msgpack_pack_array(&o.pk, nrec);
+	for (i = 0; i < nk; i++) {
+		for (c = keys[i].first; c < keys[i].first + keys[i].n; c++) {
+			const struct ckpt_st_tensor *t = &set->t[c];
 
-		msgpack_pack_map(&o.pk, 5);
-		ckpt_pack_cstr(&o.pk, "fqn");
-		ckpt_pack_cstr(&o.pk, t->fqn);
-		ckpt_pack_cstr(&o.pk, "offsets");
-		ckpt_pack_dims(&o.pk, zeros, t->ndim);
-		ckpt_pack_cstr(&o.pk, "relative_path");
-		ckpt_pack_cstr(&o.pk, s->files[t->file]);
-		ckpt_pack_cstr(&o.pk, "offset");
-		msgpack_pack_uint64(&o.pk, t->foff);
-		ckpt_pack_cstr(&o.pk, "length");
-		msgpack_pack_uint64(&o.pk, t->len);
+			if (repeats(set, &keys[i], c))
+				continue;
+			msgpack_pack_map(&o.pk, 5);
+			ckpt_pack_cstr(&o.pk, "fqn");
+			ckpt_pack_cstr(&o.pk, t->fqn);
+			ckpt_pack_cstr(&o.pk, "offsets");
+			ckpt_pack_dims(&o.pk, t->saved, t->ndim);
+			ckpt_pack_cstr(&o.pk, "relative_path");
+			ckpt_pack_cstr(&o.pk, s->files[t->file]);
+			ckpt_pack_cstr(&o.pk, "offset");
+			msgpack_pack_uint64(&o.pk, t->foff);
+			ckpt_pack_cstr(&o.pk, "length");
+			msgpack_pack_uint64(&o.pk, t->len);
+		}
 	}
+	free(keys);
 	rc = ckpt_mpout_finish(&o, img, len);
 	ckpt_mpout_destroy(&o);
 	return rc ? ckpt_errf(s->err, s->errlen, rc, "out of memory") : 0;
 }
 
 int ckpt_safetensors_index(const char *dir, int dirfd, bool follow,
-			   uint8_t **img, size_t *len, char *err,
-			   size_t errlen)
+			   uint8_t **img, size_t *len, bool *sharded,
+			   char *err, size_t errlen)
 {
 	struct st s = { .dir = dir, .dirfd = dirfd, .follow = follow,
 			.err = err, .errlen = errlen };
@@ -434,6 +349,7 @@ int ckpt_safetensors_index(const char *dir, int dirfd, bool follow,
 
 	*img = NULL;
 	*len = 0;
+	*sharded = false;
 	d = opendir(dir);
 	if (!d)
 		return -ENOENT;
@@ -457,28 +373,32 @@ int ckpt_safetensors_index(const char *dir, int dirfd, bool follow,
 		rc = one_file(&s, (uint32_t)i);
 	if (rc)
 		goto out_free;
-	/* One key in two files is an error naming both. */
-	qsort(s.t, s.nt, sizeof(*s.t), cmp_fqn);
-	for (i = 1; i < s.nt; i++) {
-		if (!strcmp(s.t[i - 1].fqn, s.t[i].fqn)) {
+	/* Sharded (DCP_SHARDING_INFO): every tensor is a chunk of its key.
+	 * Otherwise one key in two files is an error naming both. */
+	for (i = 0; s.set.sharded && i < s.set.nt; i++) {
+		if (!s.set.t[i].has_saved) {
 			rc = ckpt_errf(err, errlen, -EINVAL,
-				       "%s: key '%s' is in both %s and %s", dir,
-				       s.t[i].fqn, s.files[s.t[i - 1].file],
-				       s.files[s.t[i].file]);
+				       "%s/%s: key '%s': no DCP_SHARDING_INFO saved_offsets, but other files have them",
+				       dir, s.files[s.set.t[i].file],
+				       s.set.t[i].fqn);
 			goto out_free;
 		}
 	}
-	rc = read_index(&s, &idoc, &itext, &map);
-	if (!rc && map)
-		rc = check_index(&s, &idoc, map);
+	qsort(s.set.t, s.set.nt, sizeof(*s.set.t),
+	      s.set.sharded ? cmp_chunk : cmp_fqn);
+	if (!s.set.sharded) {
+		rc = read_index(&s, &idoc, &itext, &map);
+		if (!rc && map)
+			rc = check_index(&s, &idoc, map);
+	}
 	if (!rc)
 		rc = write_image(&s, img, len);
+	if (!rc)
+		*sharded = s.set.sharded;
 out_free:
 	ckpt_json_free(&idoc);
 	free(itext);
-	for (i = 0; i < s.nt; i++)
-		free(s.t[i].fqn);
-	free(s.t);
+	ckpt_st_set_free(&s.set);
 	for (i = 0; i < s.nfiles; i++)
 		free(s.files[i]);
 	free(s.files);

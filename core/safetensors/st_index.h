@@ -3,8 +3,11 @@
  * Safetensors checkpoints: a directory of *.safetensors files (Hugging
  * Face's layout, what HuggingFaceStorageWriter consolidates to), with or
  * without model.safetensors.index.json.  Every tensor is one whole chunk
- * at its data_offsets; keys are FQNs.  The headers are untrusted JSON:
- * bounded in size, parsed strictly, every offset checked against its file.
+ * at its data_offsets; keys are FQNs.  Or torch DCP's sharded safetensors
+ * (HuggingFaceStorageWriter's sharded/shard-*.safetensors), whose
+ * __metadata__ DCP_SHARDING_INFO places each tensor as a chunk of its key
+ * at saved_offsets; a key's global shape is the union of its chunks, and
+ * the chunks must tile it like any checkpoint's.  Headers: st_blob.h.
  */
 #ifndef CKPT_ST_INDEX_H
 #define CKPT_ST_INDEX_H
@@ -13,16 +16,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CKPT_ST_HEADER_MAX ((uint64_t)100 << 20)	/* header bytes cap */
-
 /*
  * The native image of the safetensors checkpoint in dir (dirfd open on
- * it): 0 with *img (caller frees) and *len, -ENOENT when dir holds no
- * .safetensors file, or another -errno with a one-line reason naming the
- * file and key.
+ * it): 0 with *img (caller frees), *len and *sharded (DCP_SHARDING_INFO
+ * was used), -ENOENT when dir holds no .safetensors file, or another
+ * -errno with a one-line reason naming the file and key.
  */
 int ckpt_safetensors_index(const char *dir, int dirfd, bool follow,
-			   uint8_t **img, size_t *len, char *err,
-			   size_t errlen);
+			   uint8_t **img, size_t *len, bool *sharded,
+			   char *err, size_t errlen);
 
 #endif

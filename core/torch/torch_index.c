@@ -36,6 +36,7 @@
 #include "io/datafiles.h"
 #include "io/zstd_decode.h"
 #include "model/meta.h"
+#include "safetensors/st_blob.h"
 #include "model/transforms.h"
 #include "torch/pickle.h"
 #include "torch/torch_globals.h"
@@ -55,6 +56,11 @@ struct tctx {
 	int fd;				/* the data file open now */
 	const struct pk_value *fd_path;
 	uint64_t fsize;
+	/* SerializationFormat.SAFETENSORS: the open file's blob, parsed */
+	struct ckpt_st_set st;
+	uint64_t st_base;
+	bool st_loaded;
+	uint8_t variants;		/* CKPT_VARIANT_* seen */
 };
 
 struct blob {
@@ -294,6 +300,8 @@ static int open_file(struct tctx *t, const struct pk_value *fqn,
 	if (t->fd >= 0)
 		close(t->fd);
 	t->fd = -1;
+	ckpt_st_set_free(&t->st);
+	t->st_loaded = false;
 	if (!ckpt_relpath_is_safe(path->u.str.s, path->u.str.len))
 		return fail(t, fqn, "relative_path must be relative, inside the checkpoint, without '..' or NUL");
 	p = strndup(path->u.str.s, path->u.str.len);
@@ -448,6 +456,68 @@ static int locate_stored(struct tctx *t, const struct pk_value *fqn,
 /* Locate the raw bytes of the tensor record at [boff, boff + blen) of
  * path, for the chunk of entry at offsets off, and check them against the
  * chunk: dtype, size, addressed elements inside the storage. */
+/*
+ * SerializationFormat.SAFETENSORS: the .distcp file ends with one
+ * safetensors blob of the rank's tensors, keyed by FQN, starting at the
+ * record's offset; the record's length is the tensor's byte size, not its
+ * place.  The chunk's bytes are where the blob's header says, checked
+ * against the metadata (dtype, size, and DCP_SHARDING_INFO's offsets).
+ */
+static int locate_in_safetensors(struct tctx *t, const struct pk_value *fqn,
+				 uint64_t boff, uint64_t blen,
+				 enum ckpt_dtype dt, const uint64_t *sizes,
+				 const uint64_t *off, unsigned n,
+				 const char *where, struct location *loc)
+{
+	const struct ckpt_st_tensor *st;
+	char s1[256], s2[256];
+	int rc;
+
+	if (!t->st_loaded || t->st_base != boff) {
+		ckpt_st_set_free(&t->st);
+		t->st_loaded = false;
+		rc = ckpt_st_read_blob(t->fd, boff, t->fsize, 0, where, &t->st,
+				       t->err, t->errlen);
+		if (rc == -EINVAL && !strstr(t->err, "key '"))
+			return ckpt_errf(t->err, t->errlen, -EINVAL,
+					 "%s: record is neither a torch.save zip archive nor a safetensors blob",
+					 where);
+		if (rc)
+			return rc;
+		t->st_loaded = true;
+		t->st_base = boff;
+		t->variants |= CKPT_VARIANT_ST_PAYLOAD;
+	}
+	st = ckpt_st_find(&t->st, 0, t->st.nt, fqn->u.str.s, fqn->u.str.len);
+	if (!st)
+		return ckpt_errf(t->err, t->errlen, -EINVAL,
+				 "%s: the safetensors blob there has no tensor of this key",
+				 where);
+	if (st->dtype != dt)
+		return ckpt_errf(t->err, t->errlen, -EINVAL,
+				 "%s: the safetensors blob stores %s, .metadata says %s",
+				 where, ckpt_dtype_name(st->dtype),
+				 ckpt_dtype_name(dt));
+	if (st->ndim != n || memcmp(st->shape, sizes, n * sizeof(*sizes)))
+		return ckpt_errf(t->err, t->errlen, -EINVAL,
+				 "%s: the safetensors blob's shape %s is not the chunk's %s",
+				 where, ckpt_fmt_dims(s1, sizeof(s1), st->shape, st->ndim),
+				 ckpt_fmt_dims(s2, sizeof(s2), sizes, n));
+	if (st->has_saved && memcmp(st->saved, off, n * sizeof(*off)))
+		return ckpt_errf(t->err, t->errlen, -EINVAL,
+				 "%s: DCP_SHARDING_INFO's saved_offsets %s are not the chunk's",
+				 where, ckpt_fmt_dims(s1, sizeof(s1), st->saved, n));
+	if (st->len != blen)
+		return ckpt_errf(t->err, t->errlen, -EINVAL,
+				 "%s: record length %" PRIu64 " is not the tensor's %" PRIu64 " bytes",
+				 where, blen, st->len);
+	loc->offset = st->foff;
+	loc->length = st->len;
+	loc->crc32 = 0;
+	loc->strided = false;
+	return 0;
+}
+
 static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 			 const struct pk_value *entry, const uint64_t *off,
 			 unsigned n, int64_t hint, const struct pk_value *path,
@@ -480,6 +550,14 @@ static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 				 where, blen, t->fsize);
 	b.fd = t->fd;
 	b.base = boff;
+	{
+		uint8_t head[4] = { 0 };
+
+		if (t->fsize - boff >= 4 && blob_read(&b, 0, head, 4) == 0 &&
+		    memcmp(head, "PK\3\4", 4) != 0)
+			return locate_in_safetensors(t, fqn, boff, blen, dt,
+						     sizes, off, n, where, loc);
+	}
 	rc = torch_record_locate(blob_read, &b, blen, where, &r, t->err,
 				 t->errlen);
 	if (rc)
@@ -689,14 +767,6 @@ int ckpt_torch_index(const char *dir, int dirfd, bool follow,
 	ckpt_pack_cstr(&t.w.pk, CKPT_FORMAT_NAME);
 	ckpt_pack_cstr(&t.w.pk, "version");
 	msgpack_pack_uint64(&t.w.pk, CKPT_FORMAT_VERSION);
-	ckpt_pack_cstr(&t.w.pk, "source");
-	msgpack_pack_map(&t.w.pk, 3);
-	ckpt_pack_cstr(&t.w.pk, "format");
-	ckpt_pack_cstr(&t.w.pk, "torch-dcp");
-	ckpt_pack_cstr(&t.w.pk, "metadata_size");
-	msgpack_pack_uint64(&t.w.pk, len);
-	ckpt_pack_cstr(&t.w.pk, "metadata_xxh3");
-	msgpack_pack_uint64(&t.w.pk, XXH3_64bits(pkl, len));
 	rc = put_state_dict_metadata(&t);
 	if (rc)
 		goto out_tab;
@@ -705,6 +775,16 @@ int ckpt_torch_index(const char *dir, int dirfd, bool follow,
 	rc = put_storage_data(&t, sd);
 	if (rc)
 		goto out_tab;
+	ckpt_pack_cstr(&t.w.pk, "source");
+	msgpack_pack_map(&t.w.pk, 4);
+	ckpt_pack_cstr(&t.w.pk, "format");
+	ckpt_pack_cstr(&t.w.pk, "torch-dcp");
+	ckpt_pack_cstr(&t.w.pk, "metadata_size");
+	msgpack_pack_uint64(&t.w.pk, len);
+	ckpt_pack_cstr(&t.w.pk, "metadata_xxh3");
+	msgpack_pack_uint64(&t.w.pk, XXH3_64bits(pkl, len));
+	ckpt_pack_cstr(&t.w.pk, "variants");
+	msgpack_pack_uint64(&t.w.pk, t.variants);
 	rc = ckpt_mpout_finish(&t.w, img, imglen);
 	if (rc)
 		ckpt_errf(err, errlen, rc, "%s: out of memory", name);
@@ -712,18 +792,18 @@ out_tab:
 	ckpt_strtab_destroy(&t.by_fqn);
 out_arena:
 	ckpt_mpout_destroy(&t.w);
+	ckpt_st_set_free(&t.st);
 	if (t.fd >= 0)
 		close(t.fd);
 	pk_free(arena);
 	return rc;
 }
 
-bool ckpt_torch_index_matches(const uint8_t *img, size_t imglen,
-			      const uint8_t *pkl, size_t len)
+/* The image's source map: its metadata size, hash and variants. */
+static bool read_source(const uint8_t *img, size_t imglen, uint64_t *size,
+			uint64_t *hash, bool *has_hash, uint64_t *variants)
 {
 	struct mp_cursor c = { img, img + imglen }, s;
-	uint64_t size = UINT64_MAX, hash = 0;
-	bool has_hash = false;
 	const char *k;
 	uint32_t n, m, i, j, kl;
 
@@ -744,18 +824,40 @@ bool ckpt_torch_index_matches(const uint8_t *img, size_t imglen,
 			if (mp_read_str(&s, &k, &kl))
 				return false;
 			if (kl == 13 && !memcmp(k, "metadata_size", 13)) {
-				if (mp_read_uint(&s, &size))
+				if (mp_read_uint(&s, size))
 					return false;
 			} else if (kl == 13 && !memcmp(k, "metadata_xxh3", 13)) {
-				if (mp_read_uint(&s, &hash))
+				if (mp_read_uint(&s, hash))
 					return false;
-				has_hash = true;
+				*has_hash = true;
+			} else if (kl == 8 && !memcmp(k, "variants", 8)) {
+				if (mp_read_uint(&s, variants))
+					return false;
 			} else if (mp_skip(&s)) {
 				return false;
 			}
 		}
-		return has_hash && size == len &&
-		       hash == XXH3_64bits(pkl, len);
+		return true;
 	}
 	return false;
+}
+
+bool ckpt_torch_index_matches(const uint8_t *img, size_t imglen,
+			      const uint8_t *pkl, size_t len)
+{
+	uint64_t size = UINT64_MAX, hash = 0, variants = 0;
+	bool has_hash = false;
+
+	return read_source(img, imglen, &size, &hash, &has_hash, &variants) &&
+	       has_hash && size == len && hash == XXH3_64bits(pkl, len);
+}
+
+uint8_t ckpt_torch_index_variants(const uint8_t *img, size_t imglen)
+{
+	uint64_t size = 0, hash = 0, variants = 0;
+	bool has_hash = false;
+
+	if (!read_source(img, imglen, &size, &hash, &has_hash, &variants))
+		return 0;
+	return (uint8_t)(variants & CKPT_VARIANT_ST_PAYLOAD);
 }

@@ -34,4 +34,8 @@ int ckpt_torch_index(const char *dir, int dirfd, bool follow,
 bool ckpt_torch_index_matches(const uint8_t *img, size_t imglen,
 			      const uint8_t *pkl, size_t len);
 
+/* The CKPT_VARIANT_* flags an index records (model/meta.h): whether the
+ * .distcp files hold safetensors blobs.  0 when it says nothing. */
+uint8_t ckpt_torch_index_variants(const uint8_t *img, size_t imglen);
+
 #endif
