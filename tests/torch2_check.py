@@ -175,6 +175,15 @@ def megatron_copy(torch, src, dst):
                      "singleton_local_shards": False}
     with open(os.path.join(dst, ".metadata"), "wb") as fh:
         pickle.dump(md, fh)
+    # Megatron-Core's files beside .metadata: the view shows them as they are.
+    torch.save({"args": {"tensor_model_parallel_size": 2}, "iteration": 7,
+                "rng_state": torch.arange(4)},
+               os.path.join(dst, "common.pt"))
+    with open(os.path.join(dst, "metadata.json"), "w") as fh:
+        json.dump({"sharded_backend": "torch_dist",
+                   "sharded_backend_version": 1,
+                   "common_backend": "torch",
+                   "common_backend_version": 1}, fh)
 
 
 def overlap(src, dst):

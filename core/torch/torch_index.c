@@ -61,7 +61,33 @@ struct tctx {
 	uint64_t st_base;
 	bool st_loaded;
 	uint8_t variants;		/* CKPT_VARIANT_* seen */
+	/* Megatron-Core's files beside .metadata, shown as they are */
+	const char *side[2];
+	uint64_t side_size[2];
+	unsigned nside;
 };
+
+/* Files a Megatron-Core torch_dist checkpoint keeps beside .metadata:
+ * each becomes a bytes entry of that name (one path component), so the
+ * view's root shows it as it is. */
+static const char *const side_files[] = { "common.pt", "metadata.json" };
+
+static void find_side_files(struct tctx *t)
+{
+	struct stat st;
+	unsigned i;
+
+	for (i = 0; i < sizeof(side_files) / sizeof(side_files[0]); i++) {
+		const char *n = side_files[i];
+
+		if (fstatat(t->dirfd, n, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode) ||
+		    ckpt_strtab_find(&t->by_fqn, 0, n, strlen(n)) != UINT32_MAX)
+			continue;
+		t->side[t->nside] = n;
+		t->side_size[t->nside++] = (uint64_t)st.st_size;
+	}
+}
 
 struct blob {
 	int fd;
@@ -196,7 +222,13 @@ static int put_state_dict_metadata(struct tctx *t)
 	int rc;
 
 	ckpt_pack_cstr(&t->w.pk, "state_dict_metadata");
-	msgpack_pack_map(&t->w.pk, sdm->n / 2);
+	msgpack_pack_map(&t->w.pk, sdm->n / 2 + t->nside);
+	for (i = 0; i < t->nside; i++) {
+		ckpt_pack_cstr(&t->w.pk, t->side[i]);
+		msgpack_pack_map(&t->w.pk, 1);
+		ckpt_pack_cstr(&t->w.pk, "type");
+		ckpt_pack_cstr(&t->w.pk, "bytes");
+	}
 	for (i = 0; i + 1 < sdm->n; i += 2) {
 		const struct pk_value *k = sdm->u.items[i];
 		const struct pk_value *v = sdm->u.items[i + 1];
@@ -239,13 +271,18 @@ static bool is_path(const struct pk_value *v)
  * the entries of that shape; other entries are planner-private. */
 static void put_planner_data(struct tctx *t, const struct pk_value *pd)
 {
-	uint32_t i, j, n = 0;
+	uint32_t i, j, n = t->nside;
 
-	for (i = 0; i + 1 < pd->n; i += 2)
+	for (i = 0; pd && i + 1 < pd->n; i += 2)
 		n += pd->u.items[i]->type == PK_STR && is_path(pd->u.items[i + 1]);
 	ckpt_pack_cstr(&t->w.pk, "planner_data");
 	msgpack_pack_map(&t->w.pk, n);
-	for (i = 0; i + 1 < pd->n; i += 2) {
+	for (i = 0; i < t->nside; i++) {
+		ckpt_pack_cstr(&t->w.pk, t->side[i]);
+		msgpack_pack_array(&t->w.pk, 1);
+		ckpt_pack_cstr(&t->w.pk, t->side[i]);
+	}
+	for (i = 0; pd && i + 1 < pd->n; i += 2) {
 		const struct pk_value *p = pd->u.items[i + 1];
 
 		if (pd->u.items[i]->type != PK_STR || !is_path(p))
@@ -709,7 +746,22 @@ static int put_storage_data(struct tctx *t, const struct pk_value *sd)
 	int rc;
 
 	ckpt_pack_cstr(&t->w.pk, "storage_data");
-	msgpack_pack_array(&t->w.pk, sd->n / 2);
+	msgpack_pack_array(&t->w.pk, sd->n / 2 + t->nside);
+	for (i = 0; i < t->nside; i++) {
+		msgpack_pack_map(&t->w.pk, 6);
+		ckpt_pack_cstr(&t->w.pk, "fqn");
+		ckpt_pack_cstr(&t->w.pk, t->side[i]);
+		ckpt_pack_cstr(&t->w.pk, "index");
+		msgpack_pack_nil(&t->w.pk);
+		ckpt_pack_cstr(&t->w.pk, "relative_path");
+		ckpt_pack_cstr(&t->w.pk, t->side[i]);
+		ckpt_pack_cstr(&t->w.pk, "offsets");
+		msgpack_pack_nil(&t->w.pk);
+		ckpt_pack_cstr(&t->w.pk, "offset");
+		msgpack_pack_uint64(&t->w.pk, 0);
+		ckpt_pack_cstr(&t->w.pk, "length");
+		msgpack_pack_uint64(&t->w.pk, t->side_size[i]);
+	}
 	for (i = 0; i + 1 < sd->n; i += 2) {
 		rc = put_record(t, sd->u.items[i], sd->u.items[i + 1], i / 2);
 		if (rc)
@@ -762,7 +814,8 @@ int ckpt_torch_index(const char *dir, int dirfd, bool follow,
 	pd = pk_dict_get(st, "planner_data");
 	if (pd && pd->type != PK_DICT)
 		pd = NULL;	/* None in 1.13; planner-private otherwise */
-	msgpack_pack_map(&t.w.pk, pd ? 6 : 5);
+	find_side_files(&t);
+	msgpack_pack_map(&t.w.pk, pd || t.nside ? 6 : 5);
 	ckpt_pack_cstr(&t.w.pk, "format");
 	ckpt_pack_cstr(&t.w.pk, CKPT_FORMAT_NAME);
 	ckpt_pack_cstr(&t.w.pk, "version");
@@ -770,7 +823,7 @@ int ckpt_torch_index(const char *dir, int dirfd, bool follow,
 	rc = put_state_dict_metadata(&t);
 	if (rc)
 		goto out_tab;
-	if (pd)
+	if (pd || t.nside)
 		put_planner_data(&t, pd);
 	rc = put_storage_data(&t, sd);
 	if (rc)
