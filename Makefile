@@ -54,12 +54,13 @@ EXAMPLE := $(O)/ckptfs-example
 FUZZ_REPLAY := $(O)/tests/test_fuzz_replay
 FUZZ_TORCH_REPLAY := $(O)/tests/test_fuzz_torch_replay
 FUZZ_ST_REPLAY := $(O)/tests/test_fuzz_safetensors_replay
+FUZZ_ZSTD_REPLAY := $(O)/tests/test_fuzz_zstd_replay
 FUZZ_TIME ?= 60
 FUZZ_CC ?= clang
 
 .PHONY: all help deps check test unit bats demo install clean check-layers fuzz bench sid-chroot
 
-all: $(LIB_A) $(LIB_SO) $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY) $(FUZZ_TORCH_REPLAY) $(FUZZ_ST_REPLAY) $(O)/ceilfs $(EXAMPLE)
+all: $(LIB_A) $(LIB_SO) $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY) $(FUZZ_TORCH_REPLAY) $(FUZZ_ST_REPLAY) $(FUZZ_ZSTD_REPLAY) $(O)/ceilfs $(EXAMPLE)
 
 help:
 	@echo "make            build $(BIN) and the unit tests"
@@ -138,6 +139,13 @@ $(FUZZ_ST_REPLAY): tests/fuzz/fuzz_safetensors.c tests/fuzz/replay.c $(CORE_OBJ)
 		-DCRASH_DIR='"tests/fuzz/st_crashes"' -DNAME='"fuzz_safetensors_replay"' \
 		-o $@ tests/fuzz/fuzz_safetensors.c tests/fuzz/replay.c $(CORE_OBJ) $(LDLIBS)
 
+$(FUZZ_ZSTD_REPLAY): tests/fuzz/fuzz_zstd.c tests/fuzz/replay.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC    $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -DCORPUS_DIR='"tests/fuzz/zstd_corpus"' \
+		-DCRASH_DIR='"tests/fuzz/zstd_crashes"' -DNAME='"fuzz_zstd_replay"' \
+		-o $@ tests/fuzz/fuzz_zstd.c tests/fuzz/replay.c $(CORE_OBJ) $(LDLIBS)
+
 # libFuzzer builds of the same targets; new crashes land in
 # tests/fuzz/crashes/ and tests/fuzz/torch_crashes/ (commit them: `make
 # check` replays them).
@@ -145,21 +153,24 @@ $(FUZZ_ST_REPLAY): tests/fuzz/fuzz_safetensors.c tests/fuzz/replay.c $(CORE_OBJ)
 # unpickler and zip locator), so it lives with the unit tests.
 build-fuzz/fuzz_meta: tests/fuzz/fuzz_meta.c
 build-fuzz/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c
+build-fuzz/fuzz_zstd: tests/fuzz/fuzz_zstd.c
 build-fuzz/fuzz_torch: tests/unit/fuzz_torch.c
 build-fuzz/fuzz_%: $(CORE_SRC) $(wildcard core/*.h core/*/*.h)
 	@mkdir -p build-fuzz
 	$(Q)$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -O1 -Icore \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		-o $@ $(filter %/fuzz_$*.c,$^) $(CORE_SRC) -lxxhash -lz -lpthread
+		-o $@ $(filter %/fuzz_$*.c,$^) $(CORE_SRC) -lxxhash -lz -lzstd -lpthread
 
-fuzz: build-fuzz/fuzz_meta build-fuzz/fuzz_torch build-fuzz/fuzz_safetensors
-	@mkdir -p build-fuzz/corpus build-fuzz/torch_corpus build-fuzz/st_corpus tests/fuzz/crashes tests/fuzz/torch_crashes tests/fuzz/st_crashes
+fuzz: build-fuzz/fuzz_meta build-fuzz/fuzz_torch build-fuzz/fuzz_safetensors build-fuzz/fuzz_zstd
+	@mkdir -p build-fuzz/corpus build-fuzz/torch_corpus build-fuzz/st_corpus build-fuzz/zstd_corpus tests/fuzz/crashes tests/fuzz/torch_crashes tests/fuzz/st_crashes tests/fuzz/zstd_crashes
 	$(Q)build-fuzz/fuzz_meta -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
 		-artifact_prefix=tests/fuzz/crashes/ build-fuzz/corpus tests/fuzz/corpus
 	$(Q)build-fuzz/fuzz_torch -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
 		-artifact_prefix=tests/fuzz/torch_crashes/ build-fuzz/torch_corpus tests/fuzz/torch_corpus
 	$(Q)build-fuzz/fuzz_safetensors -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
 		-artifact_prefix=tests/fuzz/st_crashes/ build-fuzz/st_corpus tests/fuzz/st_corpus
+	$(Q)build-fuzz/fuzz_zstd -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
+		-artifact_prefix=tests/fuzz/zstd_crashes/ build-fuzz/zstd_corpus tests/fuzz/zstd_corpus
 
 $(O)/ceilfs: scripts/bench/ceilfs.c
 	@mkdir -p $(dir $@)

@@ -148,9 +148,9 @@ static int zstd_layer(ckpt_stored_read_fn read, void *ctx, uint64_t len,
 			ret = ZSTD_decompressStream(dc, &obuf, &ib);
 			if (ZSTD_isError(ret)) {
 				rc = ckpt_errf(why, whylen, -EBADMSG,
-					       "zstd: %s at stored byte %" PRIu64,
-					       ZSTD_getErrorName(ret),
-					       pos + ib.pos);
+					       "zstd: %s (in stored bytes %" PRIu64 "..%" PRIu64 ")",
+					       ZSTD_getErrorName(ret), pos,
+					       pos + n);
 				goto out;
 			}
 			total += obuf.pos;

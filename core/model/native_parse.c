@@ -546,12 +546,15 @@ struct record {
 	bool has_xxh3, has_crc32;
 	uint8_t transforms[CKPT_MAX_TRANSFORMS];
 	uint8_t ntransforms;
+	struct mp_cursor transforms_at;	/* parsed once the key is known */
+	bool has_transforms;
 	int payload;		/* -1: not given */
 	uint64_t size;		/* the decoded size (bytes records) */
 	bool has_size;
 };
 
-/* "transforms": an array of descriptor strings, parsed by their grammar. */
+/* "transforms": an array of descriptor strings, parsed by their grammar;
+ * where names the record's key. */
 static int read_transforms(struct parser *ps, struct mp_cursor *c,
 			   const char *where, struct record *r)
 {
@@ -621,9 +624,11 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 						  "unsigned 32-bit integer", c);
 			r->has_crc32 = true;
 		} else if (str_is(k, len, "transforms")) {
-			rc = read_transforms(ps, c, where, r);
-			if (rc)
-				return rc;
+			r->transforms_at = *c;
+			r->has_transforms = true;
+			r->ntransforms = 1;	/* at least; parsed later */
+			if (mp_skip(c))
+				return corrupt(ps, where);
 		} else if (str_is(k, len, "payload")) {
 			const char *p;
 			uint32_t pl;
@@ -884,6 +889,15 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 		rc = record_chunk(ps, &r, i, &e, &ch);
 		if (rc)
 			goto out_files;
+		if (r.has_transforms) {
+			char kw[160];
+
+			snprintf(kw, sizeof(kw), "key '%.100s'",
+				 ckpt_entry_fqn(m, e));
+			rc = read_transforms(ps, &r.transforms_at, kw, &r);
+			if (rc)
+				goto out_files;
+		}
 		if (ch->file != CKPT_NONE) {
 			rc = ckpt_errf(ps->err, ps->errlen, -EINVAL,
 				       "%s: key '%s': chunk at %s has two storage records",

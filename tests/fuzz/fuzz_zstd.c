@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fuzz target: records stored with zstd ("stream.zstd/1") through the
+ * public API: the decoder's bounds, and for a torch.save payload the
+ * archive found in the decoded bytes (zip, data.pkl, strides) and the
+ * gather of a strided tensor.  The input is [flags, n, stored bytes...]:
+ * flags bit 0 a torch.save payload (else raw), bit 1 two zstd layers, bit
+ * 2 a bytes entry (raw, with the decoded size n * 64); n (1..256) is the
+ * float32 tensor's length.  A fixed .metadata saying so is written beside
+ * the stored bytes, the checkpoint opened with a 1 MiB cache, and every
+ * file of a W=2 R=1 view read whole; reads may fail, never crash.
+ */
+#include <msgpack.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckptfs.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char dir[64];
+
+static void cleanup(void)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/.metadata", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/data", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
+static void setup(void)
+{
+	if (dir[0])
+		return;
+	snprintf(dir, sizeof(dir), "/tmp/ckptfs-fuzz-zstd.%d", (int)getpid());
+	mkdir(dir, 0700);
+	atexit(cleanup);
+}
+
+static void str(msgpack_packer *pk, const char *s)
+{
+	msgpack_pack_str_with_body(pk, s, strlen(s));
+}
+
+static void metadata(msgpack_sbuffer *sb, uint8_t flags, uint64_t n,
+		     uint64_t stored)
+{
+	msgpack_packer pk;
+	bool bytes = flags & 4;
+	unsigned layers = flags & 2 ? 2 : 1, i;
+
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 4);
+	str(&pk, "format");
+	str(&pk, "tensorplay-dcp");
+	str(&pk, "version");
+	msgpack_pack_uint64(&pk, 1);
+	str(&pk, "state_dict_metadata");
+	msgpack_pack_map(&pk, 1);
+	str(&pk, "x");
+	if (bytes) {
+		msgpack_pack_map(&pk, 1);
+		str(&pk, "type");
+		str(&pk, "bytes");
+	} else {
+		msgpack_pack_map(&pk, 4);
+		str(&pk, "type");
+		str(&pk, "tensor");
+		str(&pk, "dtype");
+		str(&pk, "float32");
+		str(&pk, "size");
+		msgpack_pack_array(&pk, 1);
+		msgpack_pack_uint64(&pk, n);
+		str(&pk, "chunks");
+		msgpack_pack_array(&pk, 1);
+		msgpack_pack_map(&pk, 2);
+		str(&pk, "offsets");
+		msgpack_pack_array(&pk, 1);
+		msgpack_pack_uint64(&pk, 0);
+		str(&pk, "sizes");
+		msgpack_pack_array(&pk, 1);
+		msgpack_pack_uint64(&pk, n);
+	}
+	str(&pk, "storage_data");
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_map(&pk, bytes ? 7 : 7);
+	str(&pk, "fqn");
+	str(&pk, "x");
+	str(&pk, "offsets");
+	if (bytes) {
+		msgpack_pack_nil(&pk);
+	} else {
+		msgpack_pack_array(&pk, 1);
+		msgpack_pack_uint64(&pk, 0);
+	}
+	str(&pk, "relative_path");
+	str(&pk, "data");
+	str(&pk, "offset");
+	msgpack_pack_uint64(&pk, 0);
+	str(&pk, "length");
+	msgpack_pack_uint64(&pk, stored);
+	str(&pk, "transforms");
+	msgpack_pack_array(&pk, layers);
+	for (i = 0; i < layers; i++)
+		str(&pk, "stream.zstd/1");
+	if (bytes) {
+		str(&pk, "size");
+		msgpack_pack_uint64(&pk, n * 64);
+	} else {
+		str(&pk, "payload");
+		str(&pk, flags & 1 ? "torch.save" : "raw");
+	}
+}
+
+static int put(const char *name, const void *buf, size_t len)
+{
+	char path[128];
+	FILE *f;
+	size_t w;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "wb");
+	if (!f)
+		return -1;
+	w = fwrite(buf, 1, len, f);
+	return fclose(f) == 0 && w == len ? 0 : -1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct ckpt_open_opts oo = { .cache_bytes = 1 << 20 };
+	struct ckpt_view_opts o = { .world = 2, .rank = 1,
+				    .dtype = CKPT_DTYPE_COUNT };
+	struct ckpt_scratch *s = NULL;
+	struct ckpt_meta *m = NULL;
+	struct ckpt_view *v = NULL;
+	struct ckpt_view_info vi;
+	msgpack_sbuffer sb;
+	char err[1024] = "", buf[4096];
+	uint32_t i;
+	int rc;
+
+	if (size < 3)
+		return 0;
+	setup();
+	msgpack_sbuffer_init(&sb);
+	metadata(&sb, data[0], (uint64_t)data[1] + 1, size - 2);
+	rc = put(".metadata", sb.data, sb.size) || put("data", data + 2, size - 2);
+	msgpack_sbuffer_destroy(&sb);
+	if (rc)
+		return 0;
+	if (ckpt_meta_open_opts(dir, &oo, &m, err, sizeof(err))) {
+		if (m || !err[0])
+			abort();	/* a refusal says why, owns nothing */
+		return 0;
+	}
+	s = ckpt_scratch_new();
+	if (s && !ckpt_files_open(m, 0, 0, err, sizeof(err)) &&
+	    !ckpt_view_new(m, &o, &v, err, sizeof(err))) {
+		ckpt_view_info(v, &vi);
+		for (i = 0; i < vi.nnodes; i++) {
+			uint64_t off = 0, size_v = 0;
+			size_t got;
+
+			if (ckpt_view_size(v, 0, i, &size_v))
+				continue;
+			while (off < size_v &&
+			       !ckpt_view_read(v, 0, i, off, sizeof(buf), buf,
+					       &got, s) && got)
+				off += got;
+		}
+	}
+	ckpt_view_free(v);
+	ckpt_scratch_free(s);
+	ckpt_meta_free(m);
+	return 0;
+}
