@@ -9,6 +9,11 @@ ckptfs and of the safetensors package.
         Hugging Face's layout: model-0000K-of-0000N.safetensors (and
         model.safetensors.index.json with --index); keys of many dtypes
         and shapes (0-d, 1-D, empty, 3-D).
+    make_safetensors.py sharded OUT
+        torch DCP's sharded safetensors (HuggingFaceStorageWriter's
+        sharded/ directory): shard-0000R-model-00001-of-00001.safetensors
+        per old rank, each key in chunks (dim 0, dim 1, a 2x2 grid,
+        uneven) at __metadata__ DCP_SHARDING_INFO's saved_offsets.
     make_safetensors.py CASE OUT     a broken or hostile directory
     make_safetensors.py expect OUT W R   print "path<TAB>hex of the view"
 """
@@ -83,6 +88,57 @@ def write_ok(out, shards=2, index=False):
             json.dump({"metadata": {"total_size": 0}, "weight_map": wmap}, fh)
 
 
+TILING = {"model.embed.weight": "grid", "model.layers.0.attn.q.weight": "dim1",
+          "model.layers.0.norm.weight": "dim0", "model.mask": "dim1",
+          "lm_head.weight": "dim0"}
+
+
+def chunks_of(name, shape):
+    """A key's saved chunks, [(offsets, sizes)]: dim 0 (uneven), dim 1,
+    or a 2x2 grid (TILING; 1-D keys dim 0, 0-d and empty ones whole)."""
+    if len(shape) == 0 or 0 in shape:
+        return [([0] * len(shape), list(shape))]
+    how = TILING.get(name, "dim0")
+    rest = list(shape[1:])
+    if how == "dim0" or len(shape) == 1:
+        cut = sorted({0, max(1, shape[0] // 3), shape[0]})
+        return [([a] + [0] * len(rest), [b - a] + rest)
+                for a, b in zip(cut, cut[1:])]
+    c1 = max(1, shape[1] // 2)
+    if how == "dim1":
+        return [([0, a] + [0] * (len(shape) - 2), [shape[0], b - a] + rest[1:])
+                for a, b in ((0, c1), (c1, shape[1]))]
+    c0 = shape[0] // 2
+    return [([a0, a1] + [0] * (len(shape) - 2), [b0 - a0, b1 - a1] + rest[1:])
+            for a0, b0 in ((0, c0), (c0, shape[0]))
+            for a1, b1 in ((0, c1), (c1, shape[1]))]
+
+
+def write_sharded(out, drop=None, overlap=None, meta_edit=None, ranks=4):
+    """Chunk j of every key goes to rank j % ranks's shard."""
+    os.makedirs(out)
+    per = {r: ([], {}) for r in range(ranks)}
+    for name, (dt, npdt, shape) in KEYS.items():
+        a = values(name, npdt, shape)
+        for j, (o, sz) in enumerate(chunks_of(name, shape)):
+            if (name, j) == drop:
+                continue
+            if (name, j) == overlap:
+                o = [max(0, o[0] - 1)] + o[1:]
+            sl = tuple(slice(a0, a0 + n) for a0, n in zip(o, sz))
+            ents, info = per[j % ranks]
+            ents.append((name, dt, sz, np.ascontiguousarray(a[sl]).tobytes()))
+            info[name] = {"saved_offsets": o}
+    for r, (ents, info) in per.items():
+        meta = {"format": "pt", "DCP_VERSION": "1.0",
+                "DCP_SHARDING_INFO": json.dumps(info)}
+        if meta_edit:
+            meta_edit(r, meta)
+        with open(os.path.join(out, f"shard-{r + 1:05d}-model-00001-of-00001"
+                               ".safetensors"), "wb") as fh:
+            fh.write(st_bytes(ents, meta))
+
+
 def expect(out, w, r):
     for name, (dt, npdt, shape) in KEYS.items():
         a = values(name, npdt, shape)
@@ -151,6 +207,50 @@ def case(c, out):
         d = json.load(open(p))
         d["weight_map"]["model.embed.weight"] = "model-00002-of-00002.safetensors"
         json.dump(d, open(p, "w"))
+    elif c == "sharded_gap":
+        write_sharded(out, drop=("model.embed.weight", 1))
+    elif c == "sharded_overlap":
+        write_sharded(out, overlap=("model.embed.weight", 2))
+    elif c == "sharded_not_json":
+        write_sharded(out, meta_edit=lambda r, m: m.update(
+            DCP_SHARDING_INFO="{not json") if r == 1 else None)
+    elif c == "sharded_missing_key":
+        def edit(r, m):
+            if r == 0:
+                info = json.loads(m["DCP_SHARDING_INFO"])
+                del info["model.embed.weight"]
+                m["DCP_SHARDING_INFO"] = json.dumps(info)
+        write_sharded(out, meta_edit=edit)
+    elif c == "sharded_unknown_key":
+        def edit(r, m):
+            if r == 0:
+                info = json.loads(m["DCP_SHARDING_INFO"])
+                info["model.ghost"] = {"saved_offsets": [0]}
+                m["DCP_SHARDING_INFO"] = json.dumps(info)
+        write_sharded(out, meta_edit=edit)
+    elif c == "sharded_offset_2_64":
+        def edit(r, m):
+            if r == 0:
+                m["DCP_SHARDING_INFO"] = m["DCP_SHARDING_INFO"].replace(
+                    '"model.embed.weight": {"saved_offsets": [0, 0]}',
+                    '"model.embed.weight": {"saved_offsets": '
+                    '[18446744073709551615, 0]}')
+        write_sharded(out, meta_edit=edit)
+    elif c == "sharded_not_string":
+        write_sharded(out, meta_edit=lambda r, m: m.update(
+            DCP_SHARDING_INFO={"x": 1}) if r == 0 else None)
+    elif c == "sharded_mixed":
+        write_sharded(out, meta_edit=lambda r, m: m.pop(
+            "DCP_SHARDING_INFO") if r == 2 else None)
+    elif c == "sharded_dtype_clash":
+        write_sharded(out)
+        p = os.path.join(out, "shard-00002-model-00001-of-00001.safetensors")
+        raw = open(p, "rb").read()
+        n = struct.unpack("<Q", raw[:8])[0]
+        h = json.loads(raw[8:8 + n])
+        h["model.embed.weight"]["dtype"] = "I32"
+        hb = json.dumps(h).encode()
+        open(p, "wb").write(struct.pack("<Q", len(hb)) + hb + raw[8 + n:])
     elif c == "index_missing_key":
         write_ok(out, 2, True)
         p = os.path.join(out, "model.safetensors.index.json")
@@ -165,6 +265,8 @@ def main(argv):
     if argv[0] == "ok":
         shards = int(argv[argv.index("--shards") + 1]) if "--shards" in argv else 2
         write_ok(argv[1], shards, "--index" in argv)
+    elif argv[0] == "sharded":
+        write_sharded(argv[1])
     elif argv[0] == "expect":
         expect(argv[1], int(argv[2]), int(argv[3]))
     else:

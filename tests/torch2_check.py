@@ -14,7 +14,12 @@ binds the work tree there.
         full tensors go to OUT/ref/ (raw bytes + index.json), the
         independent reference for the views.  OUT/ranklocal: the 1-D mesh
         state saved with use_collectives=False (one __R.metadata per
-        rank); OUT/megatron: mesh1d with Megatron-Core's all_local_plans.
+        rank); OUT/megatron: mesh1d with Megatron-Core's all_local_plans,
+        common.pt and metadata.json; and the 1-D mesh state through the
+        other writer options: OUT/zstd (_extensions=[ZStandard()],
+        thread_count=2), OUT/st (SerializationFormat.SAFETENSORS) and
+        OUT/hf (HuggingFaceStorageWriter, save_distributed and
+        enable_consolidation: consolidated files and hf/sharded/).
     torch2_check.py gen-large OUT GIB
         4 gloo ranks dcp.save GIB GiB of Shard(0) float32 state (the
         benchmark's resume figure).
@@ -24,11 +29,12 @@ binds the work tree there.
     torch2_check.py overlap SRC DST
         DST: the rank-local SRC with rank 1's model.w1 chunk overlapping
         rank 0's.
-    torch2_check.py load CKPT NEW_W MESH
+    torch2_check.py load CKPT NEW_W MESH [ref]
         NEW_W gloo ranks dcp.load the state into DTensors on MESH ("8",
         "3", or "2x4": (Shard(0), Shard(1))) with torch's FileSystemReader
         and with ckptfs.StorageReader; every local tensor and bytes entry
-        must be equal.
+        must be equal.  With ref (or without .metadata), the tensors
+        StorageReader loads are compared with the ones saved instead.
 """
 import json
 import os
@@ -223,7 +229,7 @@ def other_writers(torch, dcp, sd, out):
         enable_consolidation=True))
 
 
-def load_worker(rank, world, port, ckpt, mesh_spec):
+def load_worker(rank, world, port, ckpt, mesh_spec, ref=False):
     import torch
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
@@ -234,9 +240,11 @@ def load_worker(rank, world, port, ckpt, mesh_spec):
     try:
         shape = tuple(int(x) for x in mesh_spec.split("x"))
         mesh = init_device_mesh("cpu", shape)
-        # Without .metadata (rank-local __R.metadata files) torch cannot
-        # read the checkpoint itself: compare with the saved tensors.
-        by_torch = os.path.exists(os.path.join(ckpt, ".metadata"))
+        # Without .metadata (rank-local __R.metadata files), or with "ref"
+        # (SAFETENSORS serialization, which torch's FileSystemReader
+        # cannot read back), compare with the saved tensors.
+        by_torch = (os.path.exists(os.path.join(ckpt, ".metadata")) and
+                    not ref)
         md = (dcp.FileSystemReader(ckpt) if by_torch else
               ckptfs.StorageReader(ckpt)).read_metadata()
 
@@ -381,7 +389,8 @@ def main(argv):
         return 0
     if argv[0] == "load":
         world = int(argv[2])
-        tmp.spawn(load_worker, args=(world, free_port(), argv[1], argv[3]),
+        tmp.spawn(load_worker, args=(world, free_port(), argv[1], argv[3],
+                                     argv[4:5] == ["ref"]),
                   nprocs=world, join=True)
         return 0
     print(__doc__)
