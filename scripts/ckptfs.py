@@ -228,6 +228,10 @@ def _structs():
     import ctypes as C
     U64N = C.c_uint64 * _MAX_DIMS
 
+    class OpenOpts(C.Structure):
+        _fields_ = [("index", C.c_char_p), ("follow_symlinks", C.c_bool),
+                    ("cache_bytes", C.c_uint64)]
+
     class ViewOpts(C.Structure):
         _fields_ = [("world", C.c_uint32), ("rank", C.c_uint32),
                     ("ranks", C.POINTER(C.c_uint32)), ("nranks", C.c_uint32),
@@ -291,7 +295,7 @@ def _structs():
         _fields_ = [("key", C.c_uint32), ("off", U64N), ("size", U64N),
                     ("dst", C.c_void_p)]
 
-    return dict(ViewOpts=ViewOpts, ViewInfo=ViewInfo, NodeInfo=NodeInfo,
+    return dict(OpenOpts=OpenOpts, ViewOpts=ViewOpts, ViewInfo=ViewInfo, NodeInfo=NodeInfo,
                 EntryInfo=EntryInfo, KeyInfo=KeyInfo, ChunkInfo=ChunkInfo,
                 MetaInfo=MetaInfo, ReadReq=ReadReq, BoxReq=BoxReq)
 
@@ -330,7 +334,8 @@ def _library():
     vp, cp, sz = C.c_void_p, C.c_char_p, C.c_size_t
     sig = {
         "ckpt_version": (cp, []),
-        "ckpt_meta_open": (C.c_int, [cp, P(vp), cp, sz]),
+        "ckpt_meta_open_opts": (C.c_int, [cp, P(S["OpenOpts"]), P(vp), cp,
+                                          sz]),
         "ckpt_meta_free": (None, [vp]),
         "ckpt_files_open": (C.c_int, [vp, C.c_uint, C.c_uint32, cp, sz]),
         "ckpt_meta_info": (None, [vp, P(S["MetaInfo"])]),
@@ -368,14 +373,19 @@ def _err(buf):
 class _Checkpoint:
     """An open libckptfs checkpoint (meta), data files open."""
 
-    def __init__(self, path):
+    def __init__(self, path, cache_mb=None):
         import ctypes as C
         self.lib = lib = _library()
         self.path = os.fspath(path)
         self.err = C.create_string_buffer(2048)
         self.m = C.c_void_p()
-        if lib.ckpt_meta_open(self.path.encode(), C.byref(self.m), self.err,
-                              len(self.err)):
+        oo = lib.S["OpenOpts"]()
+        if cache_mb is not None:
+            if int(cache_mb) < 1:
+                raise ValueError(f"cache_mb must be at least 1, got {cache_mb}")
+            oo.cache_bytes = int(cache_mb) << 20
+        if lib.ckpt_meta_open_opts(self.path.encode(), C.byref(oo),
+                                   C.byref(self.m), self.err, len(self.err)):
             raise ValueError(_err(self.err))
         if lib.ckpt_files_open(self.m, 0, 0, self.err, len(self.err)):
             msg = _err(self.err)
@@ -411,7 +421,8 @@ def _alloc(backend, dtype, shape, where):
 
 
 def load(ckpt, world=1, rank=0, *, ranks=None, prefix=None, layout=None,
-         dtype=None, backend="torch", threads=None, trust_pickles=False):
+         dtype=None, backend="torch", threads=None, trust_pickles=False,
+         cache_mb=None):
     """The view rank ``rank`` of a world of ``world`` sees of checkpoint
     directory ``ckpt``, as the nested dict ``load_view`` gives for a mount
     made with the same options, but read straight from the data files by
@@ -424,6 +435,8 @@ def load(ckpt, world=1, rank=0, *, ranks=None, prefix=None, layout=None,
     prefix, layout, dtype: as ``--prefix``, ``--layout FILE`` and
         ``--dtype float32|bfloat16`` of ``ckptfs mount``.
     backend, trust_pickles: as for ``load_view``.
+    cache_mb: as ``-o cache_mb``: memory for decoded zstd records, and the
+        most one may decode to (default 1024).
 
     Raises ValueError naming the file, the key and the problem for a bad
     checkpoint or option (the mount's messages), OSError (EIO) when a data
@@ -446,7 +459,7 @@ def load(ckpt, world=1, rank=0, *, ranks=None, prefix=None, layout=None,
     if rank_list is not None and (not rank_list or
                                   len(set(rank_list)) != len(rank_list)):
         raise ValueError(f"ranks must be distinct and not empty, got {ranks}")
-    ck = _Checkpoint(ckpt)
+    ck = _Checkpoint(ckpt, cache_mb)
     lib, S = ck.lib, ck.lib.S
     lay = C.c_void_p()
     v = C.c_void_p()
@@ -607,12 +620,14 @@ def _make_storage_reader():
         ReadItem only the bytes it needs, straight into the destination
         tensor when it is contiguous (torch's FileSystemReader torch.loads
         every overlapping saved chunk whole).  Works on every checkpoint
-        ckptfs mounts.  threads: libckptfs's pool (default: CPUs)."""
+        ckptfs mounts.  threads: libckptfs's pool (default: CPUs).
+        cache_mb: memory for decoded zstd records (default 1024)."""
 
-        def __init__(self, path, threads=None):
+        def __init__(self, path, threads=None, cache_mb=None):
             super().__init__()
             self.path = os.fspath(path)
             self.threads = int(threads or 0)
+            self.cache_mb = cache_mb
             self._ck = None
             self._keys = {}
 
@@ -635,7 +650,7 @@ def _make_storage_reader():
 
         def _open(self):
             if self._ck is None:
-                self._ck = _Checkpoint(self.path)
+                self._ck = _Checkpoint(self.path, self.cache_mb)
             return self._ck
 
         def read_metadata(self):

@@ -170,6 +170,26 @@ def cases(good, out):
     patch_blob(d, si, lambda b: b.__setitem__(slice(0, 4), b"XXXX"))
     exp.append(("not_a_zip", "not a torch.save zip archive"))
 
+    # A record that is a safetensors blob (SerializationFormat.SAFETENSORS)
+    # which does not hold the key, or lies about where its bytes are.
+    def st_blob(header):
+        def put(blob):
+            import json
+            h = json.dumps(header).encode()
+            raw = struct.pack("<Q", len(h)) + h
+            blob[:len(raw)] = raw
+        return put
+    d = copy(good, out, "st_payload_missing_key")
+    patch_blob(d, si, st_blob({"zzz": {"dtype": "F32", "shape": [1],
+                                       "data_offsets": [0, 4]}}))
+    exp.append(("st_payload_missing_key",
+                "the safetensors blob there has no tensor of this key"))
+    d = copy(good, out, "st_payload_lying_offsets")
+    patch_blob(d, si, st_blob({mi.fqn: {"dtype": "F32", "shape": [1],
+                                        "data_offsets": [0, 1 << 40]}}))
+    exp.append(("st_payload_lying_offsets",
+                "data_offsets must be [begin, end]"))
+
     d = copy(good, out, "datapkl_os_system")
 
     def evil_pkl(blob):

@@ -211,6 +211,102 @@ out:
 	return rc;
 }
 
+/*
+ * One zstd layer whose stored bytes are all in memory and whose frames
+ * all declare their size (what zstd's one-shot compressors and torch's
+ * writer give): decoded in one call straight into a buffer of that size.
+ * Returns 1 when the frames do not say their size (decode by streaming).
+ */
+/* The total size the frames declare: 0 and *n, 1 when one does not say,
+ * or -EBADMSG when they are not whole frames. */
+static int declared_size(const uint8_t *src, size_t len, uint64_t *n)
+{
+	size_t pos = 0;
+
+	*n = 0;
+	while (pos < len) {
+		unsigned long long fcs = ZSTD_getFrameContentSize(src + pos,
+								  len - pos);
+		size_t fsz;
+
+		if (fcs == ZSTD_CONTENTSIZE_UNKNOWN)
+			return 1;
+		if (fcs == ZSTD_CONTENTSIZE_ERROR ||
+		    __builtin_add_overflow(*n, (uint64_t)fcs, n))
+			return -EBADMSG;
+		fsz = ZSTD_findFrameCompressedSize(src + pos, len - pos);
+		if (ZSTD_isError(fsz) || fsz == 0)
+			return -EBADMSG;
+		pos += fsz;
+	}
+	return 0;
+}
+
+static int zstd_oneshot(const uint8_t *src, size_t len, uint64_t cap,
+			bool keep, uint8_t **out, uint64_t *outlen, char *why,
+			size_t whylen)
+{
+	uint64_t n;
+	ZSTD_DCtx *dc;
+	uint8_t *buf;
+	size_t got;
+	int rc = declared_size(src, len, &n);
+
+	if (rc < 0)
+		return 1;	/* let the streaming decoder name the fault */
+	if (rc == 1)
+		return 1;
+	if (n > cap)
+		return ckpt_errf(why, whylen, -EFBIG,
+				 "zstd frame says it decodes to %" PRIu64 " bytes, past the %" PRIu64 "-byte cap",
+				 n, cap);
+	buf = malloc(n ? (size_t)n : 1);
+	dc = ZSTD_createDCtx();
+	if (!buf || !dc) {
+		free(buf);
+		ZSTD_freeDCtx(dc);
+		return ckpt_errf(why, whylen, -ENOMEM, "out of memory");
+	}
+	got = ZSTD_decompressDCtx(dc, buf, (size_t)n, src, len);
+	ZSTD_freeDCtx(dc);
+	if (ZSTD_isError(got) || got != n) {
+		free(buf);
+		return ckpt_errf(why, whylen, -EBADMSG, "zstd: %s",
+				 ZSTD_isError(got) ? ZSTD_getErrorName(got) :
+				 "frames decode to another size than they declare");
+	}
+	*outlen = n;
+	if (keep && n)
+		*out = buf;
+	else
+		free(buf);
+	return 0;
+}
+
+/* The whole stored record in memory, when it can be (a record bigger
+ * than the cap plus zstd's worst-case framing cannot decode within it). */
+static int read_stored(ckpt_stored_read_fn read, void *ctx, uint64_t len,
+		       uint64_t cap, uint8_t **buf, char *why, size_t whylen)
+{
+	if (len == 0)
+		return ckpt_errf(why, whylen, -EBADMSG,
+				 "zstd: stored record is empty");
+	if (len > cap + cap / 64 + (1 << 20) || len > SIZE_MAX)
+		return ckpt_errf(why, whylen, -EFBIG,
+				 "zstd: a %" PRIu64 "-byte stored record cannot decode within the %" PRIu64 "-byte cap",
+				 len, cap);
+	*buf = malloc((size_t)len);
+	if (!*buf)
+		return ckpt_errf(why, whylen, -ENOMEM, "out of memory");
+	if (read(ctx, 0, *buf, (size_t)len)) {
+		free(*buf);
+		*buf = NULL;
+		return ckpt_errf(why, whylen, -EIO,
+				 "cannot read the %" PRIu64 "-byte stored record", len);
+	}
+	return 0;
+}
+
 int ckpt_decode_stored(ckpt_stored_read_fn read, void *ctx, uint64_t len,
 		       const uint8_t *transforms, unsigned n, uint64_t cap,
 		       uint8_t **out, uint64_t *outlen, char *why,
@@ -225,23 +321,25 @@ int ckpt_decode_stored(ckpt_stored_read_fn read, void *ctx, uint64_t len,
 	if (out)
 		*out = NULL;
 	*outlen = 0;
+	rc = read_stored(read, ctx, len, cap, &cur, why, whylen);
+	if (rc)
+		return rc;
+	curlen = len;
 	for (i = 0; i < n; i++) {
-		bool last = i + 1 == n;
+		bool keep = out || i + 1 < n;
 
 		if (transforms[i] != CKPT_XFORM_ZSTD) {
 			rc = ckpt_errf(why, whylen, -ENOTSUP,
 				       "unknown transform");
 			goto out;
 		}
-		if (i == 0) {
-			rc = zstd_layer(read, ctx, len, cap, out || !last,
-					&next, &curlen, why, whylen);
-		} else {
+		rc = zstd_oneshot(cur, (size_t)curlen, cap, keep, &next,
+				  &curlen, why, whylen);
+		if (rc == 1) {
 			src.p = cur;
 			src.len = curlen;
-			rc = zstd_layer(mem_read, &src, curlen, cap,
-					out || !last, &next, &curlen, why,
-					whylen);
+			rc = zstd_layer(mem_read, &src, curlen, cap, keep, &next,
+					&curlen, why, whylen);
 		}
 		free(cur);
 		cur = next;

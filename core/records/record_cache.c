@@ -312,6 +312,21 @@ int ckpt_record_pread(struct ckpt_meta *m, uint32_t file, void *buf,
 	return 0;
 }
 
+void ckpt_record_warm(struct ckpt_meta *m, uint32_t file)
+{
+	uint32_t zi = file & ~CKPT_ZREC;
+	bool cold;
+
+	if (!(file & CKPT_ZREC) || file == CKPT_NONE || zi >= m->nzrecs)
+		return;
+	pthread_mutex_lock(&m->zc.lock);
+	cold = m->zrecs[zi].state == CKPT_ZREC_COLD &&
+	       m->zc.used + m->chunks[m->zrecs[zi].chunk].len <= m->zc.cap;
+	pthread_mutex_unlock(&m->zc.lock);
+	if (cold && acquire(m, zi) == 0)
+		release(m, zi);
+}
+
 int ckpt_record_check(struct ckpt_meta *m, uint32_t zi, uint64_t *got)
 {
 	struct ckpt_zrec *z = &m->zrecs[zi];

@@ -36,6 +36,15 @@ int ckpt_record_pread(struct ckpt_meta *m, uint32_t file, void *buf,
  */
 int ckpt_record_check(struct ckpt_meta *m, uint32_t z, uint64_t *got);
 
+/*
+ * Decode record `file` (CKPT_ZREC | z) now if nobody has and it fits the
+ * cache beside what is there: a reader ahead of its readers calls this so
+ * that records are decoded by several threads at once.  Anything else
+ * (a plain data file, a record loaded, being loaded or failed) returns at
+ * once.  Errors are left for the read that needs the record.  Thread-safe.
+ */
+void ckpt_record_warm(struct ckpt_meta *m, uint32_t file);
+
 /* Bytes of decoded records the cache keeps (0: the default,
  * CKPT_CACHE_MB_DEFAULT MiB); also the most one record may decode to.
  * Call before serving reads. */

@@ -515,10 +515,6 @@ static int locate_in_safetensors(struct tctx *t, const struct pk_value *fqn,
 		t->st_loaded = false;
 		rc = ckpt_st_read_blob(t->fd, boff, t->fsize, 0, where, &t->st,
 				       t->err, t->errlen);
-		if (rc == -EINVAL && !strstr(t->err, "key '"))
-			return ckpt_errf(t->err, t->errlen, -EINVAL,
-					 "%s: record is neither a torch.save zip archive nor a safetensors blob",
-					 where);
 		if (rc)
 			return rc;
 		t->st_loaded = true;
@@ -588,12 +584,19 @@ static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 	b.fd = t->fd;
 	b.base = boff;
 	{
-		uint8_t head[4] = { 0 };
+		uint8_t head[9] = { 0 };
 
+		/* Not a zip: a safetensors blob (8-byte length, then '{')? */
 		if (t->fsize - boff >= 4 && blob_read(&b, 0, head, 4) == 0 &&
-		    memcmp(head, "PK\3\4", 4) != 0)
+		    memcmp(head, "PK\3\4", 4) != 0) {
+			if (t->fsize - boff < 9 || blob_read(&b, 0, head, 9) ||
+			    head[8] != '{')
+				return ckpt_errf(t->err, t->errlen, -EINVAL,
+						 "%s: record is not a torch.save zip archive (nor a safetensors blob)",
+						 where);
 			return locate_in_safetensors(t, fqn, boff, blen, dt,
 						     sizes, off, n, where, loc);
+		}
 	}
 	rc = torch_record_locate(blob_read, &b, blen, where, &r, t->err,
 				 t->errlen);

@@ -21,6 +21,7 @@
 #include "common/errbuf.h"
 #include "io/datafiles.h"
 #include "plan/plan.h"
+#include "records/record_cache.h"
 #include "view/data_read.h"
 
 #define PIECE ((uint64_t)4 << 20)	/* bytes per piece */
@@ -60,9 +61,12 @@ static void fail(struct job *j, int rc, const char *why)
 	atomic_store(&j->failed, 1);
 }
 
-/* Runs of one piece, coalesced per file, become WILLNEED hints. */
+/* Runs of one piece, coalesced per file, become WILLNEED hints; with
+ * warm, records stored with transforms are decoded now (by the thread
+ * ahead of the readers, so several records decode at once). */
 struct hint {
 	struct ckpt_meta *m;
+	bool warm;
 	uint32_t file;
 	uint64_t off, len;
 };
@@ -77,6 +81,11 @@ static void hint_flush(struct hint *h)
 static void hint_run(struct hint *h, uint32_t file, uint64_t off,
 		     uint64_t len)
 {
+	if ((file & CKPT_ZREC) && file != CKPT_NONE) {
+		if (h->warm)
+			ckpt_record_warm(h->m, file);
+		return;
+	}
 	if (h->len && file == h->file && off >= h->off &&
 	    off <= h->off + h->len + (64 << 10)) {
 		if (off + len > h->off + h->len)
@@ -91,6 +100,13 @@ static void hint_run(struct hint *h, uint32_t file, uint64_t off,
 
 static int hint_view_run(void *ctx, const struct ckpt_read_run *r)
 {
+	struct hint *h = ctx;
+
+	if (r->decoded) {	/* r->file is where the stored bytes are */
+		if (h->warm)
+			ckpt_record_warm(h->m, h->m->chunks[r->chunk].file);
+		return 0;
+	}
 	hint_run(ctx, r->file, r->foff, r->len);
 	return 0;
 }
@@ -102,10 +118,10 @@ static int hint_view_run(void *ctx, const struct ckpt_read_run *r)
  * A view piece with a .npy header or a dtype conversion is hinted through
  * its raw plan, which covers the same records.
  */
-static void hint_piece(struct job *j, size_t i)
+static void hint_piece(struct job *j, size_t i, bool warm)
 {
 	const struct piece *p;
-	struct hint h = { 0 };
+	struct hint h = { .warm = warm };
 
 	if (i >= j->npieces)
 		return;
@@ -180,7 +196,7 @@ static void *worker(void *arg)
 	}
 	while (!atomic_load(&j->failed) &&
 	       (i = atomic_fetch_add(&j->next, 1)) < j->npieces) {
-		hint_piece(j, i + AHEAD);
+		hint_piece(j, i + AHEAD, true);
 		rc = one_piece(j, &j->pieces[i], s);
 		if (rc)
 			fail(j, rc, ckpt_last_error()[0] ? ckpt_last_error() :
@@ -245,7 +261,8 @@ static int run(struct job *j, unsigned threads, char *err, size_t errlen)
 	if ((size_t)threads > j->npieces)
 		threads = j->npieces ? (unsigned)j->npieces : 1;
 	for (t = 0; t < AHEAD && t < j->npieces; t++)
-		hint_piece(j, t);	/* the first pieces, before anyone reads */
+		hint_piece(j, t, false);	/* the first pieces, before
+						 * anyone reads */
 	for (t = 1; t < threads; t++) {
 		if (pthread_create(&th[t], NULL, worker, j))
 			break;

@@ -434,6 +434,21 @@ def _torch_ckpt(args, work, world, dim):
     return os.path.join(tdir, "large")
 
 
+def lib_env(args):
+    """The environment a Python process needs to use the libckptfs built
+    beside args.ckptfs (the sanitized build: its runtimes go first)."""
+    lib = os.path.join(os.path.dirname(args.ckptfs), "libckptfs.so")
+    env = dict(os.environ, CKPTFS_LIB=lib)
+    syms = subprocess.run(["nm", "-D", lib], capture_output=True,
+                          text=True).stdout
+    if "__asan_" in syms:
+        rt = [subprocess.check_output(["cc", f"-print-file-name={x}"],
+                                      text=True).strip()
+              for x in ("libasan.so", "libubsan.so")]
+        env.update(LD_PRELOAD=":".join(rt), ASAN_OPTIONS="detect_leaks=0")
+    return env
+
+
 def direct_figures(args, t, work, w=8, r=3):
     """Issue 13's rows: a rank's state loaded straight from the data files
     (ckptfs.load, no FUSE) against raw pread; resuming on 8 ranks with
@@ -447,15 +462,7 @@ def direct_figures(args, t, work, w=8, r=3):
                   if f.endswith(".distcp"))
     warm(data)
     py = ["/usr/bin/python3", tb]
-    lib = os.path.join(os.path.dirname(args.ckptfs), "libckptfs.so")
-    env = dict(os.environ, CKPTFS_LIB=lib)
-    syms = subprocess.run(["nm", "-D", lib], capture_output=True,
-                          text=True).stdout
-    if "__asan_" in syms:    # the sanitized build: its runtimes go first
-        rt = [subprocess.check_output(["cc", f"-print-file-name={x}"],
-                                      text=True).strip()
-              for x in ("libasan.so", "libubsan.so")]
-        env.update(LD_PRELOAD=":".join(rt), ASAN_OPTIONS="detect_leaks=0")
+    env = lib_env(args)
 
     def run(*a):
         return subprocess.check_output(py + list(a), env=env).split()
@@ -653,6 +660,90 @@ def strided_figure(args, t, work, n=2048):
                    f"byte delivered; bytes {'match' if ok else 'DIFFER'}")
 
 
+def zstd_figure(args, t, work):
+    """A native checkpoint whose records are zstd frames (the layout
+    torch's ZStandard extension gives, with raw payloads): the first read
+    of every view byte through the mount, and ckptfs.load, against
+    decompressing the same records in this process with the zstandard
+    package (what torch's reader does before torch.load)."""
+    import msgpack
+    import numpy as np
+    import zstandard
+    mib = 16 if args.quick else 256
+    rows, cols, nchunks = mib * MiB // 4 // 1024, 1024, 32
+    d = os.path.join(work, f"zstd-{mib}")
+    meta = os.path.join(d, ".metadata")
+    if not os.path.exists(meta):
+        os.makedirs(d, exist_ok=True)
+        rng = np.random.default_rng(5)
+        per = rows // nchunks
+        recs, off = [], 0
+        cz = zstandard.ZstdCompressor(level=3)
+        with open(os.path.join(d, "data"), "wb") as fh:
+            for c in range(nchunks):
+                # bf16-precision values: compressible, as optimizer state is
+                a = rng.standard_normal((per, cols)).astype("<f4")
+                a = (a.view("<u4") & 0xFFFF0000).view("<f4")
+                z = cz.compress(a.tobytes())
+                fh.write(z)
+                recs.append({"fqn": "w", "offsets": [c * per, 0],
+                             "relative_path": "data", "offset": off,
+                             "length": len(z),
+                             "transforms": ["stream.zstd/1"]})
+                off += len(z)
+        with open(meta + ".tmp", "wb") as fh:
+            msgpack.dump({
+                "format": "tensorplay-dcp", "version": 1,
+                "state_dict_metadata": {"w": {
+                    "type": "tensor", "dtype": "float32",
+                    "size": [per * nchunks, cols],
+                    "chunks": [{"offsets": [c * per, 0], "sizes": [per, cols]}
+                               for c in range(nchunks)]}},
+                "storage_data": recs}, fh)
+        os.rename(meta + ".tmp", meta)
+    with open(meta, "rb") as fh:
+        recs = msgpack.load(fh)["storage_data"]
+    data = os.path.join(d, "data")
+    warm([data])
+    stored = os.path.getsize(data)
+
+    def decode_all():
+        dz = zstandard.ZstdDecompressor()
+        t0 = time.perf_counter()
+        n = 0
+        with open(data, "rb") as fh:
+            for r in recs:
+                fh.seek(r["offset"])
+                n += len(dz.decompress(fh.read(r["length"]),
+                                       max_output_size=64 * MiB))
+        return n, time.perf_counter() - t0
+    decoded = decode_all()[0]
+    base = t.add(f"zstd records, {decoded >> 20} MiB decoded from "
+                 f"{stored >> 20} MiB: zstandard decode in Python (baseline)",
+                 gbps(timed(decode_all, args.reps)))
+    t.add("zstd records through the mount, first read (each decoded once)",
+          gbps(timed(first_read(args, d, 1, 0, work), args.reps)),
+          base=(base, "zstandard"))
+    # rank 3 of 8: 4 of the 32 records are decoded
+    t.add("zstd records through the mount, first read of rank 3 of 8",
+          gbps(timed(first_read(args, d, 8, 3, work), args.reps)),
+          base=(base, "zstandard"), note="decodes only its 4 records")
+    env = lib_env(args)
+    code = ("import sys, time; sys.path.insert(0, sys.argv[2]); "
+            "import ckptfs; t0 = time.perf_counter(); "
+            "sd = ckptfs.load(sys.argv[1], backend='numpy'); "
+            "print(sd['w'].nbytes, time.perf_counter() - t0)")
+
+    def load_once():
+        out = subprocess.run(["/usr/bin/python3", "-c", code, d,
+                              os.path.join(os.path.dirname(HERE))],
+                             capture_output=True, text=True, env=env,
+                             check=True).stdout.split()
+        return int(out[0]), float(out[1])
+    t.add("zstd records: ckptfs.load of all (2 threads decode)",
+          gbps(timed(load_once, args.reps)), base=(base, "zstandard"))
+
+
 def _timed_read(paths):
     t0 = time.perf_counter()
     n = read_all(paths)
@@ -800,6 +891,7 @@ def main(argv):
     prefetch(args, t, ckpts["dim1"], args.work)
     verify_figures(args, t, ckpts["dim0"])
     strided_figure(args, t, args.work)
+    zstd_figure(args, t, args.work)
     mount_figures(args, t, args.work)
     rss_growth(args, t, ckpts["dim0"], args.work)
     note = torch_figures(args, t, args.work)

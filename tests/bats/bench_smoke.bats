@@ -16,4 +16,5 @@ teardown() { common_teardown; }
 	[[ "$output" == *"FUSE ceiling first read"* ]]
 	[[ "$output" == *"view first read, tiling dim1, W=8 R=3"* ]]
 	[[ "$output" == *"daemon RSS growth"* ]]
+	[[ "$output" == *"zstd records through the mount, first read"* ]]
 }

@@ -123,3 +123,19 @@ refuse() {	# CASE TEXT
 @test "zstd hostile: more than 4 transforms" { refuse too_many_transforms "key 'x': 5 transforms (want 1 to 4)"; }
 @test "zstd hostile: strides on a record with transforms" { refuse strides_and_transforms "a record with transforms has no strides"; }
 @test "zstd hostile: a bytes record with transforms but no size" { refuse bytes_without_size "key 'b': a bytes record with transforms needs 'size'"; }
+
+@test "zstd: ckptfs.load(cache_mb=) bounds decoding too; a bomb is an OSError naming the key, not memory" {
+	$Z bomb_stream "$TMP/bomb"
+	run env CKPTFS_LIB="$ROOT/build/libckptfs.so" $PY -c '
+import sys; sys.path.insert(0, sys.argv[2]); import ckptfs
+try:
+    ckptfs.load(sys.argv[1], backend="numpy", cache_mb=8)
+except OSError as e:
+    print("OSError", e)' "$TMP/bomb" "$ROOT/scripts"
+	echo "$output"
+	[[ "$output" == *"OSError"*"key 'x'"*"decodes to more than the 8388608-byte cap"* ]]
+	run env CKPTFS_LIB="$ROOT/build/libckptfs.so" $PY -c '
+import sys; sys.path.insert(0, sys.argv[2]); import ckptfs
+ckptfs.load(sys.argv[1], cache_mb=0)' "$TMP/bomb" "$ROOT/scripts"
+	[[ "$output" == *"ValueError: cache_mb must be at least 1"* ]]
+}
