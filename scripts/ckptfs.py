@@ -393,7 +393,7 @@ class _Checkpoint:
             raise ValueError(msg)
 
     def close(self):
-        if self.m:
+        if getattr(self, "m", None):
             self.lib.ckpt_meta_free(self.m)
             self.m = None
 

@@ -178,8 +178,8 @@ def errors(tmp):
 
     orig = m._Checkpoint.__init__
 
-    def cut_after_open(self, path):
-        orig(self, path)
+    def cut_after_open(self, path, *a):
+        orig(self, path, *a)
         with open(os.path.join(c, "__0_0.distcp"), "r+b") as fh:
             fh.truncate(100)
     m._Checkpoint.__init__ = cut_after_open
