@@ -48,6 +48,23 @@ int ckpt_open_beneath(int dirfd, const char *path, bool follow)
 	return (int)fd;
 }
 
+int ckpt_pread_exact(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, (char *)buf + got, len - got,
+				  (off_t)(off + got));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -EIO;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
 /* How many data files may stay open: the soft limit (raised to the hard
  * one) less a reserve. */
 static uint32_t choose_cap(void)

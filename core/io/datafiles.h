@@ -35,6 +35,10 @@ int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
  * or -1 with errno. */
 int ckpt_open_beneath(int dirfd, const char *path, bool follow);
 
+/* Read exactly len bytes of fd at off into buf (retrying short reads and
+ * EINTR).  Returns 0, or -EIO on an error or end of file. */
+int ckpt_pread_exact(int fd, void *buf, size_t len, uint64_t off);
+
 /* Read exactly len bytes of file fi at off into buf.  Returns 0, or -EIO on
  * any error, short read (the file shrank), or when the file had to be
  * reopened and is no longer the one validated.  Thread-safe. */

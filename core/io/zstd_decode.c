@@ -12,19 +12,13 @@
 #include "common/errbuf.h"
 #include "model/transforms.h"
 
-#define IN_PIECE ((size_t)1 << 20)	/* stored bytes read at a time */
 #define OUT_FIRST ((size_t)1 << 20)	/* first output buffer, unless the
 					 * frame says its size */
 #define COUNT_BUF ((size_t)128 << 10)	/* output scratch when counting */
 
-struct mem_src {
-	const uint8_t *p;
-	uint64_t len;
-};
-
-static int mem_read(void *ctx, uint64_t off, void *buf, size_t len)
+int ckpt_mem_read(void *ctx, uint64_t off, void *buf, size_t len)
 {
-	const struct mem_src *s = ctx;
+	const struct ckpt_mem_src *s = ctx;
 
 	if (off > s->len || len > s->len - off)
 		return -EIO;
@@ -63,128 +57,53 @@ static int grow_out(uint8_t **buf, size_t *cap_now, uint64_t cap)
 	return 0;
 }
 
-/* One zstd layer: the len bytes behind read into *out (or counted). */
-static int zstd_layer(ckpt_stored_read_fn read, void *ctx, uint64_t len,
-		      uint64_t cap, bool keep, uint8_t **out, uint64_t *outlen,
-		      char *why, size_t whylen)
+/* One zstd layer of the len bytes at src, streamed into *out (or only
+ * counted): for frames that do not declare their size, or that must be
+ * told apart from corrupt ones. */
+static int zstd_stream(const uint8_t *src, size_t len, uint64_t cap,
+		       bool keep, uint8_t **out, uint64_t *outlen, char *why,
+		       size_t whylen)
 {
-	ZSTD_DCtx *dc = NULL;
-	uint8_t *in = NULL, *ob = NULL;
-	size_t ocap = 0, ret = 1;
-	uint64_t pos = 0, total = 0;
-	bool first = true;
+	ZSTD_inBuffer ib = { src, len, 0 };
+	ZSTD_DCtx *dc = ZSTD_createDCtx();
+	uint8_t *ob = keep ? NULL : malloc(COUNT_BUF);
+	size_t ocap = keep ? 0 : COUNT_BUF, ret;
+	uint64_t total = 0;
 	int rc;
 
 	*outlen = 0;
-	if (len == 0)
-		return ckpt_errf(why, whylen, -EBADMSG,
-				 "zstd: stored record is empty");
-	dc = ZSTD_createDCtx();
-	in = malloc(len < IN_PIECE ? (size_t)len : IN_PIECE);
-	if (!dc || !in) {
+	if (!dc || (!keep && !ob)) {
 		rc = ckpt_errf(why, whylen, -ENOMEM, "out of memory");
 		goto out;
 	}
-	if (!keep) {
-		ob = malloc(COUNT_BUF);
-		if (!ob) {
-			rc = ckpt_errf(why, whylen, -ENOMEM, "out of memory");
-			goto out;
-		}
-		ocap = COUNT_BUF;
-	}
-	while (pos < len) {
-		size_t n = len - pos < IN_PIECE ? (size_t)(len - pos) : IN_PIECE;
-		ZSTD_inBuffer ib = { in, n, 0 };
-
-		rc = read(ctx, pos, in, n);
-		if (rc) {
-			rc = ckpt_errf(why, whylen, -EIO,
-				       "cannot read the stored record at +%" PRIu64,
-				       pos);
-			goto out;
-		}
-		if (first) {
-			unsigned long long fcs = ZSTD_getFrameContentSize(in, n);
-
-			first = false;
-			if (fcs == ZSTD_CONTENTSIZE_ERROR) {
-				rc = ckpt_errf(why, whylen, -EBADMSG,
-					       "zstd: stored record does not start with a zstd frame");
-				goto out;
-			}
-			if (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs > cap) {
-				rc = ckpt_errf(why, whylen, -EFBIG,
-					       "zstd frame says it decodes to %llu bytes, past the %" PRIu64 "-byte cap",
-					       fcs, cap);
-				goto out;
-			}
-			if (keep && fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs > 0) {
-				ob = malloc((size_t)fcs + 1);
-				if (!ob) {
-					rc = ckpt_errf(why, whylen, -ENOMEM,
-						       "out of memory");
-					goto out;
-				}
-				ocap = (size_t)fcs + 1;
-			}
-		}
-		while (ib.pos < ib.size) {
-			ZSTD_outBuffer obuf;
-
-			if (keep && total == ocap) {
-				rc = grow_out(&ob, &ocap, cap);
-				if (rc == -EFBIG)
-					goto bomb;
-				if (rc) {
-					rc = ckpt_errf(why, whylen, rc,
-						       "out of memory");
-					goto out;
-				}
-			}
-			obuf.dst = keep ? ob + total : ob;
-			obuf.size = keep ? ocap - total : ocap;
-			obuf.pos = 0;
-			ret = ZSTD_decompressStream(dc, &obuf, &ib);
-			if (ZSTD_isError(ret)) {
-				rc = ckpt_errf(why, whylen, -EBADMSG,
-					       "zstd: %s (in stored bytes %" PRIu64 "..%" PRIu64 ")",
-					       ZSTD_getErrorName(ret), pos,
-					       pos + n);
-				goto out;
-			}
-			total += obuf.pos;
-			if (total > cap)
-				goto bomb;
-		}
-		pos += n;
-	}
-	/* Drain what the decoder still holds. */
-	while (ret != 0) {
-		ZSTD_inBuffer ib = { in, 0, 0 };
-		ZSTD_outBuffer obuf;
-		uint64_t before = total;
+	for (;;) {
+		size_t in_before = ib.pos;
+		ZSTD_outBuffer o;
 
 		if (keep && total == ocap) {
 			rc = grow_out(&ob, &ocap, cap);
 			if (rc == -EFBIG)
 				goto bomb;
-			if (rc)
-				goto oom;
+			if (rc) {
+				rc = ckpt_errf(why, whylen, rc, "out of memory");
+				goto out;
+			}
 		}
-		obuf.dst = keep ? ob + total : ob;
-		obuf.size = keep ? ocap - total : ocap;
-		obuf.pos = 0;
-		ret = ZSTD_decompressStream(dc, &obuf, &ib);
+		o.dst = keep ? ob + total : ob;
+		o.size = keep ? ocap - (size_t)total : ocap;
+		o.pos = 0;
+		ret = ZSTD_decompressStream(dc, &o, &ib);
 		if (ZSTD_isError(ret)) {
 			rc = ckpt_errf(why, whylen, -EBADMSG, "zstd: %s",
 				       ZSTD_getErrorName(ret));
 			goto out;
 		}
-		total += obuf.pos;
+		total += o.pos;
 		if (total > cap)
 			goto bomb;
-		if (ret != 0 && total == before) {
+		if (ib.pos == ib.size && ret == 0)
+			break;		/* every frame whole and flushed */
+		if (ib.pos == in_before && o.pos < o.size) {
 			rc = ckpt_errf(why, whylen, -EBADMSG,
 				       "zstd: the stored record ends inside a frame (truncated)");
 			goto out;
@@ -201,11 +120,7 @@ bomb:
 	rc = ckpt_errf(why, whylen, -EFBIG,
 		       "zstd: decodes to more than the %" PRIu64 "-byte cap (a zstd bomb, or raise -o cache_mb)",
 		       cap);
-	goto out;
-oom:
-	rc = ckpt_errf(why, whylen, -ENOMEM, "out of memory");
 out:
-	free(in);
 	free(ob);
 	ZSTD_freeDCtx(dc);
 	return rc;
@@ -312,7 +227,6 @@ int ckpt_decode_stored(ckpt_stored_read_fn read, void *ctx, uint64_t len,
 		       uint8_t **out, uint64_t *outlen, char *why,
 		       size_t whylen)
 {
-	struct mem_src src;
 	uint8_t *cur = NULL, *next = NULL;
 	uint64_t curlen = 0;
 	unsigned i;
@@ -335,12 +249,9 @@ int ckpt_decode_stored(ckpt_stored_read_fn read, void *ctx, uint64_t len,
 		}
 		rc = zstd_oneshot(cur, (size_t)curlen, cap, keep, &next,
 				  &curlen, why, whylen);
-		if (rc == 1) {
-			src.p = cur;
-			src.len = curlen;
-			rc = zstd_layer(mem_read, &src, curlen, cap, keep, &next,
-					&curlen, why, whylen);
-		}
+		if (rc == 1)
+			rc = zstd_stream(cur, (size_t)curlen, cap, keep, &next,
+					 &curlen, why, whylen);
 		free(cur);
 		cur = next;
 		next = NULL;

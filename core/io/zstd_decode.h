@@ -30,6 +30,15 @@ int ckpt_decode_stored(ckpt_stored_read_fn read, void *ctx, uint64_t len,
 		       uint8_t **out, uint64_t *outlen, char *why,
 		       size_t whylen);
 
+/* A stored record (or any bytes) in memory, read by ckpt_mem_read(). */
+struct ckpt_mem_src {
+	const uint8_t *p;
+	uint64_t len;
+};
+
+/* A ckpt_stored_read_fn over a struct ckpt_mem_src: -EIO past its end. */
+int ckpt_mem_read(void *ctx, uint64_t off, void *buf, size_t len);
+
 /* Does buf (len bytes) start like a zstd frame (or a skippable one)? */
 int ckpt_zstd_magic_ok(const uint8_t *buf, size_t len);
 

@@ -30,21 +30,6 @@ static int stored_read(void *ctx, uint64_t off, void *buf, size_t len)
 	return ckpt_files_pread(s->m, s->file, buf, len, s->base + off);
 }
 
-struct mem_archive {
-	const uint8_t *p;
-	uint64_t len;
-};
-
-static int archive_read(void *ctx, uint64_t off, void *buf, size_t len)
-{
-	const struct mem_archive *a = ctx;
-
-	if (off > a->len || len > a->len - off)
-		return -EIO;
-	memcpy(buf, a->p + off, len);
-	return 0;
-}
-
 /* Copy the elements size/stride address from src into dst, row-major. */
 static void gather(uint8_t *dst, const uint8_t *src, const uint64_t *size,
 		   const uint64_t *stride, unsigned ndim, size_t isz)
@@ -81,7 +66,7 @@ static int from_archive(struct ckpt_meta *m, struct ckpt_zrec *z,
 	const struct ckpt_chunk *c = &m->chunks[z->chunk];
 	const struct ckpt_entry *e = ckpt_meta_chunk_entry(m, z->chunk);
 	const uint64_t *sz = ckpt_chunk_sizes(m, e, c);
-	struct mem_archive a = { *buf, *bytes };
+	struct ckpt_mem_src a = { *buf, *bytes };
 	struct torch_tensor_rec r;
 	size_t isz = ckpt_dtype_size(e->dtype);
 	char s1[256], s2[256];
@@ -89,7 +74,7 @@ static int from_archive(struct ckpt_meta *m, struct ckpt_zrec *z,
 	uint8_t *g;
 	int rc;
 
-	rc = torch_record_locate(archive_read, &a, *bytes, "decoded archive",
+	rc = torch_record_locate(ckpt_mem_read, &a, *bytes, "decoded archive",
 				 &r, why, whylen);
 	if (rc)
 		return -EBADMSG;

@@ -12,6 +12,7 @@
 #include "common/errbuf.h"
 #include "common/grow.h"
 #include "common/json.h"
+#include "io/datafiles.h"
 
 #define NAME_MAX_ST 4096
 
@@ -33,23 +34,6 @@ struct blob {
 	char *err;
 	size_t errlen;
 };
-
-static int read_at(int fd, void *buf, size_t len, uint64_t off)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = pread(fd, (char *)buf + got, len - got,
-				  (off_t)(off + got));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -EIO;
-		got += (size_t)n;
-	}
-	return 0;
-}
 
 /* One tensor entry of the header; data_at is where the data starts in
  * the file. */
@@ -304,7 +288,7 @@ int ckpt_st_read_blob(int fd, uint64_t base, uint64_t end, uint32_t fi,
 	uint32_t k, c;
 	int rc, i;
 
-	if (base > end || size < 8 || read_at(fd, le, 8, base))
+	if (base > end || size < 8 || ckpt_pread_exact(fd, le, 8, base))
 		return ckpt_errf(err, errlen, -EINVAL,
 				 "%s: shorter than a safetensors header", where);
 	for (i = 7; i >= 0; i--)
@@ -316,7 +300,7 @@ int ckpt_st_read_blob(int fd, uint64_t base, uint64_t end, uint32_t fi,
 	head = malloc(hlen ? hlen : 1);
 	if (!head)
 		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-	if (read_at(fd, head, hlen, base + 8)) {
+	if (ckpt_pread_exact(fd, head, hlen, base + 8)) {
 		rc = ckpt_errf(err, errlen, -EIO, "%s: cannot read its header",
 			       where);
 		goto out_head;

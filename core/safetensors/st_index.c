@@ -52,23 +52,6 @@ static int add_file(struct st *s, const char *name)
 }
 
 /* Read exactly len bytes at off of fd. */
-static int read_at(int fd, void *buf, size_t len, uint64_t off)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = pread(fd, (char *)buf + got, len - got,
-				  (off_t)(off + got));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -EIO;
-		got += (size_t)n;
-	}
-	return 0;
-}
-
 static int one_file(struct st *s, uint32_t fi)
 {
 	char where[4352];
@@ -115,7 +98,7 @@ static int read_index(struct st *s, struct ckpt_json_doc *doc, char **text,
 	}
 	len = (size_t)st.st_size;
 	*text = malloc(len ? len : 1);
-	rc = !*text ? -ENOMEM : read_at(fd, *text, len, 0);
+	rc = !*text ? -ENOMEM : ckpt_pread_exact(fd, *text, len, 0);
 	close(fd);
 	if (rc)
 		return ckpt_errf(s->err, s->errlen, rc, "%s: cannot read it",

@@ -311,17 +311,8 @@ static void fqn_key(const void *ctx, uint32_t idx, uint64_t *seed,
 static int blob_read(void *ctx, uint64_t off, void *buf, size_t len)
 {
 	const struct blob *b = ctx;
-	size_t got = 0;
 
-	while (got < len) {
-		ssize_t n = pread(b->fd, (char *)buf + got, len - got,
-				  (off_t)(b->base + off + got));
-
-		if (n <= 0)
-			return -EIO;
-		got += (size_t)n;
-	}
-	return 0;
+	return ckpt_pread_exact(b->fd, buf, len, b->base + off);
 }
 
 /* Make the record's file the open one. */
@@ -441,6 +432,31 @@ static int read_transforms(struct tctx *t, const struct pk_value *fqn,
 	return 0;
 }
 
+/* Open the file of the record at [boff, boff + blen) of path, which must
+ * lie inside it; where gets "DIR/PATH: offset N: key 'K'" + suffix, b the
+ * record's reader. */
+static int open_record(struct tctx *t, const struct pk_value *fqn,
+		       const struct pk_value *path, uint64_t boff,
+		       uint64_t blen, const char *suffix, char *where,
+		       size_t wlen, struct blob *b)
+{
+	int rc = open_file(t, fqn, path);
+
+	if (rc)
+		return rc;
+	snprintf(where, wlen, "%s/%.*s: offset %" PRIu64 ": key '%.*s'%s",
+		 t->dir, (int)path->u.str.len, path->u.str.s, boff,
+		 (int)(fqn->u.str.len > FQN_SHOWN ? FQN_SHOWN : fqn->u.str.len),
+		 fqn->u.str.s, suffix);
+	if (boff > t->fsize || blen > t->fsize - boff)
+		return ckpt_errf(t->err, t->errlen, -EIO,
+				 "%s: record of %" PRIu64 " bytes runs past the end of the %" PRIu64 "-byte file",
+				 where, blen, t->fsize);
+	b->fd = t->fd;
+	b->base = boff;
+	return 0;
+}
+
 /* A record stored with transforms: check that its stored bytes lie in the
  * file and start like a zstd frame.  Tensors are decoded on first read
  * (their archive is checked then); a bytes record is decoded now, once,
@@ -454,19 +470,9 @@ static int locate_stored(struct tctx *t, const struct pk_value *fqn,
 	char where[512], why[512];
 	int rc;
 
-	rc = open_file(t, fqn, path);
+	rc = open_record(t, fqn, path, boff, blen, "", where, sizeof(where), &b);
 	if (rc)
 		return rc;
-	snprintf(where, sizeof(where), "%s/%.*s: offset %" PRIu64 ": key '%.*s'",
-		 t->dir, (int)path->u.str.len, path->u.str.s, boff,
-		 (int)(fqn->u.str.len > FQN_SHOWN ? FQN_SHOWN : fqn->u.str.len),
-		 fqn->u.str.s);
-	if (boff > t->fsize || blen > t->fsize - boff)
-		return ckpt_errf(t->err, t->errlen, -EIO,
-				 "%s: stored record of %" PRIu64 " bytes runs past the end of the %" PRIu64 "-byte file",
-				 where, blen, t->fsize);
-	b.fd = t->fd;
-	b.base = boff;
 	if (blen < sizeof(head) || blob_read(&b, 0, head, sizeof(head)) ||
 	    !ckpt_zstd_magic_ok(head, sizeof(head)))
 		return ckpt_errf(t->err, t->errlen, -EINVAL,
@@ -560,7 +566,7 @@ static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 	uint64_t sizes[CKPT_MAX_DIMS], numel = 1, base, at, len;
 	enum ckpt_dtype dt;
 	struct blob b;
-	char where[512], a[256];
+	char where[512], a[256], chunk[272];
 	bool rg, rowmajor;
 	unsigned d, isz;
 	int rc;
@@ -570,19 +576,12 @@ static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 	/* Checked when state_dict_metadata was written out. */
 	if (props_of(pk_dict_get(entry, "properties"), &dt, &rg))
 		return fail(t, fqn, "TensorStorageMetadata.properties is not a TensorProperties with a known dtype");
-	rc = open_file(t, fqn, path);
+	snprintf(chunk, sizeof(chunk), " chunk %s",
+		 ckpt_fmt_dims(a, sizeof(a), off, n));
+	rc = open_record(t, fqn, path, boff, blen, chunk, where, sizeof(where),
+			 &b);
 	if (rc)
 		return rc;
-	snprintf(where, sizeof(where), "%s/%.*s: offset %" PRIu64 ": key '%.*s' chunk %s",
-		 t->dir, (int)path->u.str.len, path->u.str.s, boff,
-		 (int)(fqn->u.str.len > FQN_SHOWN ? FQN_SHOWN : fqn->u.str.len),
-		 fqn->u.str.s, ckpt_fmt_dims(a, sizeof(a), off, n));
-	if (boff > t->fsize || blen > t->fsize - boff)
-		return ckpt_errf(t->err, t->errlen, -EIO,
-				 "%s: record of %" PRIu64 " bytes runs past the end of the %" PRIu64 "-byte file",
-				 where, blen, t->fsize);
-	b.fd = t->fd;
-	b.base = boff;
 	{
 		uint8_t head[9] = { 0 };
 

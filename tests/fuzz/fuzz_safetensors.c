@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ckptfs.h"
+#include "read_view.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -39,14 +40,8 @@ static void setup(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct ckpt_view_opts o = { .world = 3, .rank = 1,
-				    .dtype = CKPT_DTYPE_COUNT };
-	struct ckpt_scratch *s;
 	struct ckpt_meta *m = NULL;
-	struct ckpt_view *v = NULL;
-	struct ckpt_view_info vi;
-	char path[128], err[1024] = "", buf[4096];
-	uint32_t i;
+	char path[128], err[1024] = "";
 	FILE *f;
 
 	setup();
@@ -61,24 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();	/* a refusal says why, owns nothing */
 		return 0;
 	}
-	s = ckpt_scratch_new();
-	if (s && !ckpt_files_open(m, 0, 0, err, sizeof(err)) &&
-	    !ckpt_view_new(m, &o, &v, err, sizeof(err))) {
-		ckpt_view_info(v, &vi);
-		for (i = 0; i < vi.nnodes; i++) {
-			uint64_t off = 0, size_v = 0;
-			size_t got;
-
-			if (ckpt_view_size(v, 0, i, &size_v))
-				continue;
-			while (off < size_v &&
-			       !ckpt_view_read(v, 0, i, off, sizeof(buf), buf,
-					       &got, s) && got)
-				off += got;
-		}
-	}
-	ckpt_view_free(v);
-	ckpt_scratch_free(s);
+	fuzz_read_view(m, 3, 1);
 	ckpt_meta_free(m);
 	return 0;
 }

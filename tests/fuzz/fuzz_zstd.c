@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ckptfs.h"
+#include "read_view.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -136,15 +137,9 @@ static int put(const char *name, const void *buf, size_t len)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct ckpt_open_opts oo = { .cache_bytes = 1 << 20 };
-	struct ckpt_view_opts o = { .world = 2, .rank = 1,
-				    .dtype = CKPT_DTYPE_COUNT };
-	struct ckpt_scratch *s = NULL;
 	struct ckpt_meta *m = NULL;
-	struct ckpt_view *v = NULL;
-	struct ckpt_view_info vi;
 	msgpack_sbuffer sb;
-	char err[1024] = "", buf[4096];
-	uint32_t i;
+	char err[1024] = "";
 	int rc;
 
 	if (size < 3)
@@ -161,24 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();	/* a refusal says why, owns nothing */
 		return 0;
 	}
-	s = ckpt_scratch_new();
-	if (s && !ckpt_files_open(m, 0, 0, err, sizeof(err)) &&
-	    !ckpt_view_new(m, &o, &v, err, sizeof(err))) {
-		ckpt_view_info(v, &vi);
-		for (i = 0; i < vi.nnodes; i++) {
-			uint64_t off = 0, size_v = 0;
-			size_t got;
-
-			if (ckpt_view_size(v, 0, i, &size_v))
-				continue;
-			while (off < size_v &&
-			       !ckpt_view_read(v, 0, i, off, sizeof(buf), buf,
-					       &got, s) && got)
-				off += got;
-		}
-	}
-	ckpt_view_free(v);
-	ckpt_scratch_free(s);
+	fuzz_read_view(m, 2, 1);
 	ckpt_meta_free(m);
 	return 0;
 }
