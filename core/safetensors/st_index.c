@@ -236,10 +236,12 @@ twice:
 static bool repeats(const struct ckpt_st_set *set, const struct key_run *r,
 		    size_t c)
 {
-	const struct ckpt_st_tensor *t = &set->t[c], *p = &set->t[c - 1];
+	const struct ckpt_st_tensor *t = &set->t[c], *p;
 
-	return c > r->first &&
-	       !memcmp(t->saved, p->saved, t->ndim * sizeof(uint64_t)) &&
+	if (c <= r->first)
+		return false;
+	p = &set->t[c - 1];
+	return !memcmp(t->saved, p->saved, t->ndim * sizeof(uint64_t)) &&
 	       !memcmp(t->shape, p->shape, t->ndim * sizeof(uint64_t));
 }
 

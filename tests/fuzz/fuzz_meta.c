@@ -29,7 +29,8 @@ struct check {
 	long runs;
 };
 
-/* Each run lies inside one of the key's chunks' records. */
+/* Each run lies inside one of the key's chunks' records (a record with
+ * transforms: inside its decoded bytes). */
 static int check_run(void *ctx, const struct ckpt_read_run *r)
 {
 	struct check *c = ctx;
@@ -38,8 +39,10 @@ static int check_run(void *ctx, const struct ckpt_read_run *r)
 	if (r->chunk < c->k.chunk_first ||
 	    r->chunk >= c->k.chunk_first + c->k.nchunks || r->len == 0 ||
 	    ckpt_meta_chunk(c->m, r->chunk, &ch) || !ch.has_record ||
-	    r->file != ch.file || r->foff < ch.foff ||
-	    r->foff + r->len > ch.foff + ch.len)
+	    r->file != ch.file || r->decoded != (ch.transforms != NULL))
+		abort();
+	if (r->decoded ? r->foff + r->len > ch.decoded_len :
+			 r->foff < ch.foff || r->foff + r->len > ch.foff + ch.len)
 		abort();
 	c->total += r->len;
 	return ++c->runs > MAX_RUNS ? 1 : 0;
