@@ -76,12 +76,15 @@ VIEWS="$PY $ROOT/tests/torch2_views.py"
 	done
 }
 
-@test "torch 2.x: Megatron-Core's Metadata with all_local_plans (SavePlan, WriteItem) and mcore_data mounts; the plans stay inert" {
-	start_mount "$T2/megatron" "$MNT" --world 3 --rank 1
-	run $VIEWS mount "$T2/megatron" "$T2/ref" "$MNT" 3 1
-	echo "$output"
-	stop_mount
-	[ "$status" -eq 0 ]
+@test "torch 2.x: Megatron-Core's Metadata with all_local_plans (SavePlan, WriteItem) and mcore_data mounts; the plans stay inert (W=1,3,5,8)" {
+	for wr in "1 0" "3 1" "5 3" "8 6"; do
+		set -- $wr
+		start_mount "$T2/megatron" "$MNT" --world $1 --rank $2
+		run $VIEWS mount "$T2/megatron" "$T2/ref" "$MNT" $1 $2
+		echo "$output"
+		stop_mount
+		[ "$status" -eq 0 ]
+	done
 }
 
 @test "torch 2.x: dcp.save(use_collectives=False): the ranks' __R.metadata files are merged; views, ckptfs.load and StorageReader match" {

@@ -139,3 +139,15 @@ import sys; sys.path.insert(0, sys.argv[2]); import ckptfs
 ckptfs.load(sys.argv[1], cache_mb=0)' "$TMP/bomb" "$ROOT/scripts"
 	[[ "$output" == *"ValueError: cache_mb must be at least 1"* ]]
 }
+
+@test "zstd: -o verify on a record whose frame is corrupt: EIO and one line saying the record is corrupt" {
+	$Z corrupt "$TMP/bad"
+	start_mount "$TMP/bad" "$MNT" -o verify
+	run cat "$MNT/x"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Input/output error"* ]]
+	[ "$(od -An -f "$MNT/y" | tr -s ' ' | sed 's/^ //')" = "0 1 2" ]
+	stop_mount
+	cat "$TMP/daemon.log"
+	grep -q "$TMP/bad/__0_0.distcp: offset 0: key 'x': record stored with transforms is corrupt" "$TMP/daemon.log"
+}
