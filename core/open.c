@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/errbuf.h"
+#include "common/grow.h"
 #include "records/record_cache.h"
 #include "safetensors/st_index.h"
 #include "torch/torch_index.h"
@@ -162,17 +163,10 @@ static int rank_local_image(const char *dir, const struct ckpt_open_opts *o,
 					 "%s: more than %d __R.metadata files",
 					 dir, RANK_LOCAL_MAX);
 		}
-		if (n == cap) {
-			void *p;
-
-			cap = cap ? 2 * cap : 16;
-			p = realloc(ranks, cap * sizeof(*ranks));
-			if (!p) {
-				closedir(d);
-				free(ranks);
-				return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-			}
-			ranks = p;
+		if (ckpt_grow((void **)&ranks, &cap, n + 1, sizeof(*ranks))) {
+			closedir(d);
+			free(ranks);
+			return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 		}
 		ranks[n++] = r;
 	}

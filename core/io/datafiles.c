@@ -88,39 +88,21 @@ static uint32_t choose_cap(void)
 /* LRU list of open files, guarded by m->fds.lock. */
 static void lru_unlink(struct ckpt_meta *m, uint32_t fi)
 {
-	struct ckpt_file *f = &m->files[fi];
-
-	if (f->lru_prev != CKPT_NONE)
-		m->files[f->lru_prev].lru_next = f->lru_next;
-	else
-		m->fds.lru_head = f->lru_next;
-	if (f->lru_next != CKPT_NONE)
-		m->files[f->lru_next].lru_prev = f->lru_prev;
-	else
-		m->fds.lru_tail = f->lru_prev;
-	f->lru_prev = f->lru_next = CKPT_NONE;
+	ckpt_lru_unlink(&m->fds.lru, &m->files[0].lru, sizeof(*m->files), fi);
 }
 
 static void lru_push_front(struct ckpt_meta *m, uint32_t fi)
 {
-	struct ckpt_file *f = &m->files[fi];
-
-	f->lru_prev = CKPT_NONE;
-	f->lru_next = m->fds.lru_head;
-	if (m->fds.lru_head != CKPT_NONE)
-		m->files[m->fds.lru_head].lru_prev = fi;
-	m->fds.lru_head = fi;
-	if (m->fds.lru_tail == CKPT_NONE)
-		m->fds.lru_tail = fi;
+	ckpt_lru_push(&m->fds.lru, &m->files[0].lru, sizeof(*m->files), fi);
 }
 
 /* Close least recently used files nobody is reading until below the cap. */
 static void evict(struct ckpt_meta *m)
 {
-	uint32_t fi = m->fds.lru_tail;
+	uint32_t fi = m->fds.lru.tail;
 
 	while (m->fds.nopen >= m->fds.cap && fi != CKPT_NONE) {
-		uint32_t prev = m->files[fi].lru_prev;
+		uint32_t prev = m->files[fi].lru.prev;
 
 		if (m->files[fi].refs == 0) {
 			lru_unlink(m, fi);
@@ -173,7 +155,7 @@ static int acquire(struct ckpt_meta *m, uint32_t fi)
 		f->fd = fd;
 		m->fds.nopen++;
 		lru_push_front(m, fi);
-	} else if (m->fds.lru_head != fi) {
+	} else if (m->fds.lru.head != fi) {
 		lru_unlink(m, fi);
 		lru_push_front(m, fi);
 	}
@@ -208,13 +190,13 @@ int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 	m->fds.follow_symlinks = follow;
 	m->fds.cap = max_open ? max_open : choose_cap();
 	m->fds.pinned = m->nfiles <= m->fds.cap;
-	m->fds.lru_head = m->fds.lru_tail = CKPT_NONE;
+	ckpt_lru_init(&m->fds.lru);
 	for (i = 0; i < m->nfiles; i++) {
 		struct ckpt_file *f = &m->files[i];
 		const char *rel = m->strings + f->path;
 		const char *key = ckpt_entry_fqn(m, &m->entries[f->need_entry]);
 
-		f->lru_prev = f->lru_next = CKPT_NONE;
+		ckpt_lru_link_init(&f->lru);
 		fd = ckpt_open_beneath(m->dirfd, rel, follow);
 		if (fd < 0) {
 			if (errno == EXDEV || (errno == ELOOP && !follow))

@@ -126,12 +126,6 @@ out:
 	return rc;
 }
 
-/*
- * One zstd layer whose stored bytes are all in memory and whose frames
- * all declare their size (what zstd's one-shot compressors and torch's
- * writer give): decoded in one call straight into a buffer of that size.
- * Returns 1 when the frames do not say their size (decode by streaming).
- */
 /* The total size the frames declare: 0 and *n, 1 when one does not say,
  * or -EBADMSG when they are not whole frames. */
 static int declared_size(const uint8_t *src, size_t len, uint64_t *n)
@@ -157,6 +151,14 @@ static int declared_size(const uint8_t *src, size_t len, uint64_t *n)
 	return 0;
 }
 
+/*
+ * One zstd layer whose frames all declare their size (what zstd's one-shot
+ * compressors and torch's writer give): decoded in one call straight into
+ * a buffer of that size; a declared size past the cap fails at once.
+ * Returns 1 to have zstd_stream() do it instead: when a frame does not say
+ * its size, when the frames are not whole (it names the fault), or when
+ * only counting (it needs little memory).
+ */
 static int zstd_oneshot(const uint8_t *src, size_t len, uint64_t cap,
 			bool keep, uint8_t **out, uint64_t *outlen, char *why,
 			size_t whylen)
@@ -165,16 +167,15 @@ static int zstd_oneshot(const uint8_t *src, size_t len, uint64_t cap,
 	ZSTD_DCtx *dc;
 	uint8_t *buf;
 	size_t got;
-	int rc = declared_size(src, len, &n);
 
-	if (rc < 0)
-		return 1;	/* let the streaming decoder name the fault */
-	if (rc == 1)
+	if (declared_size(src, len, &n))
 		return 1;
 	if (n > cap)
 		return ckpt_errf(why, whylen, -EFBIG,
 				 "zstd frame says it decodes to %" PRIu64 " bytes, past the %" PRIu64 "-byte cap",
 				 n, cap);
+	if (!keep)
+		return 1;
 	buf = malloc(n ? (size_t)n : 1);
 	dc = ZSTD_createDCtx();
 	if (!buf || !dc) {
@@ -191,7 +192,7 @@ static int zstd_oneshot(const uint8_t *src, size_t len, uint64_t cap,
 				 "frames decode to another size than they declare");
 	}
 	*outlen = n;
-	if (keep && n)
+	if (n)
 		*out = buf;
 	else
 		free(buf);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/grow.h"
 #include "common/mpout.h"
 #include "model/transforms.h"
 
@@ -85,8 +86,7 @@ static void record(struct ckpt_mpout *o, const struct pick *p)
 {
 	const struct ckpt_meta *m = p->m;
 	const struct ckpt_chunk *c = p->c;
-	const struct ckpt_zrec *z = (c->file & CKPT_ZREC) ?
-				    &m->zrecs[c->file & ~CKPT_ZREC] : NULL;
+	const struct ckpt_zrec *z = ckpt_chunk_zrec(m, c);
 	const struct ckpt_file *f = &m->files[z ? z->file : c->file];
 	unsigned n = 5 + (c->strides_at != CKPT_NONE) + c->has_crc32 +
 		     c->has_xxh3 + (z ? 3 : 0);
@@ -203,17 +203,11 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 						break;
 				if (q < npicks)
 					continue;
-				if (npicks == cap) {
-					void *np;
-
-					cap = cap ? 2 * cap : 256;
-					np = realloc(picks, cap * sizeof(*picks));
-					if (!np) {
-						rc = ckpt_errf(err, errlen, -ENOMEM,
-							       "out of memory");
-						goto out_buf;
-					}
-					picks = np;
+				if (ckpt_grow((void **)&picks, &cap, npicks + 1,
+					      sizeof(*picks))) {
+					rc = ckpt_errf(err, errlen, -ENOMEM,
+						       "out of memory");
+					goto out_buf;
 				}
 				picks[npicks++] = p;
 			}

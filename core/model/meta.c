@@ -177,8 +177,8 @@ int ckpt_meta_chunk(const struct ckpt_meta *m, uint32_t ci,
 	out->file = c->file;
 	out->foff = c->foff;
 	out->len = c->len;
-	if (out->has_record && (c->file & CKPT_ZREC)) {
-		const struct ckpt_zrec *z = &m->zrecs[c->file & ~CKPT_ZREC];
+	if (ckpt_chunk_zrec(m, c)) {
+		const struct ckpt_zrec *z = ckpt_chunk_zrec(m, c);
 
 		out->file = z->file;
 		out->foff = z->off;

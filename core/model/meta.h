@@ -19,7 +19,9 @@
 
 #include "ckptfs.h"
 #include "common/dtype.h"
+#include "common/lru.h"
 #include "common/strtab.h"
+#include "model/transforms.h"
 
 #define CKPT_META_MAX_BYTES ((size_t)512 << 20)	/* .metadata size cap */
 #define CKPT_LIB_VERSION "0.5.0"
@@ -78,7 +80,7 @@ struct ckpt_file {
 	 * every file stays open (fds.pinned). */
 	int fd;			/* -1 when not open */
 	uint32_t refs;		/* readers using fd now */
-	uint32_t lru_prev, lru_next;	/* CKPT_NONE-terminated */
+	struct ckpt_lru_link lru;	/* on fds.lru while open */
 };
 
 /*
@@ -96,10 +98,10 @@ struct ckpt_zrec {
 	uint64_t off, len;	/* the encoded bytes in that file */
 	uint8_t payload;	/* enum ckpt_payload */
 	uint8_t ntransforms;
-	uint8_t transforms[4];	/* enum ckpt_transform, stored order */
+	uint8_t transforms[CKPT_MAX_TRANSFORMS];	/* enum ckpt_transform,
+							 * stored order */
 	/* cache state */
 	uint8_t state;		/* CKPT_ZREC_{COLD,LOADING,LOADED,FAILED} */
-	int err;		/* FAILED: the -errno reads get */
 	uint8_t *buf;		/* LOADED: the decoded record, owned */
 	const uint8_t *data;	/* the chunk's bytes (into buf) */
 	uint64_t bytes;		/* buf's size, counted against the cap */
@@ -107,10 +109,16 @@ struct ckpt_zrec {
 	bool has_crc32;		/* ... when it gave one (checked at load) */
 	char *why;		/* FAILED: the reason, owned */
 	uint32_t refs;		/* readers copying from data now */
-	uint32_t lru_prev, lru_next;	/* loaded ones; CKPT_NONE-terminated */
+	struct ckpt_lru_link lru;	/* on zc.lru while loaded */
 };
 enum { CKPT_ZREC_COLD, CKPT_ZREC_LOADING, CKPT_ZREC_LOADED,
-       CKPT_ZREC_FAILED };
+       CKPT_ZREC_FAILED };	/* FAILED: corrupt, reads get -EBADMSG */
+
+/* Is a chunk's (or a read run's) file a record with transforms? */
+static inline bool ckpt_is_zrec(uint32_t file)
+{
+	return (file & CKPT_ZREC) && file != CKPT_NONE;
+}
 
 #define CKPT_CACHE_MB_DEFAULT CKPT_CACHE_MB
 
@@ -121,7 +129,7 @@ struct ckpt_zcache {
 	uint64_t cap;		/* bytes of decoded records kept; also the
 				 * most one record may decode to */
 	uint64_t used;
-	uint32_t lru_head, lru_tail;	/* most / least recently used */
+	struct ckpt_lru lru;	/* the loaded records */
 };
 
 /* The bounded cache of open data files. */
@@ -131,7 +139,7 @@ struct ckpt_fdcache {
 	bool follow_symlinks;
 	uint32_t cap;		/* most files open at once */
 	uint32_t nopen;		/* guarded by lock */
-	uint32_t lru_head, lru_tail;	/* most / least recently used */
+	struct ckpt_lru lru;	/* the open files */
 };
 
 struct ckpt_meta {
@@ -238,6 +246,13 @@ const struct ckpt_entry *ckpt_meta_find(const struct ckpt_meta *m,
  * Borrowed from m. */
 const struct ckpt_entry *ckpt_meta_chunk_entry(const struct ckpt_meta *m,
 					       uint32_t ci);
+
+/* Chunk c's record with transforms, or NULL for a plain record. */
+static inline const struct ckpt_zrec *ckpt_chunk_zrec(const struct ckpt_meta *m,
+						      const struct ckpt_chunk *c)
+{
+	return ckpt_is_zrec(c->file) ? &m->zrecs[c->file & ~CKPT_ZREC] : NULL;
+}
 
 static inline const char *ckpt_entry_fqn(const struct ckpt_meta *m,
 					 const struct ckpt_entry *e)

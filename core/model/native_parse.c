@@ -626,7 +626,6 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 		} else if (str_is(k, len, "transforms")) {
 			r->transforms_at = *c;
 			r->has_transforms = true;
-			r->ntransforms = 1;	/* at least; parsed later */
 			if (mp_skip(c))
 				return corrupt(ps, where);
 		} else if (str_is(k, len, "payload")) {
@@ -678,12 +677,12 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 				 "%s: %s: missing field '%s'", ps->name, where,
 				 !r->fqn ? "fqn" : !r->path ? "relative_path" :
 				 !r->has_offset ? "offset" : "length");
-	if (!r->ntransforms && (r->payload >= 0 || r->has_size))
+	if (!r->has_transforms && (r->payload >= 0 || r->has_size))
 		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
 				 "%s: %s: '%s' is only for a record with transforms",
 				 ps->name, where,
 				 r->payload >= 0 ? "payload" : "size");
-	if (r->ntransforms && r->has_strides)
+	if (r->has_transforms && r->has_strides)
 		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
 				 "%s: %s: a record with transforms has no strides (its payload gives them)",
 				 ps->name, where);
@@ -854,7 +853,7 @@ static int add_zrec(struct parser *ps, const struct record *r, uint32_t fi,
 	z->payload = (uint8_t)(r->payload < 0 ? CKPT_PAYLOAD_RAW : r->payload);
 	z->ntransforms = r->ntransforms;
 	memcpy(z->transforms, r->transforms, r->ntransforms);
-	z->lru_prev = z->lru_next = CKPT_NONE;
+	ckpt_lru_link_init(&z->lru);
 	ch->file = CKPT_ZREC | m->nzrecs++;
 	ch->foff = 0;
 	ch->len = decoded;
@@ -1206,7 +1205,7 @@ static int parse(const uint8_t *buf, size_t len, const char *name,
 	pthread_mutex_init(&m->zc.lock, NULL);
 	pthread_cond_init(&m->zc.loaded, NULL);
 	m->zc.cap = (uint64_t)CKPT_CACHE_MB_DEFAULT << 20;
-	m->zc.lru_head = m->zc.lru_tail = CKPT_NONE;
+	ckpt_lru_init(&m->zc.lru);
 	ps.m = m;
 	ps.partial = partial;
 	ps.name = name;

@@ -140,44 +140,27 @@ static int load(struct ckpt_meta *m, struct ckpt_zrec *z, uint8_t **buf,
 	return 0;
 }
 
+/* LRU list of loaded records, guarded by m->zc.lock. */
 static void lru_unlink(struct ckpt_meta *m, uint32_t zi)
 {
-	struct ckpt_zrec *z = &m->zrecs[zi];
-
-	if (z->lru_prev != CKPT_NONE)
-		m->zrecs[z->lru_prev].lru_next = z->lru_next;
-	else
-		m->zc.lru_head = z->lru_next;
-	if (z->lru_next != CKPT_NONE)
-		m->zrecs[z->lru_next].lru_prev = z->lru_prev;
-	else
-		m->zc.lru_tail = z->lru_prev;
-	z->lru_prev = z->lru_next = CKPT_NONE;
+	ckpt_lru_unlink(&m->zc.lru, &m->zrecs[0].lru, sizeof(*m->zrecs), zi);
 }
 
 static void lru_push(struct ckpt_meta *m, uint32_t zi)
 {
-	struct ckpt_zrec *z = &m->zrecs[zi];
-
-	z->lru_prev = CKPT_NONE;
-	z->lru_next = m->zc.lru_head;
-	if (m->zc.lru_head != CKPT_NONE)
-		m->zrecs[m->zc.lru_head].lru_prev = zi;
-	m->zc.lru_head = zi;
-	if (m->zc.lru_tail == CKPT_NONE)
-		m->zc.lru_tail = zi;
+	ckpt_lru_push(&m->zc.lru, &m->zrecs[0].lru, sizeof(*m->zrecs), zi);
 }
 
 /* Drop least recently used records nobody reads until the cache fits
  * (the most recent one always stays).  Lock held. */
 static void evict(struct ckpt_meta *m)
 {
-	uint32_t zi = m->zc.lru_tail;
+	uint32_t zi = m->zc.lru.tail;
 
 	while (m->zc.used > m->zc.cap && zi != CKPT_NONE &&
-	       zi != m->zc.lru_head) {
+	       zi != m->zc.lru.head) {
 		struct ckpt_zrec *z = &m->zrecs[zi];
-		uint32_t prev = z->lru_prev;
+		uint32_t prev = z->lru.prev;
 
 		if (z->refs == 0) {
 			lru_unlink(m, zi);
@@ -223,7 +206,7 @@ static int acquire(struct ckpt_meta *m, uint32_t zi)
 			return 0;
 		}
 		if (z->state == CKPT_ZREC_FAILED) {
-			rc = z->err;
+			rc = -EBADMSG;
 			ckpt_set_last_error("%s", z->why ? z->why : "corrupt record");
 			pthread_mutex_unlock(&m->zc.lock);
 			return rc;
@@ -245,7 +228,6 @@ static int acquire(struct ckpt_meta *m, uint32_t zi)
 		ckpt_set_last_error("%s: %s", where, why);
 		if (rc == -EBADMSG) {
 			z->state = CKPT_ZREC_FAILED;
-			z->err = rc;
 			free(z->why);
 			z->why = strdup(ckpt_last_error());
 		} else {
@@ -280,7 +262,7 @@ int ckpt_record_pread(struct ckpt_meta *m, uint32_t file, void *buf,
 	const struct ckpt_chunk *c;
 	int rc;
 
-	if (!(file & CKPT_ZREC) || file == CKPT_NONE)
+	if (!ckpt_is_zrec(file))
 		return ckpt_files_pread(m, file, buf, len, off);
 	if (zi >= m->nzrecs)
 		return -EIO;
@@ -302,7 +284,7 @@ void ckpt_record_warm(struct ckpt_meta *m, uint32_t file)
 	uint32_t zi = file & ~CKPT_ZREC;
 	bool cold;
 
-	if (!(file & CKPT_ZREC) || file == CKPT_NONE || zi >= m->nzrecs)
+	if (!ckpt_is_zrec(file) || zi >= m->nzrecs)
 		return;
 	pthread_mutex_lock(&m->zc.lock);
 	cold = m->zrecs[zi].state == CKPT_ZREC_COLD &&

@@ -22,7 +22,7 @@ int ckpt_verify_chunk(struct ckpt_meta *m, uint32_t ci, char *buf,
 	uint64_t off = 0;
 	int rc = 0;
 
-	if ((c->file & CKPT_ZREC) && c->file != CKPT_NONE) {
+	if (ckpt_is_zrec(c->file)) {
 		/* Decoding checks the stream and the payload's own CRC. */
 		rc = ckpt_record_check(m, c->file & ~CKPT_ZREC, got);
 		if (rc < 0 || (!c->has_xxh3 && !c->has_crc32))

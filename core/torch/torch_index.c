@@ -44,6 +44,12 @@
 
 #define FQN_SHOWN 120
 
+/* Files a Megatron-Core torch_dist checkpoint keeps beside .metadata:
+ * each becomes a bytes entry of that name (one path component), so the
+ * view's root shows it as it is. */
+static const char *const side_files[] = { "common.pt", "metadata.json" };
+#define NSIDE (sizeof(side_files) / sizeof(side_files[0]))
+
 struct tctx {
 	const char *dir, *name;
 	int dirfd;
@@ -62,22 +68,17 @@ struct tctx {
 	bool st_loaded;
 	uint8_t variants;		/* CKPT_VARIANT_* seen */
 	/* Megatron-Core's files beside .metadata, shown as they are */
-	const char *side[2];
-	uint64_t side_size[2];
+	const char *side[NSIDE];
+	uint64_t side_size[NSIDE];
 	unsigned nside;
 };
-
-/* Files a Megatron-Core torch_dist checkpoint keeps beside .metadata:
- * each becomes a bytes entry of that name (one path component), so the
- * view's root shows it as it is. */
-static const char *const side_files[] = { "common.pt", "metadata.json" };
 
 static void find_side_files(struct tctx *t)
 {
 	struct stat st;
 	unsigned i;
 
-	for (i = 0; i < sizeof(side_files) / sizeof(side_files[0]); i++) {
+	for (i = 0; i < NSIDE; i++) {
 		const char *n = side_files[i];
 
 		if (fstatat(t->dirfd, n, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
@@ -781,6 +782,7 @@ int ckpt_torch_index(const char *dir, int dirfd, bool follow,
 			  .fd = -1 };
 	const struct pk_value *root, *st, *sd, *pd;
 	struct pk_arena *arena;
+	size_t variants_at;
 	uint32_t i;
 	int rc;
 
@@ -822,14 +824,9 @@ int ckpt_torch_index(const char *dir, int dirfd, bool follow,
 	ckpt_pack_cstr(&t.w.pk, CKPT_FORMAT_NAME);
 	ckpt_pack_cstr(&t.w.pk, "version");
 	msgpack_pack_uint64(&t.w.pk, CKPT_FORMAT_VERSION);
-	rc = put_state_dict_metadata(&t);
-	if (rc)
-		goto out_tab;
-	if (pd || t.nside)
-		put_planner_data(&t, pd);
-	rc = put_storage_data(&t, sd);
-	if (rc)
-		goto out_tab;
+	/* The stamp comes first, so a mount checks an index without walking
+	 * it; variants are known only at the end, so their fixed-width byte
+	 * (0xcc, value) is filled in then. */
 	ckpt_pack_cstr(&t.w.pk, "source");
 	msgpack_pack_map(&t.w.pk, 4);
 	ckpt_pack_cstr(&t.w.pk, "format");
@@ -839,10 +836,21 @@ int ckpt_torch_index(const char *dir, int dirfd, bool follow,
 	ckpt_pack_cstr(&t.w.pk, "metadata_xxh3");
 	msgpack_pack_uint64(&t.w.pk, XXH3_64bits(pkl, len));
 	ckpt_pack_cstr(&t.w.pk, "variants");
-	msgpack_pack_uint64(&t.w.pk, t.variants);
+	variants_at = t.w.sb.size + 1;
+	msgpack_pack_fix_uint8(&t.w.pk, 0);
+	rc = put_state_dict_metadata(&t);
+	if (rc)
+		goto out_tab;
+	if (pd || t.nside)
+		put_planner_data(&t, pd);
+	rc = put_storage_data(&t, sd);
+	if (rc)
+		goto out_tab;
 	rc = ckpt_mpout_finish(&t.w, img, imglen);
 	if (rc)
 		ckpt_errf(err, errlen, rc, "%s: out of memory", name);
+	else
+		(*img)[variants_at] = t.variants;
 out_tab:
 	ckpt_strtab_destroy(&t.by_fqn);
 out_arena:

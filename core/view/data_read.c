@@ -142,10 +142,9 @@ static void corrupt_line(const struct ckpt_meta *m, uint32_t ci, char *line,
 			 size_t cap)
 {
 	const struct ckpt_chunk *c = &m->chunks[ci];
+	const struct ckpt_zrec *z = ckpt_chunk_zrec(m, c);
 
-	if ((c->file & CKPT_ZREC) && c->file != CKPT_NONE) {
-		const struct ckpt_zrec *z = &m->zrecs[c->file & ~CKPT_ZREC];
-
+	if (z) {
 		snprintf(line, cap,
 			 "%s/%s: offset %llu: key '%s': record stored with transforms is corrupt (decoding or its CRC failed), reads of it fail with EIO",
 			 m->dir, m->strings + m->files[z->file].path,

@@ -81,7 +81,7 @@ static void hint_flush(struct hint *h)
 static void hint_run(struct hint *h, uint32_t file, uint64_t off,
 		     uint64_t len)
 {
-	if ((file & CKPT_ZREC) && file != CKPT_NONE) {
+	if (ckpt_is_zrec(file)) {
 		if (h->warm)
 			ckpt_record_warm(h->m, file);
 		return;

@@ -233,7 +233,7 @@ int ckpt_view_plan(const struct ckpt_view *v, uint32_t slot, uint32_t node,
 		out.file = r.file;
 		out.foff = r.foff;
 		out.len = r.len;
-		out.decoded = (r.file & CKPT_ZREC) && r.file != CKPT_NONE;
+		out.decoded = ckpt_is_zrec(r.file);
 		if (out.decoded)
 			out.file = v->meta->zrecs[r.file & ~CKPT_ZREC].file;
 		rc = fn(ctx, &out);
