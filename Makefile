@@ -132,14 +132,14 @@ $(FUZZ_TORCH_REPLAY): tests/unit/fuzz_torch.c tests/fuzz/replay.c $(CORE_OBJ)
 		-DCRASH_DIR='"tests/fuzz/torch_crashes"' -DNAME='"fuzz_torch_replay"' \
 		-o $@ tests/unit/fuzz_torch.c tests/fuzz/replay.c $(CORE_OBJ) $(LDLIBS)
 
-$(FUZZ_ST_REPLAY): tests/fuzz/fuzz_safetensors.c tests/fuzz/read_view.h tests/fuzz/replay.c $(CORE_OBJ)
+$(FUZZ_ST_REPLAY): tests/fuzz/fuzz_safetensors.c tests/fuzz/fuzz_common.h tests/fuzz/replay.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC    $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -DCORPUS_DIR='"tests/fuzz/st_corpus"' \
 		-DCRASH_DIR='"tests/fuzz/st_crashes"' -DNAME='"fuzz_safetensors_replay"' \
 		-o $@ tests/fuzz/fuzz_safetensors.c tests/fuzz/replay.c $(CORE_OBJ) $(LDLIBS)
 
-$(FUZZ_ZSTD_REPLAY): tests/fuzz/fuzz_zstd.c tests/fuzz/read_view.h tests/fuzz/replay.c $(CORE_OBJ)
+$(FUZZ_ZSTD_REPLAY): tests/fuzz/fuzz_zstd.c tests/fuzz/fuzz_common.h tests/fuzz/replay.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC    $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -DCORPUS_DIR='"tests/fuzz/zstd_corpus"' \

@@ -139,6 +139,17 @@ def write_sharded(out, drop=None, overlap=None, meta_edit=None, ranks=4):
             fh.write(st_bytes(ents, meta))
 
 
+def rank0_info(change):
+    """A write_sharded meta_edit: change(info) on rank 0's decoded
+    DCP_SHARDING_INFO."""
+    def edit(r, meta):
+        if r == 0:
+            info = json.loads(meta["DCP_SHARDING_INFO"])
+            change(info)
+            meta["DCP_SHARDING_INFO"] = json.dumps(info)
+    return edit
+
+
 def expect(out, w, r):
     for name, (dt, npdt, shape) in KEYS.items():
         a = values(name, npdt, shape)
@@ -215,19 +226,11 @@ def case(c, out):
         write_sharded(out, meta_edit=lambda r, m: m.update(
             DCP_SHARDING_INFO="{not json") if r == 1 else None)
     elif c == "sharded_missing_key":
-        def edit(r, m):
-            if r == 0:
-                info = json.loads(m["DCP_SHARDING_INFO"])
-                del info["model.embed.weight"]
-                m["DCP_SHARDING_INFO"] = json.dumps(info)
-        write_sharded(out, meta_edit=edit)
+        write_sharded(out, meta_edit=rank0_info(
+            lambda info: info.pop("model.embed.weight")))
     elif c == "sharded_unknown_key":
-        def edit(r, m):
-            if r == 0:
-                info = json.loads(m["DCP_SHARDING_INFO"])
-                info["model.ghost"] = {"saved_offsets": [0]}
-                m["DCP_SHARDING_INFO"] = json.dumps(info)
-        write_sharded(out, meta_edit=edit)
+        write_sharded(out, meta_edit=rank0_info(
+            lambda info: info.update({"model.ghost": {"saved_offsets": [0]}})))
     elif c == "sharded_offset_2_64":
         def edit(r, m):
             if r == 0:

@@ -119,6 +119,36 @@ check_view() {
 	[ "$status" -eq 0 ]
 }
 
+# Mount CKPT as (W, R) with MOUNT OPTIONS and compare each view file with
+# the "path<TAB>hex" lines of $TMP/expect; name every file that differs.
+check_expected_views() {	# CKPT W R [MOUNT OPTIONS...]
+	local ckpt=$1 w=$2 r=$3 bad=0 path hex got
+	shift 3
+	start_mount "$ckpt" "$MNT" --world "$w" --rank "$r" "$@"
+	while IFS=$'\t' read -r path hex; do
+		got=$(od -An -v -tx1 "$MNT/$path" | tr -d ' \n')
+		[ "$got" = "$hex" ] || { echo "$path differs"; bad=$((bad + 1)); }
+	done < "$TMP/expect"
+	stop_mount
+	echo "W=$w R=$r: $(wc -l < "$TMP/expect") files, $bad differ"
+	[ "$bad" -eq 0 ]
+}
+
+# A checkpoint the mount must refuse: within 20 s, with one line starting
+# "ckptfs:" that contains WANT, and no mount left.
+refuse_mount() {	# CKPT WANT [MOUNT OPTIONS...]
+	local ckpt=$1 want=$2
+	shift 2
+	run timeout 20 "$CKPTFS" mount "$ckpt" "$MNT" "$@"
+	echo "status=$status output=$output"
+	[ "$status" -ne 0 ]
+	[ "$status" -ne 124 ]			# did not hang
+	[[ "$output" == *"$want"* ]]
+	[ "${#lines[@]}" -eq 1 ]		# one line
+	[[ "$output" == ckptfs:* ]]
+	not mountpoint -q "$MNT"
+}
+
 # stop_by_signal SIG: send SIG to the daemon start_mount started; it must
 # exit 0 within 5 s and leave no mount.
 stop_by_signal() {

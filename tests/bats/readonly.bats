@@ -68,5 +68,5 @@ erofs() {
 	erofs chmod 600 "$F"
 	erofs $PY -c "import os,sys; os.setxattr(sys.argv[1], 'user.x', b'1')" "$F"
 	grep -q 'opcode: LOOKUP' "$TMP/daemon.log"
-	! grep -E 'opcode: (WRITE|MKDIR|UNLINK|RENAME2?|CREATE|MKNOD|SETATTR|SETXATTR|SYMLINK|LINK|FALLOCATE)' "$TMP/daemon.log"
+	not grep -E 'opcode: (WRITE|MKDIR|UNLINK|RENAME2?|CREATE|MKNOD|SETATTR|SETXATTR|SYMLINK|LINK|FALLOCATE)' "$TMP/daemon.log"
 }

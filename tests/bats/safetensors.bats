@@ -13,16 +13,8 @@ setup() { common_setup; }
 teardown() { common_teardown; }
 
 check_views() {	# CKPT W R
-	start_mount "$1" "$MNT" --world "$2" --rank "$3"
 	$ST expect "$1" "$2" "$3" > "$TMP/expect"
-	bad=0
-	while IFS=$'\t' read -r path hex; do
-		got=$(od -An -v -tx1 "$MNT/$path" | tr -d ' \n')
-		[ "$got" = "$hex" ] || { echo "$path differs"; bad=$((bad + 1)); }
-	done < "$TMP/expect"
-	stop_mount
-	echo "W=$2 R=$3: $(wc -l < "$TMP/expect") keys, $bad differ"
-	[ "$bad" -eq 0 ]
+	check_expected_views "$1" "$2" "$3"
 }
 
 @test "safetensors: a directory of shards with model.safetensors.index.json mounts; every view matches (W=1,3,5,8)" {
@@ -46,12 +38,7 @@ check_views() {	# CKPT W R
 
 refuse() {	# CASE TEXT
 	$ST "$1" "$TMP/$1"
-	run "$CKPTFS" mount "$TMP/$1" "$MNT" --world 2 --rank 0 -f
-	echo "$output"
-	[ "$status" -ne 0 ]
-	[ "$(wc -l <<<"$output")" -eq 1 ]
-	[[ "$output" == *"$2"* ]]
-	! mountpoint -q "$MNT"
+	refuse_mount "$TMP/$1" "$2" --world 2 --rank 0
 }
 
 @test "safetensors hostile: truncated header" { refuse truncated_header "header length"; }

@@ -33,26 +33,27 @@ teardown() { common_teardown; }
 
 VIEWS="$PY $ROOT/tests/torch2_views.py"
 
-@test "torch 2.x: dcp.save of DTensors on a 1-D mesh mounts and every view equals torch's tensors (W=1,3,5,8)" {
-	for wr in "1 0" "3 0" "3 2" "5 1" "5 4" "8 3" "8 7"; do
+# Mount DIR (under $T2) as each "W R" and compare every view file of the
+# keys starting PREFIX with torch's tensors.
+views_match() {	# DIR PREFIX "W R"...
+	local dir=$1 prefix=$2 wr
+	shift 2
+	for wr in "$@"; do
 		set -- $wr
-		start_mount "$T2/mesh1d" "$MNT" --world $1 --rank $2
-		run $VIEWS mount "$T2/mesh1d" "$T2/ref" "$MNT" $1 $2
-		echo "$output"
+		start_mount "$T2/$dir" "$MNT" --world $1 --rank $2
+		run $VIEWS mount "$T2/$dir" "$T2/ref" "$MNT" $1 $2 $prefix
+		echo "$dir: $output"
 		stop_mount
 		[ "$status" -eq 0 ]
 	done
 }
 
+@test "torch 2.x: dcp.save of DTensors on a 1-D mesh mounts and every view equals torch's tensors (W=1,3,5,8)" {
+	views_match mesh1d "" "1 0" "3 0" "3 2" "5 1" "5 4" "8 3" "8 7"
+}
+
 @test "torch 2.x: a 2x2 mesh (Shard(0), Shard(1)) checkpoint, bf16 included, mounts and matches (W=1,3,5,8)" {
-	for wr in "1 0" "3 1" "5 2" "8 0" "8 5"; do
-		set -- $wr
-		start_mount "$T2/mesh2d" "$MNT" --world $1 --rank $2
-		run $VIEWS mount "$T2/mesh2d" "$T2/ref" "$MNT" $1 $2
-		echo "$output"
-		stop_mount
-		[ "$status" -eq 0 ]
-	done
+	views_match mesh2d "" "1 0" "3 1" "5 2" "8 0" "8 5"
 	run "$CKPTFS" info "$T2/mesh2d"
 	[[ "$output" == *"split along dim 0+1"* ]]
 }
@@ -77,28 +78,14 @@ VIEWS="$PY $ROOT/tests/torch2_views.py"
 }
 
 @test "torch 2.x: Megatron-Core's Metadata with all_local_plans (SavePlan, WriteItem) and mcore_data mounts; the plans stay inert (W=1,3,5,8)" {
-	for wr in "1 0" "3 1" "5 3" "8 6"; do
-		set -- $wr
-		start_mount "$T2/megatron" "$MNT" --world $1 --rank $2
-		run $VIEWS mount "$T2/megatron" "$T2/ref" "$MNT" $1 $2
-		echo "$output"
-		stop_mount
-		[ "$status" -eq 0 ]
-	done
+	views_match megatron "" "1 0" "3 1" "5 3" "8 6"
 }
 
 @test "torch 2.x: dcp.save(use_collectives=False): the ranks' __R.metadata files are merged; views, ckptfs.load and StorageReader match" {
 	run "$CKPTFS" info "$T2/ranklocal"
 	echo "$output"
 	[[ "$output" == *"torch-dcp-rank-local"* ]]
-	for wr in "1 0" "3 1" "5 4" "8 2"; do
-		set -- $wr
-		start_mount "$T2/ranklocal" "$MNT" --world $1 --rank $2
-		run $VIEWS mount "$T2/ranklocal" "$T2/ref" "$MNT" $1 $2
-		echo "$output"
-		stop_mount
-		[ "$status" -eq 0 ]
-	done
+	views_match ranklocal "" "1 0" "3 1" "5 4" "8 2"
 	run $VIEWS load "$T2/ranklocal" "$T2/ref" 3 0 2
 	echo "$output"
 	[ "$status" -eq 0 ]
@@ -120,7 +107,7 @@ VIEWS="$PY $ROOT/tests/torch2_views.py"
 	echo "$output"
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"key 'model.w1'"*"overlaps"* ]]
-	! mountpoint -q "$MNT"
+	not mountpoint -q "$MNT"
 }
 
 @test "torch 2.x: FileSystemWriter(_extensions=[ZStandard()], thread_count=2): every view, ckptfs.load and StorageReader match (W=1,3,5,8)" {
@@ -173,14 +160,7 @@ VIEWS="$PY $ROOT/tests/torch2_views.py"
 	run "$CKPTFS" info "$T2/st"
 	echo "$output"
 	[[ "$output" == *"format	torch-dcp+safetensors"* ]]
-	for wr in "1 0" "3 1" "5 4" "8 2"; do
-		set -- $wr
-		start_mount "$T2/st" "$MNT" --world $1 --rank $2
-		run $VIEWS mount "$T2/st" "$T2/ref" "$MNT" $1 $2
-		echo "$output"
-		stop_mount
-		[ "$status" -eq 0 ]
-	done
+	views_match st "" "1 0" "3 1" "5 4" "8 2"
 	run $VIEWS load "$T2/st" "$T2/ref" 5 0 4
 	echo "$output"
 	[ "$status" -eq 0 ]
@@ -199,14 +179,7 @@ VIEWS="$PY $ROOT/tests/torch2_views.py"
 	echo "$output"
 	[[ "$output" == *"format	safetensors-dcp-sharded"* ]]
 	for d in hf hf/sharded; do
-		for wr in "1 0" "3 1" "5 4" "8 2"; do
-			set -- $wr
-			start_mount "$T2/$d" "$MNT" --world $1 --rank $2
-			run $VIEWS mount "$T2/$d" "$T2/ref" "$MNT" $1 $2 model.
-			echo "$d: $output"
-			stop_mount
-			[ "$status" -eq 0 ]
-		done
+		views_match $d model. "1 0" "3 1" "5 4" "8 2"
 	done
 	start_mount "$T2/hf/sharded" "$MNT" --world 3 --rank 1
 	run env CKPTFS_LIB="$ROOT/build/libckptfs.so" $PY "$ROOT/tests/direct_checks.py" same "$T2/hf/sharded" "$MNT" 3 1

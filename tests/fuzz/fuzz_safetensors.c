@@ -14,43 +14,18 @@
 #include <unistd.h>
 
 #include "ckptfs.h"
-#include "read_view.h"
+#include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char dir[64];
-
-static void cleanup(void)
-{
-	char path[128];
-
-	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-	unlink(path);
-	rmdir(dir);
-}
-
-static void setup(void)
-{
-	if (dir[0])
-		return;
-	snprintf(dir, sizeof(dir), "/tmp/ckptfs-fuzz-st.%d", (int)getpid());
-	mkdir(dir, 0700);
-	atexit(cleanup);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	const char *dir = fuzz_dir("st");
 	struct ckpt_meta *m = NULL;
-	char path[128], err[1024] = "";
-	FILE *f;
+	char err[1024] = "";
 
-	setup();
-	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-	f = fopen(path, "wb");
-	if (!f)
+	if (fuzz_put("model.safetensors", data, size))
 		return 0;
-	fwrite(data, 1, size, f);
-	fclose(f);
 	if (ckpt_meta_open(dir, &m, err, sizeof(err))) {
 		if (m || !err[0])
 			abort();	/* a refusal says why, owns nothing */

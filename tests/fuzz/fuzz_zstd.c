@@ -19,31 +19,9 @@
 #include <unistd.h>
 
 #include "ckptfs.h"
-#include "read_view.h"
+#include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static char dir[64];
-
-static void cleanup(void)
-{
-	char path[128];
-
-	snprintf(path, sizeof(path), "%s/.metadata", dir);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/data", dir);
-	unlink(path);
-	rmdir(dir);
-}
-
-static void setup(void)
-{
-	if (dir[0])
-		return;
-	snprintf(dir, sizeof(dir), "/tmp/ckptfs-fuzz-zstd.%d", (int)getpid());
-	mkdir(dir, 0700);
-	atexit(cleanup);
-}
 
 static void str(msgpack_packer *pk, const char *s)
 {
@@ -120,34 +98,22 @@ static void metadata(msgpack_sbuffer *sb, uint8_t flags, uint64_t n,
 	}
 }
 
-static int put(const char *name, const void *buf, size_t len)
-{
-	char path[128];
-	FILE *f;
-	size_t w;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "wb");
-	if (!f)
-		return -1;
-	w = fwrite(buf, 1, len, f);
-	return fclose(f) == 0 && w == len ? 0 : -1;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct ckpt_open_opts oo = { .cache_bytes = 1 << 20 };
 	struct ckpt_meta *m = NULL;
+	const char *dir;
 	msgpack_sbuffer sb;
 	char err[1024] = "";
 	int rc;
 
 	if (size < 3)
 		return 0;
-	setup();
+	dir = fuzz_dir("zstd");
 	msgpack_sbuffer_init(&sb);
 	metadata(&sb, data[0], (uint64_t)data[1] + 1, size - 2);
-	rc = put(".metadata", sb.data, sb.size) || put("data", data + 2, size - 2);
+	rc = fuzz_put(".metadata", sb.data, sb.size) ||
+	     fuzz_put("data", data + 2, size - 2);
 	msgpack_sbuffer_destroy(&sb);
 	if (rc)
 		return 0;

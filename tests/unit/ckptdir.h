@@ -56,11 +56,15 @@ static inline void cd_remove(char *dir)
 /*
  * float32 keys names[0..n), each 1-D of `elems` elements in one chunk,
  * stored back to back in "data" (key k's element i = k * 1000 + i), or
- * with own_files, each at the start of a file named like the key.
+ * with own_files, each at the start of a file named like the key.  With
+ * off and len, key k's record is len[k] bytes at off[k] of "data"; with
+ * transform, each record is stored with it (e.g. "stream.zstd/1").
  */
-static inline void mb_keys_meta_files(msgpack_sbuffer *sb,
-				      const char *const *names, unsigned n,
-				      uint64_t elems, int own_files)
+static inline void mb_keys_meta_recs(msgpack_sbuffer *sb,
+				     const char *const *names, unsigned n,
+				     uint64_t elems, int own_files,
+				     const uint64_t *off, const uint64_t *len,
+				     const char *transform)
 {
 	msgpack_packer pk;
 	uint64_t zero = 0;
@@ -88,7 +92,7 @@ static inline void mb_keys_meta_files(msgpack_sbuffer *sb,
 	mb_str(&pk, "storage_data");
 	msgpack_pack_array(&pk, n);
 	for (k = 0; k < n; k++) {
-		msgpack_pack_map(&pk, 5);
+		msgpack_pack_map(&pk, transform ? 6 : 5);
 		mb_str(&pk, "fqn");
 		mb_str(&pk, names[k]);
 		mb_str(&pk, "offsets");
@@ -96,10 +100,23 @@ static inline void mb_keys_meta_files(msgpack_sbuffer *sb,
 		mb_str(&pk, "relative_path");
 		mb_str(&pk, own_files ? names[k] : "data");
 		mb_str(&pk, "offset");
-		msgpack_pack_uint64(&pk, own_files ? 0 : (uint64_t)k * elems * 4);
+		msgpack_pack_uint64(&pk, off ? off[k] : own_files ? 0 :
+					 (uint64_t)k * elems * 4);
 		mb_str(&pk, "length");
-		msgpack_pack_uint64(&pk, elems * 4);
+		msgpack_pack_uint64(&pk, len ? len[k] : elems * 4);
+		if (transform) {
+			mb_str(&pk, "transforms");
+			msgpack_pack_array(&pk, 1);
+			mb_str(&pk, transform);
+		}
 	}
+}
+
+static inline void mb_keys_meta_files(msgpack_sbuffer *sb,
+				      const char *const *names, unsigned n,
+				      uint64_t elems, int own_files)
+{
+	mb_keys_meta_recs(sb, names, n, elems, own_files, NULL, NULL, NULL);
 }
 
 static inline void mb_keys_meta(msgpack_sbuffer *sb, const char *const *names,

@@ -54,21 +54,6 @@ static void test_grammar(void)
 	}
 }
 
-struct mem {
-	const uint8_t *p;
-	size_t len;
-};
-
-static int mem_read(void *ctx, uint64_t off, void *buf, size_t len)
-{
-	const struct mem *m = ctx;
-
-	if (off > m->len || len > m->len - off)
-		return -EIO;
-	memcpy(buf, m->p + off, len);
-	return 0;
-}
-
 /* zstd of src, with or without the content size in the frame. */
 static size_t zc(void *dst, size_t cap, const void *src, size_t len,
 		 bool size_flag)
@@ -86,7 +71,7 @@ static void test_decoder_bounds(void)
 {
 	static uint8_t raw[10000], z[30000], zz[30000];
 	const uint8_t chain[2] = { CKPT_XFORM_ZSTD, CKPT_XFORM_ZSTD };
-	struct mem m;
+	struct ckpt_mem_src m;
 	uint8_t *out = NULL;
 	uint64_t outlen = 0;
 	size_t n, n2, i;
@@ -97,25 +82,25 @@ static void test_decoder_bounds(void)
 	for (int flag = 0; flag < 2; flag++) {
 		n = zc(z, sizeof(z), raw, sizeof(raw), flag);
 		CHECK(n > 0);
-		m = (struct mem){ z, n };
+		m = (struct ckpt_mem_src){ z, n };
 		/* Exactly at the cap: fine; one byte under: refused. */
-		CHECK(ckpt_decode_stored(mem_read, &m, n, chain, 1, sizeof(raw),
+		CHECK(ckpt_decode_stored(ckpt_mem_read, &m, n, chain, 1, sizeof(raw),
 					 &out, &outlen, why, sizeof(why)) == 0);
 		CHECK(outlen == sizeof(raw) && out && !memcmp(out, raw, sizeof(raw)));
 		free(out);
 		out = NULL;
-		CHECK(ckpt_decode_stored(mem_read, &m, n, chain, 1,
+		CHECK(ckpt_decode_stored(ckpt_mem_read, &m, n, chain, 1,
 					 sizeof(raw) - 1, &out, &outlen, why,
 					 sizeof(why)) == -EFBIG);
 		CHECK(out == NULL);
 		/* Counting only. */
-		CHECK(ckpt_decode_stored(mem_read, &m, n, chain, 1, sizeof(raw),
+		CHECK(ckpt_decode_stored(ckpt_mem_read, &m, n, chain, 1, sizeof(raw),
 					 NULL, &outlen, why, sizeof(why)) == 0);
 		CHECK(outlen == sizeof(raw));
 		/* Two layers, in stored order. */
 		n2 = zc(zz, sizeof(zz), z, n, !flag);
-		m = (struct mem){ zz, n2 };
-		CHECK(ckpt_decode_stored(mem_read, &m, n2, chain, 2, sizeof(raw),
+		m = (struct ckpt_mem_src){ zz, n2 };
+		CHECK(ckpt_decode_stored(ckpt_mem_read, &m, n2, chain, 2, sizeof(raw),
 					 &out, &outlen, why, sizeof(why)) == 0);
 		CHECK(outlen == sizeof(raw) && out && !memcmp(out, raw, sizeof(raw)));
 		free(out);
@@ -124,21 +109,21 @@ static void test_decoder_bounds(void)
 	/* Two frames back to back decode to both. */
 	n = zc(z, sizeof(z), raw, 5000, true);
 	n2 = zc(z + n, sizeof(z) - n, raw + 5000, 5000, false);
-	m = (struct mem){ z, n + n2 };
-	CHECK(ckpt_decode_stored(mem_read, &m, n + n2, chain, 1, sizeof(raw),
+	m = (struct ckpt_mem_src){ z, n + n2 };
+	CHECK(ckpt_decode_stored(ckpt_mem_read, &m, n + n2, chain, 1, sizeof(raw),
 				 &out, &outlen, why, sizeof(why)) == 0);
 	CHECK(outlen == sizeof(raw) && out && !memcmp(out, raw, sizeof(raw)));
 	free(out);
 	out = NULL;
 	/* Empty, garbage, truncated. */
-	m = (struct mem){ z, 0 };
-	CHECK(ckpt_decode_stored(mem_read, &m, 0, chain, 1, 100, &out, &outlen,
+	m = (struct ckpt_mem_src){ z, 0 };
+	CHECK(ckpt_decode_stored(ckpt_mem_read, &m, 0, chain, 1, 100, &out, &outlen,
 				 why, sizeof(why)) == -EBADMSG);
-	m = (struct mem){ raw, 64 };
-	CHECK(ckpt_decode_stored(mem_read, &m, 64, chain, 1, 100, &out,
+	m = (struct ckpt_mem_src){ raw, 64 };
+	CHECK(ckpt_decode_stored(ckpt_mem_read, &m, 64, chain, 1, 100, &out,
 				 &outlen, why, sizeof(why)) == -EBADMSG);
-	m = (struct mem){ z, n - 3 };
-	CHECK(ckpt_decode_stored(mem_read, &m, n - 3, chain, 1, sizeof(raw),
+	m = (struct ckpt_mem_src){ z, n - 3 };
+	CHECK(ckpt_decode_stored(ckpt_mem_read, &m, n - 3, chain, 1, sizeof(raw),
 				 &out, &outlen, why, sizeof(why)) == -EBADMSG);
 	CHECK(out == NULL);
 }
@@ -147,14 +132,14 @@ static void test_decoder_bounds(void)
  * k * 10000 + i), each one zstd record in "data". */
 static char *zstd_ckpt(void)
 {
+	static const char *const names[NKEYS] = { "k0", "k1", "k2", "k3",
+						  "k4", "k5", "k6", "k7" };
 	static float vals[ELEMS];
 	static uint8_t z[NKEYS][8192];
-	size_t zn[NKEYS], off = 0;
+	uint64_t zoff[NKEYS], zlen[NKEYS], off = 0;
 	msgpack_sbuffer sb;
-	msgpack_packer pk;
-	char *dir = cd_new(), name[8];
+	char *dir = cd_new();
 	uint8_t *data;
-	uint64_t shape = ELEMS, zero = 0;
 	unsigned k, i;
 
 	if (!dir)
@@ -162,52 +147,16 @@ static char *zstd_ckpt(void)
 	for (k = 0; k < NKEYS; k++) {
 		for (i = 0; i < ELEMS; i++)
 			vals[i] = (float)(k * 10000 + i);
-		zn[k] = zc(z[k], sizeof(z[k]), vals, sizeof(vals), k % 2);
+		zlen[k] = zc(z[k], sizeof(z[k]), vals, sizeof(vals), k % 2);
+		zoff[k] = off;
+		off += zlen[k];
 	}
 	msgpack_sbuffer_init(&sb);
-	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-	mb_header(&pk, NKEYS);
-	for (k = 0; k < NKEYS; k++) {
-		snprintf(name, sizeof(name), "k%u", k);
-		mb_str(&pk, name);
-		msgpack_pack_map(&pk, 4);
-		mb_str(&pk, "type");
-		mb_str(&pk, "tensor");
-		mb_str(&pk, "dtype");
-		mb_str(&pk, "float32");
-		mb_str(&pk, "size");
-		mb_dims(&pk, &shape, 1);
-		mb_str(&pk, "chunks");
-		msgpack_pack_array(&pk, 1);
-		msgpack_pack_map(&pk, 2);
-		mb_str(&pk, "offsets");
-		mb_dims(&pk, &zero, 1);
-		mb_str(&pk, "sizes");
-		mb_dims(&pk, &shape, 1);
-	}
-	mb_str(&pk, "storage_data");
-	msgpack_pack_array(&pk, NKEYS);
-	for (k = 0; k < NKEYS; k++) {
-		snprintf(name, sizeof(name), "k%u", k);
-		msgpack_pack_map(&pk, 6);
-		mb_str(&pk, "fqn");
-		mb_str(&pk, name);
-		mb_str(&pk, "offsets");
-		mb_dims(&pk, &zero, 1);
-		mb_str(&pk, "relative_path");
-		mb_str(&pk, "data");
-		mb_str(&pk, "offset");
-		msgpack_pack_uint64(&pk, off);
-		mb_str(&pk, "length");
-		msgpack_pack_uint64(&pk, zn[k]);
-		mb_str(&pk, "transforms");
-		msgpack_pack_array(&pk, 1);
-		mb_str(&pk, "stream.zstd/1");
-		off += zn[k];
-	}
+	mb_keys_meta_recs(&sb, names, NKEYS, ELEMS, 0, zoff, zlen,
+			  "stream.zstd/1");
 	data = malloc(off);
-	for (k = 0, off = 0; data && k < NKEYS; off += zn[k], k++)
-		memcpy(data + off, z[k], zn[k]);
+	for (k = 0; data && k < NKEYS; k++)
+		memcpy(data + zoff[k], z[k], zlen[k]);
 	if (!data || cd_ckpt(dir, &sb, data, off)) {
 		cd_remove(dir);
 		dir = NULL;
