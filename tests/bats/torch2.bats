@@ -33,6 +33,16 @@ teardown() { common_teardown; }
 
 VIEWS="$PY $ROOT/tests/torch2_views.py"
 
+# NEW_W gloo ranks dcp.load DIR (under $T2) onto MESH inside the chroot,
+# with ckptfs.StorageReader against FileSystemReader (with ref: against
+# the tensors saved); every rank must report 0 differences.
+reader_matches() {	# DIR NEW_W MESH [ref]
+	run "$ROOT/scripts/sid-chroot.sh" run /usr/bin/python3 @ROOT@/tests/torch2_check.py load "$T2IN/$1" "$2" "$3" ${4:-}
+	grep '^rank\|Error' <<<"$output" | head -20
+	[ "$status" -eq 0 ]
+	[ "$(grep -o ' 0 differ' <<<"$output" | wc -l)" -eq "$2" ]
+}
+
 # Mount DIR (under $T2) as each "W R" and compare every view file of the
 # keys starting PREFIX with torch's tensors.
 views_match() {	# DIR PREFIX "W R"...
@@ -69,11 +79,7 @@ views_match() {	# DIR PREFIX "W R"...
 
 @test "torch 2.x: dcp.load with ckptfs.StorageReader equals FileSystemReader, 4 ranks to 3 and to a 2x4 mesh" {
 	for job in "mesh2d 3 3" "mesh2d 8 2x4" "mesh1d 8 8"; do
-		set -- $job
-		run "$ROOT/scripts/sid-chroot.sh" run /usr/bin/python3 @ROOT@/tests/torch2_check.py load "$T2IN/$1" $2 $3
-		grep '^rank\|Error' <<<"$output" | head -20
-		[ "$status" -eq 0 ]
-		[ "$(grep -o ' 0 differ' <<<"$output" | wc -l)" -eq $2 ]
+		reader_matches $job
 	done
 }
 
@@ -89,9 +95,7 @@ views_match() {	# DIR PREFIX "W R"...
 	run $VIEWS load "$T2/ranklocal" "$T2/ref" 3 0 2
 	echo "$output"
 	[ "$status" -eq 0 ]
-	run "$ROOT/scripts/sid-chroot.sh" run /usr/bin/python3 @ROOT@/tests/torch2_check.py load "$T2IN/ranklocal" 3 3
-	grep '^rank\|Error' <<<"$output" | head
-	[ "$(grep -o ' 0 differ' <<<"$output" | wc -l)" -eq 3 ]
+	reader_matches ranklocal 3 3
 }
 
 @test "torch 2.x: rank-local parts that leave a gap or overlap are refused, naming the key" {
@@ -131,9 +135,7 @@ views_match() {	# DIR PREFIX "W R"...
 	run $VIEWS load "$T2/zstd" "$T2/ref" 3 0 1 2
 	echo "$output"
 	[ "$status" -eq 0 ]
-	run "$ROOT/scripts/sid-chroot.sh" run /usr/bin/python3 @ROOT@/tests/torch2_check.py load "$T2IN/zstd" 3 3
-	grep '^rank\|Error' <<<"$output" | head
-	[ "$(grep -o ' 0 differ' <<<"$output" | wc -l)" -eq 3 ]
+	reader_matches zstd 3 3
 }
 
 @test "torch 2.x: a zstd record whose stored bytes are damaged gives EIO naming file and key; the other keys still read" {
@@ -166,9 +168,7 @@ views_match() {	# DIR PREFIX "W R"...
 	[ "$status" -eq 0 ]
 	# torch's own FileSystemReader cannot read these back (it torch.loads
 	# every record): StorageReader's tensors against the saved ones.
-	run "$ROOT/scripts/sid-chroot.sh" run /usr/bin/python3 @ROOT@/tests/torch2_check.py load "$T2IN/st" 3 3 ref
-	grep '^rank\|Error' <<<"$output" | head
-	[ "$(grep -o ' 0 differ' <<<"$output" | wc -l)" -eq 3 ]
+	reader_matches st 3 3 ref
 }
 
 @test "torch 2.x: HuggingFaceStorageWriter(save_distributed=True, enable_consolidation=True): the consolidated files and sharded/ (DCP_SHARDING_INFO) both mount and match (W=1,3,5,8)" {
