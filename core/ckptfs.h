@@ -91,6 +91,31 @@ enum ckpt_origin {
 					 * (DCP_SHARDING_INFO) */
 };
 
+/*
+ * Object storage: a checkpoint given as "s3://bucket[/prefix]".  NULL and
+ * 0 fields follow the AWS conventions (AWS_ACCESS_KEY_ID,
+ * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION or
+ * AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, AWS_PROFILE
+ * with ~/.aws/credentials and ~/.aws/config), then the defaults.  The
+ * strings are copied at open; credentials never appear in messages.
+ */
+struct ckpt_s3_opts {
+	const char *endpoint;	/* e.g. "http://127.0.0.1:7480" */
+	const char *region;	/* default "us-east-1" */
+	const char *profile;	/* of ~/.aws/{credentials,config} */
+	const char *access_key;
+	const char *secret_key;
+	const char *session_token;
+	uint32_t parallel;	/* GETs in flight at once (default 16) */
+	uint64_t part_bytes;	/* large ranges are split into parts of
+				 * about this size (default 8 MiB) */
+	uint64_t merge_gap;	/* ranges at most this far apart are
+				 * fetched by one GET (default: see README) */
+	uint32_t retries;	/* per request, after the first try
+				 * (default 5) */
+	uint32_t timeout_ms;	/* per request (default 30000) */
+};
+
 struct ckpt_open_opts {
 	const char *index;	/* a `ckptfs index` file to use for a torch
 				 * checkpoint (stale: an error); NULL: use
@@ -99,6 +124,7 @@ struct ckpt_open_opts {
 	uint64_t cache_bytes;	/* decoded records (zstd) kept in memory,
 				 * and the most one may decode to; 0: the
 				 * default, 1 GiB (-o cache_mb=) */
+	const struct ckpt_s3_opts *s3;	/* for s3:// checkpoints, or NULL */
 };
 
 /*
