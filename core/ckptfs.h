@@ -164,12 +164,22 @@ void ckpt_meta_free(struct ckpt_meta *m);
 enum {
 	/* Allow symlinks that lead outside the checkpoint directory. */
 	CKPT_FILES_FOLLOW_SYMLINKS = 1 << 0,
+	/* The library never changes its host process unless asked: */
+	/* raise RLIMIT_NOFILE's soft limit to the hard one and use all of
+	 * it but a reserve for data files (without it, at most half of the
+	 * soft limit is used); the ckptfs daemon and CLI ask for this. */
+	CKPT_FILES_RAISE_NOFILE = 1 << 1,
+	/* let ckpt_view_read_batch() and ckpt_meta_read_boxes()
+	 * madvise(MADV_HUGEPAGE) the caller's destination memory (faster
+	 * first touch of large fresh buffers). */
+	CKPT_FILES_HUGE_PAGES = 1 << 2,
 };
 
 /*
  * Check every data file (regular, inside the directory, long enough) and
- * keep up to max_open of them open (0: as many as RLIMIT_NOFILE allows).
- * Call once, before reading.  Returns 0 or -errno with the reason in err.
+ * keep up to max_open of them open (0: from RLIMIT_NOFILE, see
+ * CKPT_FILES_RAISE_NOFILE).  flags: CKPT_FILES_*.  Call once, before
+ * reading.  Returns 0 or -errno with the reason in err.
  */
 int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 		    char *err, size_t errlen);

@@ -1,112 +1,78 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * "Open this directory as a checkpoint": reads .metadata, picks the format
- * reader (native msgpack, or a PyTorch DCP pickle indexed by core/torch/),
- * and hands the image to the native parser and validator (model/).
+ * "Open this directory as a checkpoint": makes its store (io/store.h), the
+ * open handle's source of every byte, reads .metadata through it, picks
+ * the format reader (native msgpack, a PyTorch DCP pickle indexed by
+ * core/torch/, rank-local __R.metadata files, safetensors files), and
+ * hands the image to the native parser and validator (model/).
  */
 #include "model/meta.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <time.h>
 
 #include "common/errbuf.h"
 #include "common/grow.h"
+#include "io/datafiles.h"
+#include "io/store.h"
 #include "records/record_cache.h"
 #include "safetensors/st_index.h"
 #include "torch/torch_index.h"
 
-/* Read the whole regular file at path, at most max bytes. */
-static int read_capped(const char *path, size_t max, uint8_t **out,
-		       size_t *outlen, struct timespec *mtime, char *err,
-		       size_t errlen)
+/*
+ * The store of checkpoint dir: every byte of the checkpoint is read
+ * through it.  A directory that does not exist has no .metadata, and the
+ * message says so as reading .metadata would.
+ */
+static int open_store(const char *dir, bool follow,
+		      const struct ckpt_s3_opts *s3, struct ckpt_store **s,
+		      char *err, size_t errlen)
 {
-	struct stat st;
-	uint8_t *buf = NULL;
-	size_t got = 0;
-	ssize_t n;
-	int fd, rc;
+	struct ckpt_store_opts so = { .follow_symlinks = follow, .s3 = s3 };
+	int rc;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return ckpt_errf(err, errlen, -errno, "%s: cannot open: %s",
-				 path, strerror(errno));
-	if (fstat(fd, &st) < 0) {
-		rc = ckpt_errf(err, errlen, -errno, "%s: cannot stat: %s",
-			       path, strerror(errno));
-		goto out_close;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		rc = ckpt_errf(err, errlen, -EINVAL, "%s: not a regular file",
-			       path);
-		goto out_close;
-	}
-	if ((uint64_t)st.st_size > max) {
-		rc = ckpt_errf(err, errlen, -EFBIG,
-			       "%s: %" PRIu64 " bytes, more than the %zu-byte metadata limit",
-			       path, (uint64_t)st.st_size, max);
-		goto out_close;
-	}
-	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
-	if (!buf) {
-		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory", path);
-		goto out_close;
-	}
-	while (got < (size_t)st.st_size) {
-		n = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = ckpt_errf(err, errlen, -EIO, "%s: short read: %s",
-				       path, n < 0 ? strerror(errno) : "file shrank");
-			free(buf);
-			goto out_close;
-		}
-		got += (size_t)n;
-	}
-	*out = buf;
-	*outlen = got;
-	*mtime = st.st_mtim;
-	rc = 0;
-out_close:
-	close(fd);
+	rc = ckpt_store_new(dir, &so, s, err, errlen);
+	if (rc == -ENOENT)
+		ckpt_errf(err, errlen, rc, "%s/.metadata: cannot open: %s", dir,
+			  strerror(ENOENT));
 	return rc;
 }
 
-/* dir/.metadata, whole: *path (caller frees) names it, also on error. */
-static int read_dot_metadata(const char *dir, char **path, uint8_t **buf,
+static void set_mtime(struct timespec *t, const struct ckpt_store_file_info *fi)
+{
+	t->tv_sec = (time_t)fi->mtime_sec;
+	t->tv_nsec = (long)fi->mtime_nsec;
+}
+
+/* .metadata, whole: *path (caller frees) names it, also on error. */
+static int read_dot_metadata(struct ckpt_store *s, char **path, uint8_t **buf,
 			     size_t *len, struct timespec *mtime, char *err,
 			     size_t errlen)
 {
-	if (asprintf(path, "%s/.metadata", dir) < 0) {
+	struct ckpt_store_file_info fi;
+	int rc;
+
+	if (asprintf(path, "%s/.metadata", ckpt_store_root(s)) < 0) {
 		*path = NULL;
 		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 	}
-	return read_capped(*path, CKPT_META_MAX_BYTES, buf, len, mtime, err,
-			   errlen);
+	rc = ckpt_store_read_file(s, ".metadata", CKPT_META_MAX_BYTES, buf, len,
+				  &fi, err, errlen);
+	if (!rc)
+		set_mtime(mtime, &fi);
+	return rc;
 }
 
-/* Index the torch checkpoint in dir from its pickle: see torch_index.h. */
-static int index_now(const char *dir, bool follow, const char *meta_path,
+/* Index the torch checkpoint of s from its pickle: see torch_index.h. */
+static int index_now(struct ckpt_store *s, const char *meta_path,
 		     const uint8_t *pkl, size_t len, uint8_t **img,
 		     size_t *imglen, char *err, size_t errlen)
 {
-	int dirfd, rc;
-
-	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0)
-		return ckpt_errf(err, errlen, -errno, "%s: cannot open: %s",
-				 dir, strerror(errno));
-	rc = ckpt_torch_index(dir, dirfd, follow, meta_path, pkl, len, img,
-			      imglen, err, errlen);
-	close(dirfd);
-	return rc;
+	return ckpt_torch_index(s, meta_path, pkl, len, img, imglen, err,
+				errlen);
 }
 
 #define RANK_LOCAL_MAX 65536	/* __R.metadata files merged at most */
@@ -138,44 +104,54 @@ static int rank_local_name(const char *s, unsigned long *rank)
  * caller parses and tiles as usual.  -ENOENT when there are no such
  * files.
  */
-static int rank_local_image(const char *dir, const struct ckpt_open_opts *o,
-			    uint8_t **img, size_t *imglen,
-			    struct timespec *mtime, char *err, size_t errlen)
+struct rank_scan {
+	unsigned long *ranks;
+	size_t n, cap;
+};
+
+static int scan_rank(void *ctx, const char *name, uint64_t size)
 {
+	struct rank_scan *rs = ctx;
+	unsigned long r;
+
+	(void)size;
+	if (rank_local_name(name, &r))
+		return 0;
+	if (rs->n == RANK_LOCAL_MAX)
+		return -E2BIG;
+	if (ckpt_grow((void **)&rs->ranks, &rs->cap, rs->n + 1,
+		      sizeof(*rs->ranks)))
+		return -ENOMEM;
+	rs->ranks[rs->n++] = r;
+	return 0;
+}
+
+static int rank_local_image(struct ckpt_store *s, uint8_t **img,
+			    size_t *imglen, struct timespec *mtime, char *err,
+			    size_t errlen)
+{
+	const char *dir = ckpt_store_root(s);
 	struct ckpt_meta **parts = NULL;
-	unsigned long *ranks = NULL, r;
+	struct rank_scan rs = { 0 };
 	char **names = NULL;
-	size_t n = 0, cap = 0, i;
-	struct dirent *de;
-	DIR *d;
+	size_t n, i;
 	int rc = 0;
 
-	d = opendir(dir);
-	if (!d)
-		return -ENOENT;
-	while ((de = readdir(d))) {
-		if (rank_local_name(de->d_name, &r))
-			continue;
-		if (n == RANK_LOCAL_MAX) {
-			closedir(d);
-			free(ranks);
-			return ckpt_errf(err, errlen, -E2BIG,
-					 "%s: more than %d __R.metadata files",
-					 dir, RANK_LOCAL_MAX);
-		}
-		if (ckpt_grow((void **)&ranks, &cap, n + 1, sizeof(*ranks))) {
-			closedir(d);
-			free(ranks);
-			return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-		}
-		ranks[n++] = r;
-	}
-	closedir(d);
+	rc = ckpt_store_list(s, scan_rank, &rs, err, errlen);
+	if (rc == -E2BIG)
+		rc = ckpt_errf(err, errlen, -E2BIG,
+			       "%s: more than %d __R.metadata files", dir,
+			       RANK_LOCAL_MAX);
+	else if (rc == -ENOMEM)
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	if (rc)
+		goto out_free;
+	n = rs.n;
 	if (!n) {
-		free(ranks);
-		return -ENOENT;
+		rc = -ENOENT;
+		goto out_free;
 	}
-	qsort(ranks, n, sizeof(*ranks), cmp_rank);
+	qsort(rs.ranks, n, sizeof(*rs.ranks), cmp_rank);
 	parts = calloc(n, sizeof(*parts));
 	names = calloc(n, sizeof(*names));
 	if (!parts || !names) {
@@ -183,28 +159,31 @@ static int rank_local_image(const char *dir, const struct ckpt_open_opts *o,
 		goto out_free;
 	}
 	for (i = 0; i < n; i++) {
+		struct ckpt_store_file_info fi;
 		uint8_t *pkl = NULL, *part = NULL;
 		size_t len = 0, plen = 0;
-		struct timespec mt;
+		char name[64];
 
-		if (i && ranks[i] == ranks[i - 1]) {
+		if (i && rs.ranks[i] == rs.ranks[i - 1]) {
 			rc = ckpt_errf(err, errlen, -EINVAL,
 				       "%s: two metadata files for rank %lu",
-				       dir, ranks[i]);
+				       dir, rs.ranks[i]);
 			goto out_free;
 		}
-		if (asprintf(&names[i], "%s/__%lu.metadata", dir, ranks[i]) < 0) {
+		snprintf(name, sizeof(name), "__%lu.metadata", rs.ranks[i]);
+		if (asprintf(&names[i], "%s/%s", dir, name) < 0) {
 			names[i] = NULL;
 			rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 			goto out_free;
 		}
-		rc = read_capped(names[i], CKPT_META_MAX_BYTES, &pkl, &len, &mt,
-				 err, errlen);
+		rc = ckpt_store_read_file(s, name, CKPT_META_MAX_BYTES, &pkl,
+					  &len, &fi, err, errlen);
 		if (rc)
 			goto out_free;
-		if (i == 0 || mt.tv_sec > mtime->tv_sec ||
-		    (mt.tv_sec == mtime->tv_sec && mt.tv_nsec > mtime->tv_nsec))
-			*mtime = mt;
+		if (i == 0 || fi.mtime_sec > mtime->tv_sec ||
+		    (fi.mtime_sec == mtime->tv_sec &&
+		     fi.mtime_nsec > mtime->tv_nsec))
+			set_mtime(mtime, &fi);
 		if (!ckpt_torch_is_pickle(pkl, len)) {
 			free(pkl);
 			rc = ckpt_errf(err, errlen, -EINVAL,
@@ -212,8 +191,8 @@ static int rank_local_image(const char *dir, const struct ckpt_open_opts *o,
 				       names[i]);
 			goto out_free;
 		}
-		rc = index_now(dir, o && o->follow_symlinks, names[i], pkl, len,
-			       &part, &plen, err, errlen);
+		rc = index_now(s, names[i], pkl, len, &part, &plen, err,
+			       errlen);
 		free(pkl);
 		if (rc)
 			goto out_free;
@@ -226,50 +205,45 @@ static int rank_local_image(const char *dir, const struct ckpt_open_opts *o,
 	rc = ckpt_meta_merge(parts, (const char *const *)names, n, img, imglen,
 			     err, errlen);
 out_free:
-	for (i = 0; parts && i < n; i++)
+	for (i = 0; parts && i < rs.n; i++)
 		ckpt_meta_free(parts[i]);
-	for (i = 0; names && i < n; i++)
+	for (i = 0; names && i < rs.n; i++)
 		free(names[i]);
 	free(parts);
 	free(names);
-	free(ranks);
+	free(rs.ranks);
 	return rc;
 }
 
 /* A directory of safetensors files: see safetensors/st_index.h. */
-static int safetensors_image(const char *dir, const struct ckpt_open_opts *o,
-			     uint8_t **img, size_t *imglen,
-			     struct timespec *mtime, bool *sharded, char *err,
-			     size_t errlen)
+static int safetensors_image(struct ckpt_store *s, uint8_t **img,
+			     size_t *imglen, struct timespec *mtime,
+			     bool *sharded, char *err, size_t errlen)
 {
-	struct stat st;
-	int dirfd, rc;
+	int64_t sec = 0, nsec = 0;
+	int rc;
 
-	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0)
-		return -ENOENT;
-	rc = ckpt_safetensors_index(dir, dirfd, o && o->follow_symlinks, img,
-				    imglen, sharded, err, errlen);
-	if (!rc && fstat(dirfd, &st) == 0)
-		*mtime = st.st_mtim;
-	close(dirfd);
+	rc = ckpt_safetensors_index(s, img, imglen, sharded, &sec, &nsec, err,
+				    errlen);
+	mtime->tv_sec = (time_t)sec;
+	mtime->tv_nsec = (long)nsec;
 	return rc;
 }
 
 /* A torch checkpoint's native image: the given or default index when it
  * was built from this very pickle, else built now. */
-static int torch_image(const char *dir, const char *meta_path,
+static int torch_image(struct ckpt_store *s, const char *meta_path,
 		       const struct ckpt_open_opts *o, const uint8_t *pkl,
 		       size_t len, uint8_t **img, size_t *imglen,
 		       uint8_t *origin, char *err, size_t errlen)
 {
-	struct timespec ignored;
-	char *ipath = NULL;
 	int rc;
 
 	if (o && o->index) {
-		rc = read_capped(o->index, CKPT_META_MAX_BYTES, img, imglen,
-				 &ignored, err, errlen);
+		/* A file the user names is on this machine, even when the
+		 * checkpoint is remote: read through a local store. */
+		rc = ckpt_store_read_local(o->index, CKPT_META_MAX_BYTES, img,
+					   imglen, NULL, err, errlen);
 		if (rc)
 			return rc;
 		if (!ckpt_torch_index_matches(*img, *imglen, pkl, len)) {
@@ -277,53 +251,52 @@ static int torch_image(const char *dir, const char *meta_path,
 			*img = NULL;
 			return ckpt_errf(err, errlen, -ESTALE,
 					 "%s: index was not built from %s as it is now; run 'ckptfs index %s' again",
-					 o->index, meta_path, dir);
+					 o->index, meta_path, ckpt_store_root(s));
 		}
 		*origin = CKPT_ORIGIN_TORCH_INDEX;
 		return 0;
 	}
-	if (asprintf(&ipath, "%s/%s", dir, CKPT_INDEX_NAME) < 0)
-		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-	if (read_capped(ipath, CKPT_META_MAX_BYTES, img, imglen, &ignored,
-			err, errlen) == 0) {
+	if (ckpt_store_read_file(s, CKPT_INDEX_NAME, CKPT_META_MAX_BYTES, img,
+				 imglen, NULL, NULL, 0) == 0) {
 		if (ckpt_torch_index_matches(*img, *imglen, pkl, len)) {
-			free(ipath);
 			*origin = CKPT_ORIGIN_TORCH_INDEX;
 			return 0;
 		}
 		free(*img);	/* stale: a cache, rebuilt below */
 		*img = NULL;
 	}
-	free(ipath);
 	*origin = CKPT_ORIGIN_TORCH;
-	return index_now(dir, o && o->follow_symlinks, meta_path, pkl, len, img,
-			 imglen, err, errlen);
+	return index_now(s, meta_path, pkl, len, img, imglen, err, errlen);
 }
 
 int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 			struct ckpt_meta **out, char *err, size_t errlen)
 {
-	struct timespec mtime;
+	struct timespec mtime = { 0 };
+	struct ckpt_store *s;
 	struct ckpt_meta *m;
 	char *path = NULL;
 	uint8_t *buf = NULL, *img = NULL, origin = CKPT_ORIGIN_NATIVE;
 	uint8_t variants = 0;
-	bool sharded = false;
+	bool sharded = false, follow = o && o->follow_symlinks;
 	size_t len = 0, imglen = 0;
 	int rc;
 
 	*out = NULL;
-	rc = read_dot_metadata(dir, &path, &buf, &len, &mtime, err, errlen);
+	rc = open_store(dir, follow, o ? o->s3 : NULL, &s, err, errlen);
+	if (rc)
+		return rc;
+	rc = read_dot_metadata(s, &path, &buf, &len, &mtime, err, errlen);
 	if (rc == -ENOENT) {
 		char why[1024];
 
 		/* No .metadata: the ranks' own __R.metadata files? */
 		snprintf(why, sizeof(why), "%s", err ? err : "");
-		rc = rank_local_image(dir, o, &buf, &len, &mtime, err, errlen);
+		rc = rank_local_image(s, &buf, &len, &mtime, err, errlen);
 		origin = CKPT_ORIGIN_TORCH_LOCAL;
 		if (rc == -ENOENT) {	/* ... or safetensors files? */
-			rc = safetensors_image(dir, o, &buf, &len, &mtime,
-					       &sharded, err, errlen);
+			rc = safetensors_image(s, &buf, &len, &mtime, &sharded,
+					       err, errlen);
 			origin = sharded ? CKPT_ORIGIN_SAFETENSORS_SHARDED :
 					   CKPT_ORIGIN_SAFETENSORS;
 		}
@@ -344,8 +317,8 @@ int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 	} else if (rc) {
 		goto out_path;
 	} else if (ckpt_torch_is_pickle(buf, len)) {
-		rc = torch_image(dir, path, o, buf, len, &img, &imglen,
-				 &origin, err, errlen);
+		rc = torch_image(s, path, o, buf, len, &img, &imglen, &origin,
+				 err, errlen);
 		free(buf);
 		if (rc)
 			goto out_path;
@@ -368,10 +341,13 @@ int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 	}
 	m->meta_path = path;
 	m->mtime = mtime;
+	m->store = s;
+	m->follow_symlinks = follow;
 	*out = m;
 	return 0;
 out_path:
 	free(path);
+	ckpt_store_free(s);
 	return rc;
 }
 
@@ -381,11 +357,20 @@ int ckpt_meta_open(const char *dir, struct ckpt_meta **out, char *err,
 	return ckpt_meta_open_opts(dir, NULL, out, err, errlen);
 }
 
+void ckpt_meta_free(struct ckpt_meta *m)
+{
+	if (!m)
+		return;
+	ckpt_files_close(m);
+	ckpt_meta_free_parsed(m);
+}
+
 int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
 			  size_t *imglen, struct ckpt_meta **parsed, char *err,
 			  size_t errlen)
 {
 	struct timespec mtime;
+	struct ckpt_store *s;
 	char *path = NULL;
 	uint8_t *buf = NULL;
 	size_t len = 0;
@@ -393,7 +378,10 @@ int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
 
 	*img = NULL;
 	*parsed = NULL;
-	rc = read_dot_metadata(dir, &path, &buf, &len, &mtime, err, errlen);
+	rc = open_store(dir, follow, NULL, &s, err, errlen);
+	if (rc)
+		return rc;
+	rc = read_dot_metadata(s, &path, &buf, &len, &mtime, err, errlen);
 	if (rc)
 		goto out_path;
 	if (!ckpt_torch_is_pickle(buf, len)) {
@@ -402,7 +390,7 @@ int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
 			       path);
 		goto out_buf;
 	}
-	rc = index_now(dir, follow, path, buf, len, img, imglen, err, errlen);
+	rc = index_now(s, path, buf, len, img, imglen, err, errlen);
 	if (rc)
 		goto out_buf;
 	/* Validate it as a mount would. */
@@ -415,6 +403,6 @@ out_buf:
 	free(buf);
 out_path:
 	free(path);
+	ckpt_store_free(s);
 	return rc;
 }
-

@@ -128,7 +128,10 @@ static int open_view(const struct tool_args *a, bool files,
 	*v = NULL;
 	if (ckpt_meta_open(a->pos[0], m, err, sizeof(err)))
 		goto out_err;
-	if (files && ckpt_files_open(*m, 0, 0, err, sizeof(err)))
+	/* A command of its own: every fd it can get, and huge pages for
+	 * extract's fresh buffers. */
+	if (files && ckpt_files_open(*m, CKPT_FILES_RAISE_NOFILE |
+				     CKPT_FILES_HUGE_PAGES, 0, err, sizeof(err)))
 		goto out_meta;
 	o.world = a->world;
 	o.rank = a->rank;

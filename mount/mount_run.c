@@ -195,7 +195,9 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		fprintf(stderr, "ckptfs: %s\n", err);
 		goto out_meta;
 	}
-	rc = ckpt_files_open(meta, o->follow_symlinks ? CKPT_FILES_FOLLOW_SYMLINKS : 0,
+	/* The daemon is its own process: it may use every fd it can get. */
+	rc = ckpt_files_open(meta, CKPT_FILES_RAISE_NOFILE |
+			     (o->follow_symlinks ? CKPT_FILES_FOLLOW_SYMLINKS : 0),
 			     0, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "ckptfs: %s\n", err);

@@ -30,9 +30,10 @@ folder_of() {	# core/x/y.c -> x; core/open.c -> open
 	esac
 }
 
-module_of() {	# core/x/y.c, core/x/y.h -> x/y
+module_of() {	# core/x/y.c, core/x/y.h, core/x/y_impl.h -> x/y
 	local rel=${1#core/}
-	echo "${rel%.*}"
+	rel=${rel%.*}
+	echo "${rel%_impl}"
 }
 
 edges=$(mktemp)

@@ -33,6 +33,11 @@ struct ckpt_store;
 
 #define CKPT_STORE_VERSION_MAX 128	/* bytes of a version, NUL included */
 
+/* What every reader says of a name that leads outside the root (local,
+ * without follow_symlinks): "ROOT/NAME: " CKPT_STORE_OUTSIDE. */
+#define CKPT_STORE_OUTSIDE \
+	"leads outside the checkpoint directory (a symlink?); -o follow_symlinks allows that"
+
 /* How to reach a store.  Zero / NULL fields take the defaults (and for
  * S3 the AWS environment variables and ~/.aws files, see s3_config.h). */
 struct ckpt_store_opts {
@@ -41,7 +46,9 @@ struct ckpt_store_opts {
 				 * the hard one (the daemon and CLI opt in;
 				 * a library caller must ask) */
 	uint32_t max_open;	/* local: most fds kept open (0: from the
-				 * soft RLIMIT_NOFILE, at most 4096) */
+				 * soft RLIMIT_NOFILE, at most 4096: with
+				 * raise_nofile all of it but a reserve,
+				 * else half, the rest left to the host) */
 	const struct ckpt_s3_opts *s3;	/* S3 settings (ckptfs.h), or NULL */
 };
 
@@ -49,6 +56,8 @@ struct ckpt_store_opts {
 struct ckpt_store_file_info {
 	uint64_t size;
 	char version[CKPT_STORE_VERSION_MAX];	/* NUL-terminated */
+	int64_t mtime_sec, mtime_nsec;	/* last modified (local: st_mtim,
+					 * S3: Last-Modified); 0: unknown */
 };
 
 /*
@@ -66,6 +75,17 @@ int ckpt_store_new(const char *root, const struct ckpt_store_opts *o,
  * call on s may be running. */
 void ckpt_store_free(struct ckpt_store *s);
 
+/*
+ * Change the local settings of s (follow_symlinks, raise_nofile,
+ * max_open; o->s3 is ignored) after it was made: ckpt_files_open() calls
+ * this with what its caller asked for, before reads start.  Files already
+ * open keep their identity; a lower max_open closes the unused ones at
+ * once.  A store of another kind ignores it.  Returns 0 or -errno with
+ * err.  Not thread-safe.
+ */
+int ckpt_store_set_opts(struct ckpt_store *s, const struct ckpt_store_opts *o,
+			char *err, size_t errlen);
+
 /* The root as given, for messages ("ckpt/", "s3://bucket/prefix"); never
  * holds a credential.  Borrowed from s. */
 const char *ckpt_store_root(const struct ckpt_store *s);
@@ -80,8 +100,11 @@ const char *ckpt_store_identity(const struct ckpt_store *s);
 unsigned ckpt_store_parallelism(const struct ckpt_store *s);
 
 /*
- * Call fn(ctx, name, size) for each regular file directly under the root
- * (not recursive; no order promised).  fn returns 0 to go on, anything
+ * Call fn(ctx, name, size) for each file directly under the root (not
+ * recursive; no order promised).  Local: every entry but directories,
+ * symlinks by their own name with their target's size; a FIFO or device
+ * is listed too (size 0), so that ckpt_store_open() refuses it with a
+ * reason instead of it going unnoticed.  fn returns 0 to go on, anything
  * else to stop (then returned).  Returns 0, fn's value, or -errno with
  * err.  Names are borrowed for the call only.
  */
@@ -94,10 +117,13 @@ int ckpt_store_list(struct ckpt_store *s,
  * no leading '/', no NUL), and fix its identity.  Opening the same name
  * again returns the same *id and info.  A name that is not a regular
  * file, or (local, without follow_symlinks) that leads outside the root,
- * is refused before any byte of it is read.  Returns 0 with *id (valid
- * until s is freed) and *info, -ENOENT when there is no such file, or
- * -errno; err names the file and the problem (-EXDEV: it leads outside
- * the root, "use -o follow_symlinks").
+ * is refused before any byte of it is read (local: it is opened O_PATH
+ * and checked with fstat before it is opened for reading, so a device
+ * node is never opened).  Returns 0 with *id (valid until s is freed)
+ * and *info, -ENOENT when there is no such file, or -errno; err names
+ * the file and the problem: -EXDEV it leads outside the root
+ * (CKPT_STORE_OUTSIDE), -EINVAL the name is not a safe relative name or
+ * the file is not a regular file.  Thread-safe.
  */
 int ckpt_store_open(struct ckpt_store *s, const char *name, uint32_t *id,
 		    struct ckpt_store_file_info *info, char *err,
@@ -132,14 +158,25 @@ int ckpt_store_pread(struct ckpt_store *s, uint32_t id, void *dst,
 		     size_t len, uint64_t off);
 
 /*
- * Read all of file name (at most max bytes: a longer one is -EFBIG) into
- * *buf (caller frees with free()), its length into *len and its identity
- * into *info (may be NULL).  Returns 0 or -errno with err naming it.
+ * Read all of file name (at most max bytes: a longer one is -EFBIG,
+ * "more than the MAX-byte metadata limit") into *buf (caller frees with
+ * free()), its length into *len and its identity into *info (may be
+ * NULL).  Returns 0 or -errno with err naming it.
  */
 int ckpt_store_read_file(struct ckpt_store *s, const char *name, size_t max,
 			 uint8_t **buf, size_t *len,
 			 struct ckpt_store_file_info *info, char *err,
 			 size_t errlen);
+
+/*
+ * The same for a file the user named on this machine, wherever it is
+ * (`-o index=FILE`, `--index FILE`): read through a local store rooted at
+ * its directory, symlinks followed, even when the checkpoint itself is
+ * remote.  Messages name path as given.
+ */
+int ckpt_store_read_local(const char *path, size_t max, uint8_t **buf,
+			  size_t *len, struct ckpt_store_file_info *info,
+			  char *err, size_t errlen);
 
 /* A hint that [off, off + len) of file id will be read soon (local:
  * POSIX_FADV_WILLNEED).  Errors are ignored.  Thread-safe. */

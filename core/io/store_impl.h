@@ -32,6 +32,9 @@ struct ckpt_store_ops {
 		    size_t n);
 	void (*willneed)(struct ckpt_store *s, uint32_t id, uint64_t off,
 			 uint64_t len);	/* may be NULL */
+	/* ckpt_store_set_opts(); may be NULL (nothing to change). */
+	int (*set_opts)(struct ckpt_store *s, const struct ckpt_store_opts *o,
+			char *err, size_t errlen);
 };
 
 struct ckpt_store {

@@ -10,20 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-void ckpt_meta_free(struct ckpt_meta *m)
+void ckpt_meta_free_parsed(struct ckpt_meta *m)
 {
 	uint32_t i;
 
 	if (!m)
 		return;
-	for (i = 0; i < m->nfiles; i++) {
-		if (m->files[i].fd >= 0)
-			close(m->files[i].fd);
-	}
-	if (m->dirfd >= 0) {
-		close(m->dirfd);
-		pthread_mutex_destroy(&m->fds.lock);
-	}
 	for (i = 0; i < m->nzrecs; i++) {
 		free(m->zrecs[i].buf);
 		free(m->zrecs[i].why);
@@ -190,15 +182,5 @@ int ckpt_meta_chunk(const struct ckpt_meta *m, uint32_t ci,
 	out->strided = c->strides_at != CKPT_NONE;
 	out->checksum = c->has_xxh3 ? "xxh3" : c->has_crc32 ? "crc32" : NULL;
 	out->stored_checksum = c->has_xxh3 ? c->xxh3 : c->crc32;
-	return 0;
-}
-
-int ckpt_meta_file(const struct ckpt_meta *m, uint32_t fi, const char **path,
-		   uint64_t *size)
-{
-	if (fi >= m->nfiles)
-		return -ENOENT;
-	*path = m->strings + m->files[fi].path;
-	*size = m->files[fi].size;
 	return 0;
 }

@@ -67,20 +67,20 @@ struct ckpt_comp {
 	uint32_t len;
 };
 
-/* A data file named by at least one record. */
+/* A data file named by at least one record.  Opening and reading it is
+ * the open handle's business (io/datafiles.h), not the model's. */
 struct ckpt_file {
 	uint32_t path;		/* relative path, at meta->strings + path */
 	uint32_t need_entry;	/* the entry whose record ends last ... */
 	uint64_t need;		/* ... and where: the size the file needs */
-	uint64_t size;		/* its size when validated */
-	uint64_t dev, ino;	/* its identity when validated ... */
-	int64_t ctime_sec, ctime_nsec;	/* ... with its ctime: an inode
-					 * number may be reused */
-	/* The fd cache (core/datafiles.c); guarded by meta->fds.lock unless
-	 * every file stays open (fds.pinned). */
-	int fd;			/* -1 when not open */
-	uint32_t refs;		/* readers using fd now */
-	struct ckpt_lru_link lru;	/* on fds.lru while open */
+};
+
+struct ckpt_store;	/* io/store.h: where the bytes come from */
+
+/* A data file as ckpt_files_open() opened it (io/datafiles.c). */
+struct ckpt_file_open {
+	uint32_t id;		/* in meta->store */
+	uint64_t size;		/* when opened */
 };
 
 /*
@@ -132,16 +132,6 @@ struct ckpt_zcache {
 	struct ckpt_lru lru;	/* the loaded records */
 };
 
-/* The bounded cache of open data files. */
-struct ckpt_fdcache {
-	pthread_mutex_t lock;
-	bool pinned;		/* all files open for good: no locking */
-	bool follow_symlinks;
-	uint32_t cap;		/* most files open at once */
-	uint32_t nopen;		/* guarded by lock */
-	struct ckpt_lru lru;	/* the open files */
-};
-
 struct ckpt_meta {
 	char *dir;		/* the checkpoint directory, as given */
 	char *meta_path;	/* dir + "/.metadata", used in messages */
@@ -149,8 +139,6 @@ struct ckpt_meta {
 	uint8_t origin;		/* enum ckpt_origin */
 	char format[160];	/* its name, for ckpt_meta_info() */
 	struct timespec mtime;	/* of .metadata */
-	int dirfd;		/* -1 until ckpt_files_open() */
-	struct ckpt_fdcache fds;
 
 	struct ckpt_entry *entries;	/* in metadata order */
 	uint32_t nentries;
@@ -169,6 +157,15 @@ struct ckpt_meta {
 	size_t strings_len;
 
 	struct ckpt_strtab by_fqn;	/* FQN -> entry */
+
+	/* The open handle's I/O, apart from the model (io/datafiles.c):
+	 * set by ckpt_meta_open_opts() and ckpt_files_open(), then only
+	 * read. */
+	struct ckpt_store *store;	/* owned; NULL when parsed from memory */
+	struct ckpt_file_open *opened;	/* [nfiles]; NULL until
+					 * ckpt_files_open() */
+	bool follow_symlinks;	/* ckpt_open_opts.follow_symlinks */
+	bool huge_pages;	/* CKPT_FILES_HUGE_PAGES */
 };
 
 /*
@@ -203,8 +200,14 @@ int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
 int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 		    struct ckpt_meta **out, char *err, size_t errlen);
 
-/* Close the data files and free everything.  Accepts NULL. */
+/* Close the data files and free everything (core/open.c: the open
+ * handle owns its store).  Accepts NULL. */
 void ckpt_meta_free(struct ckpt_meta *m);
+
+/* Free what the model owns, and m, leaving m->store and m->opened to
+ * the caller (ckpt_meta_free(), and the parser's failure paths).
+ * Accepts NULL. */
+void ckpt_meta_free_parsed(struct ckpt_meta *m);
 
 /*
  * Like ckpt_meta_parse(), for one rank's part of a checkpoint whose ranks

@@ -965,10 +965,8 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 					&m->files[m->nfiles].path);
 			if (rc)
 				goto out_files;
-			memset(&m->files[m->nfiles].need, 0,
-			       sizeof(struct ckpt_file) -
-			       offsetof(struct ckpt_file, need));
-			m->files[m->nfiles].fd = -1;
+			m->files[m->nfiles].need = 0;
+			m->files[m->nfiles].need_entry = 0;
 			fi = m->nfiles++;
 			ckpt_strtab_insert(&files, fi);
 		}
@@ -1201,7 +1199,6 @@ static int parse(const uint8_t *buf, size_t len, const char *name,
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory", name);
-	m->dirfd = -1;
 	pthread_mutex_init(&m->zc.lock, NULL);
 	pthread_cond_init(&m->zc.loaded, NULL);
 	m->zc.cap = (uint64_t)CKPT_CACHE_MB_DEFAULT << 20;
@@ -1329,6 +1326,6 @@ static int parse(const uint8_t *buf, size_t len, const char *name,
 	*out = m;
 	return 0;
 out_free:
-	ckpt_meta_free(m);
+	ckpt_meta_free_parsed(m);
 	return rc;
 }

@@ -12,7 +12,7 @@
 #include "common/errbuf.h"
 #include "common/grow.h"
 #include "common/json.h"
-#include "io/datafiles.h"
+#include "io/store.h"
 
 #define NAME_MAX_ST 4096
 
@@ -273,9 +273,9 @@ out_text:
 	return rc;
 }
 
-int ckpt_st_read_blob(int fd, uint64_t base, uint64_t end, uint32_t fi,
-		      const char *where, struct ckpt_st_set *set, char *err,
-		      size_t errlen)
+int ckpt_st_read_blob(struct ckpt_store *s, uint32_t id, uint64_t base,
+		      uint64_t end, uint32_t fi, const char *where,
+		      struct ckpt_st_set *set, char *err, size_t errlen)
 {
 	struct blob b = { set, fi, where, err, errlen };
 	char fqn[NAME_MAX_ST];
@@ -288,7 +288,7 @@ int ckpt_st_read_blob(int fd, uint64_t base, uint64_t end, uint32_t fi,
 	uint32_t k, c;
 	int rc, i;
 
-	if (base > end || size < 8 || ckpt_pread_exact(fd, le, 8, base))
+	if (base > end || size < 8 || ckpt_store_pread(s, id, le, 8, base))
 		return ckpt_errf(err, errlen, -EINVAL,
 				 "%s: shorter than a safetensors header", where);
 	for (i = 7; i >= 0; i--)
@@ -300,7 +300,7 @@ int ckpt_st_read_blob(int fd, uint64_t base, uint64_t end, uint32_t fi,
 	head = malloc(hlen ? hlen : 1);
 	if (!head)
 		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-	if (ckpt_pread_exact(fd, head, hlen, base + 8)) {
+	if (ckpt_store_pread(s, id, head, hlen, base + 8)) {
 		rc = ckpt_errf(err, errlen, -EIO, "%s: cannot read its header",
 			       where);
 		goto out_head;

@@ -39,16 +39,18 @@ struct ckpt_st_set {
 	bool sharded;		/* some blob had DCP_SHARDING_INFO */
 };
 
+struct ckpt_store;
+
 /*
- * Parse the blob at [base, end) of fd and append its tensors, numbered
+ * Parse the blob at [base, end) of file id of store s and append its tensors, numbered
  * file fi, to set; within the blob they come sorted by FQN (see
  * ckpt_st_find()).  A blob with DCP_SHARDING_INFO must give every tensor
  * saved_offsets that fit 64 bits.  where names the blob in messages.
  * Returns 0, or -errno with a one-line reason naming it and the key.
  */
-int ckpt_st_read_blob(int fd, uint64_t base, uint64_t end, uint32_t fi,
-		      const char *where, struct ckpt_st_set *set, char *err,
-		      size_t errlen);
+int ckpt_st_read_blob(struct ckpt_store *s, uint32_t id, uint64_t base,
+		      uint64_t end, uint32_t fi, const char *where,
+		      struct ckpt_st_set *set, char *err, size_t errlen);
 
 /* The tensor called fqn among set->t[from, to) (sorted by FQN), or NULL. */
 const struct ckpt_st_tensor *ckpt_st_find(const struct ckpt_st_set *set,

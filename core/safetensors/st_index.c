@@ -2,20 +2,17 @@
 /* Indexing a directory of safetensors files: see st_index.h. */
 #include "safetensors/st_index.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/errbuf.h"
 #include "common/grow.h"
 #include "common/json.h"
 #include "common/mpout.h"
-#include "io/datafiles.h"
+#include "io/store.h"
 #include "model/meta.h"
 #include "safetensors/st_blob.h"
 
@@ -24,9 +21,9 @@
 #define NAME_MAX_ST 4096
 
 struct st {
-	const char *dir;
-	int dirfd;
-	bool follow;
+	const char *dir;	/* the store's root, for messages */
+	struct ckpt_store *store;
+	int64_t mtime_sec, mtime_nsec;	/* the newest file read */
 	char **files;		/* owned names */
 	size_t nfiles, cap_files;
 	struct ckpt_st_set set;
@@ -51,26 +48,32 @@ static int add_file(struct st *s, const char *name)
 	return 0;
 }
 
-/* Read exactly len bytes at off of fd. */
+/* The newest modification time of the files read is the checkpoint's. */
+static void saw(struct st *s, const struct ckpt_store_file_info *fi)
+{
+	if (fi->mtime_sec > s->mtime_sec ||
+	    (fi->mtime_sec == s->mtime_sec && fi->mtime_nsec > s->mtime_nsec)) {
+		s->mtime_sec = fi->mtime_sec;
+		s->mtime_nsec = fi->mtime_nsec;
+	}
+}
+
+/* The tensors of safetensors file fi. */
 static int one_file(struct st *s, uint32_t fi)
 {
+	struct ckpt_store_file_info info;
 	char where[4352];
-	struct stat st;
-	int fd, rc;
+	uint32_t id;
+	int rc;
 
 	snprintf(where, sizeof(where), "%s/%s", s->dir, s->files[fi]);
-	fd = ckpt_open_beneath(s->dirfd, s->files[fi], s->follow);
-	if (fd < 0)
-		return ckpt_errf(s->err, s->errlen, -errno, "%s: cannot open: %s",
-				 where, strerror(errno));
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
-		rc = ckpt_errf(s->err, s->errlen, -EINVAL,
-			       "%s: not a regular file", where);
-	else
-		rc = ckpt_st_read_blob(fd, 0, (uint64_t)st.st_size, fi, where,
-				       &s->set, s->err, s->errlen);
-	close(fd);
-	return rc;
+	rc = ckpt_store_open(s->store, s->files[fi], &id, &info, s->err,
+			     s->errlen);
+	if (rc)
+		return rc;
+	saw(s, &info);
+	return ckpt_st_read_blob(s->store, id, 0, info.size, fi, where,
+				 &s->set, s->err, s->errlen);
 }
 
 /* model.safetensors.index.json, if there is one: its weight_map's files,
@@ -78,31 +81,22 @@ static int one_file(struct st *s, uint32_t fi)
 static int read_index(struct st *s, struct ckpt_json_doc *doc, char **text,
 		      const struct ckpt_json **map)
 {
+	struct ckpt_store_file_info info;
 	char where[4352];
-	struct stat st;
 	size_t len;
-	int fd, rc;
+	int rc;
 
 	*map = NULL;
 	*text = NULL;
-	fd = ckpt_open_beneath(s->dirfd, INDEX_NAME, s->follow);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	snprintf(where, sizeof(where), "%s/%s", s->dir, INDEX_NAME);
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size > INDEX_MAX) {
-		close(fd);
-		return ckpt_errf(s->err, s->errlen, -EINVAL,
-				 "%s: not a regular file of at most %zu bytes",
-				 where, INDEX_MAX);
-	}
-	len = (size_t)st.st_size;
-	*text = malloc(len ? len : 1);
-	rc = !*text ? -ENOMEM : ckpt_pread_exact(fd, *text, len, 0);
-	close(fd);
+	rc = ckpt_store_read_file(s->store, INDEX_NAME, INDEX_MAX,
+				  (uint8_t **)text, &len, &info, s->err,
+				  s->errlen);
+	if (rc == -ENOENT)
+		return 0;
 	if (rc)
-		return ckpt_errf(s->err, s->errlen, rc, "%s: cannot read it",
-				 where);
+		return rc;
+	saw(s, &info);
+	snprintf(where, sizeof(where), "%s/%s", s->dir, INDEX_NAME);
 	rc = ckpt_json_parse(*text, len, where, doc, s->err, s->errlen);
 	if (rc)
 		return rc;
@@ -318,37 +312,39 @@ static int write_image(struct st *s, uint8_t **img, size_t *len)
 	return rc ? ckpt_errf(s->err, s->errlen, rc, "out of memory") : 0;
 }
 
-int ckpt_safetensors_index(const char *dir, int dirfd, bool follow,
-			   uint8_t **img, size_t *len, bool *sharded,
-			   char *err, size_t errlen)
+/* Collect the *.safetensors names of the listing. */
+static int list_one(void *ctx, const char *name, uint64_t size)
 {
-	struct st s = { .dir = dir, .dirfd = dirfd, .follow = follow,
+	struct st *s = ctx;
+	size_t n = strlen(name);
+
+	(void)size;
+	if (n > 12 && !strcmp(name + n - 12, ".safetensors"))
+		return add_file(s, name);
+	return 0;
+}
+
+int ckpt_safetensors_index(struct ckpt_store *store, uint8_t **img,
+			   size_t *len, bool *sharded, int64_t *mtime_sec,
+			   int64_t *mtime_nsec, char *err, size_t errlen)
+{
+	struct st s = { .dir = ckpt_store_root(store), .store = store,
 			.err = err, .errlen = errlen };
 	struct ckpt_json_doc idoc = { 0 };
 	const struct ckpt_json *map = NULL;
+	const char *dir = s.dir;
 	char *itext = NULL;
-	struct dirent *de;
 	size_t i;
-	DIR *d;
 	int rc = 0;
 
 	*img = NULL;
 	*len = 0;
 	*sharded = false;
-	d = opendir(dir);
-	if (!d)
-		return -ENOENT;
-	while (!rc && (de = readdir(d))) {
-		size_t n = strlen(de->d_name);
-
-		if (n > 12 && !strcmp(de->d_name + n - 12, ".safetensors"))
-			rc = add_file(&s, de->d_name);
-	}
-	closedir(d);
-	if (rc) {
+	rc = ckpt_store_list(store, list_one, &s, err, errlen);
+	if (rc == -ENOMEM)
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	if (rc)
 		goto out_free;
-	}
 	if (!s.nfiles) {
 		rc = -ENOENT;
 		goto out_free;
@@ -378,8 +374,11 @@ int ckpt_safetensors_index(const char *dir, int dirfd, bool follow,
 	}
 	if (!rc)
 		rc = write_image(&s, img, len);
-	if (!rc)
+	if (!rc) {
 		*sharded = s.set.sharded;
+		*mtime_sec = s.mtime_sec;
+		*mtime_nsec = s.mtime_nsec;
+	}
 out_free:
 	ckpt_json_free(&idoc);
 	free(itext);

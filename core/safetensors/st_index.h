@@ -16,14 +16,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct ckpt_store;
+
 /*
- * The native image of the safetensors checkpoint in dir (dirfd open on
- * it): 0 with *img (caller frees), *len and *sharded (DCP_SHARDING_INFO
- * was used), -ENOENT when dir holds no .safetensors file, or another
- * -errno with a one-line reason naming the file and key.
+ * The native image of the safetensors checkpoint at the root of store s:
+ * 0 with *img (caller frees), *len, *sharded (DCP_SHARDING_INFO was used)
+ * and *mtime_sec/_nsec (the newest file read), -ENOENT when the root
+ * holds no .safetensors file, or another -errno with a one-line reason
+ * naming the file and key.
  */
-int ckpt_safetensors_index(const char *dir, int dirfd, bool follow,
-			   uint8_t **img, size_t *len, bool *sharded,
-			   char *err, size_t errlen);
+int ckpt_safetensors_index(struct ckpt_store *s, uint8_t **img, size_t *len,
+			   bool *sharded, int64_t *mtime_sec,
+			   int64_t *mtime_nsec, char *err, size_t errlen);
 
 #endif

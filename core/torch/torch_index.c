@@ -18,13 +18,10 @@
 
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include "common/errbuf.h"
@@ -51,17 +48,17 @@ static const char *const side_files[] = { "common.pt", "metadata.json" };
 #define NSIDE (sizeof(side_files) / sizeof(side_files[0]))
 
 struct tctx {
-	const char *dir, *name;
-	int dirfd;
-	bool follow;
+	const char *dir, *name;	/* the store's root, .metadata's path */
+	struct ckpt_store *store;	/* NULL: no data files (fuzzing) */
 	char *err;
 	size_t errlen;
 	struct ckpt_mpout w;
 	const struct pk_value *sdm;	/* state_dict_metadata */
 	struct ckpt_strtab by_fqn;	/* pair number in sdm */
-	int fd;				/* the data file open now */
-	const struct pk_value *fd_path;
-	uint64_t fsize;
+	bool has_file;			/* a data file is current: */
+	uint32_t fid;			/* its store id, */
+	const struct pk_value *fd_path;	/* its name */
+	uint64_t fsize;			/* and size */
 	/* SerializationFormat.SAFETENSORS: the open file's blob, parsed */
 	struct ckpt_st_set st;
 	uint64_t st_base;
@@ -73,25 +70,32 @@ struct tctx {
 	unsigned nside;
 };
 
-static void find_side_files(struct tctx *t)
+static int find_side_files(struct tctx *t)
 {
-	struct stat st;
+	struct ckpt_store_file_info fi;
+	uint32_t id;
 	unsigned i;
+	int rc;
 
-	for (i = 0; i < NSIDE; i++) {
+	for (i = 0; t->store && i < NSIDE; i++) {
 		const char *n = side_files[i];
 
-		if (fstatat(t->dirfd, n, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-		    !S_ISREG(st.st_mode) ||
-		    ckpt_strtab_find(&t->by_fqn, 0, n, strlen(n)) != UINT32_MAX)
+		if (ckpt_strtab_find(&t->by_fqn, 0, n, strlen(n)) != UINT32_MAX)
 			continue;
+		rc = ckpt_store_open(t->store, n, &id, &fi, t->err, t->errlen);
+		if (rc == -ENOENT || rc == -EINVAL || rc == -EXDEV)
+			continue;	/* none, not a file, or outside */
+		if (rc)
+			return rc;
 		t->side[t->nside] = n;
-		t->side_size[t->nside++] = (uint64_t)st.st_size;
+		t->side_size[t->nside++] = fi.size;
 	}
+	return 0;
 }
 
 struct blob {
-	int fd;
+	struct ckpt_store *store;
+	uint32_t id;
 	uint64_t base;
 };
 
@@ -313,22 +317,21 @@ static int blob_read(void *ctx, uint64_t off, void *buf, size_t len)
 {
 	const struct blob *b = ctx;
 
-	return ckpt_pread_exact(b->fd, buf, len, b->base + off);
+	return ckpt_store_pread(b->store, b->id, buf, len, b->base + off);
 }
 
-/* Make the record's file the open one. */
+/* Make the record's file the current one. */
 static int open_file(struct tctx *t, const struct pk_value *fqn,
 		     const struct pk_value *path)
 {
-	struct stat st;
+	struct ckpt_store_file_info fi;
 	char *p;
+	int rc;
 
-	if (t->fd >= 0 && t->fd_path->u.str.len == path->u.str.len &&
+	if (t->has_file && t->fd_path->u.str.len == path->u.str.len &&
 	    !memcmp(t->fd_path->u.str.s, path->u.str.s, path->u.str.len))
 		return 0;
-	if (t->fd >= 0)
-		close(t->fd);
-	t->fd = -1;
+	t->has_file = false;
 	ckpt_st_set_free(&t->st);
 	t->st_loaded = false;
 	if (!ckpt_relpath_is_safe(path->u.str.s, path->u.str.len))
@@ -336,29 +339,14 @@ static int open_file(struct tctx *t, const struct pk_value *fqn,
 	p = strndup(path->u.str.s, path->u.str.len);
 	if (!p)
 		return ckpt_errf(t->err, t->errlen, -ENOMEM, "out of memory");
-	t->fd = ckpt_open_beneath(t->dirfd, p, t->follow);
-	if (t->fd < 0) {
-		int e = errno;
-
-		ckpt_errf(t->err, t->errlen, -EIO, "%s/%s: key '%.*s': %s%s",
-			  t->dir, p,
-			  (int)(fqn->u.str.len > FQN_SHOWN ? FQN_SHOWN : fqn->u.str.len),
-			  fqn->u.str.s, strerror(e),
-			  e == EXDEV || e == ELOOP ?
-			  " (leads outside the checkpoint; -o follow_symlinks allows that)" : "");
-		free(p);
-		return -EIO;
-	}
+	rc = ckpt_files_open_one(t->store, p, fqn->u.str.s, fqn->u.str.len,
+				 &t->fid, &fi, t->err, t->errlen);
 	free(p);
-	if (fstat(t->fd, &st) || !S_ISREG(st.st_mode)) {
-		close(t->fd);
-		t->fd = -1;
-		return ckpt_errf(t->err, t->errlen, -EIO,
-				 "%s/%.*s: not a regular file", t->dir,
-				 (int)path->u.str.len, path->u.str.s);
-	}
+	if (rc)
+		return rc;
+	t->has_file = true;
 	t->fd_path = path;
-	t->fsize = (uint64_t)st.st_size;
+	t->fsize = fi.size;
 	return 0;
 }
 
@@ -453,7 +441,8 @@ static int open_record(struct tctx *t, const struct pk_value *fqn,
 		return ckpt_errf(t->err, t->errlen, -EIO,
 				 "%s: record of %" PRIu64 " bytes runs past the end of the %" PRIu64 "-byte file",
 				 where, blen, t->fsize);
-	b->fd = t->fd;
+	b->store = t->store;
+	b->id = t->fid;
 	b->base = boff;
 	return 0;
 }
@@ -520,7 +509,7 @@ static int locate_in_safetensors(struct tctx *t, const struct pk_value *fqn,
 	if (!t->st_loaded || t->st_base != boff) {
 		ckpt_st_set_free(&t->st);
 		t->st_loaded = false;
-		rc = ckpt_st_read_blob(t->fd, boff, t->fsize, 0, where, &t->st,
+		rc = ckpt_st_read_blob(t->store, t->fid, boff, t->fsize, 0, where, &t->st,
 				       t->err, t->errlen);
 		if (rc)
 			return rc;
@@ -773,13 +762,12 @@ static int put_storage_data(struct tctx *t, const struct pk_value *sd)
 	return 0;
 }
 
-int ckpt_torch_index(const char *dir, int dirfd, bool follow,
-		     const char *name, const uint8_t *pkl, size_t len,
-		     uint8_t **img, size_t *imglen, char *err, size_t errlen)
+int ckpt_torch_index(struct ckpt_store *s, const char *name,
+		     const uint8_t *pkl, size_t len, uint8_t **img,
+		     size_t *imglen, char *err, size_t errlen)
 {
-	struct tctx t = { .dir = dir, .name = name, .dirfd = dirfd,
-			  .follow = follow, .err = err, .errlen = errlen,
-			  .fd = -1 };
+	struct tctx t = { .dir = s ? ckpt_store_root(s) : ".", .name = name,
+			  .store = s, .err = err, .errlen = errlen };
 	const struct pk_value *root, *st, *sd, *pd;
 	struct pk_arena *arena;
 	size_t variants_at;
@@ -818,7 +806,9 @@ int ckpt_torch_index(const char *dir, int dirfd, bool follow,
 	pd = pk_dict_get(st, "planner_data");
 	if (pd && pd->type != PK_DICT)
 		pd = NULL;	/* None in 1.13; planner-private otherwise */
-	find_side_files(&t);
+	rc = find_side_files(&t);
+	if (rc)
+		goto out_tab;
 	msgpack_pack_map(&t.w.pk, pd || t.nside ? 6 : 5);
 	ckpt_pack_cstr(&t.w.pk, "format");
 	ckpt_pack_cstr(&t.w.pk, CKPT_FORMAT_NAME);
@@ -856,8 +846,6 @@ out_tab:
 out_arena:
 	ckpt_mpout_destroy(&t.w);
 	ckpt_st_set_free(&t.st);
-	if (t.fd >= 0)
-		close(t.fd);
 	pk_free(arena);
 	return rc;
 }

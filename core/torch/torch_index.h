@@ -17,17 +17,20 @@
 /* True when a .metadata image is a pickle (protocol 2-5), not msgpack. */
 bool ckpt_torch_is_pickle(const uint8_t *buf, size_t len);
 
+struct ckpt_store;
+
 /*
- * Build the native image for the torch checkpoint in dir (opened as dirfd)
+ * Build the native image for the torch checkpoint at the root of store s
  * from its .metadata pickle pkl[0, len).  name (the .metadata path) and
- * the data file paths prefix messages.  Data files are opened beneath
- * dirfd unless follow is set; only each record's zip end records, central
- * directory, data.pkl and local headers are read.  Returns 0 and sets
- * *img (caller frees) and *imglen, or -errno with a one-line reason.
+ * the data file paths prefix messages.  Data files are opened through s
+ * (NULL: none can be, e.g. when fuzzing); only each record's zip end
+ * records, central directory, data.pkl and local headers are read.
+ * Returns 0 and sets *img (caller frees) and *imglen, or -errno with a
+ * one-line reason.
  */
-int ckpt_torch_index(const char *dir, int dirfd, bool follow,
-		     const char *name, const uint8_t *pkl, size_t len,
-		     uint8_t **img, size_t *imglen, char *err, size_t errlen);
+int ckpt_torch_index(struct ckpt_store *s, const char *name,
+		     const uint8_t *pkl, size_t len, uint8_t **img,
+		     size_t *imglen, char *err, size_t errlen);
 
 /* The "source" stamp an index carries: the pickle's size and XXH3.  True
  * when img was built from exactly pkl. */

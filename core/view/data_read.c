@@ -6,9 +6,10 @@
  * straight into the caller's buffer.  When it leaves many short runs
  * (dim-1 tilings: one per row per chunk), runs of the same chunk, which
  * come in ascending storage order and are usually adjacent there, are
- * merged into a few extents, pread into a staging buffer, and copied into
- * place: a handful of syscalls instead of thousands, and still only the
- * bytes needed.
+ * merged into a few extents, read into a staging buffer, and copied into
+ * place: a handful of reads instead of thousands, and still only the
+ * bytes needed.  Either way the ranges of one flush go to the store as
+ * one batch (io/store.h), which may run them at once (S3).
  *
  * Runs of strided chunks (non-row-major records, e.g. a transposed tensor)
  * are scattered over their record: they are sorted by file offset, merged
@@ -26,6 +27,7 @@
 
 #include "common/errbuf.h"
 #include "io/datafiles.h"
+#include "io/store.h"
 #include "plan/plan.h"
 #include "records/record_cache.h"
 #include "records/verify.h"
@@ -66,7 +68,57 @@ void ckpt_scratch_free(struct ckpt_scratch *s)
 	free(s->sruns);
 	free(s->sorder);
 	free(s->sstage);
+	free(s->ranges);
 	free(s);
+}
+
+/* buf (of *cap bytes), or a new buffer of at least need bytes in its
+ * place (contents not kept; buf freed); NULL when out of memory. */
+static void *reserve(void *buf, size_t *cap, size_t need)
+{
+	if (buf && *cap >= need)
+		return buf;
+	free(buf);
+	buf = malloc(need ? need : 1);
+	*cap = buf ? need : 0;
+	return buf;
+}
+
+/*
+ * Read the ranges r[0..n), whose ids are chunks' `file`s: a data file's
+ * ranges go to the store together, as one batch; a record stored with
+ * transforms is copied from the record cache.  r is rewritten.
+ */
+static int read_ranges(struct ckpt_meta *m, struct ckpt_store_range *r,
+		       size_t n)
+{
+	size_t i, k = 0;
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		if (!ckpt_is_zrec(r[i].id)) {
+			r[k++] = r[i];
+			continue;
+		}
+		rc = ckpt_record_pread(m, r[i].id, r[i].dst, r[i].len,
+				       r[i].off);
+		if (rc)
+			return rc;
+	}
+	return ckpt_files_read(m, r, k);
+}
+
+/* The scratch's range array, for at least n ranges; NULL on no memory. */
+static struct ckpt_store_range *ranges_for(struct ckpt_scratch *s, size_t n)
+{
+	size_t cap = s->cap_ranges * sizeof(struct ckpt_store_range);
+
+	if (n > SIZE_MAX / sizeof(struct ckpt_store_range))
+		return NULL;
+	s->ranges = reserve(s->ranges, &cap,
+			    n * sizeof(struct ckpt_store_range));
+	s->cap_ranges = cap / sizeof(struct ckpt_store_range);
+	return s->ranges;
 }
 
 /* Read n runs into buf: directly when few, else through extents. */
@@ -75,18 +127,18 @@ static int flush(struct ckpt_meta *m, struct pending *r, uint32_t n,
 {
 	uint32_t open_chunk[OPEN_EXTENTS], open_ext[OPEN_EXTENTS];
 	uint32_t nopen = 0, next = 0, i, k;
+	struct ckpt_store_range *rr;
 	struct extent *ext;
 	uint64_t total = 0;
 	int rc;
 
-	if (n <= DIRECT_MAX || !s) {
-		for (i = 0; i < n; i++) {
-			rc = ckpt_record_pread(m, r[i].file, buf + r[i].dst,
-					      r[i].len, r[i].foff);
-			if (rc)
-				return rc;
-		}
-		return 0;
+	if (n <= DIRECT_MAX || !s) {	/* straight into buf */
+		struct ckpt_store_range direct[DIRECT_MAX + 1];
+
+		for (i = 0; i < n; i++)
+			direct[i] = (struct ckpt_store_range){ r[i].file,
+				r[i].foff, r[i].len, buf + r[i].dst };
+		return read_ranges(m, direct, n);
 	}
 	ext = s->extents;
 	for (i = 0; i < n; i++) {
@@ -116,19 +168,16 @@ static int flush(struct ckpt_meta *m, struct pending *r, uint32_t n,
 		ext[k].stage = total;
 		total += ext[k].len;
 	}
-	if (s->cap_stage < total) {
-		free(s->stage);
-		s->stage = malloc(total);
-		s->cap_stage = s->stage ? total : 0;
-		if (!s->stage)
-			return -ENOMEM;
-	}
-	for (k = 0; k < next; k++) {
-		rc = ckpt_record_pread(m, ext[k].file, s->stage + ext[k].stage,
-				      ext[k].len, ext[k].foff);
-		if (rc)
-			return rc;
-	}
+	rr = ranges_for(s, next);
+	s->stage = reserve(s->stage, &s->cap_stage, total);
+	if (!rr || !s->stage)
+		return -ENOMEM;
+	for (k = 0; k < next; k++)
+		rr[k] = (struct ckpt_store_range){ ext[k].file, ext[k].foff,
+			ext[k].len, s->stage + ext[k].stage };
+	rc = read_ranges(m, rr, next);
+	if (rc)
+		return rc;
 	for (i = 0; i < n; i++)
 		memcpy(buf + r[i].dst,
 		       s->stage + ext[s->order[i]].stage + r[i].at, r[i].len);
@@ -237,16 +286,18 @@ static uint32_t extent_at(const struct pending *r, const uint32_t *order,
 }
 
 /*
- * Read n runs of strided chunks into buf: sorted by (file, offset), then
- * read extent by extent (extent_at()), so no more than 2x the delivered
- * bytes are read, and copied into place.
+ * Read n runs of strided chunks into buf: sorted by (file, offset) and
+ * merged into extents (extent_at()), so no more than 2x the delivered
+ * bytes are read; the extents are read as one batch into the staging
+ * buffer and the runs copied into place.
  */
 static int flush_strided(struct ckpt_meta *m, struct ckpt_scratch *s,
 			 uint32_t n, char *buf)
 {
 	struct pending *r = s->sruns;
+	struct ckpt_store_range *rr;
 	uint64_t total = 0, start, end;
-	uint32_t i, next, k;
+	uint32_t i, next, k, ne = 0;
 	int rc;
 
 	if (!n)
@@ -254,31 +305,33 @@ static int flush_strided(struct ckpt_meta *m, struct ckpt_scratch *s,
 	for (i = 0; i < n; i++)
 		s->sorder[i] = i;
 	qsort_r(s->sorder, n, sizeof(uint32_t), cmp_foff_r, r);
-	for (i = 0; i < n; i = next) {	/* the largest extent: staging size */
+	for (i = 0; i < n; i = next, ne++) {	/* staging: every extent */
 		next = extent_at(r, s->sorder, n, i, &start, &end);
-		if (end - start > total)
-			total = end - start;
+		total += end - start;
 	}
-	if (s->cap_sstage < total) {
-		free(s->sstage);
-		s->sstage = malloc(total);
-		s->cap_sstage = s->sstage ? total : 0;
-		if (!s->sstage)
-			return -ENOMEM;
-	}
-	for (i = 0; i < n; i = next) {
+	rr = ranges_for(s, ne);
+	s->sstage = reserve(s->sstage, &s->cap_sstage, total);
+	if (!rr || !s->sstage)
+		return -ENOMEM;
+	for (i = 0, ne = 0, total = 0; i < n; i = next, ne++) {
 		next = extent_at(r, s->sorder, n, i, &start, &end);
-		rc = ckpt_record_pread(m, r[s->sorder[i]].file, s->sstage,
-				      end - start, start);
-		if (rc)
-			return rc;
-		s->strided_read += end - start;
+		rr[ne] = (struct ckpt_store_range){ r[s->sorder[i]].file, start,
+			end - start, s->sstage + total };
+		total += end - start;
+	}
+	rc = read_ranges(m, rr, ne);
+	if (rc)
+		return rc;
+	s->strided_read += total;
+	for (i = 0, total = 0; i < n; i = next) {
+		next = extent_at(r, s->sorder, n, i, &start, &end);
 		for (k = i; k < next; k++) {
 			const struct pending *y = &r[s->sorder[k]];
 
-			memcpy(buf + y->dst, s->sstage + (y->foff - start),
-			       y->len);
+			memcpy(buf + y->dst,
+			       s->sstage + total + (y->foff - start), y->len);
 		}
+		total += end - start;
 	}
 	return 0;
 }
@@ -422,13 +475,9 @@ static int read_converted(const struct ckpt_view *v,
 	need = (size_t)(n * ssz + n * tsz);
 	if (!s)
 		return -ENOMEM;
-	if (s->cap_conv < need) {
-		free(s->conv);
-		s->conv = malloc(need);
-		s->cap_conv = s->conv ? need : 0;
-		if (!s->conv)
-			return -ENOMEM;
-	}
+	s->conv = reserve(s->conv, &s->cap_conv, need);
+	if (!s->conv)
+		return -ENOMEM;
 	rc = read_raw(v->meta, v, e, box, e0 * ssz, (size_t)(n * ssz), s->conv,
 		      &raw, s);
 	if (rc)

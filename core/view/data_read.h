@@ -28,6 +28,9 @@ struct ckpt_scratch {
 	uint32_t cap_sruns;
 	char *sstage;		/* staging for strided extents */
 	size_t cap_sstage;
+	void *ranges;		/* struct ckpt_store_range[cap_ranges]:
+				 * one flush's batch for the store */
+	size_t cap_ranges;
 	uint64_t strided_read;	/* bytes read for strided chunks (stats) */
 };
 

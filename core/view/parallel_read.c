@@ -20,6 +20,7 @@
 #include "ckptfs.h"
 #include "common/errbuf.h"
 #include "io/datafiles.h"
+#include "io/store.h"
 #include "plan/plan.h"
 #include "records/record_cache.h"
 #include "view/data_read.h"
@@ -212,14 +213,16 @@ static void *worker(void *arg)
  * The destinations are usually fresh memory (new tensors), and faulting
  * it in 4 KiB at a time costs more than the copy: ask for huge pages on
  * the 2 MiB-aligned inside of each large destination.  Advisory: memory
- * already faulted in, or a kernel without THP, is unaffected.
+ * already faulted in, or a kernel without THP, is unaffected.  It is the
+ * caller's memory, so only when the caller asked (CKPT_FILES_HUGE_PAGES).
  */
-static void want_huge_pages(void *dst, uint64_t len)
+static void want_huge_pages(const struct ckpt_meta *m, void *dst,
+			    uint64_t len)
 {
 	uintptr_t lo = ((uintptr_t)dst + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
 	uintptr_t hi = ((uintptr_t)dst + len) & ~(HUGE_PAGE - 1);
 
-	if (dst && hi > lo)
+	if (m->huge_pages && dst && hi > lo)
 		madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
 }
 
@@ -248,9 +251,12 @@ static int cut(struct job *j, const uint64_t *len, size_t n)
 
 static int run(struct job *j, unsigned threads, char *err, size_t errlen)
 {
+	struct ckpt_meta *m = j->v ? ckpt_view_meta(j->v) : j->m;
 	pthread_t th[MAX_THREADS];
 	unsigned t, started = 0;
 
+	if (!threads && m->store)	/* S3: as many as GETs in flight */
+		threads = ckpt_store_parallelism(m->store);
 	if (!threads) {
 		long c = sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -304,7 +310,7 @@ int ckpt_view_read_batch(const struct ckpt_view *v,
 					 rc == -EINVAL ? "lie past its end" : strerror(-rc));
 		}
 		len[i] = reqs[i].len;
-		want_huge_pages(reqs[i].dst, reqs[i].len);
+		want_huge_pages(ckpt_view_meta(v), reqs[i].dst, reqs[i].len);
 	}
 	pthread_mutex_init(&j.lock, NULL);
 	rc = cut(&j, len, n);
@@ -332,7 +338,7 @@ int ckpt_meta_read_boxes(struct ckpt_meta *m, const struct ckpt_box_req *reqs,
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 		goto out_free;
 	}
-	if (m->dirfd < 0) {
+	if (!ckpt_files_are_open(m)) {
 		rc = ckpt_errf(err, errlen, -EBADF,
 			       "%s: data files are not open (ckpt_files_open())",
 			       m->dir ? m->dir : "checkpoint");
@@ -354,7 +360,7 @@ int ckpt_meta_read_boxes(struct ckpt_meta *m, const struct ckpt_box_req *reqs,
 		if (e->kind == CKPT_KIND_BYTES) {
 			j.boxes[i].ndim = 0;
 			len[i] = e->nbytes;
-			want_huge_pages(reqs[i].dst, len[i]);
+			want_huge_pages(m, reqs[i].dst, len[i]);
 			continue;
 		}
 		shape = ckpt_entry_shape(m, e);
@@ -378,7 +384,7 @@ int ckpt_meta_read_boxes(struct ckpt_meta *m, const struct ckpt_box_req *reqs,
 			numel *= reqs[i].size[d];
 		}
 		len[i] = numel * ckpt_dtype_size((enum ckpt_dtype)e->dtype);
-		want_huge_pages(reqs[i].dst, len[i]);
+		want_huge_pages(m, reqs[i].dst, len[i]);
 	}
 	pthread_mutex_init(&j.lock, NULL);
 	rc = cut(&j, len, n);

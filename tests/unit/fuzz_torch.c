@@ -47,8 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint8_t *img;
 		size_t len;
 
-		if (ckpt_torch_index("fuzz", -1, false, "fuzz/.metadata",
-				     data + 1, size - 1, &img, &len, err,
+		if (ckpt_torch_index(NULL, "fuzz/.metadata", data + 1,
+				     size - 1, &img, &len, err,
 				     sizeof(err)) == 0) {
 			if (!ckpt_torch_index_matches(img, len, data + 1,
 						      size - 1))
