@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# `make check-layers`: libckptfs's folders depend one way, no two modules
-# of core/ include each other round a cycle, core/ never touches FUSE, and
+# `make check-layers`: libckptfs's folders depend one way (by includes,
+# and by the symbols each object uses, which also covers what ckptfs.h
+# declares), no two modules of core/ include each other round a cycle,
+# only io/ knows how a store is implemented, core/ never touches FUSE, and
 # programs outside core/ (but tests/unit/) include only the public header.
 # Usage: check-layers.sh [OBJECT...]   (core's objects, for the nm check)
 set -uo pipefail
@@ -66,6 +68,9 @@ for f in $(find core -name '*.[ch]' | sort); do
 		*) bad "$f: $from/ may not include $inc ($from may use: ${may[$from]:-libc only})" ;;
 		esac
 	done < <(sed -n 's/^#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+	if [ "$from" != io ] && grep -Eq '^#[[:space:]]*include[[:space:]]*"io/store_impl\.h"' "$f"; then
+		bad "$f: includes io/store_impl.h: only io/ sees how a store is implemented"
+	fi
 	if grep -Eq '^#[[:space:]]*include[[:space:]]*[<"][^>"]*fuse' "$f"; then
 		bad "$f: core/ includes a FUSE header"
 	fi
@@ -84,6 +89,34 @@ fi
 # Objects: no FUSE symbol reaches core/.
 if [ $# -gt 0 ] && nm -u "$@" | grep -q 'fuse_'; then
 	bad "core/ references FUSE symbols: $(nm -u "$@" | grep fuse_ | sort -u | tr '\n' ' ')"
+fi
+
+# Objects: the layer order as the linker sees it.  Every function or
+# variable an object of core/ uses from another object of core/ must be
+# defined in its own folder or in one it may use.  Includes can hide a
+# dependency (ckptfs.h declares every public function, whichever layer
+# defines it); symbols cannot.
+if [ $# -gt 0 ]; then
+	defs=$(mktemp)
+	for o in "$@"; do
+		f=$(folder_of "${o#*core/}")
+		nm -g --defined-only "$o" | awk -v f="$f" '$2 ~ /^[TDBRVW]$/ { print $3, f }'
+	done | sort -u > "$defs"
+	for o in "$@"; do
+		from=$(folder_of "${o#*core/}")
+		while read -r sym to; do
+			case $sym in
+			ckpt_store_*_new) [ "$from" = io ] ||
+				bad "${o#*core/}: uses $sym: above io/, nothing knows which store it uses (ckpt_store_new())" ;;
+			esac
+			[ "$to" = "$from" ] && continue
+			case " ${may[$from]:-} " in
+			*" $to "*) ;;
+			*) bad "${o#*core/}: uses $sym, defined in $to/ ($from may use: ${may[$from]:-libc only})" ;;
+			esac
+		done < <(nm -u "$o" | awk '{ print $2 }' | sort -u | join - "$defs")
+	done
+	rm -f "$defs"
 fi
 
 # Programs use the public header alone.

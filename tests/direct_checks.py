@@ -11,6 +11,10 @@ tests/bats/direct.bats.
         ckptfs.load against the independent numpy reference.
     direct_checks.py errors TMPDIR
         ValueError / OSError cases, never a crash.
+    direct_checks.py rlimit CKPT W R
+        ckptfs.load with the soft RLIMIT_NOFILE set low (64, below the
+        hard limit) equals the numpy reference and leaves the limit as it
+        was: the library does not change its host process.
     direct_checks.py dcp-torch CKPT SEED SAVED_W NEW_W [--threads N]
         NEW_W gloo processes load the state torch's gen_torch_ckpt.py
         saved (seed SEED, SAVED_W ranks) resharded for NEW_W ranks, with
@@ -135,6 +139,20 @@ def ref(ckpt, w, r):
         bad += 1
     print(f"compared {len(exp)} entries with the reference, {bad} problems")
     return 1 if bad else 0
+
+
+def rlimit(ckpt, w, r):
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    low = 64 if hard == resource.RLIM_INFINITY or hard > 64 else hard - 1
+    resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard))
+    rc = ref(ckpt, w, r)
+    after = resource.getrlimit(resource.RLIMIT_NOFILE)
+    print(f"RLIMIT_NOFILE before ({low}, {hard}), after {after}")
+    if after != (low, hard):
+        print("ckptfs.load changed RLIMIT_NOFILE")
+        rc = 1
+    return rc
 
 
 def errors(tmp):
@@ -300,6 +318,8 @@ def main(argv):
         return ref(*argv[1:4])
     if cmd == "errors":
         return errors(argv[1])
+    if cmd == "rlimit":
+        return rlimit(*argv[1:4])
     if cmd == "dcp-torch":
         threads = int(argv[5]) if len(argv) > 5 else 0
         return dcp_run(("torch", argv[1], int(argv[2]), threads),

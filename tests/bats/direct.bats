@@ -72,6 +72,13 @@ same() {	# same CKPT W R|LIST [mount and load options...]
 	[ "$status" -eq 0 ]
 }
 
+@test "ckptfs.load leaves RLIMIT_NOFILE as it was (soft 64 < hard), 100 data files still read right" {
+	$GEN "$TMP/ckpt" --seed 5 --keys 150 --files 100 --max-elems 2000
+	run $DIRECT rlimit "$TMP/ckpt" 3 1
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
 @test "ckptfs.load: bad checkpoints and options are ValueErrors, a data file cut short is OSError(EIO) naming file and key" {
 	run $DIRECT errors "$TMP"
 	echo "$output"

@@ -2,12 +2,16 @@
 /*
  * Unit tests of the data files (io/datafiles.c): every refusal at open
  * names the file and the key, a bounded fd cache serves many files with
- * few descriptors, and a read of a file cut short or replaced after the
- * checks fails with a reason.
+ * few descriptors, a read of a file cut short or replaced after the
+ * checks fails with a reason, and the host process's fd limit and memory
+ * advice are left alone unless the caller asks.
  */
+// wrap: madvise
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +21,18 @@
 #include "io/datafiles.h"
 #include "model/meta.h"
 #include "testhelp.h"
+
+static _Atomic unsigned hugepage_calls;
+
+int __real_madvise(void *addr, size_t len, int advice);
+int __wrap_madvise(void *addr, size_t len, int advice);
+
+int __wrap_madvise(void *addr, size_t len, int advice)
+{
+	if (advice == MADV_HUGEPAGE)
+		hugepage_calls++;
+	return __real_madvise(addr, len, advice);
+}
 
 /* n keys of 4 float32, key k in its own file "fK". */
 static char *many_files(unsigned n)
@@ -131,10 +147,69 @@ static void test_changed_after_open(void)
 	cd_remove(dir);
 }
 
+/* A library call never changes RLIMIT_NOFILE nor madvises the caller's
+ * memory, unless asked (CKPT_FILES_RAISE_NOFILE, CKPT_FILES_HUGE_PAGES). */
+static void test_host_untouched(void)
+{
+	const uint64_t n = 1 << 20;	/* one key of 4 MiB */
+	const char *name = "big";
+	char *dir = cd_new(), err[1024];
+	struct rlimit before, low, now;
+	struct ckpt_box_req req = { 0 };
+	struct ckpt_meta *m;
+	msgpack_sbuffer sb;
+	float *data = malloc(n * 4);
+	uint64_t i;
+
+	CHECK(data && getrlimit(RLIMIT_NOFILE, &before) == 0);
+	if (!data || before.rlim_max <= 64) {
+		free(data);
+		cd_remove(dir);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		data[i] = (float)i;
+	CHECK(cd_put(dir, name, data, n * 4) == 0);
+	msgpack_sbuffer_init(&sb);
+	mb_keys_meta_files(&sb, &name, 1, n, 1);
+	cd_put(dir, ".metadata", sb.data, sb.size);
+	msgpack_sbuffer_destroy(&sb);
+	low = before;
+	low.rlim_cur = 64;
+	CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+	req.size[0] = n;
+	req.dst = aligned_alloc(2 << 20, n * 4);
+	CHECK(req.dst != NULL);
+
+	hugepage_calls = 0;
+	CHECK(ckpt_meta_open(dir, &m, err, sizeof(err)) == 0);
+	CHECK(ckpt_files_open(m, 0, 0, err, sizeof(err)) == 0);
+	CHECK(getrlimit(RLIMIT_NOFILE, &now) == 0 && now.rlim_cur == 64);
+	CHECK(ckpt_meta_read_boxes(m, &req, 1, 2, err, sizeof(err)) == 0);
+	CHECK(!memcmp(req.dst, data, n * 4));
+	CHECK(hugepage_calls == 0);
+	ckpt_meta_free(m);
+
+	CHECK(ckpt_meta_open(dir, &m, err, sizeof(err)) == 0);
+	CHECK(ckpt_files_open(m, CKPT_FILES_RAISE_NOFILE | CKPT_FILES_HUGE_PAGES,
+			      0, err, sizeof(err)) == 0);
+	CHECK(getrlimit(RLIMIT_NOFILE, &now) == 0 &&
+	      now.rlim_cur == before.rlim_max);
+	CHECK(ckpt_meta_read_boxes(m, &req, 1, 2, err, sizeof(err)) == 0);
+	CHECK(hugepage_calls > 0);
+	ckpt_meta_free(m);
+
+	setrlimit(RLIMIT_NOFILE, &before);
+	free(req.dst);
+	free(data);
+	cd_remove(dir);
+}
+
 int main(void)
 {
 	TEST(test_refusals);
 	TEST(test_fd_cache);
 	TEST(test_changed_after_open);
+	TEST(test_host_untouched);
 	return TEST_REPORT();
 }
