@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -54,6 +55,8 @@ struct lfile {
 struct local_store {
 	struct ckpt_store base;
 	int dirfd;
+	char *real_root;	/* the root's resolved path, for kernels
+				 * without openat2; NULL without /proc */
 	bool follow;		/* set before reads start */
 	pthread_mutex_t lock;	/* guards everything below */
 	uint32_t cap;		/* most files open at once */
@@ -110,9 +113,46 @@ static void no_readahead(int fd)
 	posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
 }
 
-/* openat2 beneath dirfd (a path or a symlink in it leading outside fails
- * with EXDEV), or anywhere with follow.  Returns an fd or -1 with errno. */
-static int open_beneath(int dirfd, const char *name, int flags, bool follow)
+/* The path fd refers to, from /proc (NULL when that cannot say). */
+static char *fd_path(int fd)
+{
+	char proc[64], *buf = malloc(PATH_MAX + 1);
+	ssize_t n;
+
+	if (!buf)
+		return NULL;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	n = readlink(proc, buf, PATH_MAX);
+	if (n <= 0 || n >= PATH_MAX || buf[0] != '/') {
+		free(buf);
+		return NULL;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Without openat2: does fd lie beneath the root?  (The path the kernel
+ * resolved, so no component of it can have been swapped since.) */
+static bool is_beneath(const struct local_store *ls, int fd)
+{
+	char *p = fd_path(fd);
+	size_t n = strlen(ls->real_root);
+	bool ok;
+
+	if (!p)
+		return false;
+	ok = !strncmp(p, ls->real_root, n) &&
+	     (p[n] == '/' || (n == 1 && p[1]));
+	free(p);
+	return ok;
+}
+
+/* openat2 beneath the root (a path or a symlink in it leading outside
+ * fails with EXDEV), or anywhere with follow.  Before Linux 5.6, an O_PATH
+ * open follows symlinks and then checks where it landed; other opens
+ * refuse every symlink (O_NOFOLLOW).  Returns an fd or -1 with errno. */
+static int open_beneath(const struct local_store *ls, const char *name,
+			int flags, bool follow)
 {
 	/* openat2 refuses O_PATH with any flag but a few */
 	int extra = flags & O_PATH ? O_CLOEXEC : O_CLOEXEC | O_NOCTTY;
@@ -123,10 +163,19 @@ static int open_beneath(int dirfd, const char *name, int flags, bool follow)
 	};
 	long fd;
 
-	fd = syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
-	if (fd < 0 && errno == ENOSYS)	/* kernels before 5.6 */
-		fd = openat(dirfd, name, flags | extra |
-			    (follow ? 0 : O_NOFOLLOW));
+	fd = syscall(SYS_openat2, ls->dirfd, name, &how, sizeof(how));
+	if (fd >= 0 || errno != ENOSYS)
+		return (int)fd;
+	if (follow)
+		return openat(ls->dirfd, name, flags | extra);
+	if (!(flags & O_PATH) || !ls->real_root)
+		return openat(ls->dirfd, name, flags | extra | O_NOFOLLOW);
+	fd = openat(ls->dirfd, name, flags | extra);
+	if (fd >= 0 && !is_beneath(ls, (int)fd)) {
+		close((int)fd);
+		errno = EXDEV;
+		return -1;
+	}
 	return (int)fd;
 }
 
@@ -145,7 +194,7 @@ static int open_regular(const struct local_store *ls, const char *name,
 	struct stat st2;
 	int pfd, fd, fl, e;
 
-	pfd = open_beneath(ls->dirfd, name, O_PATH, ls->follow);
+	pfd = open_beneath(ls, name, O_PATH, ls->follow);
 	if (pfd < 0) {
 		e = errno;
 		return e == ELOOP && !ls->follow ? -EXDEV : -e;
@@ -163,7 +212,7 @@ static int open_regular(const struct local_store *ls, const char *name,
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
 	fd = open(proc, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
-		fd = open_beneath(ls->dirfd, name, O_RDONLY | O_NONBLOCK,
+		fd = open_beneath(ls, name, O_RDONLY | O_NONBLOCK,
 				  ls->follow);
 	e = errno;
 	close(pfd);
@@ -589,6 +638,7 @@ static void local_destroy(struct ckpt_store *s)
 		free(ls->pages[i]);
 	if (ls->dirfd >= 0)
 		close(ls->dirfd);
+	free(ls->real_root);
 	ckpt_strtab_destroy(&ls->by_name);
 	free(ls->links);
 	pthread_mutex_destroy(&ls->lock);
@@ -632,6 +682,7 @@ int ckpt_store_local_new(const char *root, const struct ckpt_store_opts *o,
 			       strerror(errno));
 		goto out_free;
 	}
+	ls->real_root = fd_path(ls->dirfd);
 	if (fstat(ls->dirfd, &st) != 0) {
 		rc = ckpt_errf(err, errlen, -errno, "%s: cannot stat: %s",
 			       root, strerror(errno));

@@ -129,6 +129,35 @@ print("old", old, "eio", eio)' "$MNT" "$TMP/exp.pkl"
 	stop_mount
 }
 
+@test "a symlink leading outside gives one message for every file: .safetensors, index.json, .metadata" {
+	local out="$TMP/elsewhere" want="leads outside the checkpoint directory (a symlink?); -o follow_symlinks allows that"
+	mkdir "$out"
+	$PY "$ROOT/tests/make_safetensors.py" ok "$TMP/st" --shards 2 --index
+	mv "$TMP/st/model-00001-of-00002.safetensors" "$out/"
+	ln -s "$out/model-00001-of-00002.safetensors" "$TMP/st/"
+	refuse_mount "$TMP/st" "st/model-00001-of-00002.safetensors: $want" --world 2 --rank 0
+	start_mount "$TMP/st" "$MNT" --world 2 --rank 0 -o follow_symlinks
+	stop_mount
+	mv "$out/model-00001-of-00002.safetensors" "$TMP/st/"
+	mv "$TMP/st/model.safetensors.index.json" "$out/"
+	ln -s "$out/model.safetensors.index.json" "$TMP/st/"
+	refuse_mount "$TMP/st" "st/model.safetensors.index.json: $want" --world 2 --rank 0
+	$BAD ok "$TMP/ckpt"
+	mv "$TMP/ckpt/.metadata" "$out/"
+	ln -s "$out/.metadata" "$TMP/ckpt/.metadata"
+	refuse_mount "$TMP/ckpt" "ckpt/.metadata: $want" --world 2 --rank 0
+	start_mount "$TMP/ckpt" "$MNT" --world 2 --rank 0 -o follow_symlinks
+	[ "$(od -An -f "$MNT/optim/state/w/step" | tr -d ' ')" = 7 ]
+	stop_mount
+}
+
+@test "a data file that is a symlink to a device node is refused, even with -o follow_symlinks" {
+	$BAD ok "$TMP/ckpt"
+	rm "$TMP/ckpt/__1_0.distcp"
+	ln -s /dev/zero "$TMP/ckpt/__1_0.distcp"
+	refuse_mount "$TMP/ckpt" "__1_0.distcp: key 'optim.state.w.step': data file is not a regular file" --world 2 --rank 0 -o follow_symlinks
+}
+
 @test "a symlink inside the checkpoint is followed" {
 	$BAD ok "$TMP/ckpt"
 	mkdir "$TMP/ckpt/shards"

@@ -213,7 +213,7 @@ static void test_open_not_regular(void)
 	struct ckpt_store_file_info fi;
 	struct ckpt_store *s, *sf;
 	unsigned before;
-	uint32_t id;
+	uint32_t id = 0;
 
 	snprintf(path, sizeof(path), "%s/d", dir);
 	CHECK(mkdir(path, 0755) == 0);
@@ -256,7 +256,7 @@ static void test_open_outside(void)
 	char err[1024];
 	struct ckpt_store_file_info fi;
 	struct ckpt_store *s;
-	uint32_t id;
+	uint32_t id = 0;
 	uint8_t b[4];
 
 	CHECK(put_pattern(other, "t", 5, 64) == 0);
@@ -295,7 +295,7 @@ static void test_short_file(void)
 	char *dir = cd_new(), path[4200], err[1024];
 	struct ckpt_store_file_info fi;
 	struct ckpt_store *s;
-	uint32_t id;
+	uint32_t id = 0;
 	uint8_t b[64];
 
 	CHECK(put_pattern(dir, "f", 0, 100) == 0);
@@ -335,7 +335,7 @@ static void test_identity(void)
 	char *dir = cd_new(), path[4200], tmp[4200], err[1024];
 	struct ckpt_store_file_info fi;
 	struct ckpt_store *s;
-	uint32_t a, b, c;
+	uint32_t a = 0, b = 0, c = 0;
 	uint8_t buf[32];
 
 	CHECK(put_pattern(dir, "a", 1, 32) == 0);
