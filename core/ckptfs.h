@@ -193,7 +193,9 @@ struct ckpt_meta_info {
 	uint32_t nkeys;
 	uint32_t nchunks;
 	uint32_t nfiles;
-	int64_t mtime_sec;	/* of .metadata (0: parsed from memory) */
+	int64_t mtime_sec;	/* of .metadata (rank-local: the newest
+				 * __R.metadata; safetensors: the newest
+				 * file read; 0: parsed from memory) */
 	long mtime_nsec;
 };
 

@@ -7,6 +7,9 @@
  * costs tens of megabytes, not a pointer forest.
  *
  * A meta is immutable once opened: any number of threads may read it.
+ * What changes while it is read lives apart, in objects with their own
+ * locks that the open handle owns: its store (io/store.h: open fds) and
+ * the decoded-record cache.
  */
 #ifndef CKPT_META_H
 #define CKPT_META_H
