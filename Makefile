@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 # ckptfs: one non-recursive Makefile.  `make help` lists the targets.
 
-PKGS    := fuse3 msgpack libxxhash libzstd
-CORE_PKGS := msgpack libxxhash zlib libzstd
+PKGS    := fuse3 msgpack libxxhash libzstd libcurl
+CORE_PKGS := msgpack libxxhash zlib libzstd libcurl
 VERSION := 0.5.0
 SAN     ?=
 V       ?= 0
@@ -159,7 +159,7 @@ build-fuzz/fuzz_%: $(CORE_SRC) $(wildcard core/*.h core/*/*.h)
 	@mkdir -p build-fuzz
 	$(Q)$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -O1 -Icore \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-		-o $@ $(filter %/fuzz_$*.c,$^) $(CORE_SRC) -lxxhash -lz -lzstd -lpthread
+		-o $@ $(filter %/fuzz_$*.c,$^) $(CORE_SRC) -lxxhash -lz -lzstd -lcurl -lpthread
 
 fuzz: build-fuzz/fuzz_meta build-fuzz/fuzz_torch build-fuzz/fuzz_safetensors build-fuzz/fuzz_zstd
 	@mkdir -p build-fuzz/corpus build-fuzz/torch_corpus build-fuzz/st_corpus build-fuzz/zstd_corpus tests/fuzz/crashes tests/fuzz/torch_crashes tests/fuzz/st_crashes tests/fuzz/zstd_crashes

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * S3 settings, resolved the way the AWS tools resolve them.  Each setting
+ * is taken from the first place that has it:
+ *
+ *   endpoint     opts, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the
+ *                profile's endpoint_url in the config file, then
+ *                https://s3.REGION.amazonaws.com
+ *   region       opts, AWS_REGION, AWS_DEFAULT_REGION, the profile's
+ *                region in the config file, then us-east-1
+ *   credentials  as one set (key id, secret, session token) from opts,
+ *                AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
+ *                AWS_SESSION_TOKEN (skipped when opts name a profile, as
+ *                the AWS SDKs skip them for an explicit profile), the
+ *                profile in the credentials file, the profile in the
+ *                config file; none at all: unsigned (anonymous) requests
+ *   profile      opts, AWS_PROFILE, then "default"
+ *   files        AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials
+ *                ("[name]" sections), AWS_CONFIG_FILE or ~/.aws/config
+ *                ("[profile name]" sections, "[default]")
+ *
+ * Secrets live only in the resolved struct and are wiped when it is
+ * destroyed; no message this module writes holds one.
+ */
+#ifndef CKPT_S3_CONFIG_H
+#define CKPT_S3_CONFIG_H
+
+#include <stdint.h>
+
+#include "ckptfs.h"
+
+#define CKPT_S3_DEFAULT_PARALLEL 16
+#define CKPT_S3_DEFAULT_PART_BYTES (8u << 20)
+#define CKPT_S3_DEFAULT_MERGE_GAP (256u << 10)
+#define CKPT_S3_DEFAULT_RETRIES 5
+#define CKPT_S3_DEFAULT_TIMEOUT_MS 30000
+#define CKPT_S3_DEFAULT_REGION "us-east-1"
+
+/* Resolved settings; every string owned (free with
+ * ckpt_s3_config_destroy()). */
+struct ckpt_s3_cfg {
+	char *endpoint;		/* normalized, see ckpt_s3_endpoint_norm() */
+	char *region;
+	char *access_key;	/* NULL: anonymous requests */
+	char *secret_key;
+	char *session_token;	/* or NULL */
+	char *cred_source;	/* where the credentials came from, for
+				 * messages ("AWS_ACCESS_KEY_ID", "profile
+				 * 'x' in /root/.aws/credentials") */
+	uint32_t parallel;
+	uint32_t retries;
+	uint32_t timeout_ms;
+	uint64_t part_bytes;
+	uint64_t merge_gap;
+};
+
+/*
+ * Resolve the settings from o (may be NULL), the environment and the AWS
+ * files.  Returns 0, or -EINVAL / -ENOENT / -ENOMEM / -EIO with one line
+ * in err naming the setting or file and the problem (never a secret).
+ * On failure cfg holds nothing to free.
+ */
+int ckpt_s3_config_load(const struct ckpt_s3_opts *o,
+			struct ckpt_s3_cfg *cfg, char *err, size_t errlen);
+
+/* Wipe the secrets and free every string of cfg.  Accepts a zeroed or
+ * destroyed cfg. */
+void ckpt_s3_config_destroy(struct ckpt_s3_cfg *cfg);
+
+#endif

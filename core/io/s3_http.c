@@ -1,0 +1,801 @@
+/* SPDX-License-Identifier: MIT */
+/* The S3 store's HTTP engine over libcurl: see s3_http.h. */
+#include "io/s3_http.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "common/errbuf.h"
+#include "io/s3_xml.h"
+#include "io/store_impl.h"
+
+/* Backoff before try k+1 (k >= 1): a uniform random time in
+ * [0, min(CAP, BASE * 2^(k-1))] ("full jitter"). */
+#define BACKOFF_BASE_MS 100
+#define BACKOFF_CAP_MS 5000
+#define RECV_BUFFER (64 * 1024)	/* libcurl's receive buffer per request */
+#define CONNECT_MAX_MS 10000
+#define POLL_MAX_MS 1000
+
+enum { ST_WAIT, ST_ACTIVE, ST_DONE };
+
+/* Verdict on one finished try. */
+enum { TRY_OK, TRY_AGAIN, TRY_FAIL };
+
+struct s3_easy {
+	CURL *curl;
+	struct ckpt_s3_http *h;
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+/* A multi handle, its easy handles and its connection cache: used by one
+ * call at a time. */
+struct s3_worker {
+	CURLM *multi;
+	struct s3_easy *easy;	/* cap of them, the first nmade made */
+	unsigned cap;
+	unsigned nmade;
+	unsigned *idle;		/* stack of easy handles not in use */
+	unsigned nidle;
+	struct s3_worker *next;	/* on the pool's list */
+};
+
+struct ckpt_s3_http {
+	const struct ckpt_s3_cfg *cfg;
+	struct ckpt_store *ctr;
+	char sigv4[96];		/* "aws:amz:REGION:s3" */
+	char *token_hdr;	/* "x-amz-security-token: ..." or NULL */
+	pthread_mutex_t lock;
+	pthread_cond_t slot_freed;
+	unsigned slots;		/* requests that may still start; guarded
+				 * by lock */
+	struct s3_worker *pool;	/* idle workers; guarded by lock */
+	unsigned npool;		/* guarded by lock */
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A per-thread xorshift generator for the jitter; quality is no concern. */
+static uint64_t jitter_rand(void)
+{
+	static __thread uint64_t x;
+
+	if (!x)
+		x = now_ns() ^ (uint64_t)(uintptr_t)&x ^ 0x9E3779B97F4A7C15ull;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return x;
+}
+
+static uint64_t backoff_ns(unsigned tries)
+{
+	uint64_t cap = BACKOFF_BASE_MS;
+	unsigned k;
+
+	for (k = 1; k < tries && cap < BACKOFF_CAP_MS; k++)
+		cap *= 2;
+	if (cap > BACKOFF_CAP_MS)
+		cap = BACKOFF_CAP_MS;
+	return jitter_rand() % (cap * 1000000u + 1);
+}
+
+/* Is the header line p (len bytes) "name: value"?  Sets the value,
+ * trimmed. */
+static bool header_is(const char *p, size_t len, const char *name,
+		      const char **val, size_t *vlen)
+{
+	size_t nl = strlen(name);
+
+	if (len <= nl || p[nl] != ':' || strncasecmp(p, name, nl) != 0)
+		return false;
+	p += nl + 1;
+	len -= nl + 1;
+	while (len && (*p == ' ' || *p == '\t'))
+		p++, len--;
+	while (len && (p[len - 1] == '\r' || p[len - 1] == '\n' ||
+		       p[len - 1] == ' ' || p[len - 1] == '\t'))
+		len--;
+	*val = p;
+	*vlen = len;
+	return true;
+}
+
+/* Parse a decimal number from *p (advanced past it). */
+static bool parse_num(const char **p, const char *end, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *s = *p;
+
+	if (s == end || *s < '0' || *s > '9')
+		return false;
+	for (; s < end && *s >= '0' && *s <= '9'; s++)
+		if (__builtin_mul_overflow(v, 10, &v) ||
+		    __builtin_add_overflow(v, (uint64_t)(*s - '0'), &v))
+			return false;
+	*p = s;
+	*out = v;
+	return true;
+}
+
+/* "bytes FIRST-LAST/TOTAL" (TOTAL may be "*"). */
+static void parse_content_range(struct ckpt_s3_req *q, const char *v,
+				size_t len)
+{
+	const char *end = v + len;
+
+	q->has_cr = false;
+	if (len < 6 || strncasecmp(v, "bytes ", 6) != 0)
+		return;
+	v += 6;
+	if (!parse_num(&v, end, &q->cr_first) || v == end || *v++ != '-' ||
+	    !parse_num(&v, end, &q->cr_last) || v == end || *v++ != '/')
+		return;
+	q->cr_total = UINT64_MAX;
+	if (!(v + 1 == end && *v == '*') &&
+	    (!parse_num(&v, end, &q->cr_total) || v != end))
+		return;
+	q->has_cr = true;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+	struct ckpt_s3_req *q = ud;
+	size_t len = size * n, vl, i;
+	const char *v;
+
+	if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) {	/* a new answer */
+		q->has_cr = false;
+		q->has_length = false;
+		q->etag[0] = '\0';
+	} else if (header_is(p, len, "content-range", &v, &vl)) {
+		parse_content_range(q, v, vl);
+	} else if (header_is(p, len, "content-length", &v, &vl)) {
+		const char *ve = v + vl;
+
+		q->has_length = parse_num(&v, ve, &q->length) && v == ve;
+	} else if (header_is(p, len, "etag", &v, &vl)) {
+		q->etag[0] = '\0';
+		if (vl >= sizeof(q->etag))
+			return len;
+		for (i = 0; i < vl; i++)	/* it goes into If-Match */
+			if ((unsigned char)v[i] < 0x20 ||
+			    (unsigned char)v[i] >= 0x7f)
+				return len;
+		memcpy(q->etag, v, vl);
+		q->etag[vl] = '\0';
+	}
+	return len;
+}
+
+/* Is the answer's range the one asked?  A 200 answer is the whole
+ * object, right only when that is exactly what was asked. */
+static bool range_ok(const struct ckpt_s3_req *q, long status)
+{
+	uint64_t first = q->off + q->done, last = q->off + q->len - 1;
+
+	if (!q->ranged)
+		return true;
+	if (status == 206)
+		return q->has_cr && q->cr_first == first &&
+		       q->cr_last == last;
+	return status == 200 && first == 0 && q->has_length &&
+	       q->length == q->len;
+}
+
+static int buf_append(struct ckpt_s3_req *q, const char *p, size_t n,
+		      size_t max)
+{
+	size_t want = q->buflen + n;
+	char *nb;
+
+	if (want > max)
+		return -EFBIG;
+	nb = realloc(q->buf, want + 1);
+	if (!nb)
+		return -ENOMEM;
+	q->buf = nb;
+	memcpy(q->buf + q->buflen, p, n);
+	q->buflen = want;
+	q->buf[want] = '\0';
+	return 0;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+	struct ckpt_s3_req *q = ud;
+	struct s3_easy *e = q->easy;
+	long status = 0;
+	int rc;
+
+	n *= size;
+	curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &status);
+	if (status < 200 || status > 299) {	/* keep the error's start */
+		size_t room = CKPT_S3_ERRBODY_MAX - q->buflen;
+
+		if (q->buflen < CKPT_S3_ERRBODY_MAX)
+			buf_append(q, p, n < room ? n : room,
+				   CKPT_S3_ERRBODY_MAX);
+		return n;
+	}
+	if (q->got == 0 && !range_ok(q, status)) {
+		if (q->has_cr)
+			snprintf(q->reason, sizeof(q->reason),
+				 "HTTP %ld with Content-Range bytes "
+				 "%" PRIu64 "-%" PRIu64 " for bytes "
+				 "%" PRIu64 "-%" PRIu64 " asked", status,
+				 q->cr_first, q->cr_last, q->off + q->done,
+				 q->off + q->len - 1);
+		else
+			snprintf(q->reason, sizeof(q->reason),
+				 "HTTP %ld without a matching Content-Range "
+				 "for bytes %" PRIu64 "-%" PRIu64 " asked",
+				 status, q->off + q->done, q->off + q->len - 1);
+		q->bad_body = true;
+		return 0;
+	}
+	if (q->ranged && q->got + n > q->len - q->done) {
+		snprintf(q->reason, sizeof(q->reason),
+			 "the server sent more than the %" PRIu64
+			 " bytes asked", q->len - q->done);
+		q->bad_body = true;
+		return 0;
+	}
+	if (q->sink) {
+		rc = q->sink(q->ctx, q->done + q->got, p, n);
+		atomic_fetch_add(&e->h->ctr->bytes_fetched, n);
+	} else {
+		rc = buf_append(q, p, n, q->max_body);
+	}
+	if (rc) {
+		snprintf(q->reason, sizeof(q->reason),
+			 rc == -EFBIG ? "answer longer than %zu bytes" :
+			 "out of memory (%zu)", q->max_body);
+		q->bad_body = true;
+		q->bad_final = true;
+		q->bad_rc = rc == -ENOMEM ? -ENOMEM : -EIO;
+		return 0;
+	}
+	q->got += n;
+	return n;
+}
+
+/* Settings that stay the same for every request of an easy handle. */
+static int easy_setup(struct ckpt_s3_http *h, struct s3_easy *e)
+{
+	const struct ckpt_s3_cfg *c = h->cfg;
+	CURL *k;
+	CURLcode rc = CURLE_OK;
+	long connect_ms = c->timeout_ms < CONNECT_MAX_MS ? (long)c->timeout_ms :
+			  CONNECT_MAX_MS;
+
+	e->h = h;
+	e->curl = k = curl_easy_init();
+	if (!k)
+		return -ENOMEM;
+#define SET(opt, val) \
+	do { if (rc == CURLE_OK) rc = curl_easy_setopt(k, opt, val); } while (0)
+	SET(CURLOPT_NOSIGNAL, 1L);
+	SET(CURLOPT_ERRORBUFFER, e->errbuf);
+	SET(CURLOPT_WRITEFUNCTION, on_body);
+	SET(CURLOPT_HEADERFUNCTION, on_header);
+	SET(CURLOPT_PROTOCOLS_STR, "http,https");
+	SET(CURLOPT_FOLLOWLOCATION, 0L);
+	SET(CURLOPT_PATH_AS_IS, 1L);
+	SET(CURLOPT_BUFFERSIZE, (long)RECV_BUFFER);
+	SET(CURLOPT_TCP_KEEPALIVE, 1L);
+	SET(CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
+	SET(CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
+	SET(CURLOPT_USERAGENT, "ckptfs");
+	if (c->access_key) {
+		SET(CURLOPT_AWS_SIGV4, h->sigv4);
+		SET(CURLOPT_USERNAME, c->access_key);
+		SET(CURLOPT_PASSWORD, c->secret_key);
+	}
+#undef SET
+	if (rc != CURLE_OK) {
+		curl_easy_cleanup(k);
+		e->curl = NULL;
+		return rc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
+	}
+	return 0;
+}
+
+static void worker_free(struct s3_worker *w)
+{
+	unsigned i;
+
+	if (!w)
+		return;
+	for (i = 0; i < w->nmade; i++)
+		curl_easy_cleanup(w->easy[i].curl);
+	if (w->multi)
+		curl_multi_cleanup(w->multi);
+	free(w->easy);
+	free(w->idle);
+	free(w);
+}
+
+static struct s3_worker *worker_get(struct ckpt_s3_http *h)
+{
+	struct s3_worker *w;
+
+	pthread_mutex_lock(&h->lock);
+	w = h->pool;
+	if (w) {
+		h->pool = w->next;
+		h->npool--;
+	}
+	pthread_mutex_unlock(&h->lock);
+	if (w)
+		return w;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->cap = h->cfg->parallel;
+	w->easy = calloc(w->cap, sizeof(*w->easy));
+	w->idle = calloc(w->cap, sizeof(*w->idle));
+	w->multi = curl_multi_init();
+	if (!w->easy || !w->idle || !w->multi ||
+	    curl_multi_setopt(w->multi, CURLMOPT_MAXCONNECTS,
+			      (long)w->cap) != CURLM_OK) {
+		worker_free(w);
+		return NULL;
+	}
+	return w;
+}
+
+/* Keep up to `parallel` idle workers (and their connections). */
+static void worker_put(struct ckpt_s3_http *h, struct s3_worker *w)
+{
+	pthread_mutex_lock(&h->lock);
+	if (h->npool < h->cfg->parallel) {
+		w->next = h->pool;
+		h->pool = w;
+		h->npool++;
+		w = NULL;
+	}
+	pthread_mutex_unlock(&h->lock);
+	worker_free(w);
+}
+
+/* An easy handle of w not in use, made when needed; NULL: out of
+ * memory or all in use. */
+static struct s3_easy *easy_take(struct ckpt_s3_http *h, struct s3_worker *w)
+{
+	if (w->nidle > 0)
+		return &w->easy[w->idle[--w->nidle]];
+	if (w->nmade == w->cap || easy_setup(h, &w->easy[w->nmade]))
+		return NULL;
+	return &w->easy[w->nmade++];
+}
+
+static void easy_give(struct s3_worker *w, struct s3_easy *e)
+{
+	w->idle[w->nidle++] = (unsigned)(e - w->easy);
+}
+
+/* Take one of the store-wide request slots: wait for one when block. */
+static bool slot_take(struct ckpt_s3_http *h, bool block)
+{
+	bool ok;
+
+	pthread_mutex_lock(&h->lock);
+	while (block && h->slots == 0)
+		pthread_cond_wait(&h->slot_freed, &h->lock);
+	ok = h->slots > 0;
+	if (ok)
+		h->slots--;
+	pthread_mutex_unlock(&h->lock);
+	return ok;
+}
+
+static void slot_give(struct ckpt_s3_http *h)
+{
+	pthread_mutex_lock(&h->lock);
+	h->slots++;
+	pthread_cond_signal(&h->slot_freed);
+	pthread_mutex_unlock(&h->lock);
+}
+
+static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
+		     struct ckpt_s3_req *q, struct s3_easy *e)
+{
+	struct curl_slist *hd = NULL, *t;
+	char range[48], im[CKPT_STORE_VERSION_MAX + 16];
+	CURL *k = e->curl;
+	CURLcode rc = CURLE_OK;
+
+	q->got = 0;
+	q->buflen = 0;
+	q->status = 0;
+	q->has_cr = false;
+	q->has_length = false;
+	q->bad_body = false;
+	q->etag[0] = '\0';
+	q->code[0] = '\0';
+	e->errbuf[0] = '\0';
+	t = curl_slist_append(hd, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+	if (t && h->token_hdr)
+		t = curl_slist_append(t, h->token_hdr);
+	if (t && q->if_match) {
+		snprintf(im, sizeof(im), "If-Match: %s", q->if_match);
+		t = curl_slist_append(t, im);
+	}
+	if (!t) {
+		curl_slist_free_all(hd);
+		return -ENOMEM;
+	}
+	hd = t;
+#define SET(opt, val) \
+	do { if (rc == CURLE_OK) rc = curl_easy_setopt(k, opt, val); } while (0)
+	SET(CURLOPT_URL, q->url);
+	if (q->head) {
+		SET(CURLOPT_NOBODY, 1L);
+	} else {
+		SET(CURLOPT_HTTPGET, 1L);
+	}
+	if (q->ranged) {
+		snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64,
+			 q->off + q->done, q->off + q->len - 1);
+		SET(CURLOPT_RANGE, range);
+	} else {
+		SET(CURLOPT_RANGE, (char *)NULL);
+	}
+	SET(CURLOPT_HTTPHEADER, hd);
+	SET(CURLOPT_WRITEDATA, q);
+	SET(CURLOPT_HEADERDATA, q);
+	SET(CURLOPT_PRIVATE, q);
+#undef SET
+	if (rc != CURLE_OK) {
+		curl_slist_free_all(hd);
+		return rc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
+	}
+	if (curl_multi_add_handle(w->multi, k) != CURLM_OK) {
+		curl_easy_setopt(k, CURLOPT_HTTPHEADER, (void *)NULL);
+		curl_slist_free_all(hd);
+		return -ENOMEM;
+	}
+	q->headers = hd;
+	q->easy = e;
+	q->tries++;
+	q->state = ST_ACTIVE;
+	atomic_fetch_add(&h->ctr->requests, 1);
+	return 0;
+}
+
+/* libcurl errors that a later try may not meet. */
+static bool is_transient_curl(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_GOT_NOTHING:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_AGAIN:
+	case CURLE_WEIRD_SERVER_REPLY:
+	case CURLE_HTTP3:
+	case CURLE_QUIC_CONNECT_ERROR:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Take q's finished try off the multi handle and judge it. */
+static int req_finish(struct s3_worker *w, struct ckpt_s3_req *q,
+		      CURLcode rc)
+{
+	struct s3_easy *e = q->easy;
+	long st = 0;
+
+	curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &st);
+	curl_multi_remove_handle(w->multi, e->curl);
+	curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, (void *)NULL);
+	curl_slist_free_all(q->headers);
+	q->headers = NULL;
+	q->easy = NULL;
+	easy_give(w, e);
+	q->status = st;
+	q->curl_code = (int)rc;
+	if (rc == CURLE_OK && st >= 200 && st <= 299) {
+		if (q->ranged && q->done + q->got != q->len) {
+			snprintf(q->reason, sizeof(q->reason),
+				 "short body: %" PRIu64 " of %" PRIu64
+				 " bytes", q->got, q->len - q->done);
+			return TRY_AGAIN;
+		}
+		return TRY_OK;
+	}
+	if (rc == CURLE_OK) {
+		ckpt_s3_xml_error_code(q->buf, q->buflen, q->code,
+				       sizeof(q->code));
+		snprintf(q->reason, sizeof(q->reason), "HTTP %ld%s%s", st,
+			 q->code[0] ? " " : "", q->code);
+		if (st >= 500 || st == 429 || st == 408 ||
+		    (st == 400 && strcmp(q->code, "RequestTimeout") == 0))
+			return TRY_AGAIN;
+		return TRY_FAIL;
+	}
+	if (q->bad_body)	/* reason set where it was stopped */
+		return q->bad_final ? TRY_FAIL : TRY_AGAIN;
+	snprintf(q->reason, sizeof(q->reason), "%.240s (curl error %d)",
+		 e->errbuf[0] ? e->errbuf : curl_easy_strerror(rc), (int)rc);
+	if (rc == CURLE_OUT_OF_MEMORY) {
+		q->bad_final = true;
+		q->bad_rc = -ENOMEM;
+	}
+	return is_transient_curl(rc) ? TRY_AGAIN : TRY_FAIL;
+}
+
+/* The request to start next: a retry whose time has come, else the next
+ * one not yet started; -1 when none. */
+static long pick_next(const struct ckpt_s3_req *q, size_t n, size_t *waiting,
+		      size_t *nwait, size_t *fresh, uint64_t now)
+{
+	size_t i;
+
+	for (i = 0; i < *nwait; i++) {
+		if (q[waiting[i]].not_before <= now) {
+			long pick = (long)waiting[i];
+
+			waiting[i] = waiting[--*nwait];
+			return pick;
+		}
+	}
+	if (*fresh < n)
+		return (long)(*fresh)++;
+	return -1;
+}
+
+/* How long to wait in curl_multi_poll: curl's own timers while requests
+ * run, and the earliest retry. */
+static int poll_ms(CURLM *multi, unsigned held, const struct ckpt_s3_req *q,
+		   const size_t *waiting, size_t nwait)
+{
+	uint64_t wake = UINT64_MAX, t;
+	long ms = POLL_MAX_MS;
+	size_t j;
+
+	if (held > 0) {
+		curl_multi_timeout(multi, &ms);
+		if (ms < 0 || ms > POLL_MAX_MS)
+			ms = POLL_MAX_MS;
+	}
+	for (j = 0; j < nwait; j++)
+		if (q[waiting[j]].not_before < wake)
+			wake = q[waiting[j]].not_before;
+	if (wake != UINT64_MAX) {
+		t = now_ns();
+		if (wake <= t)
+			return 0;
+		if ((wake - t) / 1000000u + 1 < (uint64_t)ms)
+			ms = (long)((wake - t) / 1000000u + 1);
+	}
+	return (int)ms;
+}
+
+/* A try of r is over: count it done, schedule it again, or fail it
+ * (returns non-zero: the run's result). */
+static int judge(struct ckpt_s3_http *h, struct ckpt_s3_req *r, int verdict,
+		 size_t *waiting, size_t *nwait, size_t idx, size_t *left)
+{
+	size_t l;
+
+	if (verdict == TRY_OK) {
+		r->state = ST_DONE;
+		(*left)--;
+		return 0;
+	}
+	if (verdict == TRY_AGAIN && r->tries < r->max_tries) {
+		if (r->ranged && r->sink)
+			r->done += r->got;	/* resume where it broke */
+		r->state = ST_WAIT;
+		r->not_before = now_ns() + backoff_ns(r->tries);
+		waiting[(*nwait)++] = idx;
+		atomic_fetch_add(&h->ctr->retries, 1);
+		return 0;
+	}
+	l = strlen(r->reason);
+	if (verdict == TRY_AGAIN && l < sizeof(r->reason))
+		snprintf(r->reason + l, sizeof(r->reason) - l,
+			 "; gave up after %u tries", r->tries);
+	return r->bad_final && r->bad_rc ? r->bad_rc : -EIO;
+}
+
+int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
+		     size_t *failed)
+{
+	struct s3_worker *w;
+	size_t *waiting, nwait = 0, fresh = 0, left = n, i;
+	unsigned held = 0;
+	int rc = 0;
+
+	*failed = 0;
+	if (n == 0)
+		return 0;
+	for (i = 0; i < n; i++) {
+		q[i].state = ST_WAIT;
+		q[i].tries = 0;
+		q[i].done = 0;
+		q[i].not_before = 0;
+		q[i].bad_final = false;
+		q[i].bad_rc = 0;
+		q[i].reason[0] = '\0';
+		if (!q[i].max_tries)
+			q[i].max_tries = 1 + h->cfg->retries;
+	}
+	waiting = malloc(n * sizeof(*waiting));
+	w = worker_get(h);
+	if (!waiting || !w) {
+		free(waiting);
+		if (w)
+			worker_put(h, w);
+		snprintf(q[0].reason, sizeof(q[0].reason), "out of memory");
+		return -ENOMEM;
+	}
+	while (left > 0 && rc == 0) {
+		uint64_t now = now_ns();
+		CURLMsg *m;
+		int running, nq, ms;
+
+		/* Start what may start. */
+		while (held < w->cap) {
+			long k = pick_next(q, n, waiting, &nwait, &fresh, now);
+			struct s3_easy *e;
+
+			if (k < 0)
+				break;
+			if (!slot_take(h, held == 0)) {
+				waiting[nwait++] = (size_t)k;	/* later */
+				break;
+			}
+			e = easy_take(h, w);
+			rc = e ? req_start(h, w, &q[k], e) : -ENOMEM;
+			if (rc) {
+				if (e)
+					easy_give(w, e);
+				slot_give(h);
+				snprintf(q[k].reason, sizeof(q[k].reason),
+					 "out of memory");
+				*failed = (size_t)k;
+				break;
+			}
+			held++;
+		}
+		if (rc)
+			break;
+
+		if (curl_multi_perform(w->multi, &running) != CURLM_OK) {
+			for (i = 0; i < n && q[i].state != ST_ACTIVE; i++)
+				;
+			*failed = i < n ? i : 0;
+			snprintf(q[*failed].reason, sizeof(q[0].reason),
+				 "libcurl's multi interface failed");
+			rc = -EIO;
+			break;
+		}
+		while (rc == 0 && (m = curl_multi_info_read(w->multi, &nq))) {
+			struct ckpt_s3_req *r = NULL;
+			int v;
+
+			if (m->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE,
+					  (char **)&r);
+			v = req_finish(w, r, m->data.result);
+			held--;
+			slot_give(h);
+			rc = judge(h, r, v, waiting, &nwait, (size_t)(r - q),
+				   &left);
+			if (rc)
+				*failed = (size_t)(r - q);
+		}
+		if (rc || left == 0)
+			break;
+		ms = poll_ms(w->multi, held, q, waiting, nwait);
+		if (ms > 0)
+			curl_multi_poll(w->multi, NULL, 0, ms, NULL);
+	}
+
+	/* Stop what still runs (after a failure). */
+	for (i = 0; i < n; i++) {
+		struct s3_easy *e = q[i].easy;
+
+		if (q[i].state != ST_ACTIVE || !e)
+			continue;
+		curl_multi_remove_handle(w->multi, e->curl);
+		curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, (void *)NULL);
+		curl_slist_free_all(q[i].headers);
+		q[i].headers = NULL;
+		q[i].easy = NULL;
+		q[i].state = ST_WAIT;
+		easy_give(w, e);
+		slot_give(h);
+	}
+	worker_put(h, w);
+	free(waiting);
+	return rc;
+}
+
+void ckpt_s3_req_destroy(struct ckpt_s3_req *q)
+{
+	free(q->buf);
+	q->buf = NULL;
+	q->buflen = 0;
+}
+
+int ckpt_s3_http_new(const struct ckpt_s3_cfg *cfg, struct ckpt_store *counters,
+		     struct ckpt_s3_http **out, char *err, size_t errlen)
+{
+	struct ckpt_s3_http *h;
+
+	*out = NULL;
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK)
+		return ckpt_errf(err, errlen, -EIO, "libcurl: %s",
+				 curl_easy_strerror(curl_init_rc));
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	h->cfg = cfg;
+	h->ctr = counters;
+	h->slots = cfg->parallel;
+	snprintf(h->sigv4, sizeof(h->sigv4), "aws:amz:%s:s3", cfg->region);
+	if (cfg->session_token &&
+	    asprintf(&h->token_hdr, "x-amz-security-token: %s",
+		     cfg->session_token) < 0) {
+		free(h);
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_cond_init(&h->slot_freed, NULL);
+	*out = h;
+	return 0;
+}
+
+void ckpt_s3_http_free(struct ckpt_s3_http *h)
+{
+	struct s3_worker *w;
+
+	if (!h)
+		return;
+	while ((w = h->pool)) {
+		h->pool = w->next;
+		worker_free(w);
+	}
+	if (h->token_hdr) {
+		explicit_bzero(h->token_hdr, strlen(h->token_hdr));
+		free(h->token_hdr);
+	}
+	pthread_mutex_destroy(&h->lock);
+	pthread_cond_destroy(&h->slot_freed);
+	free(h);
+}

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/* ListObjectsV2 over the HTTP engine: see s3_list.h. */
+#include "io/s3_list.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/errbuf.h"
+#include "io/s3_url.h"
+#include "io/s3_xml.h"
+
+#define PAGE_MAX (16u << 20)	/* bytes of one page's XML */
+
+struct page_ctx {
+	size_t plen;		/* strlen of "prefix/" */
+	int (*fn)(void *ctx, const char *name, uint64_t size,
+		  const char *etag);
+	void *ctx;
+	const char *want;	/* "prefix/" */
+	int fn_rc;
+};
+
+static int on_entry(void *ctx, const struct ckpt_s3_xml_entry *e)
+{
+	struct page_ctx *pc = ctx;
+	const char *name;
+
+	if (strncmp(e->key, pc->want, pc->plen) != 0)
+		return 0;
+	name = e->key + pc->plen;
+	if (!name[0] || strchr(name, '/'))
+		return 0;
+	pc->fn_rc = pc->fn(pc->ctx, name, e->size, e->etag);
+	return pc->fn_rc;
+}
+
+int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
+		 const char *bucket, const char *prefix, unsigned max_keys,
+		 const char *root,
+		 int (*fn)(void *ctx, const char *name, uint64_t size,
+			   const char *etag),
+		 void *ctx, char *err, size_t errlen)
+{
+	struct page_ctx pc = { .fn = fn, .ctx = ctx };
+	char *want = NULL, *token = NULL, *query = NULL, *url = NULL;
+	char mk[16], perr[160];
+	unsigned long page = 0;
+	int rc = 0;
+
+	if (prefix[0] && asprintf(&want, "%s/", prefix) < 0)
+		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
+				 root);
+	if (!prefix[0] && !(want = strdup("")))
+		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
+				 root);
+	pc.want = want;
+	pc.plen = strlen(want);
+	snprintf(mk, sizeof(mk), "%u", max_keys);
+	do {
+		struct ckpt_s3_param p[5] = {
+			{ "list-type", "2" },
+			{ "delimiter", "/" },
+			{ "prefix", want },
+		};
+		struct ckpt_s3_req q = { .max_body = PAGE_MAX };
+		size_t np = 3, failed;
+		bool truncated;
+		char *next;
+
+		if (token)
+			p[np++] = (struct ckpt_s3_param){ "continuation-token",
+							  token };
+		if (max_keys)
+			p[np++] = (struct ckpt_s3_param){ "max-keys", mk };
+		free(url);
+		free(query);
+		url = NULL;
+		query = ckpt_s3_query(p, np);
+		if (query)
+			url = ckpt_s3_url(endpoint, bucket, NULL, query);
+		if (!url) {
+			rc = ckpt_errf(err, errlen, -ENOMEM,
+				       "%s: out of memory", root);
+			break;
+		}
+		q.url = url;
+		page++;
+		rc = ckpt_s3_http_run(h, &q, 1, &failed);
+		if (rc) {
+			ckpt_errf(err, errlen, rc, "%s: listing (page %lu) "
+				  "failed: %s", root, page, q.reason);
+			ckpt_s3_req_destroy(&q);
+			break;
+		}
+		rc = ckpt_s3_xml_list_page(q.buf ? q.buf : "", q.buflen,
+					   on_entry, &pc, &truncated, &next,
+					   perr, sizeof(perr));
+		ckpt_s3_req_destroy(&q);
+		if (rc) {
+			if (pc.fn_rc == 0)
+				ckpt_errf(err, errlen, rc, "%s: listing (page "
+					  "%lu): %s", root, page, perr);
+			break;
+		}
+		if (truncated && token && strcmp(token, next) == 0) {
+			free(next);
+			rc = ckpt_errf(err, errlen, -EIO,
+				       "%s: listing (page %lu): the server "
+				       "gave the same continuation token "
+				       "twice", root, page);
+			break;
+		}
+		free(token);
+		token = truncated ? next : NULL;
+		if (!truncated)
+			free(next);
+	} while (token);
+	free(token);
+	free(url);
+	free(query);
+	free(want);
+	return rc;
+}

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Listing the objects under an S3 prefix with ListObjectsV2 (list-type=2,
+ * delimiter '/'), following NextContinuationToken page after page.
+ */
+#ifndef CKPT_S3_LIST_H
+#define CKPT_S3_LIST_H
+
+#include <stdint.h>
+
+#include "io/s3_http.h"
+
+/*
+ * Call fn(ctx, name, size, etag) for each object directly under prefix
+ * ("" or "a/b", no trailing '/'): name is the key less "prefix/", never
+ * "" and never holding '/' (deeper keys and "directory" markers are
+ * skipped).  max_keys > 0 asks for pages of at most that many keys (the
+ * server's default, 1000, otherwise).  fn returns 0 to go on, anything
+ * else to stop (then returned).  root names the listing in err
+ * ("s3://bucket/prefix").  Returns 0, fn's value, or -errno with err.
+ * Strings are borrowed for the call.  Thread-safe.
+ */
+int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
+		 const char *bucket, const char *prefix, unsigned max_keys,
+		 const char *root,
+		 int (*fn)(void *ctx, const char *name, uint64_t size,
+			   const char *etag),
+		 void *ctx, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The S3 store: a root "s3://bucket[/prefix]" read over libcurl (see
+ * store.h for the contract, s3_config.h for the settings, s3_fetch.h for
+ * reads).  Opening an object fixes its size and ETag, from a HEAD or from
+ * an earlier listing of the root; every GET then carries If-Match.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/errbuf.h"
+#include "common/strtab.h"
+#include "io/s3_config.h"
+#include "io/s3_fetch.h"
+#include "io/s3_http.h"
+#include "io/s3_list.h"
+#include "io/s3_url.h"
+#include "io/store_impl.h"
+
+#define CHUNK_OBJS 1024u	/* objects per chunk of the table */
+#define MAX_CHUNKS 4096u	/* so at most 4M objects open */
+#define PROBE_MAX_BODY (1u << 20)
+#define PROBE_MAX_TRIES 3
+
+/* A name the store knows: opened (id set) or only listed. */
+struct name_ent {
+	char *name;
+	uint64_t size;
+	char etag[CKPT_STORE_VERSION_MAX];
+	uint32_t id;		/* UINT32_MAX: listed, not opened */
+};
+
+struct s3_store {
+	struct ckpt_store base;
+	struct ckpt_s3_cfg cfg;
+	char *bucket;
+	char *prefix;		/* "" or "a/b" */
+	struct ckpt_s3_http *http;
+	pthread_mutex_t lock;
+	/* Opened objects by id; a chunk, once made, never moves. */
+	struct ckpt_s3_object *chunks[MAX_CHUNKS];	/* guarded by lock */
+	_Atomic uint32_t nobj;	/* published count (release/acquire) */
+	/* Names opened or listed. */
+	struct name_ent *names;	/* guarded by lock */
+	size_t nnames, cap;	/* guarded by lock */
+	struct ckpt_strtab tab;	/* guarded by lock */
+	size_t tab_items;	/* what tab was sized for */
+};
+
+static void name_key(const void *ctx, uint32_t idx, uint64_t *seed,
+		     const char **s, size_t *len)
+{
+	const struct s3_store *st = ctx;
+
+	*seed = 0;
+	*s = st->names[idx].name;
+	*len = strlen(*s);
+}
+
+/* Under lock: the entry for name, or NULL. */
+static struct name_ent *name_find(struct s3_store *st, const char *name)
+{
+	uint32_t k;
+
+	if (!st->tab.slots)
+		return NULL;
+	k = ckpt_strtab_find(&st->tab, 0, name, strlen(name));
+	return k == UINT32_MAX ? NULL : &st->names[k];
+}
+
+/* Under lock: add name (not there yet).  NULL when out of memory. */
+static struct name_ent *name_add(struct s3_store *st, const char *name,
+				 uint64_t size, const char *etag)
+{
+	struct name_ent *e;
+	size_t i;
+
+	if (st->nnames == st->cap) {
+		size_t nc = st->cap ? st->cap * 2 : 64;
+		struct name_ent *nn = realloc(st->names, nc * sizeof(*nn));
+
+		if (!nn)
+			return NULL;
+		st->names = nn;
+		st->cap = nc;
+	}
+	if (st->nnames + 1 > st->tab_items) {
+		struct ckpt_strtab t;
+		size_t items = st->tab_items ? st->tab_items * 2 : 64;
+
+		if (ckpt_strtab_init(&t, items, name_key, st))
+			return NULL;
+		for (i = 0; i < st->nnames; i++)
+			ckpt_strtab_insert(&t, (uint32_t)i);
+		ckpt_strtab_destroy(&st->tab);
+		st->tab = t;
+		st->tab_items = items;
+	}
+	e = &st->names[st->nnames];
+	e->name = strdup(name);
+	if (!e->name)
+		return NULL;
+	e->size = size;
+	snprintf(e->etag, sizeof(e->etag), "%s", etag);
+	e->id = UINT32_MAX;
+	ckpt_strtab_insert(&st->tab, (uint32_t)st->nnames);
+	st->nnames++;
+	return e;
+}
+
+static const struct ckpt_s3_object *obj_get(void *ctx, uint32_t id)
+{
+	struct s3_store *st = ctx;
+
+	if (id >= atomic_load_explicit(&st->nobj, memory_order_acquire))
+		return NULL;
+	return &st->chunks[id / CHUNK_OBJS][id % CHUNK_OBJS];
+}
+
+static void obj_destroy(struct ckpt_s3_object *o)
+{
+	free(o->name);
+	free(o->uri);
+	free(o->url);
+}
+
+/* Under lock: publish an object for entry e.  Returns 0 or -errno. */
+static int obj_publish(struct s3_store *st, struct name_ent *e)
+{
+	uint32_t id = atomic_load_explicit(&st->nobj, memory_order_relaxed);
+	struct ckpt_s3_object *o;
+	char *key;
+
+	if (id / CHUNK_OBJS >= MAX_CHUNKS)
+		return -EMFILE;
+	if (!st->chunks[id / CHUNK_OBJS]) {
+		st->chunks[id / CHUNK_OBJS] = calloc(CHUNK_OBJS, sizeof(*o));
+		if (!st->chunks[id / CHUNK_OBJS])
+			return -ENOMEM;
+	}
+	o = &st->chunks[id / CHUNK_OBJS][id % CHUNK_OBJS];
+	key = ckpt_s3_key(st->prefix, e->name);
+	o->name = strdup(e->name);
+	o->url = key ? ckpt_s3_url(st->cfg.endpoint, st->bucket, key, NULL) :
+		 NULL;
+	if (key && asprintf(&o->uri, "s3://%s/%s", st->bucket, key) < 0)
+		o->uri = NULL;
+	free(key);
+	if (!o->name || !o->url || !o->uri) {
+		obj_destroy(o);
+		memset(o, 0, sizeof(*o));
+		return -ENOMEM;
+	}
+	o->size = e->size;
+	memcpy(o->etag, e->etag, sizeof(o->etag));
+	e->id = id;
+	atomic_store_explicit(&st->nobj, id + 1, memory_order_release);
+	return 0;
+}
+
+static void fill_info(const struct name_ent *e, uint32_t *id,
+		      struct ckpt_store_file_info *info)
+{
+	*id = e->id;
+	if (info) {
+		info->size = e->size;
+		memcpy(info->version, e->etag, sizeof(info->version));
+	}
+}
+
+/* HEAD the object name: its size and ETag.  -ENOENT when absent. */
+static int head_object(struct s3_store *st, const char *name, uint64_t *size,
+		       char *etag, char *err, size_t errlen)
+{
+	struct ckpt_s3_req q = { .head = true };
+	char *key, *url;
+	size_t failed;
+	int rc;
+
+	key = ckpt_s3_key(st->prefix, name);
+	url = key ? ckpt_s3_url(st->cfg.endpoint, st->bucket, key, NULL) :
+	      NULL;
+	if (!url) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "%s/%s: out of memory",
+			       st->base.root, name);
+		goto out_free;
+	}
+	q.url = url;
+	rc = ckpt_s3_http_run(st->http, &q, 1, &failed);
+	if (rc == 0 && (!q.has_length || !q.etag[0])) {
+		rc = ckpt_errf(err, errlen, -EIO, "s3://%s/%s: the HEAD answer "
+			       "has no %s", st->bucket, key,
+			       q.has_length ? "usable ETag" :
+			       "Content-Length");
+	}
+	else if (rc == 0) {
+		*size = q.length;
+		memcpy(etag, q.etag, sizeof(q.etag));
+	}
+	else if (q.status == 404)
+		rc = ckpt_errf(err, errlen, -ENOENT, "s3://%s/%s: no such "
+			       "object", st->bucket, key);
+	else if (q.status == 403)
+		rc = ckpt_errf(err, errlen, -EACCES, "s3://%s/%s: access "
+			       "denied (%s)", st->bucket, key, q.reason);
+	else
+		ckpt_errf(err, errlen, rc, "s3://%s/%s: %s", st->bucket, key,
+			  q.reason);
+	ckpt_s3_req_destroy(&q);
+out_free:
+	free(url);
+	free(key);
+	return rc;
+}
+
+static int s3_open(struct ckpt_store *s, const char *name, uint32_t *id,
+		   struct ckpt_store_file_info *info, char *err,
+		   size_t errlen)
+{
+	struct s3_store *st = (struct s3_store *)s;
+	char etag[CKPT_STORE_VERSION_MAX] = "";
+	struct name_ent *e;
+	uint64_t size = 0;
+	int rc;
+
+	pthread_mutex_lock(&st->lock);
+	e = name_find(st, name);
+	if (e && e->id == UINT32_MAX && e->etag[0]) {	/* listed */
+		rc = obj_publish(st, e);
+		if (rc) {
+			pthread_mutex_unlock(&st->lock);
+			return ckpt_errf(err, errlen, rc, "%s/%s: %s",
+					 s->root, name, strerror(-rc));
+		}
+	}
+	if (e && e->id != UINT32_MAX) {
+		fill_info(e, id, info);
+		pthread_mutex_unlock(&st->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&st->lock);
+
+	/* No lock held while the HEAD runs; another thread may open the
+	 * same name meanwhile, and the first one published wins. */
+	rc = head_object(st, name, &size, etag, err, errlen);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&st->lock);
+	e = name_find(st, name);
+	if (!e)
+		e = name_add(st, name, size, etag);
+	if (!e) {
+		rc = -ENOMEM;
+	} else if (e->id == UINT32_MAX) {
+		e->size = size;
+		memcpy(e->etag, etag, sizeof(e->etag));
+		rc = obj_publish(st, e);
+	}
+	if (rc == 0)
+		fill_info(e, id, info);
+	pthread_mutex_unlock(&st->lock);
+	if (rc)
+		return ckpt_errf(err, errlen, rc, "%s/%s: %s", s->root, name,
+				 strerror(-rc));
+	return 0;
+}
+
+static const char *s3_name(const struct ckpt_store *s, uint32_t id)
+{
+	const struct ckpt_s3_object *o = obj_get((void *)s, id);
+
+	return o ? o->name : NULL;
+}
+
+static int s3_read(struct ckpt_store *s, const struct ckpt_store_range *r,
+		   size_t n)
+{
+	struct s3_store *st = (struct s3_store *)s;
+	uint64_t delivered = 0;
+	int rc;
+
+	rc = ckpt_s3_fetch(st->http, st->cfg.merge_gap, st->cfg.part_bytes,
+			   obj_get, st, r, n, &delivered);
+	atomic_fetch_add(&s->bytes_delivered, delivered);
+	return rc;
+}
+
+struct list_ctx {
+	struct s3_store *st;
+	int (*fn)(void *ctx, const char *name, uint64_t size);
+	void *ctx;
+};
+
+/* Remember what a listing says (so opening costs no HEAD), then pass it
+ * on.  An opened name keeps what open fixed. */
+static int on_listed(void *ctx, const char *name, uint64_t size,
+		     const char *etag)
+{
+	struct list_ctx *lc = ctx;
+	struct s3_store *st = lc->st;
+	struct name_ent *e;
+
+	pthread_mutex_lock(&st->lock);
+	e = name_find(st, name);
+	if (!e) {
+		e = name_add(st, name, size, etag);
+	} else if (e->id == UINT32_MAX) {
+		e->size = size;
+		snprintf(e->etag, sizeof(e->etag), "%s", etag);
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (!e)
+		return -ENOMEM;
+	return lc->fn(lc->ctx, name, size);
+}
+
+static int s3_list(struct ckpt_store *s,
+		   int (*fn)(void *ctx, const char *name, uint64_t size),
+		   void *ctx, char *err, size_t errlen)
+{
+	struct s3_store *st = (struct s3_store *)s;
+	struct list_ctx lc = { st, fn, ctx };
+	int rc;
+
+	rc = ckpt_s3_list(st->http, st->cfg.endpoint, st->bucket, st->prefix,
+			  0, s->root, on_listed, &lc, err, errlen);
+	if (rc == -ENOMEM && err && !err[0])
+		ckpt_errf(err, errlen, rc, "%s: out of memory", s->root);
+	return rc;
+}
+
+static void s3_destroy(struct ckpt_store *s)
+{
+	struct s3_store *st = (struct s3_store *)s;
+	uint32_t i, n;
+	size_t k;
+
+	if (!st)
+		return;
+	ckpt_s3_http_free(st->http);
+	n = atomic_load(&st->nobj);
+	for (i = 0; i < n; i++)
+		obj_destroy(&st->chunks[i / CHUNK_OBJS][i % CHUNK_OBJS]);
+	for (i = 0; i < MAX_CHUNKS && st->chunks[i]; i++)
+		free(st->chunks[i]);
+	for (k = 0; k < st->nnames; k++)
+		free(st->names[k].name);
+	free(st->names);
+	ckpt_strtab_destroy(&st->tab);
+	pthread_mutex_destroy(&st->lock);
+	ckpt_s3_config_destroy(&st->cfg);
+	free(st->bucket);
+	free(st->prefix);
+	free(s->root);
+	free(s->identity);
+	free(st);
+}
+
+static const struct ckpt_store_ops s3_ops = {
+	.kind = "s3",
+	.destroy = s3_destroy,
+	.list = s3_list,
+	.open = s3_open,
+	.name = s3_name,
+	.read = s3_read,
+	.willneed = NULL,
+};
+
+/*
+ * Ask for one key under the prefix: proves the endpoint answers, the
+ * bucket exists and the credentials are accepted, with a line that says
+ * which of them is wrong.
+ */
+static int probe(struct s3_store *st, char *err, size_t errlen)
+{
+	const struct ckpt_s3_cfg *c = &st->cfg;
+	const char *root = st->base.root;
+	char *want = NULL, *query = NULL, *url = NULL;
+	struct ckpt_s3_req q = { .max_body = PROBE_MAX_BODY };
+	struct ckpt_s3_param p[3] = {
+		{ "list-type", "2" }, { "max-keys", "1" }, { "prefix", "" },
+	};
+	size_t failed;
+	int rc;
+
+	if (asprintf(&want, "%s%s", st->prefix, st->prefix[0] ? "/" : "") < 0)
+		want = NULL;
+	if (want) {
+		p[2].value = want;
+		query = ckpt_s3_query(p, 3);
+	}
+	if (query)
+		url = ckpt_s3_url(c->endpoint, st->bucket, NULL, query);
+	if (!url) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
+			       root);
+		goto out_free;
+	}
+	q.url = url;
+	q.max_tries = c->retries + 1 < PROBE_MAX_TRIES ? c->retries + 1 :
+		      PROBE_MAX_TRIES;
+	rc = ckpt_s3_http_run(st->http, &q, 1, &failed);
+	if (rc == 0)
+		goto out_free;
+	if (q.status == 0) {
+		rc = q.curl_code == 6 ? -EHOSTUNREACH :
+		     q.curl_code == 28 ? -ETIMEDOUT : -ECONNREFUSED;
+		ckpt_errf(err, errlen, rc, "%s: cannot reach %s: %s", root,
+			  c->endpoint, q.reason);
+	} else if (q.status == 404 && strcmp(q.code, "NoSuchBucket") == 0) {
+		rc = ckpt_errf(err, errlen, -ENOENT, "%s: bucket '%s' does not "
+			       "exist at %s (%s)", root, st->bucket,
+			       c->endpoint, q.reason);
+	} else if (strcmp(q.code, "SignatureDoesNotMatch") == 0) {
+		rc = ckpt_errf(err, errlen, -EACCES, "%s: %s refused the "
+			       "secret key from %s (%s)", root, c->endpoint,
+			       c->cred_source, q.reason);
+	} else if (strcmp(q.code, "InvalidAccessKeyId") == 0) {
+		rc = ckpt_errf(err, errlen, -EACCES, "%s: %s does not know the "
+			       "access key id from %s (%s)", root,
+			       c->endpoint, c->cred_source, q.reason);
+	} else if (q.status == 403 && strcmp(q.code, "AccessDenied") == 0 &&
+		   c->access_key) {
+		rc = 0;		/* may not list, may still read */
+	} else if (q.status == 403) {
+		rc = ckpt_errf(err, errlen, -EACCES, "%s: %s denied access "
+			       "with %s (%s)", root, c->endpoint,
+			       c->cred_source, q.reason);
+	} else if (q.status == 301 || q.status == 400) {
+		rc = ckpt_errf(err, errlen, -EINVAL, "%s: %s refused the "
+			       "request (%s); is region '%s' the bucket's?",
+			       root, c->endpoint, q.reason, c->region);
+	} else {
+		rc = ckpt_errf(err, errlen, -EIO, "%s: %s answered %s", root,
+			       c->endpoint, q.reason);
+	}
+out_free:
+	ckpt_s3_req_destroy(&q);
+	free(url);
+	free(query);
+	free(want);
+	return rc;
+}
+
+int ckpt_store_s3_new(const char *root, const struct ckpt_store_opts *o,
+		      struct ckpt_store **out, char *err, size_t errlen)
+{
+	struct s3_store *st;
+	char cerr[400];
+	int rc;
+
+	*out = NULL;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
+				 root);
+	pthread_mutex_init(&st->lock, NULL);
+	st->base.ops = &s3_ops;
+	st->base.root = strdup(root);
+	if (!st->base.root) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory", root);
+		goto out_fail;
+	}
+	rc = ckpt_s3_root_parse(root, &st->bucket, &st->prefix, err, errlen);
+	if (rc)
+		goto out_fail;
+	rc = ckpt_s3_config_load(o ? o->s3 : NULL, &st->cfg, cerr,
+				 sizeof(cerr));
+	if (rc) {
+		ckpt_errf(err, errlen, rc, "%s: %s", root, cerr);
+		goto out_fail;
+	}
+	if (asprintf(&st->base.identity, "s3:%s/%s/%s", st->cfg.endpoint,
+		     st->bucket, st->prefix) < 0) {
+		st->base.identity = NULL;
+		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory", root);
+		goto out_fail;
+	}
+	st->base.parallelism = st->cfg.parallel;
+	rc = ckpt_s3_http_new(&st->cfg, &st->base, &st->http, cerr,
+			      sizeof(cerr));
+	if (rc) {
+		ckpt_errf(err, errlen, rc, "%s: %s", root, cerr);
+		goto out_fail;
+	}
+	rc = probe(st, err, errlen);
+	if (rc)
+		goto out_fail;
+	*out = &st->base;
+	return 0;
+
+out_fail:
+	s3_destroy(&st->base);
+	return rc;
+}

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# A throw-away Ceph cluster for the S3 tests: one monitor, one memstore OSD
+# and radosgw, all on 127.0.0.1 with free ports, no mgr, no systemd, all
+# state in DIR.  Daemons stop in the order radosgw, OSD, monitor.
+#
+#   rgw.sh start DIR          make the cluster in DIR (new or empty), start
+#                             it, create an S3 user; DIR/env holds the
+#                             AWS_* exports for it
+#   rgw.sh stop DIR           stop radosgw, then the OSD, then the monitor
+#   rgw.sh stop-rgw DIR       stop radosgw alone (objects are kept)
+#   rgw.sh start-rgw DIR      start radosgw again, wait until it answers
+#   rgw.sh env DIR            print DIR/env
+#   rgw.sh mkbucket DIR B     create bucket B
+#   rgw.sh put DIR B/KEY FILE upload FILE as object KEY of bucket B
+#   rgw.sh rm DIR B/KEY       delete an object
+#   rgw.sh url DIR B/KEY      the object's URL (path style)
+set -euo pipefail
+
+die() { echo "rgw.sh: $*" >&2; exit 1; }
+
+free_port() {
+	/usr/bin/python3 -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# wait_for SECONDS CMD...: run CMD until it succeeds, at most SECONDS.
+wait_for() {
+	local end=$((SECONDS + $1))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		[ $SECONDS -lt $end ] || return 1
+		sleep 0.1
+	done
+}
+
+# stop_pid NAME PIDFILE: SIGTERM, wait up to 30 s, then SIGKILL.
+stop_pid() {
+	local name=$1 pidf=$2 pid i
+	[ -s "$pidf" ] || return 0
+	pid=$(cat "$pidf")
+	if ! kill -0 "$pid" 2>/dev/null; then
+		rm -f "$pidf"
+		return 0
+	fi
+	kill -TERM "$pid" 2>/dev/null || true
+	for i in $(seq 300); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "rgw.sh: $name (pid $pid) did not stop in 30 s; killing it" >&2
+		kill -KILL "$pid" 2>/dev/null || true
+		sleep 0.2
+	fi
+	rm -f "$pidf"
+}
+
+ceph_() { ceph -c "$D/ceph.conf" --connect-timeout 10 "$@"; }
+
+rgw_up() { curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$(cat "$D/rgw.port")/"; }
+
+start_rgw() {
+	radosgw -c "$D/ceph.conf" -n client.rgw </dev/null >>"$D/log/radosgw.out" 2>&1 ||
+		die "radosgw did not start; see $D/log"
+	wait_for 60 rgw_up || die "radosgw does not answer on port $(cat "$D/rgw.port"); see $D/log"
+}
+
+cmd_start() {
+	local monport rgwport fsid ak sk
+	mkdir -p "$D"
+	[ -z "$(ls -A "$D")" ] || die "$D is not empty"
+	D=$(cd "$D" && pwd)
+	mkdir -p "$D/mon" "$D/osd" "$D/run" "$D/log" "$D/rgw"
+	monport=$(free_port)
+	rgwport=$(free_port)
+	echo "$rgwport" > "$D/rgw.port"
+	fsid=$(cat /proc/sys/kernel/random/uuid)
+	cat > "$D/ceph.conf" <<CONF
+[global]
+fsid = $fsid
+mon host = v2:127.0.0.1:$monport
+public addr = 127.0.0.1
+auth cluster required = none
+auth service required = none
+auth client required = none
+ms bind ipv6 = false
+ms mon client mode = crc
+ms client mode = crc
+ms mon service mode = crc
+ms service mode = crc
+ms cluster mode = crc
+ms mon cluster mode = crc
+run dir = $D/run
+admin socket = $D/run/\$name.asok
+pid file = $D/run/\$name.pid
+log file = $D/log/\$name.log
+crash dir = $D/crash
+keyring = $D/keyring
+osd pool default size = 1
+osd pool default min size = 1
+mon allow pool size one = true
+mon warn on pool no redundancy = false
+osd pool default pg num = 8
+osd pool default pgp num = 8
+osd pool default pg autoscale mode = off
+mon max pg per osd = 1000
+paxos propose interval = 0.01
+paxos min wait = 0.01
+objecter tick interval = 0.1
+osd objectstore = memstore
+memstore device bytes = 8589934592
+osd fast shutdown = false
+osd crush chooseleaf type = 0
+[mon.a]
+mon data = $D/mon
+[osd.0]
+osd data = $D/osd
+[client.rgw]
+rgw frontends = beast endpoint=127.0.0.1:$rgwport
+rgw data = $D/rgw
+rgw dns name = 127.0.0.1
+CONF
+	monmaptool --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$monport]" \
+		"$D/monmap" >/dev/null
+	ceph-mon -c "$D/ceph.conf" --mkfs -i a --monmap "$D/monmap" \
+		>>"$D/log/mkfs.out" 2>&1 || die "ceph-mon --mkfs failed; see $D/log"
+	ceph-mon -c "$D/ceph.conf" -i a </dev/null >>"$D/log/mon.out" 2>&1 ||
+		die "ceph-mon did not start; see $D/log"
+	wait_for 60 ceph_ mon stat || die "the monitor does not answer; see $D/log"
+	ceph_ osd create >/dev/null
+	ceph-osd -c "$D/ceph.conf" -i 0 --mkfs >>"$D/log/mkfs.out" 2>&1 ||
+		die "ceph-osd --mkfs failed; see $D/log"
+	ceph-osd -c "$D/ceph.conf" -i 0 </dev/null >>"$D/log/osd.out" 2>&1 ||
+		die "ceph-osd did not start; see $D/log"
+	start_rgw
+	ak=$(head -c 15 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr a-f A-F)
+	sk=$(head -c 30 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	radosgw-admin -c "$D/ceph.conf" user create --uid=ckptfs \
+		--display-name=ckptfs --access-key="$ak" --secret="$sk" \
+		>>"$D/log/admin.out" 2>&1 || die "radosgw-admin user create failed"
+	cat > "$D/env" <<ENV
+export AWS_ACCESS_KEY_ID=$ak
+export AWS_SECRET_ACCESS_KEY=$sk
+export AWS_ENDPOINT_URL=http://127.0.0.1:$rgwport
+export AWS_REGION=us-east-1
+unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION
+ENV
+	chmod 600 "$D/env"
+}
+
+cmd_stop() {
+	stop_pid radosgw "$D/run/client.rgw.pid"
+	stop_pid ceph-osd "$D/run/osd.0.pid"
+	stop_pid ceph-mon "$D/run/mon.a.pid"
+}
+
+# s3 METHOD PATH [CURL ARGS...]: a signed request to radosgw.
+s3() {
+	local method=$1 path=$2
+	shift 2
+	# shellcheck disable=SC1091
+	. "$D/env"
+	curl -sS --fail-with-body -X "$method" --aws-sigv4 "aws:amz:us-east-1:s3" \
+		--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+		-H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@" \
+		"$AWS_ENDPOINT_URL/$path"
+}
+
+[ $# -ge 2 ] || die "usage: rgw.sh start|stop|stop-rgw|start-rgw|env|mkbucket|put|rm|url DIR ..."
+cmd=$1
+D=$2
+shift 2
+case $cmd in
+start) cmd_start ;;
+stop) cmd_stop ;;
+stop-rgw) stop_pid radosgw "$D/run/client.rgw.pid" ;;
+start-rgw) start_rgw ;;
+env) cat "$D/env" ;;
+mkbucket) s3 PUT "$1" -o /dev/null ;;
+put) s3 PUT "$1" -T "$2" -o /dev/null ;;
+rm) s3 DELETE "$1" -o /dev/null ;;
+url) . "$D/env"; echo "$AWS_ENDPOINT_URL/$1" ;;
+*) die "unknown command '$cmd'" ;;
+esac
