@@ -55,12 +55,13 @@ FUZZ_REPLAY := $(O)/tests/test_fuzz_replay
 FUZZ_TORCH_REPLAY := $(O)/tests/test_fuzz_torch_replay
 FUZZ_ST_REPLAY := $(O)/tests/test_fuzz_safetensors_replay
 FUZZ_ZSTD_REPLAY := $(O)/tests/test_fuzz_zstd_replay
+S3_CHECK := $(O)/tests/s3_check
 FUZZ_TIME ?= 60
 FUZZ_CC ?= clang
 
 .PHONY: all help deps check test unit bats demo install clean check-layers fuzz bench sid-chroot
 
-all: $(LIB_A) $(LIB_SO) $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY) $(FUZZ_TORCH_REPLAY) $(FUZZ_ST_REPLAY) $(FUZZ_ZSTD_REPLAY) $(O)/ceilfs $(EXAMPLE)
+all: $(LIB_A) $(LIB_SO) $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY) $(FUZZ_TORCH_REPLAY) $(FUZZ_ST_REPLAY) $(FUZZ_ZSTD_REPLAY) $(S3_CHECK) $(O)/ceilfs $(EXAMPLE)
 
 help:
 	@echo "make            build $(BIN) and the unit tests"
@@ -119,6 +120,13 @@ $(O)/tests/test_%: tests/unit/test_%.c tests/unit/testhelp.h $(CORE_OBJ)
 	@$(if $(Q),echo "  CC    $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(patsubst %,-Wl$(comma)--wrap=%,$(shell sed -n 's|^// wrap: ||p' $<)) \
 		-o $@ $< $(CORE_OBJ) $(LDLIBS)
+
+# The S3 store against a real radosgw: run by tests/bats/s3.bats, which
+# starts the server (not named test_*: it needs one).
+$(S3_CHECK): tests/unit/s3_check.c tests/unit/testhelp.h $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC    $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CORE_OBJ) $(LDLIBS)
 
 $(FUZZ_REPLAY): tests/fuzz/fuzz_meta.c tests/fuzz/replay.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)

@@ -18,15 +18,18 @@ struct seg {
 };
 
 /* One GET: bytes [off, off + len) of o; its span's segments are
- * segs[seg0, seg1), of which those before cursor lie wholly before the
- * body position reached. */
+ * segs[seg0, seg1), of which those before cursor lie wholly before next,
+ * the body position the sink expects next (a retry that starts over
+ * starts the cursor over too). */
 struct part {
 	const struct ckpt_s3_object *o;
 	uint64_t off;
 	uint64_t len;
 	const struct seg *segs;
+	size_t seg0;
 	size_t cursor;
 	size_t seg1;
+	uint64_t next;
 };
 
 static int cmp_seg(const void *a, const void *b)
@@ -48,6 +51,9 @@ static int part_sink(void *ctx, uint64_t pos, const char *p, size_t n)
 	uint64_t a = pt->off + pos, b = a + n;
 	size_t j;
 
+	if (pos < pt->next)
+		pt->cursor = pt->seg0;
+	pt->next = pos + n;
 	while (pt->cursor < pt->seg1 && pt->segs[pt->cursor].end <= a)
 		pt->cursor++;
 	for (j = pt->cursor; j < pt->seg1 && pt->segs[j].off < b; j++) {
@@ -182,7 +188,8 @@ int ckpt_s3_fetch(struct ckpt_s3_http *h, uint64_t merge_gap,
 			*p = (struct part){
 				.o = o, .off = off,
 				.len = end - off < size ? end - off : size,
-				.segs = segs, .cursor = i, .seg1 = j,
+				.segs = segs, .seg0 = i, .cursor = i,
+				.seg1 = j,
 			};
 			q[np] = (struct ckpt_s3_req){
 				.url = o->url, .ranged = true,

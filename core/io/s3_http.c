@@ -615,8 +615,14 @@ static int judge(struct ckpt_s3_http *h, struct ckpt_s3_req *r, int verdict,
 		return 0;
 	}
 	if (verdict == TRY_AGAIN && r->tries < r->max_tries) {
-		if (r->ranged && r->sink)
-			r->done += r->got;	/* resume where it broke */
+		/* A body cut short resumes where it broke; one that broke a
+		 * check (too long, wrong range) is not trusted at all. */
+		if (r->ranged && r->sink && !r->bad_body)
+			r->done += r->got;
+		else
+			r->done = 0;
+		if (r->done >= r->len)
+			r->done = 0;
 		r->state = ST_WAIT;
 		r->not_before = now_ns() + backoff_ns(r->tries);
 		waiting[(*nwait)++] = idx;

@@ -71,6 +71,8 @@ cmd_start() {
 	mkdir -p "$D"
 	[ -z "$(ls -A "$D")" ] || die "$D is not empty"
 	D=$(cd "$D" && pwd)
+	# A start that fails half-way stops what it started.
+	trap 'cmd_stop' ERR EXIT
 	mkdir -p "$D/mon" "$D/osd" "$D/run" "$D/log" "$D/rgw"
 	monport=$(free_port)
 	rgwport=$(free_port)
@@ -147,6 +149,7 @@ export AWS_REGION=us-east-1
 unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION
 ENV
 	chmod 600 "$D/env"
+	trap - ERR EXIT
 }
 
 cmd_stop() {

@@ -1,0 +1,113 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: MIT
+# The S3 store against a real Ceph radosgw that this suite starts itself
+# (tests/s3/rgw.sh: one monitor, one memstore OSD and radosgw on
+# 127.0.0.1, state in a temporary directory), with the fault proxy
+# (tests/s3/faultproxy.py) in front of it for the fault cases.  Each test
+# is one case of the C program tests/unit/s3_check.c, which compares every
+# byte it reads with the generator that made the objects.  teardown_file
+# stops the proxy, then radosgw, the OSD and the monitor.
+
+load helpers
+
+S3CHECK=$(dirname "$CKPTFS")/tests/s3_check
+
+setup_file() {
+	S3TMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/ckptfs-s3.XXXXXX")
+	export S3TMP
+	"$ROOT/tests/s3/rgw.sh" start "$S3TMP/rgw" || return 1
+	# shellcheck disable=SC1091
+	. "$S3TMP/rgw/env"
+	export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_ENDPOINT_URL AWS_REGION
+	export S3CHECK_RGW="$ROOT/tests/s3/rgw.sh" S3CHECK_DIR="$S3TMP/rgw"
+	setsid $PY "$ROOT/tests/s3/faultproxy.py" --upstream "$AWS_ENDPOINT_URL" \
+		--port-file "$S3TMP/proxy.port" --max-seconds 1800 \
+		</dev/null >"$S3TMP/proxy.log" 2>&1 &
+	echo $! >"$S3TMP/proxy.pid"
+	local deadline=$((SECONDS + 10))
+	until [ -s "$S3TMP/proxy.port" ]; do
+		[ $SECONDS -lt $deadline ] || { cat "$S3TMP/proxy.log"; return 1; }
+		sleep 0.05
+	done
+	export S3CHECK_PROXY="http://127.0.0.1:$(cat "$S3TMP/proxy.port")"
+}
+
+teardown_file() {
+	if [ -s "$S3TMP/proxy.pid" ]; then
+		kill "$(cat "$S3TMP/proxy.pid")" 2>/dev/null || true
+	fi
+	"$ROOT/tests/s3/rgw.sh" stop "$S3TMP/rgw"
+	rm -rf "$S3TMP"
+}
+
+s3check() {
+	run "$S3CHECK" "$1"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"ok $1"* ]]
+}
+
+@test "s3: ListObjectsV2 follows continuation tokens (1003 keys; pages of 2), names that need encoding, a listed name opens without a request" {
+	s3check list
+}
+
+@test "s3: open gives size and ETag by HEAD, a missing object is ENOENT naming it, no credential in root or identity" {
+	s3check open
+}
+
+@test "s3: batch reads merge near ranges, split large ones, span objects, match the generator byte for byte" {
+	s3check read
+}
+
+@test "s3: an object overwritten (If-Match, 412) or deleted after open gives EIO naming it" {
+	s3check replaced
+}
+
+@test "s3: a wrong secret, an unknown key id, an unknown bucket, an unreachable endpoint: one line each, no credential" {
+	s3check refused
+}
+
+@test "s3: cut, short, too long and shifted bodies are retried, then EIO naming object and range; cut bodies resume" {
+	s3check bodies
+}
+
+@test "s3: 16 readers through 503, 500, 429, resets, cut bodies and delays: every byte right, bytes counted as the proxy sent them" {
+	s3check faults16
+}
+
+@test "s3: a 256 MiB batch read raises the peak memory by far less than 256 MiB" {
+	s3check memory
+}
+
+@test "s3: radosgw stopped during reads: EIO after the retries; reads work again once it is back" {
+	s3check restart
+}
+
+@test "s3: the fault proxy forwards, counts and injects on its own (curl through it)" {
+	local P=$S3CHECK_PROXY sig=(--aws-sigv4 "aws:amz:us-east-1:s3"
+		--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY"
+		-H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
+	head -c 300000 /dev/urandom >"$S3TMP/px"
+	"$ROOT/tests/s3/rgw.sh" mkbucket "$S3TMP/rgw" ck-proxy
+	"$ROOT/tests/s3/rgw.sh" put "$S3TMP/rgw" ck-proxy/px "$S3TMP/px"
+	curl -sf -X POST -d '{"mode":"none"}' "$P/__faultproxy/config"
+	curl -sf -X POST "$P/__faultproxy/reset"
+	curl -sf "${sig[@]}" -o "$S3TMP/px.1" "$P/ck-proxy/px"
+	cmp "$S3TMP/px" "$S3TMP/px.1"
+	curl -sf "$P/__faultproxy/stats" | grep -q '"bytes": 300000'
+	curl -sf -X POST -d '{"mode":"503","only":"all","first":1}' "$P/__faultproxy/config"
+	run curl -s -o /dev/null -w '%{http_code}' "${sig[@]}" "$P/ck-proxy/px"
+	[ "$output" = 503 ]
+	run curl -s -o /dev/null -w '%{http_code}' "${sig[@]}" "$P/ck-proxy/px"
+	[ "$output" = 200 ]
+	curl -sf -X POST -d '{"mode":"truncate","frac":0.5,"only":"get"}' "$P/__faultproxy/config"
+	run curl -s "${sig[@]}" -o "$S3TMP/px.2" "$P/ck-proxy/px"
+	[ "$status" -eq 18 ]
+	[ "$(stat -c %s "$S3TMP/px.2")" -eq 150000 ]
+	curl -sf -X POST -d '{"mode":"reset","only":"get"}' "$P/__faultproxy/config"
+	run curl -s "${sig[@]}" -o /dev/null "$P/ck-proxy/px"
+	[ "$status" -eq 56 ] || [ "$status" -eq 52 ]
+	run curl -s -X POST -d '{"mode":"bogus"}' "$P/__faultproxy/config"
+	[[ "$output" == *"unknown mode"* ]]
+	curl -sf -X POST -d '{"mode":"none"}' "$P/__faultproxy/config"
+}

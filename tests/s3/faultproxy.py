@@ -1,0 +1,332 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""A fault-injecting HTTP proxy for the S3 tests, in front of radosgw.
+
+Loopback only, stdlib only.  It forwards each request as it came (the Host
+header included, so SigV4 signatures stay valid) and relays the answer,
+counting the body bytes it sends back.  Told through its control endpoint,
+it can instead, for a fraction of the requests or the first N of them:
+
+  delay     wait delay_ms, then forward
+  reset     read the request, then reset the connection (RST), no answer
+  503 500 429   answer that status with an S3 error body (SlowDown,
+            InternalError, SlowDown)
+  truncate  forward, send the headers as they are and only a fraction
+            (frac) of the body, then close the connection
+  short     forward, but say and send a shorter body (Content-Length
+            lowered), keeping the connection
+  long      forward, but append extra bytes (Content-Length raised)
+  shift     forward, but move the Content-Range one byte on
+
+Control (JSON over HTTP on the same port):
+  POST /__faultproxy/config  {"mode": "503", "rate": 0.3, "first": 0,
+       "only": "ranged"|"get"|"all", "delay_ms": 0, "frac": 0.5,
+       "seed": 1}      set the fault (mode "none": forward everything);
+                       resets the count of faults injected
+  GET  /__faultproxy/stats   {"requests", "faults", "bytes", "by_status",
+                              "log": [[method, path, range, status,
+                              bytes], ...] (the last 20000)}
+  POST /__faultproxy/reset   zero the statistics
+
+Usage: faultproxy.py --upstream http://127.0.0.1:PORT --port-file FILE
+       [--port 0] [--max-seconds 3600]
+"""
+
+import argparse
+import os
+import signal
+import http.client
+import http.server
+import json
+import random
+import socket
+import socketserver
+import struct
+import sys
+import threading
+import time
+import urllib.parse
+
+LOG_MAX = 20000
+CHUNK = 256 * 1024
+HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection"}
+S3_CODES = {503: "SlowDown", 500: "InternalError", 429: "SlowDown"}
+
+
+class State:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.cfg = {"mode": "none"}
+        self.rng = random.Random(1)
+        self.injected = 0
+        self.zero()
+
+    def zero(self):
+        self.requests = 0
+        self.faults = 0
+        self.bytes = 0
+        self.by_status = {}
+        self.log = []
+
+    def configure(self, cfg):
+        with self.lock:
+            mode = cfg.get("mode", "none")
+            if mode not in ("none", "delay", "reset", "503", "500", "429",
+                            "truncate", "short", "long", "shift"):
+                raise ValueError("unknown mode %r" % mode)
+            self.cfg = dict(cfg)
+            self.rng = random.Random(cfg.get("seed", 1))
+            self.injected = 0
+
+    def pick(self, method, ranged):
+        """The fault for this request, or None."""
+        with self.lock:
+            self.requests += 1
+            c = self.cfg
+            mode = c.get("mode", "none")
+            if mode == "none":
+                return None
+            only = c.get("only", "ranged")
+            if only == "ranged" and not (method == "GET" and ranged):
+                return None
+            if only == "get" and method != "GET":
+                return None
+            first = int(c.get("first", 0))
+            if first and self.injected >= first:
+                return None
+            if self.rng.random() >= float(c.get("rate", 1.0)):
+                return None
+            self.injected += 1
+            self.faults += 1
+            return dict(c)
+
+    def record(self, method, path, rng, status, nbytes):
+        with self.lock:
+            self.bytes += nbytes
+            self.by_status[str(status)] = self.by_status.get(str(status), 0) + 1
+            self.log.append([method, path, rng, status, nbytes])
+            if len(self.log) > LOG_MAX:
+                del self.log[: len(self.log) - LOG_MAX]
+
+    def stats(self):
+        with self.lock:
+            return {"requests": self.requests, "faults": self.faults,
+                    "bytes": self.bytes, "by_status": dict(self.by_status),
+                    "log": list(self.log)}
+
+
+STATE = State()
+UPSTREAM = None  # (host, port)
+
+
+def rst_close(sock):
+    """Close with a TCP reset."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                        struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    sock.close()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    upstream = None
+
+    def log_message(self, fmt, *args):  # quiet
+        pass
+
+    def do_any(self):
+        if self.path.startswith("/__faultproxy/"):
+            return self.control()
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        rng = self.headers.get("Range")
+        fault = STATE.pick(self.command, rng is not None)
+        mode = fault["mode"] if fault else "none"
+        if mode == "delay":
+            time.sleep(float(fault.get("delay_ms", 100)) / 1000.0)
+        elif mode == "reset":
+            STATE.record(self.command, self.path, rng, "reset", 0)
+            self.close_connection = True
+            rst_close(self.connection)
+            return
+        elif mode in ("503", "500", "429"):
+            st = int(mode)
+            msg = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>%s"
+                   "</Code><Message>injected by faultproxy</Message></Error>"
+                   % S3_CODES[st]).encode()
+            self.send_response_only(st)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(msg)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(msg)
+            STATE.record(self.command, self.path, rng, st, 0)
+            return
+        self.forward(body, rng, fault, mode)
+
+    def upstream_conn(self):
+        if self.upstream is None:
+            self.upstream = http.client.HTTPConnection(*UPSTREAM, timeout=60)
+        return self.upstream
+
+    def forward(self, body, rng, fault, mode):
+        try:
+            conn = self.upstream_conn()
+            conn.putrequest(self.command, self.path, skip_host=True,
+                            skip_accept_encoding=True)
+            for k, v in self.headers.items():
+                if k.lower() not in HOP:
+                    conn.putheader(k, v)
+            conn.endheaders(body)
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            self.upstream = None
+            msg = ("upstream: %s" % e).encode()
+            self.send_response_only(502)
+            self.send_header("Content-Length", str(len(msg)))
+            self.end_headers()
+            self.wfile.write(msg)
+            STATE.record(self.command, self.path, rng, 502, 0)
+            return
+        headers = [(k, v) for k, v in resp.getheaders()
+                   if k.lower() not in HOP]
+        clen = resp.getheader("Content-Length")
+        data = None
+        if self.command == "HEAD":
+            total = 0
+        elif clen is None:
+            data = resp.read()
+            total = len(data)
+            headers.append(("Content-Length", str(total)))
+        else:
+            total = int(clen)
+        send = total
+        extra = b""
+        if mode in ("truncate", "short") and total > 0:
+            send = int(total * float(fault.get("frac", 0.5)))
+        if mode == "short":
+            headers = [(k, str(send) if k.lower() == "content-length" else v)
+                       for k, v in headers]
+        if mode == "long":
+            extra = b"X" * 1000
+            headers = [(k, str(total + len(extra))
+                        if k.lower() == "content-length" else v)
+                       for k, v in headers]
+        if mode == "shift":
+            headers = [(k, shift_range(v) if k.lower() == "content-range"
+                        else v) for k, v in headers]
+        self.send_response_only(resp.status, resp.reason)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        sent = 0
+        try:
+            if data is not None:
+                self.wfile.write(data[:send])
+                sent = min(send, len(data))
+            else:
+                while sent < total:
+                    chunk = resp.read(min(CHUNK, total - sent))
+                    if not chunk:
+                        break
+                    keep = chunk[: max(0, send - sent)]
+                    if keep:
+                        self.wfile.write(keep)
+                    sent += len(keep)
+                    if len(keep) < len(chunk):
+                        break
+                if extra:
+                    self.wfile.write(extra)
+                    sent += len(extra)
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+        if sent < total + len(extra) and mode in ("truncate", "short"):
+            # The rest of the upstream body is not wanted: drop that
+            # connection rather than drain it.
+            conn.close()
+            self.upstream = None
+        if mode == "truncate":
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        STATE.record(self.command, self.path, rng, resp.status, sent)
+
+    def control(self):
+        what = self.path[len("/__faultproxy/"):]
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        status, out = 200, {}
+        try:
+            if what == "config" and self.command in ("POST", "PUT"):
+                STATE.configure(json.loads(body or b"{}"))
+                out = {"ok": True}
+            elif what == "stats":
+                out = STATE.stats()
+            elif what == "reset":
+                with STATE.lock:
+                    STATE.zero()
+                out = {"ok": True}
+            else:
+                status, out = 404, {"error": "unknown control %r" % what}
+        except (ValueError, TypeError) as e:
+            status, out = 400, {"error": str(e)}
+        msg = json.dumps(out).encode()
+        self.send_response_only(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(msg)))
+        self.end_headers()
+        self.wfile.write(msg)
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_any
+
+
+def shift_range(v):
+    try:
+        unit, rest = v.split(" ", 1)
+        span, total = rest.split("/", 1)
+        a, b = span.split("-", 1)
+        return "%s %d-%d/%s" % (unit, int(a) + 1, int(b) + 1, total)
+    except ValueError:
+        return v
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+
+def main():
+    global UPSTREAM
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--upstream", required=True)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--port-file")
+    ap.add_argument("--max-seconds", type=float, default=3600)
+    a = ap.parse_args()
+    u = urllib.parse.urlsplit(a.upstream)
+    if u.scheme != "http" or u.hostname not in ("127.0.0.1", "localhost",
+                                                "::1"):
+        sys.exit("faultproxy: the upstream must be http:// on loopback")
+    UPSTREAM = (u.hostname, u.port or 80)
+    srv = Server(("127.0.0.1", a.port), Handler)
+    if a.port_file:
+        with open(a.port_file + ".tmp", "w") as f:
+            f.write("%d\n" % srv.server_address[1])
+        os.rename(a.port_file + ".tmp", a.port_file)
+    timer = threading.Timer(a.max_seconds, srv.shutdown)
+    timer.daemon = True
+    timer.start()
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(
+        target=srv.shutdown, daemon=True).start())
+    srv.serve_forever(poll_interval=0.2)
+    srv.server_close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,987 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The S3 store against a real radosgw, started by tests/bats/s3.bats
+ * (tests/s3/rgw.sh) with tests/s3/faultproxy.py in front of it.  One case
+ * per run: `s3_check CASE`.  Objects are generated here (every byte a
+ * function of the object's seed and its offset), uploaded with libcurl's
+ * own SigV4, and every byte read is compared with the generator.
+ *
+ * Environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL
+ * (radosgw), S3CHECK_PROXY (the fault proxy's URL), S3CHECK_RGW (rgw.sh)
+ * and S3CHECK_DIR (its cluster directory), for the restart case.
+ *
+ * White-box: the store is reached through io/store_impl.h, and the
+ * engine's counters are read from struct ckpt_store.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/errbuf.h"
+#include "io/s3_config.h"
+#include "io/s3_http.h"
+#include "io/s3_list.h"
+#include "io/store_impl.h"
+#include "testhelp.h"
+
+#define MiB (1u << 20)
+
+static const char *endpoint, *proxy;
+
+/* ---- objects: byte i of object seed s is gen_byte(s, i) ---- */
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+static void gen(uint64_t seed, uint64_t off, uint8_t *dst, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len) {
+		uint64_t at = off + i, w = mix(seed * 1000003u + at / 8);
+		unsigned b = (unsigned)(at % 8);
+
+		for (; b < 8 && i < len; b++, i++)
+			dst[i] = (uint8_t)(w >> (8 * b));
+	}
+}
+
+/* Does dst hold bytes [off, off + len) of object seed? */
+static bool gen_matches(uint64_t seed, uint64_t off, const uint8_t *dst,
+			size_t len)
+{
+	uint8_t buf[65536];
+	size_t at = 0;
+
+	while (at < len) {
+		size_t n = len - at < sizeof(buf) ? len - at : sizeof(buf);
+
+		gen(seed, off + at, buf, n);
+		if (memcmp(buf, dst + at, n) != 0)
+			return false;
+		at += n;
+	}
+	return true;
+}
+
+/* ---- uploads, with libcurl's SigV4 ---- */
+
+struct upload {
+	uint64_t seed, size, at;
+};
+
+static size_t up_read(char *p, size_t size, size_t n, void *ud)
+{
+	struct upload *u = ud;
+	size_t want = size * n;
+
+	if (want > u->size - u->at)
+		want = (size_t)(u->size - u->at);
+	gen(u->seed, u->at, (uint8_t *)p, want);
+	u->at += want;
+	return want;
+}
+
+static size_t sink_null(char *p, size_t size, size_t n, void *ud)
+{
+	(void)p;
+	(void)ud;
+	return size * n;
+}
+
+static CURL *up_curl;
+
+/* METHOD (PUT with a generated body of size bytes, DELETE, PUT of a
+ * bucket with size 0) on path "bucket[/key]" (key already encoded).
+ * Returns the HTTP status. */
+static long s3_do(const char *method, const char *path, uint64_t seed,
+		  uint64_t size)
+{
+	struct curl_slist *hd = NULL;
+	struct upload u = { seed, size, 0 };
+	char url[1024], sig[64];
+	long status = 0;
+
+	if (!up_curl)
+		up_curl = curl_easy_init();
+	curl_easy_reset(up_curl);
+	snprintf(url, sizeof(url), "%s/%s", endpoint, path);
+	snprintf(sig, sizeof(sig), "aws:amz:%s:s3", "us-east-1");
+	hd = curl_slist_append(hd, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+	curl_easy_setopt(up_curl, CURLOPT_URL, url);
+	curl_easy_setopt(up_curl, CURLOPT_AWS_SIGV4, sig);
+	curl_easy_setopt(up_curl, CURLOPT_USERNAME, getenv("AWS_ACCESS_KEY_ID"));
+	curl_easy_setopt(up_curl, CURLOPT_PASSWORD,
+			 getenv("AWS_SECRET_ACCESS_KEY"));
+	curl_easy_setopt(up_curl, CURLOPT_HTTPHEADER, hd);
+	curl_easy_setopt(up_curl, CURLOPT_WRITEFUNCTION, sink_null);
+	if (strcmp(method, "PUT") == 0) {
+		curl_easy_setopt(up_curl, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(up_curl, CURLOPT_READFUNCTION, up_read);
+		curl_easy_setopt(up_curl, CURLOPT_READDATA, &u);
+		curl_easy_setopt(up_curl, CURLOPT_INFILESIZE_LARGE,
+				 (curl_off_t)size);
+	} else {
+		curl_easy_setopt(up_curl, CURLOPT_CUSTOMREQUEST, method);
+	}
+	if (curl_easy_perform(up_curl) == CURLE_OK)
+		curl_easy_getinfo(up_curl, CURLINFO_RESPONSE_CODE, &status);
+	curl_slist_free_all(hd);
+	return status;
+}
+
+static void mkbucket(const char *b)
+{
+	long st = s3_do("PUT", b, 0, 0);
+
+	if (st != 200 && st != 409)
+		fprintf(stderr, "  create bucket %s: HTTP %ld\n", b, st);
+}
+
+static bool put(const char *bucket, const char *key, uint64_t seed,
+		uint64_t size)
+{
+	char path[1024];
+	long st;
+
+	snprintf(path, sizeof(path), "%s/%s", bucket, key);
+	st = s3_do("PUT", path, seed, size);
+	if (st != 200)
+		fprintf(stderr, "  put %s: HTTP %ld\n", path, st);
+	return st == 200;
+}
+
+static bool del(const char *bucket, const char *key)
+{
+	char path[1024];
+
+	snprintf(path, sizeof(path), "%s/%s", bucket, key);
+	return s3_do("DELETE", path, 0, 0) == 204;
+}
+
+/* ---- the fault proxy's control endpoint ---- */
+
+static struct {
+	char *buf;
+	size_t len;
+} pbody;
+
+static size_t keep_body(char *p, size_t size, size_t n, void *ud)
+{
+	char *nb = realloc(pbody.buf, pbody.len + size * n + 1);
+
+	(void)ud;
+	if (!nb)
+		return 0;
+	pbody.buf = nb;
+	memcpy(pbody.buf + pbody.len, p, size * n);
+	pbody.len += size * n;
+	pbody.buf[pbody.len] = '\0';
+	return size * n;
+}
+
+/* POST json to /__faultproxy/WHAT (json NULL: GET); the answer in pbody. */
+static bool proxy_ctl(const char *what, const char *json)
+{
+	CURL *c = curl_easy_init();
+	char url[256];
+	long st = 0;
+
+	free(pbody.buf);
+	pbody.buf = NULL;
+	pbody.len = 0;
+	snprintf(url, sizeof(url), "%s/__faultproxy/%s", proxy, what);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_body);
+	if (json)
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
+	curl_easy_cleanup(c);
+	return st == 200;
+}
+
+static uint64_t proxy_stat(const char *name)
+{
+	char pat[64];
+	const char *p;
+
+	if (!proxy_ctl("stats", NULL))
+		return UINT64_MAX;
+	snprintf(pat, sizeof(pat), "\"%s\": ", name);
+	p = strstr(pbody.buf, pat);
+	return p ? strtoull(p + strlen(pat), NULL, 10) : UINT64_MAX;
+}
+
+/* ---- the store, through store_impl.h ---- */
+
+static struct ckpt_store *store_at(const char *root, struct ckpt_s3_opts *o,
+				   char *err, size_t errlen, int *rc)
+{
+	struct ckpt_store_opts so = { .s3 = o };
+	struct ckpt_store *s = NULL;
+
+	*rc = ckpt_store_s3_new(root, &so, &s, err, errlen);
+	return s;
+}
+
+static struct ckpt_store *store(const char *root, struct ckpt_s3_opts *o)
+{
+	char err[512];
+	int rc;
+	struct ckpt_store *s = store_at(root, o, err, sizeof(err), &rc);
+
+	if (rc)
+		fprintf(stderr, "  store %s: %s\n", root, err);
+	return s;
+}
+
+static void store_free(struct ckpt_store *s)
+{
+	if (s)
+		s->ops->destroy(s);
+}
+
+static int sopen(struct ckpt_store *s, const char *name, uint32_t *id,
+		 struct ckpt_store_file_info *fi)
+{
+	char err[512];
+	int rc = s->ops->open(s, name, id, fi, err, sizeof(err));
+
+	if (rc && rc != -ENOENT)
+		fprintf(stderr, "  open %s: %s\n", name, err);
+	return rc;
+}
+
+static int sread(struct ckpt_store *s, struct ckpt_store_range *r, size_t n)
+{
+	ckpt_clear_last_error();
+	return s->ops->read(s, r, n);
+}
+
+static uint64_t reqs(struct ckpt_store *s)
+{
+	return atomic_load(&s->requests);
+}
+
+static uint64_t fetched(struct ckpt_store *s)
+{
+	return atomic_load(&s->bytes_fetched);
+}
+
+static bool one_line(const char *s)
+{
+	return !strchr(s, '\n');
+}
+
+/* ---- cases ---- */
+
+struct listed {
+	unsigned n, bad;
+	bool special, deep, empty;
+};
+
+static int count_listed(void *ctx, const char *name, uint64_t size)
+{
+	struct listed *l = ctx;
+	unsigned k;
+
+	l->n++;
+	if (strcmp(name, "sp ace+plus&amp%25~\xc3\xa9.bin") == 0)
+		l->special = size == 3;
+	else if (strchr(name, '/'))
+		l->deep = true;
+	else if (!name[0])
+		l->empty = true;
+	else if (sscanf(name, "k%u", &k) != 1 || size != 1 + k % 5)
+		l->bad++;
+	return 0;
+}
+
+static int count_raw(void *ctx, const char *name, uint64_t size,
+		     const char *etag)
+{
+	struct listed *l = ctx;
+
+	(void)size;
+	l->n++;
+	if (strcmp(name, "<&>\"'.x") == 0 && etag[0] == '"')
+		l->special = true;
+	return 0;
+}
+
+/* ListObjectsV2 with continuation: 1003 keys (two pages of 1000), and
+ * pages of 2 keys on a small prefix; names that need encoding; deeper
+ * keys and the "directory" marker skipped; opening a listed name costs
+ * no request. */
+static void test_list(void)
+{
+	struct listed l = { 0 };
+	struct ckpt_store *s;
+	struct ckpt_store_file_info fi;
+	struct ckpt_s3_cfg cfg;
+	struct ckpt_s3_http *h;
+	struct ckpt_store ctr = { 0 };
+	char key[64], err[512];
+	uint32_t id;
+	uint64_t before;
+	unsigned k;
+
+	mkbucket("ck-list");
+	for (k = 0; k < 1003; k++) {
+		snprintf(key, sizeof(key), "many/k%04u", k);
+		if (!put("ck-list", key, k, 1 + k % 5))
+			break;
+	}
+	CHECK(put("ck-list", "many/sp%20ace%2Bplus%26amp%2525~%C3%A9.bin", 9,
+		  3));
+	CHECK(put("ck-list", "many/sub/deep", 1, 10));
+	CHECK(put("ck-list", "many/", 1, 0));
+	CHECK(put("ck-list", "other", 1, 10));
+	for (k = 0; k < 4; k++) {
+		snprintf(key, sizeof(key), "few/f%u", k);
+		CHECK(put("ck-list", key, k, 7));
+	}
+	CHECK(put("ck-list", "few/%3C%26%3E%22%27.x", 3, 7));
+
+	s = store("s3://ck-list/many/", NULL);
+	CHECK(s);
+	if (!s)
+		return;
+	CHECK(s->ops->list(s, count_listed, &l, err, sizeof(err)) == 0);
+	CHECK(l.n == 1004 && l.bad == 0 && l.special && !l.deep && !l.empty);
+
+	/* Listed: opening costs no request, and gives the listed ETag. */
+	before = reqs(s);
+	CHECK(sopen(s, "k0042", &id, &fi) == 0);
+	CHECK(fi.size == 1 + 42 % 5 && fi.version[0] == '"');
+	CHECK(reqs(s) == before);
+	/* Not listed (deeper): one HEAD. */
+	CHECK(sopen(s, "sub/deep", &id, &fi) == 0 && fi.size == 10);
+	CHECK(reqs(s) == before + 1);
+	store_free(s);
+
+	/* Pages of two keys: 5 keys, 3 pages. */
+	CHECK(ckpt_s3_config_load(NULL, &cfg, err, sizeof(err)) == 0);
+	CHECK(ckpt_s3_http_new(&cfg, &ctr, &h, err, sizeof(err)) == 0);
+	memset(&l, 0, sizeof(l));
+	CHECK(ckpt_s3_list(h, cfg.endpoint, "ck-list", "few", 2,
+			   "s3://ck-list/few", count_raw, &l, err,
+			   sizeof(err)) == 0);
+	CHECK(l.n == 5 && l.special);
+	CHECK(atomic_load(&ctr.requests) == 3);
+	ckpt_s3_http_free(h);
+	ckpt_s3_config_destroy(&cfg);
+}
+
+/* HEAD at open: size and ETag, -ENOENT naming the object, the same id
+ * twice; root and identity hold no credential. */
+static void test_open(void)
+{
+	struct ckpt_store *s;
+	struct ckpt_store_file_info fi, fi2;
+	char err[512];
+	uint32_t id, id2;
+	uint64_t before;
+
+	mkbucket("ck-open");
+	CHECK(put("ck-open", "pre/obj", 5, 12345));
+	s = store("s3://ck-open/pre", NULL);
+	CHECK(s);
+	if (!s)
+		return;
+	CHECK(s->ops->open(s, "nope", &id, &fi, err, sizeof(err)) == -ENOENT);
+	CHECK(strstr(err, "s3://ck-open/pre/nope") && strstr(err, "no such"));
+	CHECK(sopen(s, "obj", &id, &fi) == 0);
+	CHECK(fi.size == 12345 && fi.version[0] == '"');
+	before = reqs(s);
+	CHECK(sopen(s, "obj", &id2, &fi2) == 0);
+	CHECK(id2 == id && strcmp(fi.version, fi2.version) == 0);
+	CHECK(reqs(s) == before);
+	CHECK(strcmp(s->ops->name(s, id), "obj") == 0);
+	CHECK(strcmp(s->root, "s3://ck-open/pre") == 0);
+	CHECK(strstr(s->identity, endpoint) && strstr(s->identity, "ck-open"));
+	CHECK(!strstr(s->identity, getenv("AWS_ACCESS_KEY_ID")));
+	CHECK(!strstr(s->identity, getenv("AWS_SECRET_ACCESS_KEY")));
+	CHECK(s->parallelism == 16);
+	store_free(s);
+}
+
+/* Batch reads: merged, split, from two objects, overlapping, checked byte
+ * for byte; the request and byte counts follow the plan. */
+static void test_read(void)
+{
+	struct ckpt_s3_opts o = { .part_bytes = MiB, .merge_gap = 64 << 10 };
+	const uint64_t size = 40 * MiB;
+	struct ckpt_store_range r[300];
+	struct ckpt_store *s;
+	struct ckpt_store_file_info fi;
+	uint64_t rq, fb, want;
+	uint32_t a, b;
+	uint8_t *buf;
+	size_t i, at;
+	unsigned seed = 1;
+
+	mkbucket("ck-read");
+	CHECK(put("ck-read", "a", 11, size));
+	CHECK(put("ck-read", "b", 12, 3 * MiB + 7));
+	s = store("s3://ck-read", &o);
+	buf = malloc(size + 64 * MiB);
+	CHECK(s && buf);
+	if (!s || !buf)
+		goto out;
+	CHECK(sopen(s, "a", &a, &fi) == 0 && fi.size == size);
+	CHECK(sopen(s, "b", &b, &fi) == 0 && fi.size == 3 * MiB + 7);
+
+	/* The whole object: 40 parts of 1 MiB. */
+	rq = reqs(s);
+	fb = fetched(s);
+	r[0] = (struct ckpt_store_range){ a, 0, size, buf };
+	CHECK(sread(s, r, 1) == 0);
+	CHECK(gen_matches(11, 0, buf, size));
+	CHECK(reqs(s) - rq == 40 && fetched(s) - fb == size);
+
+	/* Merge: 1000 bytes apart with 64 KiB around them -> one GET; 100
+	 * bytes apart between 1000-byte ranges -> two (more gap than 1/32 of
+	 * the bytes asked); 100 KiB apart -> two. */
+	rq = reqs(s);
+	fb = fetched(s);
+	r[0] = (struct ckpt_store_range){ a, 0, 65536, buf };
+	r[1] = (struct ckpt_store_range){ a, 66536, 65536, buf + 65536 };
+	CHECK(sread(s, r, 2) == 0);
+	CHECK(gen_matches(11, 0, buf, 65536));
+	CHECK(gen_matches(11, 66536, buf + 65536, 65536));
+	CHECK(reqs(s) - rq == 1 && fetched(s) - fb == 66536 + 65536);
+	rq = reqs(s);
+	r[0] = (struct ckpt_store_range){ a, 5000, 1000, buf };
+	r[1] = (struct ckpt_store_range){ a, 6100, 1000, buf + 1000 };
+	r[2] = (struct ckpt_store_range){ a, 300000, 65536, buf + 2000 };
+	r[3] = (struct ckpt_store_range){ a, 300000 + 65536 + 102400, 65536,
+					  buf + 2000 + 65536 };
+	CHECK(sread(s, r, 4) == 0);
+	CHECK(reqs(s) - rq == 4);
+	CHECK(gen_matches(11, 6100, buf + 1000, 1000));
+	CHECK(gen_matches(11, 300000 + 65536 + 102400, buf + 2000 + 65536,
+			  65536));
+
+	/* Split: 5 MiB + 1 in one range -> 6 parts. */
+	rq = reqs(s);
+	r[0] = (struct ckpt_store_range){ a, 7, 5 * MiB + 1, buf };
+	CHECK(sread(s, r, 1) == 0);
+	CHECK(reqs(s) - rq == 6 && gen_matches(11, 7, buf, 5 * MiB + 1));
+
+	/* 300 random ranges over both objects, in any order, some
+	 * overlapping in the file, zero-length ones, the last bytes. */
+	at = 0;
+	want = 0;
+	for (i = 0; i < 300; i++) {
+		uint32_t id = rand_r(&seed) % 4 ? a : b;
+		uint64_t fsz = id == a ? size : 3 * MiB + 7;
+		uint64_t len = rand_r(&seed) % 3 ? (uint64_t)rand_r(&seed) % 70000 :
+			       (uint64_t)rand_r(&seed) % (2 * MiB);
+		uint64_t off = (uint64_t)rand_r(&seed) * 4099 % fsz;
+
+		if (i == 7)
+			len = 0;
+		if (i == 8)
+			off = fsz - 10, len = 10;
+		if (off + len > fsz)
+			len = fsz - off;
+		r[i] = (struct ckpt_store_range){ id, off, len, buf + at };
+		at += len;
+		want += len;
+	}
+	rq = reqs(s);
+	fb = fetched(s);
+	CHECK(sread(s, r, 300) == 0);
+	for (i = 0; i < 300; i++)
+		CHECK(gen_matches(r[i].id == a ? 11 : 12, r[i].off, r[i].dst,
+				  r[i].len));
+	fprintf(stderr, "  300 ranges: %" PRIu64 " bytes asked, %" PRIu64
+		" fetched in %" PRIu64 " GETs\n", want, fetched(s) - fb,
+		reqs(s) - rq);
+	CHECK(fetched(s) - fb <= want + want / 32);
+
+	/* Past the end: -EIO naming the object, nothing fetched. */
+	rq = reqs(s);
+	r[0] = (struct ckpt_store_range){ b, 3 * MiB, 8, buf };
+	CHECK(sread(s, r, 1) == -EIO);
+	CHECK(strstr(ckpt_last_error(), "s3://ck-read/b") &&
+	      strstr(ckpt_last_error(), "has 3145735 bytes"));
+	CHECK(reqs(s) == rq);
+	CHECK(atomic_load(&s->retries) == 0);
+out:
+	free(buf);
+	store_free(s);
+}
+
+/* An object overwritten or deleted after it was opened: EIO naming it,
+ * never the new bytes. */
+static void test_replaced(void)
+{
+	struct ckpt_store_range r;
+	struct ckpt_store *s;
+	struct ckpt_store_file_info fi;
+	uint8_t buf[4096];
+	uint32_t id, id2;
+
+	mkbucket("ck-repl");
+	CHECK(put("ck-repl", "chg", 21, 100000));
+	CHECK(put("ck-repl", "gone", 22, 100000));
+	s = store("s3://ck-repl", NULL);
+	CHECK(s);
+	if (!s)
+		return;
+	CHECK(sopen(s, "chg", &id, &fi) == 0);
+	CHECK(sopen(s, "gone", &id2, &fi) == 0);
+	r = (struct ckpt_store_range){ id, 100, sizeof(buf), buf };
+	CHECK(sread(s, &r, 1) == 0 && gen_matches(21, 100, buf, sizeof(buf)));
+	CHECK(put("ck-repl", "chg", 23, 100000));
+	CHECK(sread(s, &r, 1) == -EIO);
+	CHECK(strstr(ckpt_last_error(), "s3://ck-repl/chg: bytes 100-"));
+	CHECK(strstr(ckpt_last_error(), "replaced since it was opened"));
+	CHECK(strstr(ckpt_last_error(), "412"));
+	CHECK(one_line(ckpt_last_error()));
+
+	CHECK(del("ck-repl", "gone"));
+	r.id = id2;
+	CHECK(sread(s, &r, 1) == -EIO);
+	CHECK(strstr(ckpt_last_error(), "s3://ck-repl/gone"));
+	CHECK(strstr(ckpt_last_error(), "deleted since it was opened"));
+	CHECK(atomic_load(&s->retries) == 0);
+	store_free(s);
+}
+
+/* A wrong secret, an unknown key id, an unknown bucket, an unreachable
+ * endpoint: ckpt_store_new fails with one line that says which, and no
+ * credential. */
+static void test_refused(void)
+{
+	struct ckpt_s3_opts o = {
+		.access_key = getenv("AWS_ACCESS_KEY_ID"),
+		.secret_key = "Wr0ngSecretWr0ngSecret",
+	};
+	const char *ak = getenv("AWS_ACCESS_KEY_ID");
+	const char *sk = getenv("AWS_SECRET_ACCESS_KEY");
+	char err[512];
+	int rc;
+
+	mkbucket("ck-auth");
+	CHECK(!store_at("s3://ck-auth", &o, err, sizeof(err), &rc));
+	CHECK(rc == -EACCES);
+	fprintf(stderr, "  wrong secret: %s\n", err);
+	CHECK(strstr(err, "s3://ck-auth") && strstr(err, "secret key") &&
+	      strstr(err, "SignatureDoesNotMatch") && one_line(err));
+	CHECK(!strstr(err, ak) && !strstr(err, sk) &&
+	      !strstr(err, o.secret_key));
+
+	o.access_key = "NOSUCHKEYID0000";
+	CHECK(!store_at("s3://ck-auth", &o, err, sizeof(err), &rc));
+	CHECK(rc == -EACCES);
+	fprintf(stderr, "  unknown key id: %s\n", err);
+	CHECK(strstr(err, "access key id") && strstr(err, "InvalidAccessKeyId"));
+	CHECK(!strstr(err, "NOSUCHKEYID0000") && !strstr(err, o.secret_key));
+
+	CHECK(!store_at("s3://ck-no-such-bucket/x", NULL, err, sizeof(err),
+			&rc));
+	CHECK(rc == -ENOENT);
+	fprintf(stderr, "  unknown bucket: %s\n", err);
+	CHECK(strstr(err, "bucket 'ck-no-such-bucket' does not exist") &&
+	      strstr(err, "NoSuchBucket") && one_line(err));
+	CHECK(!strstr(err, ak) && !strstr(err, sk));
+
+	o = (struct ckpt_s3_opts){ .endpoint = "http://127.0.0.1:1",
+				   .retries = 1 };
+	CHECK(!store_at("s3://ck-auth", &o, err, sizeof(err), &rc));
+	CHECK(rc == -ECONNREFUSED);
+	fprintf(stderr, "  unreachable: %s\n", err);
+	CHECK(strstr(err, "cannot reach http://127.0.0.1:1") && one_line(err));
+	CHECK(!strstr(err, ak) && !strstr(err, sk));
+}
+
+/* Bodies that are cut, short, too long or shifted (through the proxy):
+ * retried, then EIO naming the object and range; never wrong bytes.  A
+ * few cut bodies are resumed and the read is whole. */
+static void test_bodies(void)
+{
+	static const struct {
+		const char *cfg, *why;
+	} bad[] = {
+		{ "{\"mode\":\"truncate\",\"frac\":0.5}", "curl error 18" },
+		{ "{\"mode\":\"short\",\"frac\":0.5}", "short body" },
+		{ "{\"mode\":\"long\"}", "more than" },
+		{ "{\"mode\":\"shift\"}", "Content-Range" },
+	};
+	struct ckpt_s3_opts o = { .endpoint = proxy, .retries = 3 };
+	struct ckpt_store_range r;
+	struct ckpt_store *s;
+	struct ckpt_store_file_info fi;
+	uint64_t rt, fb, pb;
+	uint32_t id;
+	uint8_t *buf = malloc(3 * MiB);
+	size_t i;
+
+	mkbucket("ck-body");
+	CHECK(put("ck-body", "obj", 31, 3 * MiB));
+	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+	s = store("s3://ck-body", &o);
+	CHECK(s && buf);
+	if (!s || !buf)
+		goto out;
+	CHECK(sopen(s, "obj", &id, &fi) == 0);
+	r = (struct ckpt_store_range){ id, 1000, 2 * MiB, buf };
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		rt = atomic_load(&s->retries);
+		CHECK(proxy_ctl("config", bad[i].cfg));
+		memset(buf, 0, 2 * MiB);
+		CHECK(sread(s, &r, 1) == -EIO);
+		fprintf(stderr, "  %s: %s\n", bad[i].cfg, ckpt_last_error());
+		CHECK(strstr(ckpt_last_error(), "s3://ck-body/obj: bytes 1000-"));
+		CHECK(strstr(ckpt_last_error(), bad[i].why));
+		CHECK(strstr(ckpt_last_error(), "gave up after 4 tries"));
+		CHECK(atomic_load(&s->retries) - rt == 3);
+	}
+	/* Two cut bodies, then whole ones: resumed, every byte right, and
+	 * the proxy sent exactly what the store counted. */
+	CHECK(proxy_ctl("config",
+			"{\"mode\":\"truncate\",\"frac\":0.3,\"first\":2}"));
+	CHECK(proxy_ctl("reset", "{}"));
+	rt = atomic_load(&s->retries);
+	fb = fetched(s);
+	memset(buf, 0, 2 * MiB);
+	CHECK(sread(s, &r, 1) == 0);
+	CHECK(gen_matches(31, 1000, buf, 2 * MiB));
+	CHECK(atomic_load(&s->retries) - rt == 2);
+	pb = proxy_stat("bytes");
+	CHECK(pb == fetched(s) - fb);
+	fprintf(stderr, "  resumed: store fetched %" PRIu64 ", proxy sent %"
+		PRIu64 " for %u asked\n", fetched(s) - fb, pb, 2 * MiB);
+	CHECK(fetched(s) - fb == 2 * MiB);
+out:
+	proxy_ctl("config", "{\"mode\":\"none\"}");
+	free(buf);
+	store_free(s);
+}
+
+struct reader {
+	struct ckpt_store *s;
+	uint32_t id;
+	uint64_t size;
+	unsigned seed;
+	unsigned rounds;
+	unsigned failures;
+	unsigned wrong;
+	char last_error[512];
+};
+
+/* Random batches of 1 to 40 ranges, checked byte for byte. */
+static void *reader_main(void *arg)
+{
+	struct reader *rd = arg;
+	struct ckpt_store_range r[40];
+	uint8_t *buf = malloc(12 * MiB);
+	unsigned k, i, n;
+
+	if (!buf) {
+		rd->failures++;
+		return NULL;
+	}
+	for (k = 0; k < rd->rounds; k++) {
+		size_t at = 0;
+
+		n = 1 + rand_r(&rd->seed) % 40;
+		for (i = 0; i < n; i++) {
+			uint64_t len = rand_r(&rd->seed) % 5 ?
+				       (uint64_t)rand_r(&rd->seed) % 100000 :
+				       (uint64_t)rand_r(&rd->seed) % (3 * MiB);
+			uint64_t off = (uint64_t)rand_r(&rd->seed) * 7919 %
+				       rd->size;
+
+			if (len > 12 * MiB - at)
+				len = 12 * MiB - at;
+			if (off + len > rd->size)
+				len = rd->size - off;
+			r[i] = (struct ckpt_store_range){ rd->id, off, len,
+							  buf + at };
+			at += len;
+		}
+		if (sread(rd->s, r, n) != 0) {
+			rd->failures++;
+			snprintf(rd->last_error, sizeof(rd->last_error), "%s",
+				 ckpt_last_error());
+			continue;
+		}
+		for (i = 0; i < n; i++)
+			if (!gen_matches(41, r[i].off, r[i].dst, r[i].len))
+				rd->wrong++;
+	}
+	free(buf);
+	return NULL;
+}
+
+/* 16 readers at once through the proxy, while it answers 503, 500, 429,
+ * resets connections, cuts bodies or delays: every byte right. */
+static void test_faults16(void)
+{
+	static const char *modes[] = {
+		"{\"mode\":\"none\"}",
+		"{\"mode\":\"503\",\"rate\":0.2,\"seed\":3}",
+		"{\"mode\":\"reset\",\"rate\":0.2,\"seed\":4}",
+		"{\"mode\":\"500\",\"rate\":0.2,\"seed\":5}",
+		"{\"mode\":\"429\",\"rate\":0.2,\"seed\":6}",
+		"{\"mode\":\"truncate\",\"rate\":0.2,\"frac\":0.4,\"seed\":7}",
+		"{\"mode\":\"delay\",\"rate\":0.2,\"delay_ms\":50,\"seed\":8}",
+	};
+	struct ckpt_s3_opts o = { .endpoint = proxy, .retries = 10,
+				  .part_bytes = MiB };
+	struct reader rd[16];
+	pthread_t t[16];
+	struct ckpt_store *s;
+	struct ckpt_store_file_info fi;
+	uint64_t fb, pb;
+	uint32_t id;
+	size_t m;
+	unsigned i;
+
+	mkbucket("ck-f16");
+	CHECK(put("ck-f16", "obj", 41, 24 * MiB + 3));
+	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+	s = store("s3://ck-f16", &o);
+	CHECK(s);
+	if (!s)
+		return;
+	CHECK(sopen(s, "obj", &id, &fi) == 0);
+	for (m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		unsigned fails = 0, wrong = 0;
+
+		CHECK(proxy_ctl("config", modes[m]));
+		CHECK(proxy_ctl("reset", "{}"));
+		fb = fetched(s);
+		for (i = 0; i < 16; i++) {
+			rd[i] = (struct reader){ .s = s, .id = id,
+						 .size = fi.size,
+						 .seed = 100 * (unsigned)m + i,
+						 .rounds = 3 };
+			pthread_create(&t[i], NULL, reader_main, &rd[i]);
+		}
+		for (i = 0; i < 16; i++) {
+			pthread_join(t[i], NULL);
+			fails += rd[i].failures;
+			wrong += rd[i].wrong;
+			if (rd[i].failures)
+				fprintf(stderr, "  reader %u: %s\n", i,
+					rd[i].last_error);
+		}
+		pb = proxy_stat("bytes");
+		fprintf(stderr, "  %s: %" PRIu64 " faults, store fetched %"
+			PRIu64 ", proxy sent %" PRIu64 "\n", modes[m],
+			proxy_stat("faults"), fetched(s) - fb, pb);
+		CHECK(fails == 0 && wrong == 0);
+		CHECK(pb == fetched(s) - fb);
+		if (m > 0)
+			CHECK(proxy_stat("faults") > 0);
+	}
+	proxy_ctl("config", "{\"mode\":\"none\"}");
+	store_free(s);
+}
+
+static uint64_t status_kb(const char *field)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	uint64_t v = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, field, strlen(field)) == 0)
+			v = strtoull(line + strlen(field), NULL, 10);
+	fclose(f);
+	return v;
+}
+
+/* A 256 MiB batch read: the peak memory grows by far less than that
+ * (bodies go straight into the caller's buffers). */
+static void test_memory(void)
+{
+	const uint64_t size = 256 * MiB;
+	struct ckpt_store_range r[64];
+	struct ckpt_store *s;
+	struct ckpt_store_file_info fi;
+	uint64_t rss, hwm;
+	uint32_t id;
+	uint8_t *buf;
+	FILE *f;
+	unsigned i;
+
+	mkbucket("ck-mem");
+	CHECK(put("ck-mem", "big", 51, size));
+	s = store("s3://ck-mem", NULL);
+	buf = malloc(size);
+	CHECK(s && buf);
+	if (!s || !buf)
+		goto out;
+	CHECK(sopen(s, "big", &id, &fi) == 0 && fi.size == size);
+	for (i = 0; i < 64; i++)	/* in reverse: the store sorts */
+		r[i] = (struct ckpt_store_range){ id, (63 - i) * 4 * MiB,
+						  4 * MiB,
+						  buf + (63 - i) * 4 * MiB };
+	memset(buf, 1, size);
+	f = fopen("/proc/self/clear_refs", "w");	/* reset VmHWM */
+	CHECK(f && fputs("5", f) >= 0);
+	if (f)
+		fclose(f);
+	rss = status_kb("VmRSS:");
+	CHECK(sread(s, r, 64) == 0);
+	hwm = status_kb("VmHWM:");
+	fprintf(stderr, "  256 MiB read: VmRSS before %" PRIu64 " KiB, peak "
+		"after %" PRIu64 " KiB (+%" PRIu64 " KiB), %" PRIu64
+		" GETs\n", rss, hwm, hwm - rss, reqs(s));
+	CHECK(hwm - rss < 48 * 1024);
+	CHECK(gen_matches(51, 0, buf, size));
+out:
+	free(buf);
+	store_free(s);
+}
+
+struct bg {
+	struct ckpt_store *s;
+	uint32_t id;
+	_Atomic unsigned ok;
+	int rc;
+	char err[512];
+};
+
+static void *bg_main(void *arg)
+{
+	struct bg *b = arg;
+	uint8_t *buf = malloc(8 * MiB);
+	time_t end = time(NULL) + 60;
+
+	while (buf && time(NULL) < end) {
+		struct ckpt_store_range r = { b->id, 0, 8 * MiB, buf };
+
+		b->rc = sread(b->s, &r, 1);
+		if (b->rc) {
+			snprintf(b->err, sizeof(b->err), "%s",
+				 ckpt_last_error());
+			break;
+		}
+		atomic_fetch_add(&b->ok, 1);
+	}
+	free(buf);
+	return NULL;
+}
+
+static int rgw(const char *what)
+{
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd), "'%s' %s '%s' >&2", getenv("S3CHECK_RGW"),
+		 what, getenv("S3CHECK_DIR"));
+	return system(cmd);
+}
+
+/* radosgw stopped while reads run: EIO after the retries, naming the
+ * object; once it is back, the same store reads again. */
+static void test_restart(void)
+{
+	struct ckpt_s3_opts o = { .retries = 3, .timeout_ms = 5000,
+				  .part_bytes = MiB };
+	struct ckpt_store *s;
+	struct ckpt_store_file_info fi;
+	struct ckpt_store_range r;
+	struct bg b = { 0 };
+	pthread_t t;
+	uint8_t *buf = malloc(8 * MiB);
+
+	mkbucket("ck-rst");
+	CHECK(put("ck-rst", "obj", 61, 8 * MiB));
+	s = store("s3://ck-rst", &o);
+	CHECK(s && buf);
+	if (!s || !buf)
+		goto out;
+	CHECK(sopen(s, "obj", &b.id, &fi) == 0);
+	b.s = s;
+	pthread_create(&t, NULL, bg_main, &b);
+	while (atomic_load(&b.ok) < 2)
+		usleep(1000);
+	CHECK(rgw("stop-rgw") == 0);
+	pthread_join(t, NULL);
+	fprintf(stderr, "  while stopped: %s\n", b.err);
+	CHECK(b.rc == -EIO);
+	CHECK(strstr(b.err, "s3://ck-rst/obj: bytes "));
+	CHECK(strstr(b.err, "gave up after 4 tries"));
+	CHECK(rgw("start-rgw") == 0);
+	r = (struct ckpt_store_range){ b.id, 5, 8 * MiB - 5, buf };
+	CHECK(sread(s, &r, 1) == 0);
+	CHECK(gen_matches(61, 5, buf, 8 * MiB - 5));
+out:
+	free(buf);
+	store_free(s);
+}
+
+static const struct {
+	const char *name;
+	void (*fn)(void);
+} cases[] = {
+	{ "list", test_list }, { "open", test_open }, { "read", test_read },
+	{ "replaced", test_replaced }, { "refused", test_refused },
+	{ "bodies", test_bodies }, { "faults16", test_faults16 },
+	{ "memory", test_memory }, { "restart", test_restart },
+};
+
+int main(int argc, char **argv)
+{
+	size_t i;
+	int ran = 0;
+
+	endpoint = getenv("AWS_ENDPOINT_URL");
+	proxy = getenv("S3CHECK_PROXY");
+	if (argc != 2 || !endpoint || !getenv("AWS_ACCESS_KEY_ID")) {
+		fprintf(stderr, "usage: s3_check CASE (with AWS_ENDPOINT_URL, "
+			"AWS_ACCESS_KEY_ID, ... of a radosgw set)\n");
+		return 2;
+	}
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (strcmp(argv[1], cases[i].name) != 0 &&
+		    strcmp(argv[1], "all") != 0)
+			continue;
+		if (!proxy && (cases[i].fn == test_bodies ||
+			       cases[i].fn == test_faults16)) {
+			printf("not ok %s: S3CHECK_PROXY is not set\n",
+			       cases[i].name);
+			th_failed++;
+			continue;
+		}
+		th_case_failed = 0;
+		cases[i].fn();
+		printf("%sok %s\n", th_case_failed ? "not " : "",
+		       cases[i].name);
+		th_failed += th_case_failed;
+		th_passed += !th_case_failed;
+		ran++;
+	}
+	if (up_curl)
+		curl_easy_cleanup(up_curl);
+	free(pbody.buf);
+	curl_global_cleanup();
+	if (!ran && !th_failed) {
+		fprintf(stderr, "s3_check: no case '%s'\n", argv[1]);
+		return 2;
+	}
+	return TEST_REPORT();
+}
