@@ -8,7 +8,8 @@ pkgs=("$@")
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(build-essential pkg-config fuse3 libfuse3-dev libmsgpack-dev
       libxxhash-dev zlib1g-dev bats python3-numpy python3-msgpack attr valgrind clang
       libclang-rt-14-dev python3-torch python3-xxhash debootstrap
-      libzstd-dev python3-zstandard)
+      libzstd-dev python3-zstandard libcurl4-openssl-dev curl
+      ceph-mon ceph-osd radosgw ceph-common)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -319,6 +319,8 @@ static int pick_numbers(const struct ckpt_s3_opts *o, struct ckpt_s3_cfg *cfg,
 			  CKPT_S3_DEFAULT_PART_BYTES;
 	cfg->merge_gap = o && o->merge_gap ? o->merge_gap :
 			 CKPT_S3_DEFAULT_MERGE_GAP;
+	if (!(o && o->merge_gap) && cfg->merge_gap > cfg->part_bytes / 2)
+		cfg->merge_gap = cfg->part_bytes / 2;
 	cfg->retries = o && o->retries ? o->retries : CKPT_S3_DEFAULT_RETRIES;
 	cfg->timeout_ms = o && o->timeout_ms ? o->timeout_ms :
 			  CKPT_S3_DEFAULT_TIMEOUT_MS;

@@ -31,6 +31,16 @@
 
 #define CKPT_S3_DEFAULT_PARALLEL 16
 #define CKPT_S3_DEFAULT_PART_BYTES (8u << 20)
+/*
+ * Ranges at most this far apart are fetched by one GET (and never more
+ * than half a part).  Measured against radosgw on this machine (2 cores,
+ * loaded): a GET costs about 1 ms of the 16 in flight (7943 GETs of
+ * 64 KiB: 6.9-8.2 s; merged into 64 GETs of 8 MiB: 0.85-1.2 s), while
+ * 256 KiB arrive in about 0.5 ms, so a gap below that is cheaper fetched
+ * than split; and no merge carries more than 1/32 gap bytes
+ * (CKPT_S3_MERGE_WASTE_DIV), so bytes fetched stay within 1.032x of
+ * bytes delivered.
+ */
 #define CKPT_S3_DEFAULT_MERGE_GAP (256u << 10)
 #define CKPT_S3_DEFAULT_RETRIES 5
 #define CKPT_S3_DEFAULT_TIMEOUT_MS 30000

@@ -266,6 +266,11 @@ static void test_refusals(void)
 				   .merge_gap = 1 << 20 };
 	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == -EINVAL);
 	CHECK(strstr(err, "merge gap"));
+	/* The default gap shrinks to fit small parts. */
+	o = (struct ckpt_s3_opts){ .part_bytes = 64 << 10 };
+	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == 0);
+	CHECK(c.merge_gap == 32 << 10);
+	ckpt_s3_config_destroy(&c);
 	o = (struct ckpt_s3_opts){ .timeout_ms = 5 };
 	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == -EINVAL);
 	CHECK(strstr(err, "timeout"));
