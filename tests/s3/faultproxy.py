@@ -25,7 +25,10 @@ Control (JSON over HTTP on the same port):
                        resets the count of faults injected
   GET  /__faultproxy/stats   {"requests", "faults", "bytes", "by_status",
                               "log": [[method, path, range, status,
-                              bytes], ...] (the last 20000)}
+                              bytes, signed headers, has token], ...]
+                              (the last 20000; "signed headers" is the
+                              SignedHeaders list of the Authorization
+                              header, never a credential or signature)}
   POST /__faultproxy/reset   zero the statistics
 
 Usage: faultproxy.py --upstream http://127.0.0.1:PORT --port-file FILE
@@ -100,11 +103,19 @@ class State:
             self.faults += 1
             return dict(c)
 
-    def record(self, method, path, rng, status, nbytes):
+    def record(self, method, path, rng, status, nbytes, headers=None):
+        signed, token = "", False
+        if headers is not None:
+            auth = headers.get("Authorization") or ""
+            for part in auth.split(","):
+                part = part.strip()
+                if part.startswith("SignedHeaders="):
+                    signed = part[len("SignedHeaders="):]
+            token = headers.get("x-amz-security-token") is not None
         with self.lock:
             self.bytes += nbytes
             self.by_status[str(status)] = self.by_status.get(str(status), 0) + 1
-            self.log.append([method, path, rng, status, nbytes])
+            self.log.append([method, path, rng, status, nbytes, signed, token])
             if len(self.log) > LOG_MAX:
                 del self.log[: len(self.log) - LOG_MAX]
 
@@ -147,7 +158,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if mode == "delay":
             time.sleep(float(fault.get("delay_ms", 100)) / 1000.0)
         elif mode == "reset":
-            STATE.record(self.command, self.path, rng, "reset", 0)
+            STATE.record(self.command, self.path, rng, "reset", 0,
+                         self.headers)
             self.close_connection = True
             rst_close(self.connection)
             return
@@ -162,7 +174,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(msg)
-            STATE.record(self.command, self.path, rng, st, 0)
+            STATE.record(self.command, self.path, rng, st, 0, self.headers)
             return
         self.forward(body, rng, fault, mode)
 
@@ -188,13 +200,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(msg)))
             self.end_headers()
             self.wfile.write(msg)
-            STATE.record(self.command, self.path, rng, 502, 0)
+            STATE.record(self.command, self.path, rng, 502, 0, self.headers)
             return
         headers = [(k, v) for k, v in resp.getheaders()
                    if k.lower() not in HOP]
         clen = resp.getheader("Content-Length")
         data = None
         if self.command == "HEAD":
+            resp.read()  # no body: lets the connection take a request
             total = 0
         elif clen is None:
             data = resp.read()
@@ -254,7 +267,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.connection.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        STATE.record(self.command, self.path, rng, resp.status, sent)
+        STATE.record(self.command, self.path, rng, resp.status, sent,
+                     self.headers)
 
     def control(self):
         what = self.path[len("/__faultproxy/"):]
