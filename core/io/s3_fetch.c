@@ -9,6 +9,8 @@
 
 #include "common/errbuf.h"
 
+#define RUN_WINDOW 1024	/* requests handed to the engine at once */
+
 /* One range asked for, in file terms. */
 struct seg {
 	uint32_t id;
@@ -168,7 +170,7 @@ int ckpt_s3_fetch(struct ckpt_s3_http *h, uint64_t merge_gap,
 		np += div_up(end - segs[i].off, part_bytes);
 	}
 	parts = calloc(np ? np : 1, sizeof(*parts));
-	q = calloc(np ? np : 1, sizeof(*q));
+	q = calloc(np < RUN_WINDOW ? (np ? np : 1) : RUN_WINDOW, sizeof(*q));
 	if (!parts || !q) {
 		ckpt_set_last_error("S3 read of %zu ranges: out of memory", n);
 		rc = -ENOMEM;
@@ -191,22 +193,32 @@ int ckpt_s3_fetch(struct ckpt_s3_http *h, uint64_t merge_gap,
 				.segs = segs, .seg0 = i, .cursor = i,
 				.seg1 = j,
 			};
-			q[np] = (struct ckpt_s3_req){
-				.url = o->url, .ranged = true,
-				.off = p->off, .len = p->len,
-				.if_match = o->etag[0] ? o->etag : NULL,
-				.sink = part_sink, .ctx = p,
-			};
 			np++;
 		}
 	}
-	rc = ckpt_s3_http_run(h, q, np, &failed);
-	if (rc)
-		fetch_error(&parts[failed], &q[failed]);
-	else
+	/* Requests are made RUN_WINDOW at a time: their records are big
+	 * (messages, headers), parts are not. */
+	for (i = 0; i < np && rc == 0; i += RUN_WINDOW) {
+		size_t w = np - i < RUN_WINDOW ? np - i : RUN_WINDOW, k;
+
+		for (k = 0; k < w; k++) {
+			const struct part *p = &parts[i + k];
+
+			q[k] = (struct ckpt_s3_req){
+				.url = p->o->url, .ranged = true,
+				.off = p->off, .len = p->len,
+				.if_match = p->o->etag[0] ? p->o->etag : NULL,
+				.sink = part_sink, .ctx = &parts[i + k],
+			};
+		}
+		rc = ckpt_s3_http_run(h, q, w, &failed);
+		if (rc)
+			fetch_error(&parts[i + failed], &q[failed]);
+		for (k = 0; k < w; k++)
+			ckpt_s3_req_destroy(&q[k]);
+	}
+	if (rc == 0)
 		*delivered += total;
-	for (i = 0; i < np; i++)
-		ckpt_s3_req_destroy(&q[i]);
 out_free:
 	free(q);
 	free(parts);

@@ -76,6 +76,8 @@ struct ckpt_s3_http {
 				 * by lock */
 	struct s3_worker *pool;	/* idle workers; guarded by lock */
 	unsigned npool;		/* guarded by lock */
+	pid_t pid;		/* whose connections the pool holds;
+				 * guarded by lock */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -460,6 +462,15 @@ static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 	struct s3_worker *w;
 
 	pthread_mutex_lock(&h->lock);
+	if (h->pid != getpid()) {
+		/* A forked child: the pooled connections are the parent's
+		 * too.  Leave them to it (closing one could end a TLS
+		 * session the parent still uses) and start afresh. */
+		h->pool = NULL;
+		h->npool = 0;
+		h->slots = h->cfg->parallel;
+		h->pid = getpid();
+	}
 	w = h->pool;
 	if (w) {
 		h->pool = w->next;
@@ -896,6 +907,7 @@ int ckpt_s3_http_new(const struct ckpt_s3_cfg *cfg, struct ckpt_store *counters,
 	h->cfg = cfg;
 	h->ctr = counters;
 	h->slots = cfg->parallel;
+	h->pid = getpid();
 	snprintf(h->sigv4, sizeof(h->sigv4), "aws:amz:%s:s3", cfg->region);
 	if (cfg->session_token &&
 	    asprintf(&h->token_hdr, "x-amz-security-token: %s",
