@@ -262,21 +262,16 @@ static int pick_credentials(const struct ckpt_s3_opts *o, bool skip_env,
 		src = "AWS_ACCESS_KEY_ID";
 		ak_name = "AWS_ACCESS_KEY_ID";
 		sk_name = "AWS_SECRET_ACCESS_KEY";
-	} else if (cred->access_key || cred->secret_key) {
-		ak = cred->access_key;
-		sk = cred->secret_key;
-		tok = cred->session_token;
+	} else if (cred->access_key || cred->secret_key ||
+		   conf->access_key || conf->secret_key) {
+		bool in_cred = cred->access_key || cred->secret_key;
+		const struct aws_vals *v = in_cred ? cred : conf;
+
+		ak = v->access_key;
+		sk = v->secret_key;
+		tok = v->session_token;
 		if (asprintf(&where, "profile '%s' in %s", profile,
-			     cred_path) < 0)
-			return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-		ak_name = "aws_access_key_id";
-		sk_name = "aws_secret_access_key";
-	} else if (conf->access_key || conf->secret_key) {
-		ak = conf->access_key;
-		sk = conf->secret_key;
-		tok = conf->session_token;
-		if (asprintf(&where, "profile '%s' in %s", profile,
-			     conf_path) < 0)
+			     in_cred ? cred_path : conf_path) < 0)
 			return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 		ak_name = "aws_access_key_id";
 		sk_name = "aws_secret_access_key";

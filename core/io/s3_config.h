@@ -49,7 +49,7 @@
 /* Resolved settings; every string owned (free with
  * ckpt_s3_config_destroy()). */
 struct ckpt_s3_cfg {
-	char *endpoint;		/* normalized, see ckpt_s3_endpoint_norm() */
+	char *endpoint;		/* see ckpt_s3_endpoint_norm() */
 	char *region;
 	char *access_key;	/* NULL: anonymous requests */
 	char *secret_key;

@@ -26,7 +26,7 @@
  * [0, min(CAP, BASE * 2^(k-1))] ("full jitter"). */
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_CAP_MS 5000
-#define RECV_BUFFER (64 * 1024)	/* libcurl's receive buffer per request */
+#define RECV_BUFFER (64 * 1024)	/* libcurl's buffer, per request */
 #define CONNECT_MAX_MS 10000
 #define POLL_MAX_MS 1000
 

@@ -118,9 +118,10 @@ int ckpt_s3_root_parse(const char *root, char **bucket, char **prefix,
 	for (size_t i = 0; i < blen; i++)
 		if (!is_bucket_char(b[i]))
 			return ckpt_errf(err, errlen, -EINVAL,
-					 "%s: bucket name has '%c'; it may hold "
-					 "letters, digits, '.', '-' and '_'",
-					 root, b[i]);
+					 "s3://%.*s: bucket name has byte "
+					 "0x%02x; it may hold letters, digits, "
+					 "'.', '-' and '_'", (int)i, b,
+					 (unsigned char)b[i]);
 	p = slash ? slash : b + blen;
 	while (*p == '/')
 		p++;

@@ -129,7 +129,8 @@ long ckpt_s3_xml_text(const char *s, size_t len, char *out, size_t cap)
 		for (k = 0; k < sizeof(ents) / sizeof(ents[0]); k++) {
 			size_t el = strlen(ents[k].name);
 
-			if (len - i >= el && memcmp(s + i, ents[k].name, el) == 0)
+			if (len - i >= el &&
+			    memcmp(s + i, ents[k].name, el) == 0)
 				break;
 		}
 		if (k == sizeof(ents) / sizeof(ents[0]) || at + 1 >= cap)

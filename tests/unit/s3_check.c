@@ -123,7 +123,8 @@ static long s3_do(const char *method, const char *path, uint64_t seed,
 	hd = curl_slist_append(hd, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 	curl_easy_setopt(up_curl, CURLOPT_URL, url);
 	curl_easy_setopt(up_curl, CURLOPT_AWS_SIGV4, sig);
-	curl_easy_setopt(up_curl, CURLOPT_USERNAME, getenv("AWS_ACCESS_KEY_ID"));
+	curl_easy_setopt(up_curl, CURLOPT_USERNAME,
+			 getenv("AWS_ACCESS_KEY_ID"));
 	curl_easy_setopt(up_curl, CURLOPT_PASSWORD,
 			 getenv("AWS_SECRET_ACCESS_KEY"));
 	curl_easy_setopt(up_curl, CURLOPT_HTTPHEADER, hd);
@@ -490,7 +491,8 @@ static void test_read(void)
 	for (i = 0; i < 300; i++) {
 		uint32_t id = rand_r(&seed) % 4 ? a : b;
 		uint64_t fsz = id == a ? size : 3 * MiB + 7;
-		uint64_t len = rand_r(&seed) % 3 ? (uint64_t)rand_r(&seed) % 70000 :
+		uint64_t len = rand_r(&seed) % 3 ?
+			       (uint64_t)rand_r(&seed) % 70000 :
 			       (uint64_t)rand_r(&seed) % (2 * MiB);
 		uint64_t off = (uint64_t)rand_r(&seed) * 4099 % fsz;
 
@@ -611,7 +613,8 @@ static void test_refused(void)
 	CHECK(!store_at("s3://ck-auth", &o, err, sizeof(err), &rc));
 	CHECK(rc == -EACCES);
 	fprintf(stderr, "  unknown key id: %s\n", err);
-	CHECK(strstr(err, "access key id") && strstr(err, "InvalidAccessKeyId"));
+	CHECK(strstr(err, "access key id") &&
+	      strstr(err, "InvalidAccessKeyId"));
 	CHECK(!strstr(err, "NOSUCHKEYID0000") && !strstr(err, o.secret_key));
 
 	CHECK(!store_at("s3://ck-no-such-bucket/x", NULL, err, sizeof(err),
@@ -668,7 +671,8 @@ static void test_bodies(void)
 		memset(buf, 0, 2 * MiB);
 		CHECK(sread(s, &r, 1) == -EIO);
 		fprintf(stderr, "  %s: %s\n", bad[i].cfg, ckpt_last_error());
-		CHECK(strstr(ckpt_last_error(), "s3://ck-body/obj: bytes 1000-"));
+		CHECK(strstr(ckpt_last_error(),
+			     "s3://ck-body/obj: bytes 1000-"));
 		CHECK(strstr(ckpt_last_error(), bad[i].why));
 		CHECK(strstr(ckpt_last_error(), "gave up after 4 tries"));
 		CHECK(atomic_load(&s->retries) - rt == 3);
@@ -726,9 +730,10 @@ static void test_token(void)
 						  sizeof(buf)));
 	CHECK(proxy_ctl("stats", NULL));
 	/* list probe, HEAD, GET: each with the token, signed. */
-	CHECK(strstr(pbody.buf, "\"GET\", \"/ck-tok/obj\", \"bytes=10-109\", "
-		     "206, 100, \"host;if-match;x-amz-content-sha256;x-amz-date;"
-		     "x-amz-security-token\", true]"));
+	CHECK(strstr(pbody.buf, "\"GET\", \"/ck-tok/obj\", "
+		     "\"bytes=10-109\", 206, 100, \"host;if-match;"
+		     "x-amz-content-sha256;x-amz-date;x-amz-security-token\", "
+		     "true]"));
 	CHECK(strstr(pbody.buf, "\"HEAD\", \"/ck-tok/obj\""));
 	CHECK(!strstr(pbody.buf, "false]"));
 	CHECK(!strstr(pbody.buf, "Tok3n"));
