@@ -12,6 +12,7 @@
 #include "io/s3_xml.h"
 
 #define PAGE_MAX (16u << 20)	/* bytes of one page's XML */
+#define KEY_MAX 4096
 
 struct page_ctx {
 	size_t plen;		/* strlen of "prefix/" */
@@ -20,6 +21,8 @@ struct page_ctx {
 	void *ctx;
 	const char *want;	/* "prefix/" */
 	int fn_rc;
+	bool bad_key;
+	char key[KEY_MAX];	/* the entry's key, decoded */
 };
 
 static int on_entry(void *ctx, const struct ckpt_s3_xml_entry *e)
@@ -27,9 +30,15 @@ static int on_entry(void *ctx, const struct ckpt_s3_xml_entry *e)
 	struct page_ctx *pc = ctx;
 	const char *name;
 
-	if (strncmp(e->key, pc->want, pc->plen) != 0)
+	/* Keys come percent-encoded (encoding-type=url), so that a key with
+	 * a byte XML cannot carry still lists. */
+	if (ckpt_s3_pct_decode(e->key, pc->key, KEY_MAX) < 0) {
+		pc->bad_key = true;
+		return -EBADMSG;
+	}
+	if (strncmp(pc->key, pc->want, pc->plen) != 0)
 		return 0;
-	name = e->key + pc->plen;
+	name = pc->key + pc->plen;
 	if (!name[0] || strchr(name, '/'))
 		return 0;
 	pc->fn_rc = pc->fn(pc->ctx, name, e->size, e->etag);
@@ -43,29 +52,32 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 			   const char *etag),
 		 void *ctx, char *err, size_t errlen)
 {
-	struct page_ctx pc = { .fn = fn, .ctx = ctx };
+	struct page_ctx *pc;
 	char *want = NULL, *token = NULL, *query = NULL, *url = NULL;
 	char mk[16], perr[160];
 	unsigned long page = 0;
 	int rc = 0;
 
-	if (prefix[0] && asprintf(&want, "%s/", prefix) < 0)
+	pc = calloc(1, sizeof(*pc));
+	if (!pc || asprintf(&want, "%s%s", prefix, prefix[0] ? "/" : "") < 0) {
+		free(pc);
 		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
 				 root);
-	if (!prefix[0] && !(want = strdup("")))
-		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
-				 root);
-	pc.want = want;
-	pc.plen = strlen(want);
+	}
+	pc->fn = fn;
+	pc->ctx = ctx;
+	pc->want = want;
+	pc->plen = strlen(want);
 	snprintf(mk, sizeof(mk), "%u", max_keys);
 	do {
-		struct ckpt_s3_param p[5] = {
+		struct ckpt_s3_param p[6] = {
 			{ "list-type", "2" },
 			{ "delimiter", "/" },
 			{ "prefix", want },
+			{ "encoding-type", "url" },
 		};
 		struct ckpt_s3_req q = { .max_body = PAGE_MAX };
-		size_t np = 3, failed;
+		size_t np = 4, failed;
 		bool truncated;
 		char *next;
 
@@ -95,11 +107,16 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 			break;
 		}
 		rc = ckpt_s3_xml_list_page(q.buf ? q.buf : "", q.buflen,
-					   on_entry, &pc, &truncated, &next,
+					   on_entry, pc, &truncated, &next,
 					   perr, sizeof(perr));
 		ckpt_s3_req_destroy(&q);
 		if (rc) {
-			if (pc.fn_rc == 0)
+			if (pc->bad_key)
+				ckpt_errf(err, errlen, -EBADMSG, "%s: listing "
+					  "(page %lu): a key is not "
+					  "percent-encoded as asked", root,
+					  page);
+			else if (pc->fn_rc == 0)
 				ckpt_errf(err, errlen, rc, "%s: listing (page "
 					  "%lu): %s", root, page, perr);
 			break;
@@ -121,5 +138,6 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 	free(url);
 	free(query);
 	free(want);
+	free(pc);
 	return rc;
 }

@@ -43,6 +43,48 @@ char *ckpt_s3_pct_encode(const char *s, size_t len, bool keep_slash)
 	return out;
 }
 
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+long ckpt_s3_pct_decode(const char *s, char *out, size_t cap)
+{
+	size_t at = 0;
+
+	for (; *s; s++) {
+		char c = *s;
+
+		if (c == '%') {
+			int hi, lo;
+
+			if (!s[1] || !s[2])
+				return -1;
+			hi = hexval(s[1]);
+			lo = hexval(s[2]);
+			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+				return -1;
+			c = (char)(hi * 16 + lo);
+			s += 2;
+		} else if (c == '+') {
+			c = ' ';
+		}
+		if (at + 1 >= cap)
+			return -1;
+		out[at++] = c;
+	}
+	if (cap == 0)
+		return -1;
+	out[at] = '\0';
+	return (long)at;
+}
+
 struct enc_param {
 	char *name;
 	char *value;

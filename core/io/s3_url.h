@@ -18,6 +18,14 @@
  */
 char *ckpt_s3_pct_encode(const char *s, size_t len, bool keep_slash);
 
+/*
+ * Decode %XX escapes of s into out (cap bytes, NUL-terminated), '+' as a
+ * space (the form S3 uses for keys listed with encoding-type=url).
+ * Returns the decoded length, or -1 when it does not fit, an escape is
+ * malformed, or it decodes to a NUL.
+ */
+long ckpt_s3_pct_decode(const char *s, char *out, size_t cap);
+
 /* One query parameter; value may be "" (written "name="). */
 struct ckpt_s3_param {
 	const char *name;

@@ -292,7 +292,7 @@ static bool one_line(const char *s)
 
 struct listed {
 	unsigned n, bad;
-	bool special, deep, empty;
+	bool special, deep, empty, ctl;
 };
 
 static int count_listed(void *ctx, const char *name, uint64_t size)
@@ -303,6 +303,8 @@ static int count_listed(void *ctx, const char *name, uint64_t size)
 	l->n++;
 	if (strcmp(name, "sp ace+plus&amp%25~\xc3\xa9.bin") == 0)
 		l->special = size == 3;
+	else if (strcmp(name, "ctl\x01\x1f") == 0)
+		l->ctl = size == 2;
 	else if (strchr(name, '/'))
 		l->deep = true;
 	else if (!name[0])
@@ -326,8 +328,9 @@ static int count_raw(void *ctx, const char *name, uint64_t size,
 
 /* ListObjectsV2 with continuation: 1003 keys (two pages of 1000), and
  * pages of 2 keys on a small prefix; names that need encoding; deeper
- * keys and the "directory" marker skipped; opening a listed name costs
- * no request. */
+ * keys and the "directory" marker skipped, control bytes in a name
+ * (listed with encoding-type=url); opening a listed name costs no
+ * request. */
 static void test_list(void)
 {
 	struct listed l = { 0 };
@@ -349,6 +352,7 @@ static void test_list(void)
 	}
 	CHECK(put("ck-list", "many/sp%20ace%2Bplus%26amp%2525~%C3%A9.bin", 9,
 		  3));
+	CHECK(put("ck-list", "many/ctl%01%1F", 1, 2));
 	CHECK(put("ck-list", "many/sub/deep", 1, 10));
 	CHECK(put("ck-list", "many/", 1, 0));
 	CHECK(put("ck-list", "other", 1, 10));
@@ -363,7 +367,8 @@ static void test_list(void)
 	if (!s)
 		return;
 	CHECK(s->ops->list(s, count_listed, &l, err, sizeof(err)) == 0);
-	CHECK(l.n == 1004 && l.bad == 0 && l.special && !l.deep && !l.empty);
+	CHECK(l.n == 1005 && l.bad == 0 && l.special && l.ctl && !l.deep &&
+	      !l.empty);
 
 	/* Listed: opening costs no request, and gives the listed ETag. */
 	before = reqs(s);

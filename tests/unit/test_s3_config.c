@@ -294,6 +294,18 @@ static void test_encoding(void)
 	CHECK(s && strcmp(s, "%2B%26%3D%3F%23%25%C3%BC") == 0);
 	free(s);
 
+	{
+		char out[32];
+
+		CHECK(ckpt_s3_pct_decode("a%20b+c%2B%2f%C3%A9", out,
+					 sizeof(out)) == 9);
+		CHECK(strcmp(out, "a b c+/\xc3\xa9") == 0);
+		CHECK(ckpt_s3_pct_decode("%00", out, sizeof(out)) == -1);
+		CHECK(ckpt_s3_pct_decode("%4", out, sizeof(out)) == -1);
+		CHECK(ckpt_s3_pct_decode("%zz", out, sizeof(out)) == -1);
+		CHECK(ckpt_s3_pct_decode("abc", out, 3) == -1);
+	}
+
 	s = ckpt_s3_query(p, 4);
 	CHECK(s && strcmp(s, "continuation-token=a%2Bb%3Dc%2Fd&delimiter=%2F"
 			     "&list-type=2&prefix=ck%20pt%2F") == 0);
