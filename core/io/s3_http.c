@@ -63,6 +63,7 @@ struct s3_worker {
 	struct s3_sock *socks;	/* every socket its connections opened */
 	size_t nsocks, capsocks;
 	struct s3_worker *next;	/* on the pool's list */
+	struct s3_worker *bprev, *bnext;	/* on the busy list */
 };
 
 struct ckpt_s3_http {
@@ -78,6 +79,8 @@ struct ckpt_s3_http {
 	unsigned npool;		/* guarded by lock */
 	pid_t pid;		/* whose connections the pool holds;
 				 * guarded by lock */
+	struct s3_worker *busy;	/* workers in use; guarded by lock */
+	_Atomic bool cancelled;	/* see ckpt_s3_http_cancel() */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -457,6 +460,16 @@ static void worker_free(struct s3_worker *w)
 	free(w);
 }
 
+/* Under h->lock: w is in use (ckpt_s3_http_cancel wakes it). */
+static void busy_add(struct ckpt_s3_http *h, struct s3_worker *w)
+{
+	w->bprev = NULL;
+	w->bnext = h->busy;
+	if (h->busy)
+		h->busy->bprev = w;
+	h->busy = w;
+}
+
 static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 {
 	struct s3_worker *w;
@@ -475,6 +488,7 @@ static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 	if (w) {
 		h->pool = w->next;
 		h->npool--;
+		busy_add(h, w);
 	}
 	pthread_mutex_unlock(&h->lock);
 	if (w)
@@ -492,6 +506,9 @@ static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 		worker_free(w);
 		return NULL;
 	}
+	pthread_mutex_lock(&h->lock);
+	busy_add(h, w);
+	pthread_mutex_unlock(&h->lock);
 	return w;
 }
 
@@ -499,6 +516,13 @@ static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 static void worker_put(struct ckpt_s3_http *h, struct s3_worker *w)
 {
 	pthread_mutex_lock(&h->lock);
+	if (w->bprev)
+		w->bprev->bnext = w->bnext;
+	else if (h->busy == w)
+		h->busy = w->bnext;
+	if (w->bnext)
+		w->bnext->bprev = w->bprev;
+	w->bprev = w->bnext = NULL;
 	if (h->npool < h->cfg->parallel) {
 		w->next = h->pool;
 		h->pool = w;
@@ -531,9 +555,9 @@ static bool slot_take(struct ckpt_s3_http *h, bool block)
 	bool ok;
 
 	pthread_mutex_lock(&h->lock);
-	while (block && h->slots == 0)
+	while (block && h->slots == 0 && !atomic_load(&h->cancelled))
 		pthread_cond_wait(&h->slot_freed, &h->lock);
-	ok = h->slots > 0;
+	ok = h->slots > 0 && !atomic_load(&h->cancelled);
 	if (ok)
 		h->slots--;
 	pthread_mutex_unlock(&h->lock);
@@ -776,6 +800,10 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 	*failed = 0;
 	if (n == 0)
 		return 0;
+	if (atomic_load(&h->cancelled)) {
+		snprintf(q[0].reason, sizeof(q[0].reason), "cancelled");
+		return -EINTR;
+	}
 	for (i = 0; i < n; i++) {
 		q[i].state = ST_WAIT;
 		q[i].tries = 0;
@@ -801,6 +829,16 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 		CURLMsg *m;
 		int running, nq, ms;
 		bool done_some;
+
+		if (atomic_load(&h->cancelled)) {
+			for (i = 0; i < n && q[i].state == ST_DONE; i++)
+				;
+			*failed = i < n ? i : 0;
+			snprintf(q[*failed].reason, sizeof(q[0].reason),
+				 "cancelled");
+			rc = -EINTR;
+			break;
+		}
 
 		/* Start what may start. */
 		while (held < w->cap) {
@@ -882,6 +920,18 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 	worker_put(h, w);
 	free(waiting);
 	return rc;
+}
+
+void ckpt_s3_http_cancel(struct ckpt_s3_http *h)
+{
+	struct s3_worker *w;
+
+	atomic_store(&h->cancelled, true);
+	pthread_mutex_lock(&h->lock);
+	pthread_cond_broadcast(&h->slot_freed);
+	for (w = h->busy; w; w = w->bnext)
+		curl_multi_wakeup(w->multi);
+	pthread_mutex_unlock(&h->lock);
 }
 
 void ckpt_s3_req_destroy(struct ckpt_s3_req *q)

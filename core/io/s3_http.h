@@ -105,6 +105,14 @@ void ckpt_s3_http_free(struct ckpt_s3_http *h);
 int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 		     size_t *failed);
 
+/*
+ * Stop: every run in progress ends at once (its waits and transfers
+ * broken off) with -EINTR and the reason "cancelled", and so does every
+ * later one.  For shutdown, while other threads may still be reading.
+ * Thread-safe.
+ */
+void ckpt_s3_http_cancel(struct ckpt_s3_http *h);
+
 /* Free what the engine left in q (buf).  Accepts a zeroed q. */
 void ckpt_s3_req_destroy(struct ckpt_s3_req *q);
 

@@ -91,6 +91,10 @@ s3check() {
 	s3check fork
 }
 
+@test "s3: cancelling a store ends reads stuck on a silent server with EINTR at once" {
+	s3check cancel
+}
+
 @test "s3: the fault proxy forwards, counts and injects on its own (curl through it)" {
 	local P=$S3CHECK_PROXY sig=(--aws-sigv4 "aws:amz:us-east-1:s3"
 		--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY"

@@ -30,6 +30,7 @@
 #include "io/s3_http.h"
 #include "io/s3_list.h"
 #include "io/store_impl.h"
+#include "io/store_s3.h"
 #include "testhelp.h"
 
 #define MiB (1u << 20)
@@ -1054,6 +1055,72 @@ static void test_fork(void)
 	store_free(s);
 }
 
+struct waiter {
+	struct ckpt_store *s;
+	uint32_t id;
+	int rc;
+	char err[512];
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *wt = arg;
+	uint8_t buf[4096];
+	struct ckpt_store_range r[3] = {
+		{ wt->id, 0, 1000, buf },
+		{ wt->id, 500000, 1000, buf + 1000 },
+		{ wt->id, 900000, 1000, buf + 2000 },
+	};
+
+	wt->rc = sread(wt->s, r, 3);
+	snprintf(wt->err, sizeof(wt->err), "%s", ckpt_last_error());
+	return NULL;
+}
+
+/* Reads stuck on a server that does not answer (the proxy holds each GET
+ * 30 s) end with EINTR as soon as the store is cancelled, and later ones
+ * at once. */
+static void test_cancel(void)
+{
+	struct ckpt_s3_opts o = { .endpoint = proxy, .parallel = 2 };
+	struct ckpt_store *s;
+	struct ckpt_store_file_info fi;
+	struct waiter wt[4];
+	pthread_t t[4];
+	uint32_t id;
+	unsigned i;
+
+	mkbucket("ck-cancel");
+	CHECK(put("ck-cancel", "obj", 91, 1000000));
+	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+	s = store("s3://ck-cancel", &o);
+	CHECK(s);
+	if (!s)
+		return;
+	CHECK(sopen(s, "obj", &id, &fi) == 0);
+	CHECK(proxy_ctl("config", "{\"mode\":\"delay\",\"delay_ms\":30000}"));
+	CHECK(proxy_ctl("reset", "{}"));
+	/* 4 readers, 2 slots: two wait in GETs, two for a slot. */
+	for (i = 0; i < 4; i++) {
+		wt[i] = (struct waiter){ .s = s, .id = id };
+		pthread_create(&t[i], NULL, waiter_main, &wt[i]);
+	}
+	while (proxy_stat("requests") < 2)
+		usleep(10000);
+	ckpt_store_s3_cancel(s);
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(wt[i].rc == -EINTR);
+		CHECK(strstr(wt[i].err, "s3://ck-cancel/obj") &&
+		      strstr(wt[i].err, "cancelled"));
+	}
+	fprintf(stderr, "  %s\n", wt[0].err);
+	CHECK(waiter_main(&wt[0]) == NULL && wt[0].rc == -EINTR);
+	CHECK(proxy_stat("requests") == 2);
+	proxy_ctl("config", "{\"mode\":\"none\"}");
+	store_free(s);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -1063,6 +1130,7 @@ static const struct {
 	{ "bodies", test_bodies }, { "faults16", test_faults16 },
 	{ "memory", test_memory }, { "restart", test_restart },
 	{ "token", test_token }, { "fork", test_fork },
+	{ "cancel", test_cancel },
 };
 
 int main(int argc, char **argv)
@@ -1084,7 +1152,8 @@ int main(int argc, char **argv)
 			continue;
 		if (!proxy && (cases[i].fn == test_bodies ||
 			       cases[i].fn == test_faults16 ||
-			       cases[i].fn == test_token)) {
+			       cases[i].fn == test_token ||
+			       cases[i].fn == test_cancel)) {
 			printf("not ok %s: S3CHECK_PROXY is not set\n",
 			       cases[i].name);
 			th_failed++;
