@@ -609,6 +609,7 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	} else {
 		SET(CURLOPT_HTTPGET, 1L);
 	}
+	SET(CURLOPT_FILETIME, q->head ? 1L : 0L);
 	if (q->ranged) {
 		snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64,
 			 q->off + q->done, q->off + q->len - 1);
@@ -679,6 +680,12 @@ static int req_finish(struct s3_worker *w, struct ckpt_s3_req *q,
 	q->status = st;
 	q->curl_code = (int)rc;
 	if (rc == CURLE_OK && st >= 200 && st <= 299) {
+		curl_off_t ft = -1;
+
+		if (q->head &&
+		    curl_easy_getinfo(e->curl, CURLINFO_FILETIME_T, &ft) ==
+		    CURLE_OK && ft > 0)
+			q->mtime = (int64_t)ft;
 		if (q->ranged && q->done + q->got != q->len) {
 			snprintf(q->reason, sizeof(q->reason),
 				 "short body: %" PRIu64 " of %" PRIu64

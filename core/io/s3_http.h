@@ -57,6 +57,7 @@ struct ckpt_s3_req {
 	int curl_code;		/* last CURLcode */
 	char etag[CKPT_STORE_VERSION_MAX];	/* ETag header, "" if none */
 	uint64_t length;	/* Content-Length, when has_length */
+	int64_t mtime;		/* Last-Modified (HEAD), seconds; 0: none */
 	bool has_length;
 	char *buf;		/* body kept (sink NULL), or the start of an
 				 * error answer; owned: free with

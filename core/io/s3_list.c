@@ -17,7 +17,7 @@
 struct page_ctx {
 	size_t plen;		/* strlen of "prefix/" */
 	int (*fn)(void *ctx, const char *name, uint64_t size,
-		  const char *etag);
+		  const char *etag, int64_t mtime);
 	void *ctx;
 	const char *want;	/* "prefix/" */
 	int fn_rc;
@@ -41,7 +41,7 @@ static int on_entry(void *ctx, const struct ckpt_s3_xml_entry *e)
 	name = pc->key + pc->plen;
 	if (!name[0] || strchr(name, '/'))
 		return 0;
-	pc->fn_rc = pc->fn(pc->ctx, name, e->size, e->etag);
+	pc->fn_rc = pc->fn(pc->ctx, name, e->size, e->etag, e->mtime);
 	return pc->fn_rc;
 }
 
@@ -49,7 +49,7 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 		 const char *bucket, const char *prefix, unsigned max_keys,
 		 const char *root,
 		 int (*fn)(void *ctx, const char *name, uint64_t size,
-			   const char *etag),
+			   const char *etag, int64_t mtime),
 		 void *ctx, char *err, size_t errlen)
 {
 	struct page_ctx *pc;

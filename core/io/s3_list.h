@@ -11,7 +11,8 @@
 #include "io/s3_http.h"
 
 /*
- * Call fn(ctx, name, size, etag) for each object directly under prefix
+ * Call fn(ctx, name, size, etag, mtime) for each object directly under
+ * prefix
  * ("" or "a/b", no trailing '/'): name is the key less "prefix/", never
  * "" and never holding '/' (deeper keys and "directory" markers are
  * skipped).  max_keys > 0 asks for pages of at most that many keys (the
@@ -24,7 +25,7 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 		 const char *bucket, const char *prefix, unsigned max_keys,
 		 const char *root,
 		 int (*fn)(void *ctx, const char *name, uint64_t size,
-			   const char *etag),
+			   const char *etag, int64_t mtime),
 		 void *ctx, char *err, size_t errlen);
 
 #endif

@@ -3,8 +3,10 @@
 #include "io/s3_xml.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/errbuf.h"
 
@@ -159,6 +161,27 @@ static int parse_u64(const char *s, size_t len, uint64_t *out)
 	return 0;
 }
 
+/* "2026-12-03T14:25:47.036Z" -> seconds since the epoch (UTC); 0 when
+ * it is not that form. */
+static int64_t parse_iso8601(const char *s, size_t len)
+{
+	char buf[40];
+	struct tm tm = { 0 };
+	int n = 0;
+
+	if (len >= sizeof(buf))
+		return 0;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	if (sscanf(buf, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon,
+		   &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 ||
+	    n < 19)
+		return 0;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	return (int64_t)timegm(&tm);
+}
+
 int ckpt_s3_xml_list_page(const char *xml, size_t len,
 			  int (*fn)(void *ctx,
 				    const struct ckpt_s3_xml_entry *e),
@@ -199,6 +222,8 @@ int ckpt_s3_xml_list_page(const char *xml, size_t len,
 		if (!find_elem(blk, bend, "ETag", &t, &tl) ||
 		    ckpt_s3_xml_text(t, tl, etag, sizeof(etag)) < 0)
 			etag[0] = '\0';
+		if (find_elem(blk, bend, "LastModified", &t, &tl))
+			e.mtime = parse_iso8601(t, tl);
 		rc = fn(ctx, &e);
 		if (rc)
 			goto out_free;

@@ -18,6 +18,8 @@ struct ckpt_s3_xml_entry {
 	const char *key;	/* decoded */
 	uint64_t size;
 	const char *etag;	/* decoded, quotes kept ("\"abc\""), or "" */
+	int64_t mtime;		/* <LastModified>, seconds since the epoch;
+				 * 0: none or unreadable */
 };
 
 /*

@@ -30,7 +30,7 @@ int ckpt_store_new(const char *root, const struct ckpt_store_opts *o,
 	if (!o)
 		o = &none;
 	if (is_s3(root))
-		return ckpt_errf(err, errlen, -EPROTONOSUPPORT, "%s: this build of libckptfs cannot read S3 checkpoints", root);
+		return ckpt_store_s3_new(root, o, out, err, errlen);
 	return ckpt_store_local_new(root, o, out, err, errlen);
 }
 

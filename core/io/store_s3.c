@@ -33,6 +33,7 @@ struct name_ent {
 	char *name;
 	uint64_t size;
 	char etag[CKPT_STORE_VERSION_MAX];
+	int64_t mtime;		/* Last-Modified, seconds (0: unknown) */
 	uint32_t id;		/* UINT32_MAX: listed, not opened */
 };
 
@@ -76,7 +77,8 @@ static struct name_ent *name_find(struct s3_store *st, const char *name)
 
 /* Under lock: add name (not there yet).  NULL when out of memory. */
 static struct name_ent *name_add(struct s3_store *st, const char *name,
-				 uint64_t size, const char *etag)
+				 uint64_t size, const char *etag,
+				 int64_t mtime)
 {
 	struct name_ent *e;
 	size_t i;
@@ -108,6 +110,7 @@ static struct name_ent *name_add(struct s3_store *st, const char *name,
 		return NULL;
 	e->size = size;
 	snprintf(e->etag, sizeof(e->etag), "%s", etag);
+	e->mtime = mtime;
 	e->id = UINT32_MAX;
 	ckpt_strtab_insert(&st->tab, (uint32_t)st->nnames);
 	st->nnames++;
@@ -169,14 +172,17 @@ static void fill_info(const struct name_ent *e, uint32_t *id,
 {
 	*id = e->id;
 	if (info) {
+		memset(info, 0, sizeof(*info));
 		info->size = e->size;
 		memcpy(info->version, e->etag, sizeof(info->version));
+		info->mtime_sec = e->mtime;	/* whole seconds: a HEAD
+						 * gives no more */
 	}
 }
 
 /* HEAD the object name: its size and ETag.  -ENOENT when absent. */
 static int head_object(struct s3_store *st, const char *name, uint64_t *size,
-		       char *etag, char *err, size_t errlen)
+		       char *etag, int64_t *mtime, char *err, size_t errlen)
 {
 	struct ckpt_s3_req q = { .head = true };
 	char *key, *url;
@@ -201,6 +207,7 @@ static int head_object(struct s3_store *st, const char *name, uint64_t *size,
 	}
 	else if (rc == 0) {
 		*size = q.length;
+		*mtime = q.mtime;
 		memcpy(etag, q.etag, sizeof(q.etag));
 	}
 	else if (q.status == 404)
@@ -227,6 +234,7 @@ static int s3_open(struct ckpt_store *s, const char *name, uint32_t *id,
 	char etag[CKPT_STORE_VERSION_MAX] = "";
 	struct name_ent *e;
 	uint64_t size = 0;
+	int64_t mtime = 0;
 	int rc;
 
 	pthread_mutex_lock(&st->lock);
@@ -248,17 +256,18 @@ static int s3_open(struct ckpt_store *s, const char *name, uint32_t *id,
 
 	/* No lock held while the HEAD runs; another thread may open the
 	 * same name meanwhile, and the first one published wins. */
-	rc = head_object(st, name, &size, etag, err, errlen);
+	rc = head_object(st, name, &size, etag, &mtime, err, errlen);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&st->lock);
 	e = name_find(st, name);
 	if (!e)
-		e = name_add(st, name, size, etag);
+		e = name_add(st, name, size, etag, mtime);
 	if (!e) {
 		rc = -ENOMEM;
 	} else if (e->id == UINT32_MAX) {
 		e->size = size;
+		e->mtime = mtime;
 		memcpy(e->etag, etag, sizeof(e->etag));
 		rc = obj_publish(st, e);
 	}
@@ -300,7 +309,7 @@ struct list_ctx {
 /* Remember what a listing says (so opening costs no HEAD), then pass it
  * on.  An opened name keeps what open fixed. */
 static int on_listed(void *ctx, const char *name, uint64_t size,
-		     const char *etag)
+		     const char *etag, int64_t mtime)
 {
 	struct list_ctx *lc = ctx;
 	struct s3_store *st = lc->st;
@@ -309,9 +318,10 @@ static int on_listed(void *ctx, const char *name, uint64_t size,
 	pthread_mutex_lock(&st->lock);
 	e = name_find(st, name);
 	if (!e) {
-		e = name_add(st, name, size, etag);
+		e = name_add(st, name, size, etag, mtime);
 	} else if (e->id == UINT32_MAX) {
 		e->size = size;
+		e->mtime = mtime;
 		snprintf(e->etag, sizeof(e->etag), "%s", etag);
 	}
 	pthread_mutex_unlock(&st->lock);

@@ -316,11 +316,13 @@ static int count_listed(void *ctx, const char *name, uint64_t size)
 }
 
 static int count_raw(void *ctx, const char *name, uint64_t size,
-		     const char *etag)
+		     const char *etag, int64_t mtime)
 {
 	struct listed *l = ctx;
 
 	(void)size;
+	if (mtime < time(NULL) - 3600 || mtime > time(NULL) + 3600)
+		l->bad++;
 	l->n++;
 	if (strcmp(name, "<&>\"'.x") == 0 && etag[0] == '"')
 		l->special = true;
@@ -380,6 +382,23 @@ static void test_list(void)
 	CHECK(sopen(s, "sub/deep", &id, &fi) == 0 && fi.size == 10);
 	CHECK(reqs(s) == before + 1);
 	store_free(s);
+	/* A listing and a HEAD fix the same identity. */
+	s = store("s3://ck-list/many", NULL);
+	CHECK(s);
+	if (s) {
+		struct ckpt_store_file_info fl, fh;
+
+		memset(&l, 0, sizeof(l));
+		CHECK(s->ops->list(s, count_listed, &l, err, sizeof(err)) == 0);
+		CHECK(sopen(s, "k0042", &id, &fl) == 0);
+		store_free(s);
+		s = store("s3://ck-list/many", NULL);
+		CHECK(s && sopen(s, "k0042", &id, &fh) == 0);
+		CHECK(fl.size == fh.size &&
+		      strcmp(fl.version, fh.version) == 0);
+		CHECK(fl.mtime_sec == fh.mtime_sec && fh.mtime_sec > 0);
+		store_free(s);
+	}
 
 	/* Pages of two keys: 5 keys, 3 pages. */
 	CHECK(ckpt_s3_config_load(NULL, &cfg, err, sizeof(err)) == 0);
@@ -388,7 +407,7 @@ static void test_list(void)
 	CHECK(ckpt_s3_list(h, cfg.endpoint, "ck-list", "few", 2,
 			   "s3://ck-list/few", count_raw, &l, err,
 			   sizeof(err)) == 0);
-	CHECK(l.n == 5 && l.special);
+	CHECK(l.n == 5 && l.special && l.bad == 0);
 	CHECK(atomic_load(&ctr.requests) == 3);
 	ckpt_s3_http_free(h);
 	ckpt_s3_config_destroy(&cfg);
@@ -414,6 +433,8 @@ static void test_open(void)
 	CHECK(strstr(err, "s3://ck-open/pre/nope") && strstr(err, "no such"));
 	CHECK(sopen(s, "obj", &id, &fi) == 0);
 	CHECK(fi.size == 12345 && fi.version[0] == '"');
+	CHECK(fi.mtime_sec > time(NULL) - 3600 &&
+	      fi.mtime_sec < time(NULL) + 3600);
 	before = reqs(s);
 	CHECK(sopen(s, "obj", &id2, &fi2) == 0);
 	CHECK(id2 == id && strcmp(fi.version, fi2.version) == 0);
