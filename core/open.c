@@ -35,7 +35,9 @@ static int open_store(const char *dir, bool follow,
 	int rc;
 
 	rc = ckpt_store_new(dir, &so, s, err, errlen);
-	if (rc == -ENOENT)
+	/* (An object store's own line says which of endpoint, bucket or
+	 * credentials is wrong: kept.) */
+	if (rc == -ENOENT && strncmp(dir, "s3://", 5) != 0)
 		ckpt_errf(err, errlen, rc, "%s/.metadata: cannot open: %s", dir,
 			  strerror(ENOENT));
 	return rc;

@@ -150,7 +150,15 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	struct ckfs fs;
 	int rc, status = 1;
 
-	if (!realpath(o->src, src)) {
+	/* An object-store root (s3://bucket/prefix) is used as given. */
+	if (!strncmp(o->src, "s3://", 5)) {
+		if (strlen(o->src) >= sizeof(src)) {
+			fprintf(stderr, "ckptfs: %.64s...: name too long\n",
+				o->src);
+			return 1;
+		}
+		strcpy(src, o->src);
+	} else if (!realpath(o->src, src)) {
 		fprintf(stderr, "ckptfs: %s: %s\n", o->src, strerror(errno));
 		return 1;
 	}

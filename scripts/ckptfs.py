@@ -229,8 +229,9 @@ def _structs():
     U64N = C.c_uint64 * _MAX_DIMS
 
     class OpenOpts(C.Structure):
+        # s3: struct ckpt_s3_opts *, NULL (the AWS environment and files)
         _fields_ = [("index", C.c_char_p), ("follow_symlinks", C.c_bool),
-                    ("cache_bytes", C.c_uint64)]
+                    ("cache_bytes", C.c_uint64), ("s3", C.c_void_p)]
 
     class ViewOpts(C.Structure):
         _fields_ = [("world", C.c_uint32), ("rank", C.c_uint32),

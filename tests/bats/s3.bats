@@ -40,6 +40,19 @@ teardown_file() {
 	rm -rf "$S3TMP"
 }
 
+setup() { common_setup; }
+teardown() { common_teardown; }
+
+# upload DIR BUCKET/PREFIX: every file of DIR (dot files too) as objects.
+upload() {
+	local f
+	"$ROOT/tests/s3/rgw.sh" mkbucket "$S3TMP/rgw" "${2%%/*}"
+	for f in "$1"/* "$1"/.[!.]*; do
+		[ -f "$f" ] || continue
+		"$ROOT/tests/s3/rgw.sh" put "$S3TMP/rgw" "$2/$(basename "$f")" "$f"
+	done
+}
+
 s3check() {
 	run "$S3CHECK" "$1"
 	echo "$output"
@@ -93,6 +106,53 @@ s3check() {
 
 @test "s3: cancelling a store ends reads stuck on a silent server with EINTR at once" {
 	s3check cancel
+}
+
+@test "s3: ckptfs info, ls and a mount of s3://bucket/prefix show what the numpy reference reads from the local copy" {
+	$GEN --seed 11 --keys 30 --files 4 "$TMP/ck" >/dev/null
+	upload "$TMP/ck" ck-mount/run/1
+	run "$CKPTFS" info s3://ck-mount/run/1
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"checkpoint	s3://ck-mount/run/1"* ]]
+	[[ "$output" == *"data files	4"* ]]
+	not grep -q "$AWS_SECRET_ACCESS_KEY" <<<"$output"
+	"$CKPTFS" ls "$TMP/ck" --world 4 --rank 1 >"$TMP/ls.local"
+	"$CKPTFS" ls s3://ck-mount/run/1 --world 4 --rank 1 >"$TMP/ls.s3"
+	diff "$TMP/ls.local" "$TMP/ls.s3"
+	for wr in "1 0" "3 2" "4 1" "8 7"; do
+		set -- $wr
+		start_mount s3://ck-mount/run/1 "$MNT" --world "$1" --rank "$2"
+		run $REF check "$TMP/ck" "$MNT" --world "$1" --rank "$2"
+		echo "W=$1 R=$2: $output"
+		[ "$status" -eq 0 ]
+		grep -q '"source": "s3://ck-mount/run/1"' "$MNT/.ckptfs/view.json"
+		not grep -rq "$AWS_SECRET_ACCESS_KEY" "$MNT/.ckptfs"
+		stop_mount
+	done
+}
+
+@test "s3: ckptfs.load of s3://bucket/prefix equals load_view of a mount of the local copy" {
+	local lib direct="$PY $ROOT/tests/direct_checks.py"
+	lib="$(dirname "$CKPTFS")/libckptfs.so"
+	# The sanitized build's library needs its runtimes loaded first.
+	if nm -D "$lib" | grep -q __asan_; then
+		direct="env LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so) ASAN_OPTIONS=detect_leaks=0 $direct"
+	fi
+	$GEN --seed 12 --keys 25 --files 3 "$TMP/ck" >/dev/null
+	upload "$TMP/ck" ck-load/run
+	start_mount "$TMP/ck" "$MNT" --world 3 --rank 1
+	run env CKPTFS_LIB="$lib" $direct same s3://ck-load/run "$MNT" 3 1
+	echo "$output"
+	stop_mount
+	[ "$status" -eq 0 ]
+	[[ "$output" == *", 0 problems"* ]]
+}
+
+@test "s3: a mount with a wrong secret or of an unknown bucket fails at once with one line" {
+	AWS_SECRET_ACCESS_KEY=Wr0ngWr0ngWr0ng refuse_mount s3://ck-mount/run/1 "refused the secret key"
+	not grep -q Wr0ngWr0ngWr0ng <<<"$output"
+	refuse_mount s3://ck-no-such-bucket/x "bucket 'ck-no-such-bucket' does not exist"
 }
 
 @test "s3: the fault proxy forwards, counts and injects on its own (curl through it)" {
