@@ -132,6 +132,31 @@ s3check() {
 	done
 }
 
+# sums MNT: "sha256  path" of every view file (not .ckptfs/, which names
+# the source).
+sums() {
+	(cd "$1" && find . -path ./.ckptfs -prune -o -type f -print | sort |
+		xargs -r sha256sum)
+}
+
+@test "s3: a PyTorch distributed checkpoint (torch 1.13, gloo) mounted from s3:// shows the local mount's bytes" {
+	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TMP/t" --world 3 --seed 4 >"$TMP/gen.log" 2>&1 ||
+		{ cat "$TMP/gen.log"; false; }
+	upload "$TMP/t/per_rank" ck-torch/w3
+	for wr in "2 1" "5 4"; do
+		set -- $wr
+		start_mount "$TMP/t/per_rank" "$MNT" --world "$1" --rank "$2"
+		sums "$MNT" >"$TMP/local.sums"
+		stop_mount
+		start_mount s3://ck-torch/w3 "$MNT" --world "$1" --rank "$2"
+		sums "$MNT" >"$TMP/s3.sums"
+		stop_mount
+		echo "W=$1 R=$2: $(wc -l <"$TMP/local.sums") files"
+		[ "$(wc -l <"$TMP/local.sums")" -gt 10 ]
+		diff "$TMP/local.sums" "$TMP/s3.sums"
+	done
+}
+
 @test "s3: ckptfs.load of s3://bucket/prefix equals load_view of a mount of the local copy" {
 	local lib direct="$PY $ROOT/tests/direct_checks.py"
 	lib="$(dirname "$CKPTFS")/libckptfs.so"
