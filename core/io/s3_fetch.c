@@ -110,7 +110,7 @@ static void fetch_error(const struct part *p, const struct ckpt_s3_req *q)
 {
 	const char *what = "";
 
-	if (q->status == 412)
+	if (q->status == 412 || q->replaced)
 		what = "replaced since it was opened: ";
 	else if (q->status == 404)
 		what = "deleted since it was opened: ";
@@ -208,6 +208,7 @@ int ckpt_s3_fetch(struct ckpt_s3_http *h, uint64_t merge_gap,
 				.url = p->o->url, .ranged = true,
 				.off = p->off, .len = p->len,
 				.if_match = p->o->etag[0] ? p->o->etag : NULL,
+				.obj_size = p->o->size,
 				.sink = part_sink, .ctx = &parts[i + k],
 			};
 		}

@@ -245,6 +245,39 @@ static bool range_ok(const struct ckpt_s3_req *q, long status)
 	       q->length == q->len;
 }
 
+/*
+ * Is the answer of the version asked for?  A server that honours If-Match
+ * answers 412 instead; one that ignores it still names the version it
+ * sends (ETag) and its size (Content-Range's total, or Content-Length of
+ * a 200).  Sets the reason when not.
+ */
+static bool version_ok(struct ckpt_s3_req *q, long status)
+{
+	uint64_t size = UINT64_MAX;
+
+	if (!q->if_match)
+		return true;
+	if (q->etag[0] && strcmp(q->etag, q->if_match) != 0) {
+		snprintf(q->reason, sizeof(q->reason),
+			 "the answer's ETag %.100s is not the %.100s fixed at "
+			 "open (the server ignored If-Match)", q->etag,
+			 q->if_match);
+		return false;
+	}
+	if (status == 206 && q->has_cr)
+		size = q->cr_total;
+	else if (status == 200 && q->has_length)
+		size = q->length;
+	if (q->obj_size && size != UINT64_MAX && size != q->obj_size) {
+		snprintf(q->reason, sizeof(q->reason),
+			 "it has %" PRIu64 " bytes now, not the %" PRIu64
+			 " fixed at open (the server ignored If-Match)", size,
+			 q->obj_size);
+		return false;
+	}
+	return true;
+}
+
 static int buf_append(struct ckpt_s3_req *q, const char *p, size_t n,
 		      size_t max)
 {
@@ -279,6 +312,13 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 			buf_append(q, p, n < room ? n : room,
 				   CKPT_S3_ERRBODY_MAX);
 		return n;
+	}
+	if (q->got == 0 && !version_ok(q, status)) {
+		q->replaced = true;
+		q->bad_body = true;
+		q->bad_final = true;
+		q->bad_rc = -EIO;
+		return 0;
 	}
 	if (q->got == 0 && !range_ok(q, status)) {
 		if (q->has_cr)
@@ -586,6 +626,7 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	q->has_cr = false;
 	q->has_length = false;
 	q->bad_body = false;
+	q->replaced = false;
 	q->etag[0] = '\0';
 	q->code[0] = '\0';
 	e->errbuf[0] = '\0';

@@ -40,6 +40,9 @@ struct ckpt_s3_req {
 	uint64_t off;
 	uint64_t len;
 	const char *if_match;	/* an ETag, or NULL */
+	uint64_t obj_size;	/* the object's size when known (else 0):
+				 * with if_match, checked against each
+				 * answer, for servers that ignore If-Match */
 	/*
 	 * Where a 2xx body goes: sink(ctx, pos, p, n) with pos the body's
 	 * byte offset (from off for a ranged GET); returns 0, or -errno to
@@ -66,6 +69,8 @@ struct ckpt_s3_req {
 	char code[64];		/* <Code> of an S3 error answer, or "" */
 	char reason[CKPT_S3_REASON_MAX];	/* why the last try failed */
 	unsigned tries;		/* requests sent */
+	bool replaced;		/* the answer was of another version (an
+				 * ETag or size not the one asked for) */
 
 	/* the engine's own */
 	uint64_t got;		/* body bytes kept by the current answer,

@@ -72,7 +72,7 @@ s3check() {
 	s3check read
 }
 
-@test "s3: an object overwritten (If-Match, 412) or deleted after open gives EIO naming it" {
+@test "s3: an object overwritten (If-Match, 412; or by ETag and size when a server ignores If-Match) or deleted after open gives EIO naming it" {
 	s3check replaced
 }
 

@@ -17,6 +17,8 @@ it can instead, for a fraction of the requests or the first N of them:
             lowered), keeping the connection
   long      forward, but append extra bytes (Content-Length raised)
   shift     forward, but move the Content-Range one byte on
+  noifmatch forward without the If-Match header (a server that ignores it)
+  noversion the same, and drop the answer's ETag header too
 
 Control (JSON over HTTP on the same port):
   POST /__faultproxy/config  {"mode": "503", "rate": 0.3, "first": 0,
@@ -75,7 +77,8 @@ class State:
         with self.lock:
             mode = cfg.get("mode", "none")
             if mode not in ("none", "delay", "reset", "503", "500", "429",
-                            "truncate", "short", "long", "shift"):
+                            "truncate", "short", "long", "shift",
+                            "noifmatch", "noversion"):
                 raise ValueError("unknown mode %r" % mode)
             self.cfg = dict(cfg)
             self.rng = random.Random(cfg.get("seed", 1))
@@ -189,8 +192,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             conn.putrequest(self.command, self.path, skip_host=True,
                             skip_accept_encoding=True)
             for k, v in self.headers.items():
-                if k.lower() not in HOP:
-                    conn.putheader(k, v)
+                if k.lower() in HOP or (k.lower() == "if-match" and mode in
+                                        ("noifmatch", "noversion")):
+                    continue
+                conn.putheader(k, v)
             conn.endheaders(body)
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as e:
@@ -203,7 +208,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             STATE.record(self.command, self.path, rng, 502, 0, self.headers)
             return
         headers = [(k, v) for k, v in resp.getheaders()
-                   if k.lower() not in HOP]
+                   if k.lower() not in HOP and not
+                   (k.lower() == "etag" and mode == "noversion")]
         clen = resp.getheader("Content-Length")
         data = None
         if self.command == "HEAD":
