@@ -22,7 +22,7 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
            -Wmissing-prototypes -Wwrite-strings -Wformat=2 -Wvla
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(WARN) \
-           -MMD -MP -fPIC -Icore $(PKG_CFLAGS)
+           -MMD -MP -fPIC -Icore $(PKG_CFLAGS) -DCKPT_LIB_VERSION='"$(VERSION)"'
 CORE_LIBS := $(shell pkg-config --libs $(CORE_PKGS) 2>/dev/null) -lpthread -lm
 LDLIBS  += $(PKG_LIBS) -lz -lm
 ifneq ($(SAN),)
@@ -166,6 +166,7 @@ build-fuzz/fuzz_torch: tests/unit/fuzz_torch.c
 build-fuzz/fuzz_%: $(CORE_SRC) $(wildcard core/*.h core/*/*.h)
 	@mkdir -p build-fuzz
 	$(Q)$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -g -O1 -Icore \
+		-DCKPT_LIB_VERSION='"$(VERSION)"' \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		-o $@ $(filter %/fuzz_$*.c,$^) $(CORE_SRC) -lxxhash -lz -lzstd -lcurl -lpthread
 

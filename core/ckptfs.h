@@ -35,8 +35,58 @@ extern "C" {
 #define CKPT_NONE UINT32_MAX		/* "no index" */
 #define CKPT_CACHE_MB 1024		/* decoded-record cache default, MiB */
 
-/* The library's version, e.g. "0.5.0". */
+/* The library's version, e.g. "0.5.0" (the Makefile's VERSION). */
 const char *ckpt_version(void);
+
+/*
+ * The binary interface, for bindings that mirror this header's structs
+ * (ctypes, cffi): CKPT_ABI_VERSION changes whenever a struct or a
+ * function's signature below changes.  A binding checks, at load, the
+ * version and the size and field offsets of every struct it mirrors.
+ */
+#define CKPT_ABI_VERSION 1
+
+/* CKPT_ABI_VERSION as the library was built. */
+unsigned ckpt_abi_version(void);
+
+/* sizeof(struct NAME) for NAME such as "ckpt_view_opts" (each struct of
+ * this header); 0 for a name it does not know. */
+size_t ckpt_abi_struct_size(const char *name);
+
+/* offsetof(struct NAME, FIELD); -1 for a struct or field it does not
+ * know. */
+long ckpt_abi_field_offset(const char *name, const char *field);
+
+/* ------------------------------------------------------------------ */
+/* Errors */
+
+#define CKPT_ERROR_TEXT 4096		/* bytes of each text of ckpt_error */
+#define CKPT_NO_OFFSET UINT64_MAX	/* ckpt_error.offset: none */
+
+/*
+ * A failure as fields, so that callers branch on the code and read the
+ * file, offset and key without parsing the message.  Texts are
+ * NUL-terminated ("" when unknown) and cut when longer.
+ */
+struct ckpt_error {
+	int code;		/* errno value (EINVAL, EIO, ECANCELED, ...);
+				 * 0: no failure */
+	uint64_t offset;	/* byte offset in path; CKPT_NO_OFFSET: none */
+	char path[CKPT_ERROR_TEXT];	/* the file or checkpoint concerned */
+	char key[CKPT_ERROR_TEXT];	/* the key (FQN) concerned */
+	char message[CKPT_ERROR_TEXT];	/* the one-line reason, naming the
+					 * file, the key and the fact */
+};
+
+/*
+ * The calling thread's last failure, copied into *out.  Every action of
+ * this header that fails with -errno records it, as errno: the code, the
+ * message (what it writes into err, when it takes one) and, where it
+ * knows them, the file, the offset and the key.  A batch read records,
+ * in the calling thread, the failure that stopped it.  An action that
+ * succeeds may leave it unchanged.
+ */
+void ckpt_last_error_get(struct ckpt_error *out);
 
 /* ------------------------------------------------------------------ */
 /* Element types */
@@ -301,16 +351,19 @@ struct ckpt_view_opts {
 	bool meta_dir;		/* a .ckptfs/ directory in each tree */
 	const char *source;	/* the checkpoint, for .ckptfs/ files */
 	const char *layout_path;	/* for view.json, or NULL */
-	/* Called once per record found corrupt (verify), with one line
-	 * naming the file, offset and key; may be NULL. */
-	void (*report)(const char *line);
+	/* Called once per record found corrupt (verify), with report_ctx
+	 * and one line naming the file, offset and key; may be NULL.  May
+	 * be called from any thread that reads. */
+	void (*report)(void *ctx, const char *line);
+	void *report_ctx;
 };
 
 /*
  * Build the view of m for o: the tree of directories and files, and each
  * file's geometry (box, size, dtype, npy header, the chunks it touches)
- * for every rank served.  Two keys needing the same path, or a name longer
- * than 255 bytes, are an error naming the key(s).  Returns 0 and sets *out
+ * for every rank served.  world 0, a rank not below world, ranks that
+ * repeat, two keys needing the same path, or a name longer than 255 bytes
+ * are an error (-EINVAL) naming the value or the key(s).  Returns 0 and sets *out
  * (caller frees with ckpt_view_free(); m and o->layout must outlive it),
  * or -errno with the reason in err.
  */
@@ -443,8 +496,9 @@ int ckpt_view_read(const struct ckpt_view *v, uint32_t slot, uint32_t node,
 		   uint64_t off, size_t len, void *buf, size_t *got,
 		   struct ckpt_scratch *s);
 
-/* The reason for the calling thread's last failed read, "" when none.
- * Borrowed; valid until the thread's next read. */
+/* The message of the calling thread's last failure (see
+ * ckpt_last_error_get()), "" when none.  Borrowed; valid until the
+ * thread's next call into the library. */
 const char *ckpt_last_error(void);
 
 /* One run of a read plan: len bytes of data file `file` at foff, from
@@ -505,6 +559,30 @@ struct ckpt_box_req {
 	uint64_t size[CKPT_MAX_DIMS];
 	void *dst;
 };
+
+/* Options of the batch reads below. */
+struct ckpt_batch_opts {
+	unsigned threads;	/* the pool (0: one per CPU) */
+	/* When set, the threads check *cancel between pieces (each at most
+	 * a few MiB): once it is nonzero they stop and the call returns
+	 * -ECANCELED.  Another thread sets it (any aligned store). */
+	const volatile int *cancel;
+};
+
+/*
+ * ckpt_view_read_batch() and ckpt_meta_read_boxes() with options (o may
+ * be NULL).  The failure that stops a batch is the calling thread's last
+ * error (ckpt_last_error_get()): code, message, the data file, the offset
+ * in it and the key.
+ */
+int ckpt_view_read_batch_opts(const struct ckpt_view *v,
+			      const struct ckpt_read_req *reqs, size_t n,
+			      const struct ckpt_batch_opts *o, char *err,
+			      size_t errlen);
+int ckpt_meta_read_boxes_opts(struct ckpt_meta *m,
+			      const struct ckpt_box_req *reqs, size_t n,
+			      const struct ckpt_batch_opts *o, char *err,
+			      size_t errlen);
 
 /*
  * Read boxes of m's saved tensors, independent of any view (what a

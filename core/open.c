@@ -271,8 +271,8 @@ static int torch_image(struct ckpt_store *s, const char *meta_path,
 	return index_now(s, meta_path, pkl, len, img, imglen, err, errlen);
 }
 
-int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
-			struct ckpt_meta **out, char *err, size_t errlen)
+static int open_opts(const char *dir, const struct ckpt_open_opts *o,
+		     struct ckpt_meta **out, char *err, size_t errlen)
 {
 	struct timespec mtime = { 0 };
 	struct ckpt_store *s;
@@ -351,6 +351,19 @@ out_path:
 	free(path);
 	ckpt_store_free(s);
 	return rc;
+}
+
+int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
+			struct ckpt_meta **out, char *err, size_t errlen)
+{
+	int rc;
+
+	ckpt_clear_last_error();
+	rc = open_opts(dir, o, out, err, errlen);
+	if (rc)
+		return ckpt_last_error_finish(rc, dir);
+	ckpt_clear_last_error();
+	return 0;
 }
 
 int ckpt_meta_open(const char *dir, struct ckpt_meta **out, char *err,

@@ -82,6 +82,16 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static time_t log_window_start;
 static unsigned log_in_window, log_suppressed;
 
+void ckfs_report_corrupt(void *ctx, const char *line)
+{
+	const struct ckfs *fs = ctx;
+
+	if (fs->use_syslog)
+		syslog(LOG_ERR, "verify: %s", line);
+	else
+		fprintf(stderr, "ckptfs: verify: %s\n", line);
+}
+
 void ckfs_log(const struct ckfs *fs, const char *fmt, ...)
 {
 	char line[1536];

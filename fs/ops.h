@@ -46,6 +46,11 @@ struct ckfs {
 void ckfs_log(const struct ckfs *fs, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* -o verify's report (struct ckpt_view_opts.report, with the struct ckfs
+ * as ctx): a corrupt record, one line, to stderr, or to syslog when
+ * daemonized.  Not rate-limited: each record is reported once. */
+void ckfs_report_corrupt(void *ctx, const char *line);
+
 /* The operations table, to pass to fuse_session_new() with a struct ckfs
  * as userdata. */
 extern const struct fuse_lowlevel_ops ckfs_ops;

@@ -9,13 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ckptfs.h"
 #include "cli_tools.h"
 #include "mount_opts.h"
 #include "mount_run.h"
 
-#ifndef CKPTFS_VERSION
-#define CKPTFS_VERSION "0.1.0"
-#endif
 
 static void usage(FILE *f)
 {
@@ -114,7 +112,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
-		printf("ckptfs %s\n", CKPTFS_VERSION);
+		printf("ckptfs %s\n", ckpt_version());
 		return 0;
 	}
 	rc = cli_tool_run(argv[1], argc - 2, argv + 2);

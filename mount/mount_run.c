@@ -103,14 +103,6 @@ static void find_readahead_knob(const char *mnt, unsigned kb, struct ckfs *fs)
 	fs->readahead_kb = kb;
 }
 
-/* -o verify: a corrupt record, once.  stderr is /dev/null once the daemon
- * is in the background, so syslog too. */
-static void report_corrupt(const char *line)
-{
-	fprintf(stderr, "ckptfs: verify: %s\n", line);
-	syslog(LOG_ERR, "verify: %s", line);
-}
-
 static void warn_unmatched(void *ctx, const char *msg)
 {
 	(void)ctx;
@@ -167,6 +159,9 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 			strerror(errno));
 		return 1;
 	}
+	memset(&fs, 0, sizeof(fs));
+	atomic_init(&fs.prefetch_stop, false);
+	fs.use_syslog = !o->foreground;
 	mo.index = o->index;
 	mo.follow_symlinks = o->follow_symlinks;
 	mo.cache_bytes = (uint64_t)o->cache_mb << 20;
@@ -182,7 +177,8 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	vo.prefix = o->prefix;
 	vo.dtype = CKPT_DTYPE_COUNT;
 	vo.verify = o->verify;
-	vo.report = report_corrupt;
+	vo.report = ckfs_report_corrupt;
+	vo.report_ctx = &fs;
 	vo.npy = o->npy;
 	vo.meta_dir = true;
 	vo.source = src;
@@ -211,14 +207,11 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		fprintf(stderr, "ckptfs: %s\n", err);
 		goto out_view;
 	}
-	memset(&fs, 0, sizeof(fs));
-	atomic_init(&fs.prefetch_stop, false);
 	fs.view = view;
 	ckpt_view_info(view, &fs.vi);
 	ckpt_meta_info(meta, &mi);
 	fs.mtime.tv_sec = (time_t)mi.mtime_sec;
 	fs.mtime.tv_nsec = mi.mtime_nsec;
-	fs.use_syslog = !o->foreground;
 	fs.uid = getuid();
 	fs.gid = getgid();
 	fs.timeout = ATTR_TIMEOUT;

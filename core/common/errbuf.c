@@ -2,24 +2,29 @@
 /* Error-message helpers for core/: see errbuf.h. */
 #include "common/errbuf.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#define LAST_ERROR_MAX 1024
+static __thread struct ckpt_error last = { .offset = CKPT_NO_OFFSET };
 
-static __thread char last_error[LAST_ERROR_MAX];
+static void copy_text(char *dst, const char *src)
+{
+	snprintf(dst, CKPT_ERROR_TEXT, "%s", src ? src : "");
+}
 
 int ckpt_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (err && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
+	va_start(ap, fmt);
+	vsnprintf(last.message, sizeof(last.message), fmt, ap);
+	va_end(ap);
+	last.code = rc < 0 ? -rc : rc;
+	if (err && errlen > 0)
+		snprintf(err, errlen, "%s", last.message);
 	return rc;
 }
 
@@ -54,33 +59,73 @@ void ckpt_set_last_error(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	vsnprintf(last.message, sizeof(last.message), fmt, ap);
 	va_end(ap);
-}
-
-void ckpt_wrap_last_error(const char *fmt, ...)
-{
-	char old[LAST_ERROR_MAX];
-	size_t at;
-	va_list ap;
-	int n;
-
-	memcpy(old, last_error, sizeof(old));
-	va_start(ap, fmt);
-	n = vsnprintf(last_error, sizeof(last_error), fmt, ap);
-	va_end(ap);
-	at = n < 0 ? 0 : (size_t)n;
-	if (at < sizeof(last_error))
-		snprintf(last_error + at, sizeof(last_error) - at, ": %s",
-			 old[0] ? old : "read failed");
 }
 
 void ckpt_clear_last_error(void)
 {
-	last_error[0] = '\0';
+	last.code = 0;
+	last.offset = CKPT_NO_OFFSET;
+	last.path[0] = '\0';
+	last.key[0] = '\0';
+	last.message[0] = '\0';
+}
+
+void ckpt_last_error_file(const char *dir, const char *rel, uint64_t off)
+{
+	if (dir)
+		snprintf(last.path, sizeof(last.path), "%s/%s", dir,
+			 rel ? rel : "");
+	else
+		copy_text(last.path, rel);
+	last.offset = off;
+}
+
+void ckpt_last_error_key(const char *fqn)
+{
+	copy_text(last.key, fqn);
+}
+
+void ckpt_last_error_add_key(const char *fqn)
+{
+	char old[sizeof(last.message)];
+	size_t at;
+	int n;
+
+	if (last.key[0] || !fqn)
+		return;
+	copy_text(last.key, fqn);
+	memcpy(old, last.message, sizeof(old));
+	n = snprintf(last.message, sizeof(last.message), "key '%s': ", fqn);
+	at = n < 0 ? 0 : (size_t)n;
+	if (at < sizeof(last.message))
+		snprintf(last.message + at, sizeof(last.message) - at, "%s",
+			 old[0] ? old : "read failed");
+}
+
+int ckpt_last_error_finish(int rc, const char *path)
+{
+	last.code = rc < 0 ? -rc : rc;
+	if (!last.message[0] && rc)
+		copy_text(last.message, strerror(last.code));
+	if (!last.path[0] && path)
+		copy_text(last.path, path);
+	return rc;
+}
+
+void ckpt_last_error_put(const struct ckpt_error *e)
+{
+	if (e != &last)
+		memcpy(&last, e, sizeof(last));
+}
+
+void ckpt_last_error_get(struct ckpt_error *out)
+{
+	memcpy(out, &last, sizeof(*out));
 }
 
 const char *ckpt_last_error(void)
 {
-	return last_error;
+	return last.message;
 }

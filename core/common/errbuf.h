@@ -27,15 +27,29 @@ char *ckpt_fmt_dims(char *buf, size_t buflen, const uint64_t *dims,
 		    unsigned ndim);
 
 /*
- * The calling thread's last read failure: core sets it where a read fails
- * (naming the file and offset) and the view adds the key; the FUSE layer
- * logs it.  ckpt_last_error() is declared in ckptfs.h.
+ * The calling thread's last failure (struct ckpt_error, ckptfs.h): its
+ * message, code, file, offset and key.  ckpt_errf() records its code and
+ * message there too, so every action that fails leaves them; where a read
+ * fails, core names the file and offset, and the layer that knows the key
+ * adds it.  ckpt_last_error() and ckpt_last_error_get() are in ckptfs.h.
  */
 void ckpt_set_last_error(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
-/* Prefix the last error with more context ("PREFIX: reason"). */
-void ckpt_wrap_last_error(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
 void ckpt_clear_last_error(void);
+/* The file of the last error: "dir/rel" (rel alone when dir is NULL), at
+ * byte off (CKPT_NO_OFFSET: none). */
+void ckpt_last_error_file(const char *dir, const char *rel, uint64_t off);
+/* The key of the last error, which its message already names. */
+void ckpt_last_error_key(const char *fqn);
+/* When the last error has no key yet: record fqn and prefix the message
+ * with "key 'FQN': ". */
+void ckpt_last_error_add_key(const char *fqn);
+/* The code of the last error (rc = -errno; every message written into an
+ * err buffer went through ckpt_errf(), so the message is there already,
+ * else strerror's), and path when it has none yet.  Returns rc. */
+int ckpt_last_error_finish(int rc, const char *path);
+/* The last error is *e (the calling thread's, e.g. a batch worker's
+ * failure handed to the thread that started the batch). */
+void ckpt_last_error_put(const struct ckpt_error *e);
 
 #endif

@@ -56,8 +56,8 @@ int ckpt_files_open_one(struct ckpt_store *s, const char *name,
 	}
 }
 
-int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
-		    char *err, size_t errlen)
+static int files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
+		      char *err, size_t errlen)
 {
 	struct ckpt_store_opts so = { 0 };
 	struct ckpt_store_file_info info;
@@ -88,6 +88,9 @@ int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 		const struct ckpt_entry *e = &m->entries[f->need_entry];
 		const char *key = ckpt_entry_fqn(m, e);
 
+		/* What a failure below concerns. */
+		ckpt_last_error_file(m->dir, rel, CKPT_NO_OFFSET);
+		ckpt_last_error_key(key);
 		rc = ckpt_files_open_one(m->store, rel, key, e->fqn_len,
 					 &opened[i].id, &info, err, errlen);
 		if (rc)
@@ -107,6 +110,19 @@ int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 out_free:
 	free(opened);
 	return rc;
+}
+
+int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
+		    char *err, size_t errlen)
+{
+	int rc;
+
+	ckpt_clear_last_error();
+	rc = files_open(m, flags, max_open, err, errlen);
+	if (rc)
+		return ckpt_last_error_finish(rc, m->dir);
+	ckpt_clear_last_error();
+	return 0;
 }
 
 bool ckpt_files_are_open(const struct ckpt_meta *m)

@@ -505,12 +505,15 @@ static int read_range(struct local_store *ls, int fd,
 			ckpt_set_last_error("%s/%s: offset %" PRIu64 ": read error: %s",
 					    ls->base.root, f->name, r->off + got,
 					    strerror(errno));
+			ckpt_last_error_file(ls->base.root, f->name,
+					     r->off + got);
 			return -EIO;
 		}
 		if (n == 0) {
 			ckpt_set_last_error("%s/%s: offset %" PRIu64 ": file ends %" PRIu64 " bytes into a %" PRIu64 "-byte read (truncated?)",
 					    ls->base.root, f->name, r->off, got,
 					    r->len);
+			ckpt_last_error_file(ls->base.root, f->name, r->off);
 			return -EIO;
 		}
 		atomic_fetch_add(&ls->base.bytes_fetched, (uint64_t)n);
@@ -539,6 +542,9 @@ static int local_read(struct ckpt_store *s, const struct ckpt_store_range *r,
 						    s->root, local_name(s, r[i].id),
 						    fd == -ESTALE ? "replaced since it was validated" :
 						    strerror(-fd));
+				ckpt_last_error_file(s->root,
+						     local_name(s, r[i].id),
+						     CKPT_NO_OFFSET);
 				return -EIO;
 			}
 			held = r[i].id;

@@ -164,6 +164,7 @@ int ckpt_layout_load(const char *path, struct ckpt_layout **out, char *err,
 	FILE *f;
 	int rc;
 
+	ckpt_clear_last_error();
 	*out = NULL;
 	f = fopen(path, "re");
 	if (!f)
@@ -295,6 +296,8 @@ int ckpt_layout_bind(struct ckpt_layout *l, const struct ckpt_meta *m,
 	char param[4096], a[256], b[256], c[256];
 	uint32_t i, bi;
 	unsigned d;
+
+	ckpt_clear_last_error();
 
 	free(l->entry_box);
 	l->entry_box = malloc((m->nentries ? m->nentries : 1) * sizeof(uint32_t));

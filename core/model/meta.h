@@ -27,7 +27,9 @@
 #include "model/transforms.h"
 
 #define CKPT_META_MAX_BYTES ((size_t)512 << 20)	/* .metadata size cap */
-#define CKPT_LIB_VERSION "0.5.0"
+#ifndef CKPT_LIB_VERSION	/* the Makefile passes its VERSION */
+#define CKPT_LIB_VERSION "unknown"
+#endif
 #define CKPT_FORMAT_NAME "tensorplay-dcp"
 #define CKPT_FORMAT_VERSION 1
 #define CKPT_INDEX_NAME ".ckptfs-index"	/* `ckptfs index`'s default output */

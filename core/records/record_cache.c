@@ -186,6 +186,15 @@ static void where_of(struct ckpt_meta *m, const struct ckpt_zrec *z,
 		 ckpt_transform_name(z->transforms[0]));
 }
 
+/* The last error's fields for record z: its file, offset and key. */
+static void error_fields(struct ckpt_meta *m, const struct ckpt_zrec *z)
+{
+	ckpt_last_error_file(m->dir, m->strings + m->files[z->file].path,
+			     z->off);
+	ckpt_last_error_key(ckpt_entry_fqn(m,
+					   ckpt_meta_chunk_entry(m, z->chunk)));
+}
+
 /* Record zi loaded, with a reference held; or -errno with the last error
  * set. */
 static int acquire(struct ckpt_meta *m, uint32_t zi)
@@ -208,6 +217,7 @@ static int acquire(struct ckpt_meta *m, uint32_t zi)
 		if (z->state == CKPT_ZREC_FAILED) {
 			rc = -EBADMSG;
 			ckpt_set_last_error("%s", z->why ? z->why : "corrupt record");
+			error_fields(m, z);
 			pthread_mutex_unlock(&m->zc.lock);
 			return rc;
 		}
@@ -226,6 +236,7 @@ static int acquire(struct ckpt_meta *m, uint32_t zi)
 		free(buf);
 		where_of(m, z, where, sizeof(where));
 		ckpt_set_last_error("%s: %s", where, why);
+		error_fields(m, z);
 		if (rc == -EBADMSG) {
 			z->state = CKPT_ZREC_FAILED;
 			free(z->why);

@@ -209,6 +209,18 @@ static void corrupt_line(const struct ckpt_meta *m, uint32_t ci, char *line,
 		 ckpt_verify_kind(c));
 }
 
+/* The last error's fields for corrupt chunk ci: file, offset, key. */
+static void corrupt_fields(const struct ckpt_meta *m, uint32_t ci)
+{
+	const struct ckpt_chunk *c = &m->chunks[ci];
+	const struct ckpt_zrec *z = ckpt_chunk_zrec(m, c);
+
+	ckpt_last_error_file(m->dir,
+			     m->strings + m->files[z ? z->file : c->file].path,
+			     z ? z->off : c->foff);
+	ckpt_last_error_key(ckpt_entry_fqn(m, ckpt_meta_chunk_entry(m, ci)));
+}
+
 /* -o verify: check chunk ci's record the first time any of it is read. */
 static int check_record(const struct ckpt_view *v, uint32_t ci)
 {
@@ -236,13 +248,14 @@ static int check_record(const struct ckpt_view *v, uint32_t ci)
 						__ATOMIC_ACQUIRE) &&
 		    st == CORRUPT && v->report) {
 			corrupt_line(m, ci, line, sizeof(line));
-			v->report(line);
+			v->report(v->report_ctx, line);
 		}
 	}
 	if (st != CORRUPT)
 		return 0;
 	corrupt_line(m, ci, line, sizeof(line));
 	ckpt_set_last_error("%s", line);
+	corrupt_fields(m, ci);
 	return -EIO;
 }
 

@@ -4,8 +4,9 @@
  * ckpt_meta_read_boxes(): requests are cut into pieces of at most PIECE
  * bytes, and a pool of threads takes pieces in turn (an atomic counter),
  * each with its own scratch, reading straight into the caller's memory.
- * The first error stops the others at their next piece and is reported
- * with its reason (file, offset, key).
+ * The first error, or the caller's cancel flag, stops the others at their
+ * next piece; the error is handed to the calling thread as its last error
+ * (code, file, offset, key and message).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -42,24 +43,32 @@ struct job {
 	const struct ckpt_box_req *breqs;
 	const struct ckpt_entry **bent;		/* box batch: entries */
 	struct ckpt_box *boxes;			/* box batch: boxes */
+	const volatile int *cancel;		/* the caller's, or NULL */
 	struct piece *pieces;
 	size_t npieces;
 	atomic_size_t next;
 	atomic_int failed;
-	pthread_mutex_t lock;			/* guards rc and err */
+	pthread_mutex_t lock;			/* guards rc and error */
 	int rc;
-	char err[1024];
+	struct ckpt_error error;
 };
 
-static void fail(struct job *j, int rc, const char *why)
+/* The first failure wins: rc, and the calling thread's last error. */
+static void fail(struct job *j, int rc)
 {
 	pthread_mutex_lock(&j->lock);
 	if (!j->rc) {
 		j->rc = rc;
-		snprintf(j->err, sizeof(j->err), "%s", why);
+		ckpt_last_error_finish(rc, NULL);
+		ckpt_last_error_get(&j->error);
 	}
 	pthread_mutex_unlock(&j->lock);
 	atomic_store(&j->failed, 1);
+}
+
+static bool cancelled(const struct job *j)
+{
+	return j->cancel && *j->cancel;
 }
 
 /* Runs of one piece, coalesced per file, become WILLNEED hints; with
@@ -171,12 +180,14 @@ static int one_piece(struct job *j, const struct piece *p,
 						&j->boxes[p->req], p->off + done,
 						want, (char *)r->dst + p->off + done,
 						&got, s);
-			if (rc && !strstr(ckpt_last_error(), "key '"))
-				ckpt_wrap_last_error("key '%s'",
-						     ckpt_entry_fqn(j->m, j->bent[p->req]));
+			if (rc)
+				ckpt_last_error_add_key(ckpt_entry_fqn(j->m,
+							j->bent[p->req]));
 		}
-		if (!rc && got == 0)
+		if (!rc && got == 0) {
+			ckpt_set_last_error("a read gave no bytes");
 			rc = -EIO;
+		}
 		if (rc)
 			return rc;
 		done += got;
@@ -192,16 +203,22 @@ static void *worker(void *arg)
 	int rc;
 
 	if (!s) {
-		fail(j, -ENOMEM, "out of memory");
+		ckpt_errf(NULL, 0, -ENOMEM, "out of memory");
+		fail(j, -ENOMEM);
 		return NULL;
 	}
 	while (!atomic_load(&j->failed) &&
 	       (i = atomic_fetch_add(&j->next, 1)) < j->npieces) {
+		if (cancelled(j)) {
+			ckpt_clear_last_error();
+			ckpt_errf(NULL, 0, -ECANCELED, "cancelled");
+			fail(j, -ECANCELED);
+			break;
+		}
 		hint_piece(j, i + AHEAD, true);
 		rc = one_piece(j, &j->pieces[i], s);
 		if (rc)
-			fail(j, rc, ckpt_last_error()[0] ? ckpt_last_error() :
-							    strerror(-rc));
+			fail(j, rc);
 	}
 	ckpt_scratch_free(s);
 	return NULL;
@@ -255,6 +272,8 @@ static int run(struct job *j, unsigned threads, char *err, size_t errlen)
 	pthread_t th[MAX_THREADS];
 	unsigned t, started = 0;
 
+	if (cancelled(j))
+		return ckpt_errf(err, errlen, -ECANCELED, "cancelled");
 	if (!threads && m->store)	/* S3: as many as GETs in flight */
 		threads = ckpt_store_parallelism(m->store);
 	if (!threads) {
@@ -277,23 +296,56 @@ static int run(struct job *j, unsigned threads, char *err, size_t errlen)
 	worker(j);	/* the calling thread works too */
 	for (t = 1; t <= started; t++)
 		pthread_join(th[t], NULL);
-	if (j->rc)
-		return ckpt_errf(err, errlen, j->rc, "%s", j->err);
+	if (j->rc) {
+		ckpt_last_error_put(&j->error);
+		if (err && errlen)
+			snprintf(err, errlen, "%s", j->error.message);
+		return j->rc;
+	}
 	return 0;
 }
 
-int ckpt_view_read_batch(const struct ckpt_view *v,
-			 const struct ckpt_read_req *reqs, size_t n,
-			 unsigned threads, char *err, size_t errlen)
+/* Cut the requests of sizes len[0..n) of job j into pieces and serve
+ * them (j's requests are set).  Returns 0 or -errno with err. */
+static int run_pieces(struct job *j, const uint64_t *len, size_t n,
+		      const struct ckpt_batch_opts *o, char *err,
+		      size_t errlen)
 {
-	struct job j = { .v = v, .vreqs = reqs };
-	uint64_t *len = malloc((n ? n : 1) * sizeof(uint64_t));
+	int rc;
+
+	pthread_mutex_init(&j->lock, NULL);
+	rc = cut(j, len, n);
+	if (rc)
+		rc = ckpt_errf(err, errlen, rc, "out of memory");
+	else
+		rc = run(j, o ? o->threads : 0, err, errlen);
+	pthread_mutex_destroy(&j->lock);
+	free(j->pieces);
+	return rc;
+}
+
+int ckpt_view_read_batch_opts(const struct ckpt_view *v,
+			      const struct ckpt_read_req *reqs, size_t n,
+			      const struct ckpt_batch_opts *o, char *err,
+			      size_t errlen)
+{
+	struct job *j;
+	uint64_t *len;
 	size_t i;
 	int rc;
 
-	if (!len)
-		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	ckpt_clear_last_error();
+	j = calloc(1, sizeof(*j));
+	len = malloc((n ? n : 1) * sizeof(uint64_t));
+	if (!j || !len) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out_free;
+	}
+	j->v = v;
+	j->vreqs = reqs;
+	j->cancel = o ? o->cancel : NULL;
 	for (i = 0; i < n; i++) {
+		struct ckpt_entry_info e;
 		uint64_t size;
 		char path[512];
 
@@ -302,39 +354,58 @@ int ckpt_view_read_batch(const struct ckpt_view *v,
 			rc = -EINVAL;
 		if (rc) {
 			ckpt_view_path(v, reqs[i].node, path, sizeof(path));
-			free(len);
-			return ckpt_errf(err, errlen, rc == -EINVAL ? -EINVAL : rc,
-					 "request %zu: '%s' (rank %" PRIu32 "): bytes [%" PRIu64 ", +%" PRIu64 ") %s",
-					 i, path, ckpt_view_slot_rank(v, reqs[i].slot),
-					 reqs[i].off, reqs[i].len,
-					 rc == -EINVAL ? "lie past its end" : strerror(-rc));
+			rc = ckpt_errf(err, errlen, rc,
+				       "request %zu: '%s' (rank %" PRIu32 "): bytes [%" PRIu64 ", +%" PRIu64 ") %s",
+				       i, path, ckpt_view_slot_rank(v, reqs[i].slot),
+				       reqs[i].off, reqs[i].len,
+				       rc == -EINVAL ? "lie past its end" : strerror(-rc));
+			if (!ckpt_view_entry(v, reqs[i].slot, reqs[i].node, &e) &&
+			    e.fqn)
+				ckpt_last_error_key(e.fqn);
+			goto out_free;
 		}
 		len[i] = reqs[i].len;
 		want_huge_pages(ckpt_view_meta(v), reqs[i].dst, reqs[i].len);
 	}
-	pthread_mutex_init(&j.lock, NULL);
-	rc = cut(&j, len, n);
+	rc = run_pieces(j, len, n, o, err, errlen);
+out_free:
 	free(len);
-	if (rc)
-		rc = ckpt_errf(err, errlen, rc, "out of memory");
-	else
-		rc = run(&j, threads, err, errlen);
-	pthread_mutex_destroy(&j.lock);
-	free(j.pieces);
+	free(j);
 	return rc;
 }
 
-int ckpt_meta_read_boxes(struct ckpt_meta *m, const struct ckpt_box_req *reqs,
-			 size_t n, unsigned threads, char *err, size_t errlen)
+int ckpt_view_read_batch(const struct ckpt_view *v,
+			 const struct ckpt_read_req *reqs, size_t n,
+			 unsigned threads, char *err, size_t errlen)
 {
-	struct job j = { .m = m, .breqs = reqs };
-	uint64_t *len = malloc((n ? n : 1) * sizeof(uint64_t));
+	struct ckpt_batch_opts o = { .threads = threads };
+
+	return ckpt_view_read_batch_opts(v, reqs, n, &o, err, errlen);
+}
+
+int ckpt_meta_read_boxes_opts(struct ckpt_meta *m,
+			      const struct ckpt_box_req *reqs, size_t n,
+			      const struct ckpt_batch_opts *o, char *err,
+			      size_t errlen)
+{
+	struct job *j;
+	uint64_t *len;
 	size_t i;
 	int rc = 0;
 
-	j.bent = malloc((n ? n : 1) * sizeof(*j.bent));
-	j.boxes = malloc((n ? n : 1) * sizeof(*j.boxes));
-	if (!len || !j.bent || !j.boxes) {
+	ckpt_clear_last_error();
+	j = calloc(1, sizeof(*j));
+	len = malloc((n ? n : 1) * sizeof(uint64_t));
+	if (!j || !len) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out_free;
+	}
+	j->m = m;
+	j->breqs = reqs;
+	j->cancel = o ? o->cancel : NULL;
+	j->bent = malloc((n ? n : 1) * sizeof(*j->bent));
+	j->boxes = malloc((n ? n : 1) * sizeof(*j->boxes));
+	if (!j->bent || !j->boxes) {
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 		goto out_free;
 	}
@@ -356,15 +427,15 @@ int ckpt_meta_read_boxes(struct ckpt_meta *m, const struct ckpt_box_req *reqs,
 				       reqs[i].key);
 			goto out_free;
 		}
-		e = j.bent[i] = &m->entries[reqs[i].key];
+		e = j->bent[i] = &m->entries[reqs[i].key];
 		if (e->kind == CKPT_KIND_BYTES) {
-			j.boxes[i].ndim = 0;
+			j->boxes[i].ndim = 0;
 			len[i] = e->nbytes;
 			want_huge_pages(m, reqs[i].dst, len[i]);
 			continue;
 		}
 		shape = ckpt_entry_shape(m, e);
-		j.boxes[i].ndim = e->ndim;
+		j->boxes[i].ndim = e->ndim;
 		for (d = 0; d < e->ndim; d++) {
 			if (reqs[i].off[d] > shape[d] ||
 			    reqs[i].size[d] > shape[d] - reqs[i].off[d]) {
@@ -377,26 +448,31 @@ int ckpt_meta_read_boxes(struct ckpt_meta *m, const struct ckpt_box_req *reqs,
 					       ckpt_fmt_dims(a, sizeof(a), reqs[i].off, e->ndim),
 					       ckpt_fmt_dims(b, sizeof(b), reqs[i].size, e->ndim),
 					       ckpt_fmt_dims(c, sizeof(c), shape, e->ndim));
+				ckpt_last_error_key(ckpt_entry_fqn(m, e));
 				goto out_free;
 			}
-			j.boxes[i].off[d] = reqs[i].off[d];
-			j.boxes[i].size[d] = reqs[i].size[d];
+			j->boxes[i].off[d] = reqs[i].off[d];
+			j->boxes[i].size[d] = reqs[i].size[d];
 			numel *= reqs[i].size[d];
 		}
 		len[i] = numel * ckpt_dtype_size((enum ckpt_dtype)e->dtype);
 		want_huge_pages(m, reqs[i].dst, len[i]);
 	}
-	pthread_mutex_init(&j.lock, NULL);
-	rc = cut(&j, len, n);
-	if (rc)
-		rc = ckpt_errf(err, errlen, rc, "out of memory");
-	else
-		rc = run(&j, threads, err, errlen);
-	pthread_mutex_destroy(&j.lock);
+	rc = run_pieces(j, len, n, o, err, errlen);
 out_free:
-	free(j.pieces);
-	free(j.bent);
-	free(j.boxes);
+	if (j) {
+		free(j->bent);
+		free(j->boxes);
+	}
 	free(len);
+	free(j);
 	return rc;
+}
+
+int ckpt_meta_read_boxes(struct ckpt_meta *m, const struct ckpt_box_req *reqs,
+			 size_t n, unsigned threads, char *err, size_t errlen)
+{
+	struct ckpt_batch_opts o = { .threads = threads };
+
+	return ckpt_meta_read_boxes_opts(m, reqs, n, &o, err, errlen);
 }

@@ -5,6 +5,7 @@
  * (data_read.c) or the .ckptfs/ files (vfiles.c).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,57 @@
 #include "view/vfiles.h"
 #include "view/view_types.h"
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* world >= 1; the rank, or each of the ranks, below it; no rank twice. */
+static int check_ranks(const struct ckpt_view_opts *o, char *err,
+		       size_t errlen)
+{
+	uint32_t *sorted, i;
+	int rc = 0;
+
+	if (o->world == 0)
+		return ckpt_errf(err, errlen, -EINVAL,
+				 "world must be at least 1, got 0");
+	if (o->nranks == 0) {
+		if (o->rank >= o->world)
+			return ckpt_errf(err, errlen, -EINVAL,
+					 "rank %" PRIu32 " is out of range: need 0 <= rank < world (%" PRIu32 ")",
+					 o->rank, o->world);
+		return 0;
+	}
+	if (!o->ranks)
+		return ckpt_errf(err, errlen, -EINVAL,
+				 "%" PRIu32 " ranks but no list of them",
+				 o->nranks);
+	for (i = 0; i < o->nranks; i++) {
+		if (o->ranks[i] >= o->world)
+			return ckpt_errf(err, errlen, -EINVAL,
+					 "rank %" PRIu32 " is out of range: need 0 <= rank < world (%" PRIu32 ")",
+					 o->ranks[i], o->world);
+	}
+	sorted = malloc(o->nranks * sizeof(*sorted));
+	if (!sorted)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	memcpy(sorted, o->ranks, o->nranks * sizeof(*sorted));
+	qsort(sorted, o->nranks, sizeof(*sorted), cmp_u32);
+	for (i = 1; i < o->nranks; i++) {
+		if (sorted[i] == sorted[i - 1]) {
+			rc = ckpt_errf(err, errlen, -EINVAL,
+				       "rank %" PRIu32 " is given twice",
+				       sorted[i]);
+			break;
+		}
+	}
+	free(sorted);
+	return rc;
+}
+
 int ckpt_view_new(struct ckpt_meta *m, const struct ckpt_view_opts *o,
 		  struct ckpt_view **out, char *err, size_t errlen)
 {
@@ -26,6 +78,10 @@ int ckpt_view_new(struct ckpt_meta *m, const struct ckpt_view_opts *o,
 	int rc;
 
 	*out = NULL;
+	ckpt_clear_last_error();
+	rc = check_ranks(o, err, errlen);
+	if (rc)
+		return rc;
 	v = calloc(1, sizeof(*v));
 	if (!v)
 		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
@@ -37,6 +93,7 @@ int ckpt_view_new(struct ckpt_meta *m, const struct ckpt_view_opts *o,
 	v->multi = o->nranks > 0;
 	v->verify = o->verify;
 	v->report = o->report;
+	v->report_ctx = o->report_ctx;
 	v->npy = o->npy;
 	pthread_mutex_init(&v->vfiles_lock, NULL);
 	if ((o->source && !(v->source = strdup(o->source))) ||
@@ -202,11 +259,12 @@ int ckpt_view_read(const struct ckpt_view *v, uint32_t slot, uint32_t node,
 		rc = ckpt_vfile_read(v, slot, n->entry, off, len, buf, got, s);
 	} else {
 		rc = ckpt_data_read(v, slot, node, off, len, buf, got, s);
-		if (rc && !strstr(ckpt_last_error(), "key '"))
-			ckpt_wrap_last_error("key '%s'",
-					     ckpt_entry_fqn(v->meta,
-							    &v->meta->entries[n->entry]));
+		if (rc)
+			ckpt_last_error_add_key(ckpt_entry_fqn(v->meta,
+					&v->meta->entries[n->entry]));
 	}
+	if (rc)
+		ckpt_last_error_finish(rc, NULL);
 	return rc;
 }
 

@@ -90,7 +90,8 @@ struct ckpt_view {
 	bool verify;
 	uint8_t *vstate;		/* per chunk, atomic: 0 unchecked,
 					 * 1 good, 2 corrupt */
-	void (*report)(const char *line);
+	void (*report)(void *ctx, const char *line);
+	void *report_ctx;		/* borrowed, handed to report */
 	bool npy;
 	char *source;			/* owned copy, or NULL */
 	char *layout_path;		/* owned copy, or NULL */
