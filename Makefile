@@ -73,7 +73,7 @@ help:
 	@echo "make fuzz       libFuzzer (clang) on the metadata parser, validator and planner, and on the torch unpickler and zip locator, FUZZ_TIME=$(FUZZ_TIME) s each"
 	@echo "make deps       install the Debian packages ckptfs needs (apt-get)"
 	@echo "make sid-chroot build (once) or reuse the Debian sid chroot with the newest PyTorch, cached in /var/cache/ckptfs/sid"
-	@echo "make install    install ckptfs, libckptfs (.a, .so, ckptfs.h, ckptfs.pc) into \$$DESTDIR\$$PREFIX, and ckptfs.py into /usr/bin/python3's site-packages"
+	@echo "make install    install ckptfs, libckptfs (.a, .so, ckptfs.h, ckptfs.pc) into \$$DESTDIR\$$PREFIX, and the ckptfs Python package into /usr/bin/python3's site-packages"
 	@echo "make check-layers  libckptfs's folder order, no cycles, no FUSE in core/, public header only outside it"
 	@echo "make clean      remove build outputs"
 	@echo "Variables: SAN=address,undefined (sanitized build in build-san/), V=1 (show commands), O=DIR"
@@ -226,7 +226,10 @@ demo: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)scripts/demo.sh $(abspath $(BIN))
 
-# The Python loader goes where /usr/bin/python3 imports from.
+# The Python package goes where /usr/bin/python3 imports from, its
+# libckptfs.so.0 a link to the one installed above (in a virtual
+# environment: pip install --no-build-isolation scripts/).
+PY_PKG := $(wildcard scripts/ckptfs/*.py) scripts/ckptfs/py.typed
 PYSITE ?= $(shell /usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
 
 LIBDIR ?= $(PREFIX)/lib
@@ -244,11 +247,9 @@ install: $(BIN) $(LIB_A) $(LIB_SO)
 		core/ckptfs.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/ckptfs.pc
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0644 docs/ckptfs.1 $(DESTDIR)$(PREFIX)/share/man/man1/ckptfs.1
-	install -d $(DESTDIR)$(PYSITE)
-	sed 's|^_INSTALLED_LIB = None|_INSTALLED_LIB = "$(LIBDIR)/libckptfs.so.0"|' \
-		scripts/ckptfs.py > $(DESTDIR)$(PYSITE)/ckptfs.py
-	chmod 0644 $(DESTDIR)$(PYSITE)/ckptfs.py
-	install -m 0644 scripts/torch_dcp_compat.py $(DESTDIR)$(PYSITE)/torch_dcp_compat.py
+	install -d $(DESTDIR)$(PYSITE)/ckptfs
+	install -m 0644 $(PY_PKG) $(DESTDIR)$(PYSITE)/ckptfs/
+	ln -sfn $(LIBDIR)/libckptfs.so.0 $(DESTDIR)$(PYSITE)/ckptfs/libckptfs.so.0
 
 clean:
 	rm -rf build build-san build-tsan build-fuzz

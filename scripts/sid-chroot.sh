@@ -16,6 +16,9 @@
 #                                    ends
 #
 # CKPTFS_SID overrides the directory (default /var/cache/ckptfs/sid).
+# Inside, CKPTFS_LIB is the work tree's build/libckptfs.so (the host's
+# CKPTFS_LIB names a path outside the chroot); CKPTFS_CHROOT_LIB, a path
+# inside it, overrides that.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${CKPTFS_SID:-/var/cache/ckptfs/sid}
@@ -66,7 +69,7 @@ run() {
 	done
 	chroot "$DIR" /usr/bin/env USE_LIBUV=0 PYTHONDONTWRITEBYTECODE=1 \
 		UCX_LOG_LEVEL=fatal \
-		CKPTFS_LIB="${CKPTFS_LIB:-$in/build/libckptfs.so}" "${args[@]}"
+		CKPTFS_LIB="${CKPTFS_CHROOT_LIB:-$in/build/libckptfs.so}" "${args[@]}"
 }
 
 case "${1:-}" in

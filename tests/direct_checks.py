@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""Checks of the direct (no FUSE) paths of scripts/ckptfs.py for
-tests/bats/direct.bats.
+"""Checks of the direct (no FUSE) paths of the ckptfs package
+(scripts/ckptfs/) for tests/bats/direct.bats.
 
     direct_checks.py same CKPT MNT W (R|LIST) [--prefix P] [--layout F] [--dtype D]
         ckptfs.load(CKPT, ...) equals load_view(MNT) (a mount made with the
@@ -192,26 +192,28 @@ def errors(tmp):
     expect(ValueError, "nolayout", lambda: ckptfs.load(c, layout=os.path.join(tmp, "nolayout")))
     # A data file truncated after it was checked: EIO naming file and key,
     # never wrong bytes.
-    import ckptfs as m
+    from ckptfs.handle import Checkpoint
 
-    orig = m._Checkpoint.__init__
+    orig = Checkpoint.__init__
 
-    def cut_after_open(self, path, *a):
-        orig(self, path, *a)
+    def cut_after_open(self, path, **kw):
+        orig(self, path, **kw)
         with open(os.path.join(c, "__0_0.distcp"), "r+b") as fh:
             fh.truncate(100)
-    m._Checkpoint.__init__ = cut_after_open
+    Checkpoint.__init__ = cut_after_open
     try:
         try:
             ckptfs.load(c)
             print("no OSError for a truncated data file")
         except OSError as e:
-            if e.errno == errno.EIO and "__0_0.distcp" in str(e) and "key '" in str(e):
+            if e.errno == errno.EIO and "__0_0.distcp" in str(e) and "key '" in str(e) \
+                    and isinstance(e, ckptfs.ReadError) and e.key and \
+                    e.path.endswith("__0_0.distcp") and e.offset is not None:
                 ok += 1
             else:
                 print("OSError without file and key:", e)
     finally:
-        m._Checkpoint.__init__ = orig
+        Checkpoint.__init__ = orig
     del bad
     print(f"{ok} of 8 error cases give the expected one-line error")
     return 0 if ok == 8 else 1
@@ -223,7 +225,8 @@ def _dcp_worker(rank, world, port, job):
     torch_dcp_compat.install()
     import torch
     import torch.distributed as dist
-    dcp, _, _ = ckptfs._dcp()
+    from ckptfs.torch import dcp_modules
+    dcp, _, _ = dcp_modules()
     from torch.distributed._shard import sharded_tensor as st_mod
     from torch.distributed._shard.sharding_spec import ChunkShardingSpec
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
@@ -259,6 +262,7 @@ def _dcp_worker(rank, world, port, job):
             _, ckpt = job
             import numpy as np
             import reference
+            from ckptfs._dtypes import torch_dtype
             exp = reference.expected(ckpt, world, rank)
             meta = reference.load(ckpt)
             sd, paths = {}, {}
@@ -270,7 +274,7 @@ def _dcp_worker(rank, world, port, job):
                     continue    # random bytes here, not torch.save blobs
                 with warnings.catch_warnings():  # float8 on torch 1.13
                     warnings.simplefilter("ignore")
-                    dt = ckptfs._torch_dtype(torch, e["dtype"], fqn)
+                    dt = torch_dtype(e["dtype"], fqn)
                 size = e["size"]
                 numel = int(np.prod(size)) if size else 1
                 if numel == 1 or not size or size[0] == 0:

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""Checks of scripts/ckptfs.py (load_view) for tests/bats/loader.bats.
+"""Checks of the ckptfs package's load_view (scripts/ckptfs/) for tests/bats/loader.bats.
 
     loader_checks.py compare CKPT MNT W R      both backends vs the reference
     loader_checks.py rss MNT                   tensors are mapped, not copied
@@ -214,7 +214,7 @@ def errors(tmp, mnt):
     plain = os.path.join(tmp, "plain.bin")
     with open(plain, "wb") as fh:
         fh.write(b"\0" * 12)
-    expect(lambda: ckptfs._load_file(plain),
+    expect(lambda: ckptfs.view._load_file(plain, "torch", False, True),
            f"{plain}: missing extended attribute user.ckptfs.kind")
     try:
         for k, v in (("kind", "tensor"), ("dtype", "float32"),
@@ -223,7 +223,7 @@ def errors(tmp, mnt):
     except OSError:
         print("(no user xattrs on this file system: size check skipped)")
     else:
-        expect(lambda: ckptfs._load_file(plain, "numpy"),
+        expect(lambda: ckptfs.view._load_file(plain, "numpy", False, True),
                f"{plain}: 12 bytes, but dtype float32 x shape [2, 2] needs 16")
     print(f"{cases} error cases raise ValueError naming the path")
     return 0

@@ -7,6 +7,9 @@
 ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 CKPTFS=${CKPTFS:-$ROOT/build/ckptfs}
 PY=/usr/bin/python3
+# The ckptfs Python package, imported from the work tree (scripts/ckptfs/),
+# loads the plain build's library unless a suite points it elsewhere.
+export CKPTFS_LIB=${CKPTFS_LIB:-$ROOT/build/libckptfs.so}
 GEN="$PY $ROOT/scripts/gen_ckpt.py"
 REF="$PY $ROOT/tests/reference.py"
 BAD="$PY $ROOT/tests/make_bad_ckpt.py"

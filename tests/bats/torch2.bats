@@ -17,9 +17,9 @@ setup_file() {
 	SID=$("$ROOT/scripts/sid-chroot.sh" path)
 	T2=$(mktemp -d "$SID/tmp/ckptfs-torch2.XXXXXX")
 	export SID T2 T2IN=${T2#$SID}
-	# The plain build's library inside the chroot (the sanitized one would
-	# need the host's sanitizer runtimes there): the default.
-	unset CKPTFS_LIB
+	# Inside the chroot, scripts/sid-chroot.sh points CKPTFS_LIB at the
+	# plain build's library (the sanitized one would need the host's
+	# sanitizer runtimes there).
 	"$ROOT/scripts/sid-chroot.sh" run /usr/bin/python3 @ROOT@/tests/torch2_check.py gen "$T2IN" >"$T2/gen.log" 2>&1 ||
 		{ tail -30 "$T2/gen.log"; return 1; }
 }

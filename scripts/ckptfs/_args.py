@@ -1,0 +1,127 @@
+# SPDX-License-Identifier: MIT
+"""Checking arguments before they reach C: integers through
+``operator.index`` within the C type's range, paths through
+``os.fsencode``, and errors that name the argument."""
+from __future__ import annotations
+
+import operator
+import os
+from typing import Iterable, List, Optional, Union
+
+from .errors import CheckpointError
+
+PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+
+U32_MAX = 2**32 - 1
+U64_MAX = 2**64 - 1
+
+
+def integer(name: str, value: object, lo: int, hi: int) -> int:
+    """value as an int in [lo, hi]: TypeError when it is not an integer
+    (a float, a str), ValueError (CheckpointError) naming the argument when
+    it is out of range."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, not bool")
+    try:
+        v = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, not "
+                        f"{type(value).__name__}") from None
+    if not lo <= v <= hi:
+        raise CheckpointError(f"{name} must be in [{lo}, {hi}], got {v}")
+    return v
+
+
+def path(name: str, value: object) -> bytes:
+    """A str, bytes or os.PathLike path as bytes (os.fsencode); a NUL in
+    it is a ValueError (CheckpointError), any other type a TypeError."""
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise TypeError(f"{name} must be a str, bytes or os.PathLike path, "
+                        f"not {type(value).__name__}")
+    b = os.fsencode(os.fspath(value))
+    if b"\0" in b:
+        raise CheckpointError(f"{name} contains a NUL byte: {value!r}")
+    if not b:
+        raise CheckpointError(f"{name} is empty")
+    return b
+
+
+def text(name: str, value: object) -> bytes:
+    """A str (UTF-8) or bytes argument such as a prefix, without NUL."""
+    if isinstance(value, str):
+        b = value.encode("utf-8", "surrogateescape")
+    elif isinstance(value, bytes):
+        b = value
+    else:
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if b"\0" in b:
+        raise CheckpointError(f"{name} contains a NUL byte: {value!r}")
+    return b
+
+
+def world_rank(world: object, rank: object, ranks: Optional[Iterable[object]]
+               ) -> tuple[int, int, Optional[List[int]]]:
+    """(world, rank, ranks) checked: world in [1, 2**32-1], each rank in
+    [0, world), ranks distinct and not empty, and not both rank and
+    ranks."""
+    w = integer("world", world, 1, U32_MAX)
+    if ranks is not None:
+        if rank is not None:
+            raise TypeError("give rank or ranks, not both")
+        if isinstance(ranks, (str, bytes)):
+            raise TypeError("ranks must be a list of integers, not "
+                            f"{type(ranks).__name__}")
+        lst = [integer("ranks[]", r, 0, U32_MAX) for r in ranks]
+        if not lst:
+            raise CheckpointError("ranks is empty")
+        for r in lst:
+            if r >= w:
+                raise CheckpointError(f"rank {r} is out of range: need 0 <= "
+                                      f"rank < world ({w})")
+        if len(set(lst)) != len(lst):
+            raise CheckpointError(f"ranks must be distinct, got {lst}")
+        return w, 0, lst
+    r = integer("rank", 0 if rank is None else rank, 0, U32_MAX)
+    if r >= w:
+        raise CheckpointError(f"rank {r} is out of range: need 0 <= rank < "
+                              f"world ({w})")
+    return w, r, None
+
+
+def threads(value: object) -> Optional[int]:
+    """A count in [1, 4096], or None for None or 0 (the default: this
+    process's share of the CPUs)."""
+    if value is None:
+        return None
+    return integer("threads", value, 0, 4096) or None
+
+
+def cache_mb(value: object) -> Optional[int]:
+    """None (libckptfs's default, 1024), or MiB in [1, 2**44 - 1]."""
+    if value is None:
+        return None
+    return integer("cache_mb", value, 1, (U64_MAX >> 20))
+
+
+def choice(name: str, value: object, allowed: tuple[Optional[str], ...]
+           ) -> Optional[str]:
+    """value, which must be one of allowed."""
+    if value not in allowed:
+        names = " or ".join(repr(a) for a in allowed)
+        raise CheckpointError(f"{name} must be {names}, not {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def default_threads() -> int:
+    """This process's share of the CPUs: the CPUs it may run on divided
+    by the processes of the job on this node (LOCAL_WORLD_SIZE, as
+    torchrun sets it), at least 1."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    try:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    except ValueError:
+        local = 1
+    return max(1, cpus // max(1, local))

@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: MIT
+"""The exceptions ckptfs raises.  Every one is a :class:`Error` carrying
+what libckptfs reported as fields (``code``, ``path``, ``key``,
+``offset``); the class is chosen from the code, never from the message:
+
+- :class:`CheckpointError` (also a :class:`ValueError`): the checkpoint is
+  bad (malformed, inconsistent, refused) or an argument is;
+- :class:`ReadError` (also an :class:`OSError`, with ``errno`` set): the
+  bytes could not be read (a data file truncated or replaced since it was
+  opened, an I/O error, a ``verify`` mismatch).
+
+Arguments of the wrong type raise :class:`TypeError`, as Python does.
+"""
+from __future__ import annotations
+
+import errno as _errno
+import os
+from typing import Optional
+
+__all__ = ["Error", "CheckpointError", "ReadError"]
+
+#: Codes that mean "the bytes could not be read", not "the input is bad".
+IO_CODES = frozenset({
+    _errno.EIO, _errno.EACCES, _errno.EPERM, _errno.EMFILE, _errno.ENFILE,
+    _errno.ESTALE, _errno.ENODEV, _errno.ENXIO, _errno.ETIMEDOUT,
+    _errno.ECONNRESET, _errno.ECONNREFUSED, _errno.EHOSTUNREACH,
+    _errno.ENETUNREACH, _errno.EAGAIN, _errno.EBADF, _errno.EINTR,
+    _errno.ENOSPC, _errno.EROFS,
+})
+
+
+class Error(Exception):
+    """Base of ckptfs's errors.
+
+    Attributes:
+        code: the errno value libckptfs returned (``errno.EINVAL``,
+            ``errno.EIO``, ...); 0 for a check made in Python.
+        path: the file (or checkpoint directory) concerned, or None.
+        key: the checkpoint key (FQN) concerned, or None.
+        offset: the byte offset in ``path`` concerned, or None.
+    """
+
+    code: int
+    path: Optional[str]
+    key: Optional[str]
+    offset: Optional[int]
+
+    def __init__(self, message: str, *, code: int = 0,
+                 path: Optional[str] = None, key: Optional[str] = None,
+                 offset: Optional[int] = None) -> None:
+        super().__init__(message)
+        self._fields(message, code, path, key, offset)
+
+    def _fields(self, message: str, code: int, path: Optional[str],
+                key: Optional[str], offset: Optional[int]) -> None:
+        self.message = message
+        self.code = code
+        self.path = path
+        self.key = key
+        self.offset = offset
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class CheckpointError(Error, ValueError):
+    """A bad checkpoint (malformed, inconsistent or refused metadata, a
+    missing or short data file, no key matching a prefix) or a bad
+    argument value.  The message names the file, the key and the fact."""
+
+
+class ReadError(Error, OSError):
+    """Bytes that could not be read: ``errno`` is the code (usually EIO),
+    the message names the file, the offset and the key."""
+
+    def __init__(self, message: str, *, code: int = _errno.EIO,
+                 path: Optional[str] = None, key: Optional[str] = None,
+                 offset: Optional[int] = None) -> None:
+        OSError.__init__(self, code, message)
+        self._fields(message, code, path, key, offset)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def from_code(code: int, message: str, path: Optional[str] = None,
+              key: Optional[str] = None,
+              offset: Optional[int] = None) -> BaseException:
+    """The exception for a libckptfs failure: MemoryError for ENOMEM,
+    ReadError for an I/O code, CheckpointError for any other."""
+    if code == _errno.ENOMEM:
+        return MemoryError(message)
+    cls = ReadError if code in IO_CODES else CheckpointError
+    return cls(message, code=code, path=path, key=key, offset=offset)
+
+
+def from_lib(err: object, fallback: str = "") -> BaseException:
+    """The exception for a ``struct ckpt_error`` (ckptfs._lib.Error)."""
+    from . import _lib
+    assert isinstance(err, _lib.Error)
+    text = err.message.decode("utf-8", "replace") or fallback or \
+        os.strerror(err.code)
+    path = os.fsdecode(err.path) if err.path else None
+    key = err.key.decode("utf-8", "surrogateescape") if err.key else None
+    off = None if err.offset == _lib.NO_OFFSET else int(err.offset)
+    return from_code(int(err.code) or _errno.EIO, text, path, key, off)

@@ -1,0 +1,314 @@
+# SPDX-License-Identifier: MIT
+"""An open checkpoint: :func:`open` gives a :class:`Checkpoint` whose
+parsed metadata, data-file descriptors and decoded-record cache are kept
+between loads and released at once by :meth:`Checkpoint.close` (or the
+``with`` block's end)."""
+from __future__ import annotations
+
+import ctypes as C
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+
+from . import _args, _lib
+from ._args import PathArg
+from .errors import CheckpointError, from_lib
+
+__all__ = ["Checkpoint", "CheckpointInfo", "KeyInfo", "PlanEntry", "PlanRun",
+           "open"]
+
+_ERRLEN = 4096
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """One key of a checkpoint.
+
+    Attributes:
+        name: the key (FQN), e.g. ``"optim.state.layer1.weight.exp_avg"``.
+        kind: ``"tensor"`` or ``"bytes"`` (a blob such as pickled
+            param_groups).
+        dtype: the saved dtype name (``"float32"``, ``"bfloat16"``, ...),
+            None for bytes.
+        shape: the global shape (``()`` for a 0-d tensor or bytes).
+        nbytes: bytes of the global tensor, or of the blob.
+        nchunks: saved chunks (shards) it is stored in.
+    """
+
+    name: str
+    kind: str
+    dtype: Optional[str]
+    shape: Tuple[int, ...]
+    nbytes: int
+    nchunks: int
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """What :meth:`Checkpoint.info` tells about a checkpoint.
+
+    Attributes:
+        path: the checkpoint as opened.
+        format: its format, as ``ckptfs info`` names it (``"torch-dcp"``,
+            ``"tensorplay-dcp"``, ``"safetensors"``, ...).
+        origin: where its metadata came from (``"native"``, ``"torch"``,
+            ``"torch-index"``, ``"torch-rank-local"``, ``"safetensors"``,
+            ``"safetensors-dcp-sharded"``).
+        keys: every key by name, in metadata order.
+        nbytes: bytes of every key together.
+        nchunks: saved chunks of every key together.
+        nfiles: data files.
+    """
+
+    path: str
+    format: str
+    origin: str
+    keys: Dict[str, KeyInfo] = field(repr=False)
+    nbytes: int
+    nchunks: int
+    nfiles: int
+
+
+@dataclass(frozen=True)
+class PlanRun:
+    """One run of a read plan: ``length`` bytes of data file ``file`` at
+    ``offset`` (of its decoded bytes when ``decoded``: a zstd record)."""
+
+    file: str
+    offset: int
+    length: int
+    decoded: bool
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    """What one rank reads for one key: its slice (``offsets`` and
+    ``shape`` in the global tensor) and the runs of data-file bytes that
+    fill it, in order."""
+
+    rank: int
+    key: str
+    path: str
+    shape: Tuple[int, ...]
+    offsets: Tuple[int, ...]
+    nbytes: int
+    runs: List[PlanRun]
+
+
+def _text(b: Optional[bytes]) -> str:
+    return "" if b is None else b.decode("utf-8", "surrogateescape")
+
+
+class Checkpoint:
+    """An open checkpoint (see :func:`open`).  Thread-safe: loads on one
+    handle may run in several threads at once; :meth:`close` waits for
+    them."""
+
+    def __init__(self, path: PathArg, *, cache_mb: Optional[int] = None,
+                 threads: Optional[int] = None,
+                 follow_symlinks: bool = False) -> None:
+        self._bpath = _args.path("path", path)
+        self.path: str = os.fsdecode(self._bpath)
+        cache = _args.cache_mb(cache_mb)
+        self.threads: int = _args.threads(threads) or \
+            _args.default_threads()
+        self._lock = threading.Condition()
+        self._busy = 0
+        self._m: Optional[C.c_void_p] = None
+        err = C.create_string_buffer(_ERRLEN)
+        oo = _lib.OpenOpts()
+        oo.follow_symlinks = bool(follow_symlinks)
+        if cache is not None:
+            oo.cache_bytes = cache << 20
+        m = C.c_void_p()
+        lib = _lib.lib
+        if lib.ckpt_meta_open_opts(self._bpath, C.byref(oo), C.byref(m), err,
+                                   len(err)):
+            raise from_lib(_lib.last_error())
+        if lib.ckpt_files_open(m, 1 if follow_symlinks else 0, 0, err,
+                               len(err)):
+            e = from_lib(_lib.last_error())
+            lib.ckpt_meta_free(m)
+            raise e
+        self._m = m
+        self._keys: Optional[Dict[str, int]] = None
+
+    # -- lifetime ----------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._m is None
+
+    def close(self) -> None:
+        """Close the data files and free the parsed metadata and the
+        decoded-record cache now, after any load still running on this
+        handle.  Closing twice is harmless."""
+        with self._lock:
+            while self._busy:
+                self._lock.wait()
+            m, self._m = self._m, None
+        if m is not None:
+            _lib.lib.ckpt_meta_free(m)
+
+    def __enter__(self) -> "Checkpoint":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        m = getattr(self, "_m", None)
+        if m is not None:
+            _lib.lib.ckpt_meta_free(m)
+            self._m = None
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<ckptfs.Checkpoint {self.path!r} {state}>"
+
+    def _acquire(self) -> C.c_void_p:
+        with self._lock:
+            if self._m is None:
+                raise CheckpointError(f"{self.path}: the checkpoint is "
+                                      f"closed", path=self.path)
+            self._busy += 1
+            return self._m
+
+    def _release(self) -> None:
+        with self._lock:
+            self._busy -= 1
+            self._lock.notify_all()
+
+    # -- facts -------------------------------------------------------
+    def _key_info(self, m: C.c_void_p, k: int) -> KeyInfo:
+        ki = _lib.KeyInfo()
+        _lib.lib.ckpt_meta_key(m, k, C.byref(ki))
+        tensor = ki.kind == _lib.KIND_TENSOR
+        return KeyInfo(name=_text(ki.fqn),
+                       kind="tensor" if tensor else "bytes",
+                       dtype=_lib.DTYPES[ki.dtype] if tensor else None,
+                       shape=tuple(ki.shape[:ki.ndim]) if tensor else (),
+                       nbytes=int(ki.nbytes), nchunks=int(ki.nchunks))
+
+    def info(self) -> CheckpointInfo:
+        """The checkpoint's format and keys (dtype, shape, bytes of each)."""
+        m = self._acquire()
+        try:
+            mi = _lib.MetaInfo()
+            _lib.lib.ckpt_meta_info(m, C.byref(mi))
+            keys = {}
+            for k in range(mi.nkeys):
+                ki = self._key_info(m, k)
+                keys[ki.name] = ki
+            origin = _lib.ORIGINS[mi.origin] \
+                if 0 <= mi.origin < len(_lib.ORIGINS) else str(mi.origin)
+            return CheckpointInfo(
+                path=self.path, format=_text(mi.format), origin=origin,
+                keys=keys, nbytes=sum(k.nbytes for k in keys.values()),
+                nchunks=int(mi.nchunks), nfiles=int(mi.nfiles))
+        finally:
+            self._release()
+
+    def key_index(self, name: str) -> int:
+        """The index of key ``name`` (CheckpointError when there is none)."""
+        keys = self._keys
+        if keys is None:
+            m = self._acquire()
+            try:
+                mi = _lib.MetaInfo()
+                _lib.lib.ckpt_meta_info(m, C.byref(mi))
+                ki = _lib.KeyInfo()
+                keys = {}
+                for k in range(mi.nkeys):
+                    _lib.lib.ckpt_meta_key(m, k, C.byref(ki))
+                    keys[_text(ki.fqn)] = k
+            finally:
+                self._release()
+            self._keys = keys
+        try:
+            return keys[name]
+        except KeyError:
+            raise CheckpointError(f"{self.path}: no key '{name}' in the "
+                                  f"checkpoint", path=self.path,
+                                  key=name) from None
+
+    # -- reading -----------------------------------------------------
+    def load(self, world: int = 1, rank: Optional[int] = None, *,
+             ranks: Optional[Iterable[int]] = None,
+             prefix: Optional[str] = None,
+             layout: Optional[PathArg] = None, dtype: Optional[str] = None,
+             backend: str = "torch", threads: Optional[int] = None,
+             trust_pickles: bool = False) -> Any:
+        """What :func:`ckptfs.load` returns, read from this open checkpoint
+        (see there); may be called any number of times."""
+        from .load import load_from
+        return load_from(self, world, rank, ranks=ranks, prefix=prefix,
+                         layout=layout, dtype=dtype, backend=backend,
+                         threads=threads, trust_pickles=trust_pickles)
+
+    def plan(self, world: int = 1, rank: Optional[int] = None, *,
+             ranks: Optional[Iterable[int]] = None,
+             prefix: Optional[str] = None,
+             layout: Optional[PathArg] = None) -> List[PlanEntry]:
+        """The read plan of rank ``rank`` (or of each of ``ranks``) of a
+        world of ``world``: for each key file of the view, its slice and
+        the runs of data-file bytes that fill it, without reading any."""
+        from .load import View
+        out: List[PlanEntry] = []
+        with View(self, world, rank, ranks=ranks, prefix=prefix,
+                  layout=layout) as v:
+            files: Dict[int, str] = {}
+
+            def file_name(fi: int) -> str:
+                if fi not in files:
+                    p = C.c_char_p()
+                    size = C.c_uint64()
+                    _lib.lib.ckpt_meta_file(v.m, fi, C.byref(p),
+                                            C.byref(size))
+                    files[fi] = _text(p.value)
+                return files[fi]
+
+            for slot, node, e in v.entries():
+                runs: List[PlanRun] = []
+
+                def one(ctx: Any, run: Any) -> int:
+                    r = C.cast(run, C.POINTER(_lib.ReadRun)).contents
+                    runs.append(PlanRun(file_name(r.file), int(r.foff),
+                                        int(r.len), bool(r.decoded)))
+                    return 0
+                cb = _lib.RunFn(one)
+                size = e.size - e.header
+                if e.kind == _lib.KIND_TENSOR and size:
+                    _lib.lib.ckpt_view_plan(v.v, slot, node, 0, size, cb,
+                                            None)
+                out.append(PlanEntry(
+                    rank=int(_lib.lib.ckpt_view_slot_rank(v.v, slot)),
+                    key=_text(e.fqn), path="/".join(v.components(node)),
+                    shape=tuple(e.shape[:e.ndim]),
+                    offsets=tuple(e.offsets[:e.ndim]), nbytes=int(size),
+                    runs=runs))
+        return out
+
+
+def open(path: PathArg, *, cache_mb: Optional[int] = None,
+         threads: Optional[int] = None,
+         follow_symlinks: bool = False) -> Checkpoint:
+    """Open checkpoint directory ``path`` (any format ckptfs mounts):
+    parse and validate its metadata and check its data files.
+
+    cache_mb: memory for decoded zstd records, and the most one may
+        decode to (default 1024), as ``-o cache_mb``.
+    threads: the read pool of every load on this handle (default: this
+        process's share of the CPUs, CPUs / ``LOCAL_WORLD_SIZE``).
+    follow_symlinks: data files may lead outside the directory.
+
+    Use it as a context manager (``with ckptfs.open(p) as c:``) or call
+    ``close()``: that releases the file descriptors and caches at once.
+    Raises CheckpointError naming the file, key and problem for a bad
+    checkpoint."""
+    return Checkpoint(path, cache_mb=cache_mb, threads=threads,
+                      follow_symlinks=follow_symlinks)
+
+
+PathOrCheckpoint = Union[PathArg, Checkpoint]
