@@ -298,6 +298,16 @@ def last_error() -> Error:
     return e
 
 
+def _join(t: threading.Thread) -> None:
+    """Join t, which has done its work and is only returning."""
+    while True:
+        try:
+            t.join()
+            return
+        except KeyboardInterrupt:
+            pass
+
+
 def run_cancellable(call: Callable[["C._Pointer[C.c_int]"], int]
                     ) -> Tuple[int, Optional[Error]]:
     """Run ``call(cancel)``, a libckptfs batch read given a cancel flag,
@@ -313,6 +323,7 @@ def run_cancellable(call: Callable[["C._Pointer[C.c_int]"], int]
         rc = call(ptr)
         return rc, (last_error() if rc else None)
     out: List[Any] = []
+    done = threading.Event()
 
     def work() -> None:
         try:
@@ -320,20 +331,28 @@ def run_cancellable(call: Callable[["C._Pointer[C.c_int]"], int]
             out.append((rc, last_error() if rc else None))
         except BaseException as e:   # noqa: B902 - handed to the caller
             out.append(e)
+        finally:
+            done.set()
 
+    # Waiting on an Event, not Thread.join(): on Python 3.11, a
+    # KeyboardInterrupt inside join() can mark a running thread stopped
+    # (threading's bpo-45274 handling), and the memory the engine is
+    # filling must not be freed before it has stopped.
     t = threading.Thread(target=work, name="ckptfs-read", daemon=True)
     t.start()
     try:
-        while t.is_alive():
-            t.join(0.25)
+        while not done.wait(0.25):
+            pass
     except BaseException:
         flag.value = 1
-        while t.is_alive():
+        while not done.is_set():
             try:
-                t.join()
+                done.wait()
             except KeyboardInterrupt:
                 pass    # stopping already
+        _join(t)
         raise
+    _join(t)
     res = out[0]
     if isinstance(res, BaseException):
         raise res

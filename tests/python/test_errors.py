@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: MIT
+"""Errors as classes carrying the library's fields (issue 18 item 6,
+issue 21 item 5): CheckpointError (a ValueError) for bad checkpoints and
+arguments, ReadError (an OSError with errno) for I/O, each with path, key
+and offset, chosen from the code; a path containing "key '" changes
+nothing."""
+import errno
+import os
+import subprocess
+
+import pytest
+
+import ckptfs
+from ckptfs import errors
+from conftest import PY, ROOT, gen_native
+
+
+def test_classes():
+    assert issubclass(ckptfs.CheckpointError, ckptfs.Error)
+    assert issubclass(ckptfs.CheckpointError, ValueError)
+    assert issubclass(ckptfs.ReadError, ckptfs.Error)
+    assert issubclass(ckptfs.ReadError, OSError)
+    e = ckptfs.ReadError("m", path="p", key="k", offset=3)
+    assert (e.errno, e.code, e.path, e.key, e.offset, str(e)) == \
+        (errno.EIO, errno.EIO, "p", "k", 3, "m")
+    e = ckptfs.CheckpointError("bad", code=errno.EINVAL, key="k")
+    assert (e.code, e.key, e.path, e.offset, str(e)) == \
+        (errno.EINVAL, "k", None, None, "bad")
+
+
+def test_class_from_code_never_from_text():
+    # The message says "lie past" and "no key", which the old module
+    # searched for; the code decides.
+    e = errors.from_code(errno.EIO, "request 0: bytes lie past its end, no key")
+    assert type(e) is ckptfs.ReadError and e.errno == errno.EIO
+    e = errors.from_code(errno.EINVAL, "read error: Input/output error")
+    assert type(e) is ckptfs.CheckpointError
+    assert type(errors.from_code(errno.ENOMEM, "x")) is MemoryError
+    for code in (errno.EACCES, errno.ESTALE, errno.EMFILE):
+        assert type(errors.from_code(code, "x")) is ckptfs.ReadError
+    for code in (errno.EBADMSG, errno.ENOENT, errno.EXDEV, errno.EFBIG):
+        assert type(errors.from_code(code, "x")) is ckptfs.CheckpointError
+
+
+def bad(kind, path):
+    subprocess.check_call([PY, os.path.join(ROOT, "tests", "make_bad_ckpt.py"),
+                           kind, str(path)], stdout=subprocess.DEVNULL)
+    return str(path)
+
+
+def test_bad_checkpoints_are_checkpoint_errors(tmp_path):
+    with pytest.raises(ckptfs.CheckpointError) as ei:
+        ckptfs.load(str(tmp_path / "none"))
+    assert ei.value.code == errno.ENOENT
+    assert ei.value.path == str(tmp_path / "none")
+    c = bad("chunk_outside", tmp_path / "c1")
+    with pytest.raises(ckptfs.CheckpointError) as ei:
+        ckptfs.open(c)
+    assert "optim.state.w.exp_avg" in str(ei.value)
+    assert ei.value.code == errno.EINVAL and ei.value.path == c
+    c = bad("file_short", tmp_path / "c2")
+    with pytest.raises(ckptfs.CheckpointError) as ei:
+        ckptfs.open(c)
+    assert "data file has" in str(ei.value)
+    assert ei.value.path.startswith(c + "/") and ei.value.key
+
+
+def truncated_load(ckpt):
+    """Load ckpt after cutting its first data file short once it is open:
+    the ReadError."""
+    with ckptfs.open(ckpt) as c:
+        files = sorted(f for f in os.listdir(ckpt) if f.endswith(".distcp"))
+        victim = os.path.join(ckpt, files[0])
+        os.truncate(victim, 64)
+        with pytest.raises(ckptfs.ReadError) as ei:
+            c.load(1, 0, backend="numpy")
+    return ei.value, victim
+
+
+def test_truncated_data_file_is_a_read_error_with_fields(fresh_ckpt):
+    e, victim = truncated_load(fresh_ckpt)
+    assert e.errno == errno.EIO and e.code == errno.EIO
+    assert e.path == victim
+    assert e.offset is not None and e.offset >= 0
+    assert e.key and f"key '{e.key}'" in str(e)
+    assert victim in str(e)
+
+
+def test_a_path_containing_key_quote_behaves_the_same(tmp_path):
+    """Once the C library decided whether to add the key by searching
+    the message for "key '": a directory so named lost it."""
+    plain = gen_native(tmp_path / "plain", seed=11, keys=12)
+    odd = gen_native(tmp_path / "a key 'x' b", seed=11, keys=12)
+    e1, v1 = truncated_load(plain)
+    e2, v2 = truncated_load(odd)
+    assert (type(e1), e1.errno, e1.key, e1.offset) == \
+        (type(e2), e2.errno, e2.key, e2.offset)
+    assert e2.path == v2 and str(e2).count(f"key '{e2.key}'") == 1
+    assert str(e1).replace(str(tmp_path / "plain"), "D") == \
+        str(e2).replace(str(tmp_path / "a key 'x' b"), "D")
+
+
+def test_box_read_outside_the_shape_is_a_checkpoint_error(native_ckpt):
+    import ctypes
+    from ckptfs import _lib
+    from ckptfs.load import read_batch
+    with ckptfs.open(native_ckpt) as c:
+        info = c.info()
+        name, k = next((n, k) for n, k in info.keys.items()
+                       if k.kind == "tensor" and k.shape and k.shape[0] > 1)
+        reqs = (_lib.BoxReq * 1)()
+        reqs[0].key = c.key_index(name)
+        for d, s in enumerate(k.shape):
+            reqs[0].size[d] = s
+        reqs[0].off[0] = 1
+        buf = ctypes.create_string_buffer(k.nbytes)
+        reqs[0].dst = ctypes.addressof(buf)
+        m = c._acquire()
+        try:
+            with pytest.raises(ckptfs.CheckpointError) as ei:
+                read_batch(m, reqs, 1, 2, boxes=True)
+        finally:
+            c._release()
+    assert ei.value.key == name and "lies outside the shape" in str(ei.value)
+
