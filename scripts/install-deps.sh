@@ -9,7 +9,8 @@ pkgs=("$@")
       libxxhash-dev zlib1g-dev bats python3-numpy python3-msgpack attr valgrind clang
       libclang-rt-14-dev python3-torch python3-xxhash debootstrap
       libzstd-dev python3-zstandard libcurl4-openssl-dev curl
-      ceph-mon ceph-osd radosgw ceph-common)
+      ceph-mon ceph-osd radosgw ceph-common python3-pytest python3-venv
+      python3-setuptools mypy)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # The whole test run behind `make check`: for each build directory given
 # (plain, then sanitized), the C unit tests and the end-to-end bats suites
-# through real mounts.  Ends with one line "N passed, N failed, N skipped".
+# through real mounts; then the Python package's pytest suite on the first
+# (tests/python/: mypy --strict, a venv install, the README walkthrough).  Ends with one line "N passed, N failed, N skipped".
 # A skipped test (TAP "ok N ... # skip") is counted as skipped, not passed,
 # and any skip fails the run: every suite (torch and loader included)
 # must run in `make check`.
@@ -38,6 +39,20 @@ for b in "$@"; do
 	fi
 	count "bats ($b)"
 done
+
+# The Python package (scripts/ckptfs/) with pytest (tests/python/), on the
+# first build's library: its results become TAP lines for the count.
+echo "== python package: pytest tests/python ($1)"
+CKPTFS_BUILD="$ROOT/$1" CKPTFS_LIB="$ROOT/$1/libckptfs.so" \
+	/usr/bin/python3 -m pytest -p no:cacheprovider -rA tests/python > "$log.py" 2>&1
+rc=$?
+cat "$log.py"
+sed -n -E 's/^PASSED (.*)$/ok \1/p; s/^(FAILED|ERROR) (.*)$/not ok \2/p; s/^SKIPPED (.*)$/ok # skip \1/p' "$log.py" > "$log"
+if [ "$rc" -ne 0 ] && ! grep -q '^not ok ' "$log"; then
+	echo "not ok pytest exited $rc without a failed test" | tee -a "$log"
+fi
+rm -f "$log.py"
+count "pytest ($1)"
 
 # Memory errors the sanitizers cannot see in the plain build: valgrind runs
 # the unit tests of the first build given.

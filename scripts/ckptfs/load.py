@@ -42,7 +42,7 @@ class View:
         lay_path = None if layout is None else _args.path("layout", layout)
         self.ck = ck
         self.multi = rank_list is not None
-        self.m = ck._acquire()
+        self.m: Optional[C.c_void_p] = ck._acquire()
         self.v = C.c_void_p()
         self.lay = C.c_void_p()
         lib = _lib.lib

@@ -53,12 +53,20 @@ def dcp_modules() -> Tuple[ModuleType, ModuleType, ModuleType]:
 
 
 _dcp, _md, _planner = dcp_modules()
-try:
-    _TensorProperties: Any = _md.TensorProperties
-except AttributeError:      # torch 1.13
-    from torch.distributed._shard.sharded_tensor.metadata import \
-        TensorProperties as _TensorProperties
+
+
+def _tensor_properties() -> Any:
+    try:
+        return _md.TensorProperties
+    except AttributeError:      # torch 1.13
+        return importlib.import_module(
+            "torch.distributed._shard.sharded_tensor.metadata"
+        ).TensorProperties
+
+
+_TensorProperties = _tensor_properties()
 _BYTE_IO = _planner.LoadItemType.BYTE_IO
+_Base: Any = _dcp.StorageReader
 
 
 def _layout_markers(path: str) -> bool:
@@ -78,7 +86,7 @@ def _layout_markers(path: str) -> bool:
     return False
 
 
-class StorageReader(_dcp.StorageReader):  # type: ignore[misc]
+class StorageReader(_Base):  # type: ignore[misc]
     """A ``torch.distributed.checkpoint.StorageReader`` over libckptfs.
 
     ``dcp.load(state_dict, storage_reader=ckptfs.StorageReader(path))``
@@ -261,9 +269,9 @@ class StorageReader(_dcp.StorageReader):  # type: ignore[misc]
             read_batch(m, reqs, n, self.threads, boxes=True)
         finally:
             ck._release()
-        for it, buf, target, dst in post:
-            if buf is not None:
-                planner.load_bytes(it, io.BytesIO(bytes(buf)))
+        for it, blob, target, dst in post:
+            if blob is not None:
+                planner.load_bytes(it, io.BytesIO(bytes(blob)))
             else:
                 if dst is not target:
                     target.copy_(dst)

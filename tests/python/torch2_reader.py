@@ -1,0 +1,112 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""ckptfs.StorageReader with torch 2.x, inside the sid chroot (run by
+test_torch2.py): get_state_dict/set_state_dict round trip through
+dcp.save and dcp.load(storage_reader=..., planner=...), checkpoint_id
+through reset(), rank-local metadata (use_collectives=False), and
+read_metadata without unpickling anything.
+
+    torch2_reader.py TMPDIR
+"""
+import os
+import pickle
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))), "scripts"))
+
+import torch  # noqa: E402
+import torch.distributed.checkpoint as dcp  # noqa: E402
+from torch.distributed.checkpoint.default_planner import \
+    DefaultLoadPlanner  # noqa: E402
+from torch.distributed.checkpoint.state_dict import (  # noqa: E402
+    get_state_dict, set_state_dict)
+
+import ckptfs  # noqa: E402
+
+
+def model_and_optim(seed):
+    torch.manual_seed(seed)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                            torch.nn.Linear(32, 8))
+    o = torch.optim.Adam(m.parameters(), lr=1e-3)
+    m(torch.randn(4, 16)).sum().backward()
+    o.step()
+    return m, o
+
+
+def same_state(m1, o1, m2, o2):
+    for a, b in zip(m1.state_dict().values(), m2.state_dict().values()):
+        assert torch.equal(a, b)
+    s1, s2 = o1.state_dict(), o2.state_dict()
+    assert s1["param_groups"] == s2["param_groups"]
+    for k in s1["state"]:
+        for n, v in s1["state"][k].items():
+            assert torch.equal(v, s2["state"][k][n]), (k, n)
+
+
+def main(tmp):
+    checks = 0
+    m, o = model_and_optim(1)
+    msd, osd = get_state_dict(m, o)
+    ck = os.path.join(tmp, "ckpt")
+    dcp.save({"model": msd, "optim": osd}, checkpoint_id=ck)
+
+    # get_state_dict -> dcp.load(ckptfs, planner=) -> set_state_dict
+    for how in ("storage_reader", "checkpoint_id"):
+        m2, o2 = model_and_optim(2)
+        msd2, osd2 = get_state_dict(m2, o2)
+        sd = {"model": msd2, "optim": osd2}
+        if how == "storage_reader":
+            with ckptfs.StorageReader(ck, threads=2) as r:
+                dcp.load(sd, storage_reader=r, planner=DefaultLoadPlanner())
+        else:
+            dcp.load(sd, checkpoint_id=ck,
+                     storage_reader=ckptfs.StorageReader())
+        set_state_dict(m2, o2, model_state_dict=sd["model"],
+                       optim_state_dict=sd["optim"])
+        same_state(m, o, m2, o2)
+        checks += 1
+
+    # Metadata from libckptfs's parse: nothing unpickled.
+    want = dcp.FileSystemReader(ck).read_metadata()
+
+    def refuse(*a, **k):
+        raise AssertionError("unpickled a checkpoint file")
+    saved = pickle.load, pickle.loads, pickle.Unpickler, torch.load
+    pickle.load = pickle.loads = pickle.Unpickler = torch.load = refuse
+    try:
+        got = ckptfs.StorageReader(ck).read_metadata()
+    finally:
+        pickle.load, pickle.loads, pickle.Unpickler, torch.load = saved
+    a, b = want.state_dict_metadata, got.state_dict_metadata
+    assert set(a) == set(b)
+    for k in a:
+        assert type(a[k]) is type(b[k]), k
+        if hasattr(a[k], "size"):
+            assert a[k].size == b[k].size and \
+                a[k].properties.dtype == b[k].properties.dtype, k
+    checks += 1
+
+    # Rank-local metadata (no .metadata): accepted and loaded.
+    local = os.path.join(tmp, "local")
+    dcp.save({"model": msd, "optim": osd},
+             storage_writer=dcp.FileSystemWriter(local), use_collectives=False)
+    assert not os.path.exists(os.path.join(local, ".metadata"))
+    assert ckptfs.StorageReader.validate_checkpoint_id(local)
+    m3, o3 = model_and_optim(3)
+    msd3, osd3 = get_state_dict(m3, o3)
+    sd = {"model": msd3, "optim": osd3}
+    dcp.load(sd, storage_reader=ckptfs.StorageReader(local))
+    set_state_dict(m3, o3, model_state_dict=sd["model"],
+                   optim_state_dict=sd["optim"])
+    same_state(m, o, m3, o3)
+    checks += 1
+    assert ckptfs.StorageReader.validate_checkpoint_id(ck)
+    assert not ckptfs.StorageReader.validate_checkpoint_id(tmp)
+    print(f"torch {torch.__version__}: {checks} StorageReader checks ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
