@@ -305,6 +305,25 @@ static int run(struct job *j, unsigned threads, char *err, size_t errlen)
 	return 0;
 }
 
+/* A job for n requests read with options o (may be NULL), and room for
+ * their lengths in *len (caller frees both with free()); NULL when out of
+ * memory. */
+static struct job *job_new(size_t n, const struct ckpt_batch_opts *o,
+			   uint64_t **len)
+{
+	struct job *j = calloc(1, sizeof(*j));
+
+	*len = malloc((n ? n : 1) * sizeof(uint64_t));
+	if (!j || !*len) {
+		free(j);
+		free(*len);
+		*len = NULL;
+		return NULL;
+	}
+	j->cancel = o ? o->cancel : NULL;
+	return j;
+}
+
 /* Cut the requests of sizes len[0..n) of job j into pieces and serve
  * them (j's requests are set).  Returns 0 or -errno with err. */
 static int run_pieces(struct job *j, const uint64_t *len, size_t n,
@@ -335,15 +354,11 @@ int ckpt_view_read_batch_opts(const struct ckpt_view *v,
 	int rc;
 
 	ckpt_clear_last_error();
-	j = calloc(1, sizeof(*j));
-	len = malloc((n ? n : 1) * sizeof(uint64_t));
-	if (!j || !len) {
-		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-		goto out_free;
-	}
+	j = job_new(n, o, &len);
+	if (!j)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 	j->v = v;
 	j->vreqs = reqs;
-	j->cancel = o ? o->cancel : NULL;
 	for (i = 0; i < n; i++) {
 		struct ckpt_entry_info e;
 		uint64_t size;
@@ -394,15 +409,11 @@ int ckpt_meta_read_boxes_opts(struct ckpt_meta *m,
 	int rc = 0;
 
 	ckpt_clear_last_error();
-	j = calloc(1, sizeof(*j));
-	len = malloc((n ? n : 1) * sizeof(uint64_t));
-	if (!j || !len) {
-		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-		goto out_free;
-	}
+	j = job_new(n, o, &len);
+	if (!j)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 	j->m = m;
 	j->breqs = reqs;
-	j->cancel = o ? o->cancel : NULL;
 	j->bent = malloc((n ? n : 1) * sizeof(*j->bent));
 	j->boxes = malloc((n ? n : 1) * sizeof(*j->boxes));
 	if (!j->bent || !j->boxes) {
@@ -460,10 +471,8 @@ int ckpt_meta_read_boxes_opts(struct ckpt_meta *m,
 	}
 	rc = run_pieces(j, len, n, o, err, errlen);
 out_free:
-	if (j) {
-		free(j->bent);
-		free(j->boxes);
-	}
+	free(j->bent);
+	free(j->boxes);
 	free(len);
 	free(j);
 	return rc;
