@@ -87,7 +87,12 @@ print("ok")' "$ROOT/scripts"
 	# The installed package finds the installed library: a link beside it
 	# (no sed of the sources).
 	[ "$(readlink "$TMP/inst$site/ckptfs/libckptfs.so.0")" = /usr/local/lib/libckptfs.so.0 ]
-	run env PYTHONPATH="$TMP/inst$site" CKPTFS_LIB="$TMP/inst/usr/local/lib/libckptfs.so.0" $PY -c 'import ckptfs; print(ckptfs.load_view.__name__, ckptfs.__version__)'
+	local pre=
+	# The sanitized build's library needs its runtimes loaded first.
+	if nm -D "$TMP/inst/usr/local/lib/libckptfs.so.0" | grep -q __asan_; then
+		pre="LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so) ASAN_OPTIONS=detect_leaks=0"
+	fi
+	run env $pre PYTHONPATH="$TMP/inst$site" CKPTFS_LIB="$TMP/inst/usr/local/lib/libckptfs.so.0" $PY -c 'import ckptfs; print(ckptfs.load_view.__name__, ckptfs.__version__)'
 	echo "$output"
 	[ "$output" = "load_view $("$TMP/inst/usr/local/bin/ckptfs" --version | cut -d" " -f2)" ]
 	[ ! -e "$TMP/inst$site/ckptfs.py" ]

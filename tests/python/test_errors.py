@@ -123,3 +123,20 @@ def test_box_read_outside_the_shape_is_a_checkpoint_error(native_ckpt):
             c._release()
     assert ei.value.key == name and "lies outside the shape" in str(ei.value)
 
+
+
+@pytest.mark.parametrize("prefix", ["nope", ""])
+def test_a_prefix_matching_nothing_lists_the_prefixes(native_ckpt, prefix):
+    """Issue 19 item 9: a typo must not resume from an empty state; the
+    library refuses it and the class comes from its code."""
+    with pytest.raises(ckptfs.CheckpointError) as ei:
+        ckptfs.load(native_ckpt, 2, 0, prefix=prefix, backend="numpy")
+    e = ei.value
+    assert e.code == errno.EINVAL
+    assert f"prefix '{prefix}' matches no key" in str(e)
+    assert "'model'" in str(e) and "'optim'" in str(e)
+    with ckptfs.open(native_ckpt) as c:
+        with pytest.raises(ckptfs.CheckpointError):
+            c.plan(2, 0, prefix=prefix)
+        assert c.load(2, 0, prefix="optim", backend="numpy").keys() == \
+            {"optim"}
