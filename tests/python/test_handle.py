@@ -130,3 +130,27 @@ def test_key_index(native_ckpt):
         with pytest.raises(ckptfs.CheckpointError) as ei:
             c.key_index("no.such.key")
         assert ei.value.key == "no.such.key"
+
+
+def test_loads_in_other_threads_and_close_waits_for_them(native_ckpt):
+    import threading
+    want = flat(ckptfs.load(native_ckpt, 3, 1, backend="numpy"))
+    got, errs = [], []
+    with ckptfs.open(native_ckpt) as c:
+        def work():
+            try:
+                got.append(flat(c.load(3, 1, backend="numpy")))
+            except BaseException as e:      # noqa: B902
+                errs.append(e)
+        ts = [threading.Thread(target=work) for _ in range(4)]
+        for t in ts:
+            t.start()
+        c.close()       # waits for the loads that hold the checkpoint
+        for t in ts:
+            t.join()
+    assert len(got) + len(errs) == 4
+    for e in errs:      # a load that started after close: refused
+        assert isinstance(e, ckptfs.CheckpointError) and "closed" in str(e)
+    for g in got:
+        assert {k: raw(v) for k, v in g.items()} == \
+            {k: raw(v) for k, v in want.items()}

@@ -3,8 +3,9 @@
  * Unit tests of view reads (view/data_read.c through ckpt_view_read()):
  * dim-1 tilings for every (W, R), strided records read with bounded memory
  * and at most twice the delivered bytes, dtype and npy views, geometry
- * computed at build, names longer than a file name may be, and EIO with a
- * reason when a data file is cut short.  Expected values come from the
+ * computed at build, names longer than a file name may be, EIO with a
+ * reason (and as fields) when a data file is cut short, the batch's cancel
+ * flag, and world/rank refused.  Expected values come from the
  * formula that wrote the data, not from the engine.
  */
 #include <errno.h>
@@ -308,6 +309,9 @@ static void test_npy_view(void)
 static void test_truncated_eio(void)
 {
 	struct ckpt_view_opts o = { .dtype = CKPT_DTYPE_COUNT };
+	struct ckpt_batch_opts bo = { .threads = 2 };
+	struct ckpt_read_req req = { 0 };
+	struct ckpt_error e;
 	struct ckpt_scratch *s = ckpt_scratch_new();
 	char *dir = dim1_ckpt(), path[4200], buf[256];
 	struct ckpt_meta *m;
@@ -321,7 +325,86 @@ static void test_truncated_eio(void)
 	CHECK(strstr(ckpt_last_error(), "/data: offset") != NULL);
 	CHECK(strstr(ckpt_last_error(), "key 't'") != NULL);
 	CHECK(strstr(ckpt_last_error(), "truncated") != NULL);
+	/* The same as fields, for callers that must not parse text. */
+	ckpt_last_error_get(&e);
+	CHECK(e.code == EIO && strcmp(e.path, path) == 0 &&
+	      strcmp(e.key, "t") == 0 && e.offset == 0);
+	CHECK(strcmp(e.message, ckpt_last_error()) == 0);
+	/* A batch hands its worker's failure to the calling thread. */
+	req.node = node_t(v);
+	req.len = 24;
+	req.dst = buf;
+	CHECK(ckpt_view_read_batch_opts(v, &req, 1, &bo, NULL, 0) == -EIO);
+	ckpt_last_error_get(&e);
+	CHECK(e.code == EIO && strcmp(e.path, path) == 0 &&
+	      strcmp(e.key, "t") == 0 && e.offset != CKPT_NO_OFFSET);
 	ckpt_scratch_free(s);
+	ckpt_view_free(v);
+	ckpt_meta_free(m);
+	cd_remove(dir);
+}
+
+/* The cancel flag: set before a batch, nothing is read and the batch is
+ * -ECANCELED with that code as the last error; cleared, it reads. */
+static void test_cancel_flag(void)
+{
+	struct ckpt_view_opts o = { .dtype = CKPT_DTYPE_COUNT };
+	volatile int cancel = 1;
+	struct ckpt_batch_opts bo = { .threads = 2, .cancel = &cancel };
+	struct ckpt_read_req req = { 0 };
+	char *dir = dim1_ckpt();
+	struct ckpt_error e;
+	struct ckpt_meta *m;
+	struct ckpt_view *v;
+	float buf[30];
+	char err[256];
+
+	CHECK(dir && open_view(dir, &o, 1, 0, &m, &v) == 0);
+	memset(buf, 0xa5, sizeof(buf));
+	req.node = node_t(v);
+	req.len = sizeof(buf);
+	req.dst = buf;
+	CHECK(ckpt_view_read_batch_opts(v, &req, 1, &bo, err, sizeof(err)) ==
+	      -ECANCELED);
+	ckpt_last_error_get(&e);
+	CHECK(e.code == ECANCELED && strcmp(err, "cancelled") == 0);
+	CHECK(((unsigned char *)buf)[0] == 0xa5);
+	cancel = 0;
+	CHECK(ckpt_view_read_batch_opts(v, &req, 1, &bo, err, sizeof(err)) == 0);
+	CHECK(buf[0] == 0.0f && buf[29] == 29.0f);
+	ckpt_view_free(v);
+	ckpt_meta_free(m);
+	cd_remove(dir);
+}
+
+/* The library itself refuses world 0, a rank not below world and a rank
+ * given twice (-EINVAL, naming it), instead of dividing by them. */
+static void test_ranks_refused(void)
+{
+	struct ckpt_view_opts o = { .dtype = CKPT_DTYPE_COUNT };
+	uint32_t twice[2] = { 1, 1 }, past[2] = { 0, 4 };
+	char *dir = dim1_ckpt(), err[256];
+	struct ckpt_meta *m;
+	struct ckpt_view *v = NULL;
+
+	CHECK(dir && ckpt_meta_open(dir, &m, err, sizeof(err)) == 0);
+	o.world = 0;
+	CHECK(ckpt_view_new(m, &o, &v, err, sizeof(err)) == -EINVAL && !v);
+	CHECK(strstr(err, "world must be at least 1") != NULL);
+	o.world = 4;
+	o.rank = 4;
+	CHECK(ckpt_view_new(m, &o, &v, err, sizeof(err)) == -EINVAL && !v);
+	CHECK(strstr(err, "rank 4 is out of range") != NULL);
+	o.rank = 0;
+	o.ranks = past;
+	o.nranks = 2;
+	CHECK(ckpt_view_new(m, &o, &v, err, sizeof(err)) == -EINVAL && !v);
+	o.ranks = twice;
+	CHECK(ckpt_view_new(m, &o, &v, err, sizeof(err)) == -EINVAL && !v);
+	CHECK(strstr(err, "rank 1 is given twice") != NULL);
+	o.ranks = past;
+	o.nranks = 1;
+	CHECK(ckpt_view_new(m, &o, &v, err, sizeof(err)) == 0 && v);
 	ckpt_view_free(v);
 	ckpt_meta_free(m);
 	cd_remove(dir);
@@ -374,6 +457,8 @@ int main(void)
 	TEST(test_dtype_view);
 	TEST(test_npy_view);
 	TEST(test_truncated_eio);
+	TEST(test_cancel_flag);
+	TEST(test_ranks_refused);
 	TEST(test_long_names);
 	return TEST_REPORT();
 }
