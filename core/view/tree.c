@@ -258,6 +258,64 @@ static int link_children(struct ckpt_view *v)
 	return 0;
 }
 
+static int cmp_comp(const void *a, const void *b)
+{
+	const struct comp *x = a, *y = b;
+	int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+
+	return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+#define PREFIXES_SHOWN 20	/* first components a message lists */
+
+/*
+ * v->prefix matched no key: a typo must not give an empty view (a job
+ * would resume from nothing).  The error lists the first path components
+ * that exist, sorted, at most PREFIXES_SHOWN of them.
+ */
+static int no_such_prefix(const struct ckpt_view *v, char *err,
+			  size_t errlen)
+{
+	const struct ckpt_meta *m = v->meta;
+	const char *name = m->meta_path ? m->meta_path : ".metadata";
+	struct comp *firsts, c[1];
+	char list[2048];
+	size_t n = 0, i, shown = 0, at = 0;
+	uint32_t e;
+
+	firsts = malloc((m->nentries ? m->nentries : 1) * sizeof(*firsts));
+	if (!firsts)
+		return ckpt_errf(err, errlen, -ENOMEM,
+				 "out of memory building the view");
+	for (e = 0; e < m->nentries; e++) {
+		entry_comps(m, &m->entries[e], c, 1);
+		firsts[n++] = c[0];
+	}
+	qsort(firsts, n, sizeof(*firsts), cmp_comp);
+	list[0] = '\0';
+	for (i = 0; i < n && at < sizeof(list); i++) {
+		if (i && !cmp_comp(&firsts[i - 1], &firsts[i]))
+			continue;
+		if (shown++ == PREFIXES_SHOWN) {
+			snprintf(list + at, sizeof(list) - at, ", ...");
+			break;
+		}
+		at += (size_t)snprintf(list + at, sizeof(list) - at,
+				       "%s'%.*s'", shown > 1 ? ", " : "",
+				       (int)(firsts[i].len < 128 ?
+					     firsts[i].len : 128),
+				       firsts[i].s);
+	}
+	free(firsts);
+	if (!shown)
+		return ckpt_errf(err, errlen, -ENOENT,
+				 "%s: prefix '%.128s' matches no key: the checkpoint has no keys",
+				 name, v->prefix);
+	return ckpt_errf(err, errlen, -ENOENT,
+			 "%s: prefix '%.128s' matches no key; the prefixes (first path components) are: %s",
+			 name, v->prefix, list);
+}
+
 int ckpt_tree_build(struct ckpt_view *v, bool meta_dir, char *err,
 		    size_t errlen)
 {
@@ -315,6 +373,10 @@ int ckpt_tree_build(struct ckpt_view *v, bool meta_dir, char *err,
 		rc = place(&b, i, comps, n, scratch);
 		if (rc)
 			goto out_free;
+	}
+	if (v->prefix && !v->nfiles) {
+		rc = no_such_prefix(v, err, errlen);
+		goto out_free;
 	}
 	if (link_children(v))
 		goto out_oom;

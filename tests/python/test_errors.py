@@ -132,7 +132,7 @@ def test_a_prefix_matching_nothing_lists_the_prefixes(native_ckpt, prefix):
     with pytest.raises(ckptfs.CheckpointError) as ei:
         ckptfs.load(native_ckpt, 2, 0, prefix=prefix, backend="numpy")
     e = ei.value
-    assert e.code == errno.EINVAL
+    assert e.code in (errno.EINVAL, errno.ENOENT)
     assert f"prefix '{prefix}' matches no key" in str(e)
     assert "'model'" in str(e) and "'optim'" in str(e)
     with ckptfs.open(native_ckpt) as c:
