@@ -107,7 +107,8 @@ class Checkpoint:
 
     def __init__(self, path: PathArg, *, cache_mb: Optional[int] = None,
                  threads: Optional[int] = None,
-                 follow_symlinks: bool = False) -> None:
+                 follow_symlinks: bool = False,
+                 _fresh_memory: bool = True) -> None:
         self._bpath = _args.path("path", path)
         self.path: str = os.fsdecode(self._bpath)
         cache = _args.cache_mb(cache_mb)
@@ -126,8 +127,13 @@ class Checkpoint:
         if lib.ckpt_meta_open_opts(self._bpath, C.byref(oo), C.byref(m), err,
                                    len(err)):
             raise from_lib(_lib.last_error())
-        if lib.ckpt_files_open(m, 1 if follow_symlinks else 0, 0, err,
-                               len(err)):
+        # Loads fill tensors this package allocates: huge pages for them
+        # (faster first touch).  A StorageReader fills the caller's
+        # tensors, which the library leaves alone (_fresh_memory=False).
+        # RLIMIT_NOFILE is never raised: the library takes a share of it.
+        flags = (_lib.FILES_FOLLOW_SYMLINKS if follow_symlinks else 0) | \
+            (_lib.FILES_HUGE_PAGES if _fresh_memory else 0)
+        if lib.ckpt_files_open(m, flags, 0, err, len(err)):
             e = from_lib(_lib.last_error())
             lib.ckpt_meta_free(m)
             raise e

@@ -161,7 +161,7 @@ class StorageReader(_Base):  # type: ignore[misc]
                 raise ValueError("ckptfs.StorageReader: no checkpoint path "
                                  "(give one, or a checkpoint_id)")
             self._ck = Checkpoint(self.path, cache_mb=self.cache_mb,
-                                  threads=self.threads)
+                                  threads=self.threads, _fresh_memory=False)
         return self._ck
 
     # -- torch's StorageReader API -----------------------------------
