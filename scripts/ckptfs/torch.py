@@ -134,12 +134,16 @@ class StorageReader(_Base):  # type: ignore[misc]
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: Any) -> bool:
-        """Whether checkpoint_id is a directory of a layout ckptfs opens
-        (``.metadata``, rank-local ``__R.metadata``, ``*.safetensors``)."""
+        """Whether checkpoint_id is a checkpoint ckptfs opens: a directory
+        of a layout it reads (``.metadata``, rank-local ``__R.metadata``,
+        ``*.safetensors``), or an object-store root ``s3://bucket[/prefix]``
+        (what is there is checked when it is opened)."""
         try:
             p = os.fsdecode(_args.path("checkpoint_id", checkpoint_id))
         except (TypeError, ValueError):
             return False
+        if p.startswith("s3://") and len(p) > 5:
+            return True
         return os.path.isdir(p) and _layout_markers(p)
 
     def close(self) -> None:

@@ -108,13 +108,13 @@ def test_validate_checkpoint_id_accepts_every_layout(ckptfs_torch, tmp_path,
     (local / "__0_0.distcp").write_bytes(b"")
     for ok in (native_ckpt, os.path.join(torch_ckpts, "per_item"),
                os.fsencode(os.path.join(torch_ckpts, "per_rank")), str(st),
-               str(local)):
+               str(local), "s3://bucket/run1"):
         assert R.validate_checkpoint_id(ok), ok
     junk = tmp_path / "junk"
     junk.mkdir()
     (junk / "x.bin").write_bytes(b"")
     for bad in (str(junk), str(tmp_path / "none"), native_ckpt +
-                "/.metadata", 3, "a\0b"):
+                "/.metadata", 3, "a\0b", "s3://"):
         assert not R.validate_checkpoint_id(bad), bad
 
 
