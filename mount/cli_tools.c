@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
@@ -21,6 +22,7 @@
 
 #include "ckptfs.h"
 #include "mount_opts.h"
+#include "out_beneath.h"
 
 #define BUF_SIZE ((size_t)1 << 20)
 
@@ -29,85 +31,144 @@ struct tool_args {
 	int npos;
 	uint32_t world, rank;
 	bool has_world, has_rank, help, npy;
+	bool force;		/* --force (extract) */
 	const char *prefix;
 	const char *out;	/* -o FILE (index) */
 	uint32_t jobs;
 };
 
+/* Options only some subcommands take. */
+#define TOOL_O_FILE	1u	/* -o FILE */
+#define TOOL_FORCE	2u	/* --force */
+
 struct tool {
 	const char *name;
 	int npos_min, npos_max;
 	bool needs_rank;	/* --world and --rank required */
+	unsigned extra;		/* TOOL_* */
 	const char *usage;
 	int (*run)(const struct tool_args *a);
 };
 
 static int parse_num(const char *what, const char *s, uint32_t *out)
 {
-	if (mount_parse_u32(s, out)) {
-		fprintf(stderr, "ckptfs: %s must be a whole number, got '%s'\n",
-			what, s ? s : "");
+	char err[256];
+
+	if (mount_num_arg(what, s, out, err, sizeof(err))) {
+		fprintf(stderr, "ckptfs: %s\n", err);
 		return -1;
 	}
 	return 0;
 }
 
+enum {
+	OPT_WORLD = 256, OPT_RANK, OPT_PREFIX, OPT_JOBS, OPT_FORMAT, OPT_FORCE,
+};
+
+static const struct option tool_options[] = {
+	{ "help", no_argument, NULL, 'h' },
+	{ "world", required_argument, NULL, OPT_WORLD },
+	{ "rank", required_argument, NULL, OPT_RANK },
+	{ "prefix", required_argument, NULL, OPT_PREFIX },
+	{ "jobs", required_argument, NULL, OPT_JOBS },
+	{ "format", required_argument, NULL, OPT_FORMAT },
+	{ "force", no_argument, NULL, OPT_FORCE },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* One option of argv (getopt_long's c); 0, or -1 after a message. */
+static int take_option(const struct tool *t, int c, char **argv,
+		       struct tool_args *a)
+{
+	switch (c) {
+	case 'h':
+		a->help = true;
+		return 0;
+	case OPT_WORLD:
+		a->has_world = true;
+		return parse_num("--world", optarg, &a->world);
+	case OPT_RANK:
+		a->has_rank = true;
+		return parse_num("--rank", optarg, &a->rank);
+	case OPT_PREFIX:
+		a->prefix = optarg;
+		return 0;
+	case OPT_JOBS:
+		return parse_num("--jobs", optarg, &a->jobs);
+	case OPT_FORMAT:
+		if (strcmp(optarg, "raw") && strcmp(optarg, "npy")) {
+			fprintf(stderr, "ckptfs: --format must be raw or npy, got '%s'\n",
+				optarg);
+			return -1;
+		}
+		a->npy = !strcmp(optarg, "npy");
+		return 0;
+	case 'o':
+		if (t->extra & TOOL_O_FILE) {
+			a->out = optarg;
+			return 0;
+		}
+		break;
+	case OPT_FORCE:
+		if (t->extra & TOOL_FORCE) {
+			a->force = true;
+			return 0;
+		}
+		break;
+	case ':':
+		fprintf(stderr, "ckptfs %s: %s needs a value\n", t->name,
+			argv[optind - 1]);
+		return -1;
+	default:
+		break;
+	}
+	if (c == '?' && optopt && optopt < 256)
+		fprintf(stderr, "ckptfs %s: unknown option '-%c'\n%s", t->name,
+			optopt, t->usage);
+	else
+		fprintf(stderr, "ckptfs %s: unknown option '%s'\n%s", t->name,
+			argv[optind - 1], t->usage);
+	return -1;
+}
+
+/* argv[0] is the subcommand's name; options (getopt_long: anywhere, "--"
+ * ends them) and positional arguments follow. */
 static int parse_args(const struct tool *t, int argc, char **argv,
 		      struct tool_args *a)
 {
-	const char *v;
-	int i;
+	int c;
 
 	memset(a, 0, sizeof(*a));
 	a->world = 1;
-	for (i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			a->help = true;
-			return 0;
-		} else if ((v = mount_long_value(argc, argv, &i, "--world"))) {
-			if (parse_num("--world", v, &a->world))
-				return -1;
-			a->has_world = true;
-		} else if ((v = mount_long_value(argc, argv, &i, "--rank"))) {
-			if (parse_num("--rank", v, &a->rank))
-				return -1;
-			a->has_rank = true;
-		} else if ((v = mount_long_value(argc, argv, &i, "--prefix"))) {
-			a->prefix = v;
-		} else if ((v = mount_long_value(argc, argv, &i, "--jobs"))) {
-			if (parse_num("--jobs", v, &a->jobs))
-				return -1;
-		} else if ((v = mount_long_value(argc, argv, &i, "--format"))) {
-			if (strcmp(v, "raw") && strcmp(v, "npy")) {
-				fprintf(stderr, "ckptfs: --format must be raw or npy, got '%s'\n", v);
-				return -1;
-			}
-			a->npy = !strcmp(v, "npy");
-		} else if (!strcmp(argv[i], "-o") && !strcmp(t->name, "index")) {
-			if (i + 1 >= argc) {
-				fprintf(stderr, "ckptfs index: -o needs a file name\n");
-				return -1;
-			}
-			a->out = argv[++i];
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "ckptfs %s: unknown option '%s'\n%s",
-				t->name, argv[i], t->usage);
+	optind = 0;	/* a fresh scan */
+	opterr = 0;	/* our messages */
+	while ((c = getopt_long(argc, argv, ":ho:", tool_options, NULL)) != -1) {
+		if (take_option(t, c, argv, a))
 			return -1;
-		} else if (a->npos < 16) {
-			a->pos[a->npos++] = argv[i];
-		} else {
+		if (a->help)
+			return 0;
+	}
+	for (; optind < argc; optind++) {
+		if (a->npos == 16) {
 			fprintf(stderr, "ckptfs %s: unexpected argument '%s'\n",
-				t->name, argv[i]);
+				t->name, argv[optind]);
 			return -1;
 		}
+		a->pos[a->npos++] = argv[optind];
 	}
 	if (a->npos < t->npos_min || a->npos > t->npos_max) {
 		fprintf(stderr, "%s", t->usage);
 		return -1;
 	}
-	if ((t->needs_rank || a->has_rank) && (!a->has_world || !a->has_rank)) {
+	if (t->needs_rank && !a->has_world && !a->has_rank) {
 		fprintf(stderr, "ckptfs %s: --world and --rank are required\n",
 			t->name);
+		return -1;
+	}
+	if (a->has_world != a->has_rank) {
+		fprintf(stderr, "ckptfs %s: %s is required with %s\n",
+			t->name, a->has_world ? "--rank" : "--world",
+			a->has_world ? "--world" : "--rank");
 		return -1;
 	}
 	if (a->world < 1 || a->rank >= a->world) {
@@ -525,110 +586,233 @@ static int tool_cat(const struct tool_args *a)
 }
 
 /* ---------------------------------------------------------------- extract */
-static int mkdirs(char *path)
+/* mkdir -p of the output directory the user named (its own path may hold
+ * symlinks: the user chose it); nothing beneath it is created this way. */
+static int mkdirs(const char *dir)
 {
-	char *p;
+	char *path = strdup(dir), *p;
+	int rc = 0;
 
-	for (p = path + 1; *p; p++) {
+	if (!path)
+		return -ENOMEM;
+	for (p = path + 1; *p && !rc; p++) {
 		if (*p != '/')
 			continue;
 		*p = '\0';
 		if (mkdir(path, 0755) && errno != EEXIST)
-			return -errno;
+			rc = -errno;
 		*p = '/';
 	}
-	return 0;
+	if (!rc && mkdir(path, 0755) && errno != EEXIST)
+		rc = -errno;
+	free(path);
+	return rc;
 }
 
 /* Files mapped at once by extract, and their bytes. */
 #define EXTRACT_FILES 256
 #define EXTRACT_BYTES ((uint64_t)1 << 30)
 
+/* A file being extracted: written to a temporary file (tmp) in its
+ * directory, mapped, and given its name only once all of it is read. */
 struct out_file {
 	void *map;
 	uint64_t size;
-	char *path;
+	char *rel;		/* owned: its path beneath OUT */
+	const char *fqn;	/* borrowed from the view */
+	struct out_tmp tmp;
 };
 
-/* Read the pending files' bytes straight into their mappings with the
- * parallel engine, then unmap them. */
-static int extract_flush(const struct ckpt_view *v, struct ckpt_read_req *reqs,
-			 struct out_file *outs, size_t *n, unsigned jobs)
-{
-	char err[1024];
-	size_t k;
-	int rc;
+struct extract {
+	const struct tool_args *a;
+	const struct ckpt_view *v;
+	int outfd;		/* OUT */
+	struct ckpt_read_req reqs[EXTRACT_FILES];
+	struct out_file outs[EXTRACT_FILES];
+	size_t n;
+	uint64_t pending;	/* bytes of outs[0, n) */
+};
 
-	rc = ckpt_view_read_batch(v, reqs, *n, jobs, err, sizeof(err));
-	if (rc)
-		fprintf(stderr, "ckptfs: %s\n", err);
-	for (k = 0; k < *n; k++) {
-		if (outs[k].map && munmap(outs[k].map, outs[k].size) && !rc) {
-			fprintf(stderr, "ckptfs: %s: %s\n", outs[k].path,
-				strerror(errno));
-			rc = -errno;
+/* The one-line reason for a failure on x->a->pos[1]/rel. */
+static void extract_error(const struct extract *x, const char *rel,
+			  size_t rel_len, const char *fqn, int rc)
+{
+	const char *why = rc == -ELOOP ?
+		"is a symlink; extract never writes through one" :
+		rc == -EEXIST ? "exists; --force replaces it" :
+		rc == -ENOTDIR ? "is not a directory" : strerror(-rc);
+
+	fprintf(stderr, "ckptfs: %s/%.*s: key '%s': %s\n", x->a->pos[1],
+		(int)rel_len, rel, fqn, why);
+}
+
+/* Split rel into its directory (the result, owned) and *base (in rel). */
+static char *dir_part(const char *rel, const char **base)
+{
+	const char *slash = strrchr(rel, '/');
+
+	*base = slash ? slash + 1 : rel;
+	return strndup(rel, slash ? (size_t)(slash - rel) : 0);
+}
+
+/* Name or drop (ok false) every pending file, unmapping each; 0, or the
+ * first error (already printed). */
+static int extract_finish(struct extract *x, bool ok)
+{
+	int rc = 0;
+	size_t k;
+
+	for (k = 0; k < x->n; k++) {
+		struct out_file *o = &x->outs[k];
+		const char *base;
+		char *dir = dir_part(o->rel, &base);
+		size_t bad = 0;
+		int dfd = dir ? out_dir_open(x->outfd, dir, false, &bad) :
+				-ENOMEM;
+		int err = 0;
+
+		if (o->map && munmap(o->map, o->size))
+			err = -errno;
+		o->map = NULL;
+		if (dfd < 0)
+			err = dfd;
+		else if (ok && !err && !rc)
+			err = out_tmp_publish(dfd, &o->tmp, base,
+					      x->a->force);
+		if (dfd >= 0)
+			out_tmp_discard(dfd, &o->tmp);
+		else if (o->tmp.fd >= 0)
+			close(o->tmp.fd);
+		if (err && ok && !rc) {
+			if (dfd < 0)
+				extract_error(x, o->rel, bad, o->fqn, err);
+			else
+				extract_error(x, o->rel, strlen(o->rel),
+					      o->fqn, err);
+			rc = err;
 		}
-		free(outs[k].path);
+		if (dfd >= 0)
+			close(dfd);
+		free(dir);
+		free(o->rel);
+		o->rel = NULL;
 	}
-	*n = 0;
+	x->n = 0;
+	x->pending = 0;
 	return rc;
 }
 
-/* Create path with size bytes and map it for writing (NULL map for an
- * empty file). */
-static int map_out(const char *path, uint64_t size, struct out_file *o)
+/* Read the pending files' bytes straight into their mappings with the
+ * parallel engine, then name them. */
+static int extract_flush(struct extract *x)
 {
-	int fd, rc = 0;
+	char err[1024];
+	int rc;
 
-	o->map = NULL;
-	o->size = size;
-	o->path = strdup(path);
-	if (!o->path)
+	rc = ckpt_view_read_batch(x->v, x->reqs, x->n, x->a->jobs, err,
+				  sizeof(err));
+	if (rc)
+		fprintf(stderr, "ckptfs: %s\n", err);
+	return extract_finish(x, !rc) ? -1 : rc;
+}
+
+/*
+ * Start node's file: its directories beneath OUT (never through a
+ * symlink), a temporary file of its size in the last one (its blocks
+ * allocated, so a full disk is an error here and not a SIGBUS later), and
+ * a mapping to fill.  An existing file of that name is refused now unless
+ * --force (and again, atomically, when it is named).
+ */
+static int extract_start(struct extract *x, uint32_t node,
+			 const struct ckpt_entry_info *e)
+{
+	struct out_file *o = &x->outs[x->n];
+	char rel[4096];
+	const char *base;
+	char *dir = NULL;
+	struct stat st;
+	size_t bad = 0;
+	int dfd, rc;
+
+	ckpt_view_path(x->v, node, rel, sizeof(rel));
+	memset(o, 0, sizeof(*o));
+	o->tmp.fd = -1;
+	o->size = e->size;
+	o->fqn = e->fqn;
+	o->rel = strdup(rel);
+	dir = o->rel ? dir_part(rel, &base) : NULL;
+	if (!dir) {
+		free(o->rel);
+		fprintf(stderr, "ckptfs: out of memory\n");
 		return -ENOMEM;
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)size))
-		rc = -errno;
-	else if (size) {
-		o->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
-			      fd, 0);
+	}
+	dfd = out_dir_open(x->outfd, dir, true, &bad);
+	if (dfd < 0) {
+		extract_error(x, rel, bad, e->fqn, dfd);
+		free(dir);
+		free(o->rel);
+		return dfd;
+	}
+	rc = 0;
+	if (!x->a->force && fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		rc = -EEXIST;
+	if (!rc)
+		rc = out_tmp_create(dfd, &o->tmp);
+	if (!rc && e->size &&
+	    (rc = -posix_fallocate(o->tmp.fd, 0, (off_t)e->size)) == 0) {
+		o->map = mmap(NULL, e->size, PROT_READ | PROT_WRITE,
+			      MAP_SHARED, o->tmp.fd, 0);
 		if (o->map == MAP_FAILED) {
 			o->map = NULL;
 			rc = -errno;
 		}
 	}
-	close(fd);
+	x->n++;		/* extract_finish() now owns it */
+	if (rc)
+		extract_error(x, rel, strlen(rel), e->fqn, rc);
+	close(dfd);
+	free(dir);
+	x->reqs[x->n - 1] = (struct ckpt_read_req){
+		.slot = 0, .node = node, .off = 0, .len = e->size,
+		.dst = o->map,
+	};
+	x->pending += e->size;
 	return rc;
 }
 
 /*
- * The whole view as files: each is created at its size, mapped, and
- * filled by the parallel engine (--jobs threads) straight from the data
- * files, a group of files at a time.
+ * The whole view as files beneath OUT: each is created as a temporary
+ * file at its size, mapped, filled by the parallel engine (--jobs
+ * threads) straight from the data files, a group of files at a time, and
+ * named only when whole.  A failure leaves no partial file under a final
+ * name; files of groups already named stay.
  */
 static int tool_extract(const struct tool_args *a)
 {
-	struct ckpt_read_req *reqs = calloc(EXTRACT_FILES, sizeof(*reqs));
-	struct out_file *outs = calloc(EXTRACT_FILES, sizeof(*outs));
-	char path[8192], rel[4096];
+	struct extract *x = calloc(1, sizeof(*x));
 	struct ckpt_meta *m;
 	struct ckpt_view *v;
-	uint64_t pending = 0;
-	size_t n = 0;
 	uint32_t i, nn;
 	int rc = 0;
 
-	if (!reqs || !outs) {
+	if (!x) {
 		fprintf(stderr, "ckptfs: out of memory\n");
-		free(reqs);
-		free(outs);
 		return 1;
 	}
 	if (open_view(a, true, &m, &v)) {
-		free(reqs);
-		free(outs);
+		free(x);
 		return 1;
+	}
+	x->a = a;
+	x->v = v;
+	rc = mkdirs(a->pos[1]);
+	if (!rc) {
+		x->outfd = open(a->pos[1], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		rc = x->outfd < 0 ? -errno : 0;
+	}
+	if (rc) {
+		fprintf(stderr, "ckptfs: %s: %s\n", a->pos[1], strerror(-rc));
+		goto out_view;
 	}
 	nn = nnodes(v);
 	for (i = 1; i < nn && !rc; i++) {
@@ -636,36 +820,17 @@ static int tool_extract(const struct tool_args *a)
 
 		if (key_node(v, i, &e))
 			continue;
-		ckpt_view_path(v, i, rel, sizeof(rel));
-		snprintf(path, sizeof(path), "%s/%s", a->pos[1], rel);
-		rc = mkdirs(path);
-		if (!rc)
-			rc = map_out(path, e.size, &outs[n]);
-		if (rc) {
-			fprintf(stderr, "ckptfs: %s: key '%s': %s\n", path,
-				e.fqn, strerror(-rc));
-			n++;
-			break;
-		}
-		reqs[n].slot = 0;
-		reqs[n].node = i;
-		reqs[n].off = 0;
-		reqs[n].len = e.size;
-		reqs[n].dst = outs[n].map;
-		n++;
-		pending += e.size;
-		if (n == EXTRACT_FILES || pending >= EXTRACT_BYTES) {
-			rc = extract_flush(v, reqs, outs, &n, a->jobs);
-			pending = 0;
-		}
+		rc = extract_start(x, i, &e);
+		if (!rc && (x->n == EXTRACT_FILES || x->pending >= EXTRACT_BYTES))
+			rc = extract_flush(x);
 	}
-	if (n) {
-		int rc2 = extract_flush(v, reqs, outs, &n, a->jobs);
-
-		rc = rc ? rc : rc2;
-	}
-	free(reqs);
-	free(outs);
+	if (rc)
+		extract_finish(x, false);
+	else if (x->n)
+		rc = extract_flush(x);
+	close(x->outfd);
+out_view:
+	free(x);
 	ckpt_view_free(v);
 	ckpt_meta_free(m);
 	return rc ? 1 : 0;
@@ -949,38 +1114,48 @@ static int tool_verify(const struct tool_args *a)
 	return j.bad || j.unreadable ? 1 : 0;
 }
 
-/* Write len bytes to path through a temporary file and a rename, so a
- * reader never sees half an index. */
+/*
+ * Write len bytes to path through a temporary file in its directory and a
+ * rename, so a reader never sees half an index, and whatever is at path
+ * (a symlink planted there included) is replaced, never written through.
+ * Returns 0, or -errno.
+ */
 static int write_atomic(const char *path, const uint8_t *buf, size_t len)
 {
-	char *tmp = NULL;
+	const char *base;
+	char *dir = dir_part(path, &base);
+	struct out_tmp t = { .fd = -1 };
 	size_t done = 0;
-	int fd, rc = -1;
+	int dfd, rc;
 
-	if (asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0)
-		return -1;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		goto out_tmp;
-	while (done < len) {
-		ssize_t n = write(fd, buf + done, len - done);
+	if (!dir)
+		return -ENOMEM;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
+		free(dir);
+		return -EISDIR;
+	}
+	dfd = open(*dir ? dir : (*path == '/' ? "/" : "."),
+		   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(dir);
+	if (dfd < 0)
+		return -errno;
+	rc = out_tmp_create(dfd, &t);
+	while (!rc && done < len) {
+		ssize_t n = write(t.fd, buf + done, len - done);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			break;
-		done += (size_t)n;
+			rc = n < 0 ? -errno : -EIO;
+		else
+			done += (size_t)n;
 	}
-	if (done == len && fsync(fd) == 0 && close(fd) == 0) {
-		fd = -1;
-		rc = rename(tmp, path);
-	}
-	if (fd >= 0)
-		close(fd);
-	if (rc)
-		unlink(tmp);
-out_tmp:
-	free(tmp);
+	if (!rc && fsync(t.fd))
+		rc = -errno;
+	if (!rc)
+		rc = out_tmp_publish(dfd, &t, base, true);
+	out_tmp_discard(dfd, &t);
+	close(dfd);
 	return rc;
 }
 
@@ -992,7 +1167,7 @@ static int tool_index(const struct tool_args *a)
 	struct ckpt_meta *m;
 	uint8_t *img;
 	size_t len;
-	int rc = 1;
+	int rc = 1, wrc;
 
 	if (ckpt_meta_build_index(a->pos[0], false, &img, &len, &m, err,
 				  sizeof(err))) {
@@ -1010,9 +1185,9 @@ static int tool_index(const struct tool_args *a)
 				strerror(errno));
 			goto out_def;
 		}
-	} else if (write_atomic(out, img, len)) {
+	} else if ((wrc = write_atomic(out, img, len))) {
 		fprintf(stderr, "ckptfs: cannot write %s: %s\n", out,
-			strerror(errno));
+			strerror(-wrc));
 		goto out_def;
 	}
 	ckpt_meta_info(m, &mi);
@@ -1030,38 +1205,40 @@ out_meta:
 }
 
 static const struct tool tools[] = {
-	{ "info", 1, 1, false,
+	{ "info", 1, 1, false, 0,
 	  "usage: ckptfs info CKPT\n"
 	  "  format, version, keys, dtypes, total bytes, data files and the saved tiling\n",
 	  tool_info },
-	{ "ls", 1, 1, false,
+	{ "ls", 1, 1, false, 0,
 	  "usage: ckptfs ls CKPT [--world W --rank R] [--prefix P]\n"
 	  "  one tab-separated line per key, after a header: path, dtype, global shape,\n"
 	  "  chunks; with W and R also the local shape, offset and byte size ('-' for\n"
 	  "  0-d shapes and for bytes entries)\n",
 	  tool_ls },
-	{ "plan", 1, 2, true,
+	{ "plan", 1, 2, true, 0,
 	  "usage: ckptfs plan CKPT --world W --rank R [--prefix P] [KEY]\n"
 	  "  per key: the saved chunks and the byte ranges of data files that serve the\n"
 	  "  view, and how many separate reads it takes\n",
 	  tool_plan },
-	{ "cat", 2, 2, true,
+	{ "cat", 2, 2, true, 0,
 	  "usage: ckptfs cat CKPT KEY --world W --rank R\n"
 	  "  the view's bytes on stdout, identical to the mounted file (KEY: FQN or path)\n",
 	  tool_cat },
-	{ "extract", 2, 2, true,
-	  "usage: ckptfs extract CKPT OUTDIR --world W --rank R [--prefix P] [--format raw|npy] [--jobs N]\n"
+	{ "extract", 2, 2, true, TOOL_FORCE,
+	  "usage: ckptfs extract CKPT OUTDIR --world W --rank R [--prefix P] [--format raw|npy] [--jobs N] [--force]\n"
 	  "  write the whole view as real files, the same tree as the mount; with npy,\n"
 	  "  tensors become NAME.npy (bfloat16/float8 as same-size unsigned types).\n"
-	  "  N threads read straight from the data files (default: CPUs)\n",
+	  "  N threads read straight from the data files (default: CPUs).  Nothing is\n"
+	  "  written through a symlink inside OUTDIR; an existing file is an error\n"
+	  "  unless --force (which replaces it); each file appears whole or not at all\n",
 	  tool_extract },
-	{ "stats", 1, 16, false,
+	{ "stats", 1, 16, false, 0,
 	  "usage: ckptfs stats CKPT [--world W --rank R] [--prefix P] [KEY...]\n"
 	  "  per tensor (all, or the KEYs given): dtype, shape, min, max, mean, absmax\n"
 	  "  (over the non-NaN values), and counts of NaN, Inf and zeros; every dtype,\n"
 	  "  bfloat16, float16 and float8 included\n",
 	  tool_stats },
-	{ "index", 1, 1, false,
+	{ "index", 1, 1, false, TOOL_O_FILE,
 	  "usage: ckptfs index CKPT [-o FILE]\n"
 	  "  for a PyTorch distributed checkpoint (pickled .metadata, .distcp files):\n"
 	  "  locate every record's raw bytes inside the .distcp files and write the\n"
@@ -1069,7 +1246,7 @@ static const struct tool tools[] = {
 	  "  mounts then use while it matches .metadata; '-' for stdout).  Optional:\n"
 	  "  mounts index by themselves when there is none\n",
 	  tool_index },
-	{ "verify", 1, 1, false,
+	{ "verify", 1, 1, false, 0,
 	  "usage: ckptfs verify CKPT [--jobs N]\n"
 	  "  check every record's xxh3 (or, for PyTorch checkpoints, the zip's CRC-32); one line per mismatch (file, offset, key), a\n"
 	  "  count of records without a checksum; exit 1 on any mismatch.  A progress\n"
@@ -1077,13 +1254,13 @@ static const struct tool tools[] = {
 	  tool_verify },
 };
 
-int cli_tool_run(const char *name, int argc, char **argv)
+int cli_tool_run(int argc, char **argv)
 {
 	struct tool_args a;
 	size_t i;
 
 	for (i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
-		if (strcmp(tools[i].name, name))
+		if (strcmp(tools[i].name, argv[0]))
 			continue;
 		if (parse_args(&tools[i], argc, argv, &a))
 			return 2;

@@ -59,6 +59,10 @@ static int do_umount(int argc, char **argv)
 	pid_t pid;
 	int st;
 
+	if (argc == 2 && !strcmp(argv[0], "--")) {
+		argc--;
+		argv++;
+	}
 	if (argc != 1 || argv[0][0] == '-') {
 		fprintf(stderr, "usage: ckptfs umount MNT\n");
 		return 2;
@@ -115,12 +119,12 @@ int main(int argc, char **argv)
 		printf("ckptfs %s\n", ckpt_version());
 		return 0;
 	}
-	rc = cli_tool_run(argv[1], argc - 2, argv + 2);
+	rc = cli_tool_run(argc - 1, argv + 1);
 	if (rc >= 0)
 		return rc;
 	if (strcmp(argv[1], "mount") == 0)
-		return do_mount(argc - 2, argv + 2, argv[0]);
+		return do_mount(argc - 1, argv + 1, argv[0]);
 	if (strcmp(argv[1], "umount") == 0 || strcmp(argv[1], "unmount") == 0)
 		return do_umount(argc - 2, argv + 2);
-	return do_mount(argc - 1, argv + 1, argv[0]);
+	return do_mount(argc, argv, argv[0]);
 }

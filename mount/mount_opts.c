@@ -5,6 +5,7 @@
 #define FUSE_USE_VERSION 314
 #include <errno.h>
 #include <fuse_opt.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,13 +41,34 @@ int mount_parse_u32(const char *s, uint32_t *out)
 	char *end;
 
 	if (!s || !*s || *s < '0' || *s > '9')
-		return -1;
+		return -EINVAL;
+	s += strspn(s, "0");	/* 0000000000004 is 4, not too long */
+	if (strspn(s, "0123456789") != strlen(s))
+		return -EINVAL;
+	if (strlen(s) > 10)
+		return -ERANGE;
 	errno = 0;
 	v = strtoull(s, &end, 10);
-	if (errno || *end || v > UINT32_MAX)
-		return -1;
+	if (errno || *end)
+		return -EINVAL;
+	if (v > UINT32_MAX)
+		return -ERANGE;
 	*out = (uint32_t)v;
 	return 0;
+}
+
+int mount_num_arg(const char *what, const char *s, uint32_t *out, char *err,
+		  size_t errlen)
+{
+	int rc = mount_parse_u32(s, out);
+
+	if (rc == -ERANGE)
+		snprintf(err, errlen, "%s must be at most %u, got '%s'", what,
+			 UINT32_MAX, s);
+	else if (rc)
+		snprintf(err, errlen, "%s must be a whole number, got '%s'",
+			 what, s ? s : "");
+	return rc ? -1 : 0;
 }
 
 /* Keep an option for FUSE, with ',' and '\\' escaped again: fuse_opt
@@ -73,11 +95,8 @@ static int append_fuse_opt(struct mount_opts *o, const char *kv)
 static int set_num(const char *what, const char *val, uint32_t *slot,
 		   bool *has, char *err, size_t errlen)
 {
-	if (mount_parse_u32(val, slot)) {
-		snprintf(err, errlen, "%s must be a whole number, got '%s'",
-			 what, val ? val : "");
+	if (mount_num_arg(what, val, slot, err, errlen))
 		return -1;
-	}
 	*has = true;
 	return 0;
 }
@@ -97,6 +116,10 @@ static int set_str(char **slot, const char *what, const char *val, char *err,
 	}
 	return 0;
 }
+
+/* Ranks one range a-b of a ranks list may hold, so a typo (0-99999999)
+ * cannot ask for gigabytes of view. */
+#define RANKS_PER_RANGE 65536u
 
 /* "0-7" or "0,2,4-6": into o->ranks, refusing duplicates (checked against
  * the world later). */
@@ -122,9 +145,20 @@ static int parse_ranks(struct mount_opts *o, char *err, size_t errlen)
 				goto bad;
 			b = strtoull(end + 1, &end, 10);
 		}
-		if ((*end && *end != ',') || b < a || b >= UINT32_MAX ||
-		    b - a >= 65536)
+		if ((*end && *end != ',') || b < a)
 			goto bad;
+		if (b >= UINT32_MAX) {
+			snprintf(err, errlen,
+				 "ranks '%s': rank %llu is more than the largest rank, %u",
+				 o->ranks_spec, b, UINT32_MAX - 1);
+			return -1;
+		}
+		if (b - a >= RANKS_PER_RANGE) {
+			snprintf(err, errlen,
+				 "ranks '%s': the range %llu-%llu holds %llu ranks; a range may hold at most %u",
+				 o->ranks_spec, a, b, b - a + 1, RANKS_PER_RANGE);
+			return -1;
+		}
 		for (; a <= b; a++) {
 			for (i = 0; i < o->nranks; i++) {
 				if (o->ranks[i] == a) {
@@ -349,89 +383,105 @@ out_args:
 	return rc ? -1 : 0;
 }
 
-const char *mount_long_value(int argc, char **argv, int *i, const char *name)
-{
-	size_t n = strlen(name);
+enum {
+	L_WORLD = 256, L_RANK, L_PREFIX, L_INDEX, L_LAYOUT, L_RANKS, L_FORMAT,
+	L_DTYPE,
+};
 
-	if (strncmp(argv[*i], name, n) != 0)
-		return NULL;
-	if (argv[*i][n] == '=')
-		return argv[*i] + n + 1;
-	if (argv[*i][n] == '\0' && *i + 1 < argc)
-		return argv[++*i];
-	if (argv[*i][n] == '\0')
-		return "";
-	return NULL;
+static const struct option long_opts[] = {
+	{ "help", no_argument, NULL, 'h' },
+	{ "world", required_argument, NULL, L_WORLD },
+	{ "rank", required_argument, NULL, L_RANK },
+	{ "prefix", required_argument, NULL, L_PREFIX },
+	{ "index", required_argument, NULL, L_INDEX },
+	{ "layout", required_argument, NULL, L_LAYOUT },
+	{ "ranks", required_argument, NULL, L_RANKS },
+	{ "format", required_argument, NULL, L_FORMAT },
+	{ "dtype", required_argument, NULL, L_DTYPE },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* One option (getopt_long's c, its value in optarg): 0, or -1 with err. */
+static int take_arg(struct mount_opts *o, int c, char **argv, char *err,
+		    size_t errlen)
+{
+	switch (c) {
+	case 'h':
+		o->help = true;
+		return 0;
+	case 'f':
+		o->foreground = true;
+		return 0;
+	case 'd':
+		o->debug = true;
+		return 0;
+	case 's':
+		o->single_thread = true;
+		return 0;
+	case 'o':
+		return take_o_list(o, optarg, err, errlen);
+	case L_WORLD:
+		return set_num("--world", optarg, &o->world, &o->has_world,
+			       err, errlen);
+	case L_RANK:
+		return set_num("--rank", optarg, &o->rank, &o->has_rank, err,
+			       errlen);
+	case L_PREFIX:
+		return set_prefix(o, optarg, err, errlen);
+	case L_INDEX:
+		return set_str(&o->index, "--index", optarg, err, errlen);
+	case L_LAYOUT:
+		return set_str(&o->layout, "--layout", optarg, err, errlen);
+	case L_RANKS:
+		return set_str(&o->ranks_spec, "--ranks", optarg, err, errlen);
+	case L_FORMAT:
+		return set_format(o, optarg, err, errlen);
+	case L_DTYPE:
+		return set_str(&o->dtype, "--dtype", optarg, err, errlen);
+	case ':':
+		if (optopt == 'o')
+			snprintf(err, errlen, "-o needs a list of options");
+		else
+			snprintf(err, errlen, "%s needs a value",
+				 argv[optind - 1]);
+		return -1;
+	default:
+		if (optopt && optopt < 256)
+			snprintf(err, errlen, "unknown option '-%c' (see --help)",
+				 optopt);
+		else
+			snprintf(err, errlen, "unknown option '%s' (see --help)",
+				 argv[optind - 1]);
+		return -1;
+	}
 }
 
 int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
 		     size_t errlen)
 {
-	const char *v;
-	int i;
+	int c, i;
 
 	memset(o, 0, sizeof(*o));
 	o->readahead_kb = 1024;
 	o->max_threads = 64;
 	o->max_idle_threads = 16;
 	o->cache_mb = CKPT_CACHE_MB;
-	for (i = 0; i < argc; i++) {
-		const char *a = argv[i];
-
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			o->help = true;
-			return 0;
-		}
-		if (strcmp(a, "-f") == 0) {
-			o->foreground = true;
-		} else if (strcmp(a, "-d") == 0) {
-			o->debug = true;
-		} else if (strcmp(a, "-s") == 0) {
-			o->single_thread = true;
-		} else if (strcmp(a, "-o") == 0 || strncmp(a, "-o", 2) == 0) {
-			const char *list = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
-
-			if (!list) {
-				snprintf(err, errlen, "-o needs a list of options");
-				return -1;
-			}
-			if (take_o_list(o, list, err, errlen))
-				return -1;
-		} else if ((v = mount_long_value(argc, argv, &i, "--world"))) {
-			if (set_num("--world", v, &o->world, &o->has_world,
-				    err, errlen))
-				return -1;
-		} else if ((v = mount_long_value(argc, argv, &i, "--rank"))) {
-			if (set_num("--rank", v, &o->rank, &o->has_rank, err,
-				    errlen))
-				return -1;
-		} else if ((v = mount_long_value(argc, argv, &i, "--prefix"))) {
-			if (set_prefix(o, v, err, errlen))
-				return -1;
-		} else if ((v = mount_long_value(argc, argv, &i, "--index"))) {
-			if (set_str(&o->index, "--index", v, err, errlen))
-				return -1;
-		} else if ((v = mount_long_value(argc, argv, &i, "--layout"))) {
-			if (set_str(&o->layout, "--layout", v, err, errlen))
-				return -1;
-		} else if ((v = mount_long_value(argc, argv, &i, "--ranks"))) {
-			if (set_str(&o->ranks_spec, "--ranks", v, err, errlen))
-				return -1;
-		} else if ((v = mount_long_value(argc, argv, &i, "--format"))) {
-			if (set_format(o, v, err, errlen))
-				return -1;
-		} else if ((v = mount_long_value(argc, argv, &i, "--dtype"))) {
-			if (set_str(&o->dtype, "--dtype", v, err, errlen))
-				return -1;
-		} else if (a[0] == '-' && a[1]) {
-			snprintf(err, errlen, "unknown option '%s' (see --help)", a);
+	optind = 0;	/* a fresh scan */
+	opterr = 0;	/* our messages */
+	while ((c = getopt_long(argc, argv, ":hfdso:", long_opts, NULL)) != -1) {
+		if (take_arg(o, c, argv, err, errlen))
 			return -1;
-		} else if (!o->src) {
-			o->src = a;
+		if (o->help)
+			return 0;
+	}
+	for (; optind < argc; optind++) {
+		if (!o->src) {
+			o->src = argv[optind];
 		} else if (!o->mnt) {
-			o->mnt = a;
+			o->mnt = argv[optind];
 		} else {
-			snprintf(err, errlen, "unexpected argument '%s'", a);
+			snprintf(err, errlen, "unexpected argument '%s'",
+				 argv[optind]);
 			return -1;
 		}
 	}

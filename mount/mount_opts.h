@@ -39,9 +39,10 @@ struct mount_opts {
 };
 
 /*
- * Parse argv[0..argc) (the words after the subcommand).  Returns 0, or -1
- * with a one-line reason in err.  Release with mount_opts_destroy() in
- * either case.
+ * Parse argv[1..argc) (argv[0] is the subcommand or program name) with
+ * getopt_long: options anywhere, "--" ends them.  argv may be reordered.
+ * Returns 0, or -1 with a one-line reason in err.  Release with
+ * mount_opts_destroy() in either case.
  */
 int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
 		     size_t errlen);
@@ -50,12 +51,14 @@ void mount_opts_destroy(struct mount_opts *o);
 
 /* Shared with the subcommands' parser (cli_tools.c). */
 
-/* A whole decimal number that fits 32 bits: 0, or -1. */
+/* A whole decimal number that fits 32 bits: 0, -EINVAL (not a whole
+ * number) or -ERANGE (more than UINT32_MAX). */
 int mount_parse_u32(const char *s, uint32_t *out);
 
-/* The value of --name VALUE or --name=VALUE at argv[*i] ("" when VALUE is
- * missing), advancing *i past what was used; NULL when argv[*i] is not
- * --name.  Borrowed from argv. */
-const char *mount_long_value(int argc, char **argv, int *i, const char *name);
+/* mount_parse_u32() of option what's value s: 0, or -1 with "WHAT must be
+ * a whole number, got 'S'" or "WHAT must be at most 4294967295, got 'S'"
+ * in err. */
+int mount_num_arg(const char *what, const char *s, uint32_t *out, char *err,
+		  size_t errlen);
 
 #endif

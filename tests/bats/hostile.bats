@@ -1,0 +1,185 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: MIT
+# Hostile directories and arguments (issue 19): outputs are written only
+# beneath their target and never through a symlink, indexes are checked
+# against the files they describe, every output stays valid whatever the
+# keys hold, and arguments are parsed strictly.
+
+load helpers
+
+setup_file() {
+	export TORCH_CK="$BATS_FILE_TMPDIR/torch"
+	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TORCH_CK" --world 2 --seed 19 >/dev/null
+}
+
+setup() {
+	common_setup
+	$GEN "$TMP/ckpt" --seed 19 --keys 12
+}
+teardown() { common_teardown; }
+
+# Every file under DIR (but .ckptfs) equals the reference view (W, R) of
+# CKPT; files missing are allowed, files extra or different are not.
+only_whole_files() {	# CKPT DIR W R
+	$PY -c '
+import os, sys
+sys.path.insert(0, sys.argv[3])
+import reference
+exp = reference.expected(sys.argv[1], int(sys.argv[4]), int(sys.argv[5]))
+bad = []
+for d, _, files in os.walk(sys.argv[2]):
+    for f in files:
+        rel = os.path.relpath(os.path.join(d, f), sys.argv[2])
+        if rel not in exp or open(os.path.join(d, f), "rb").read() != exp[rel]:
+            bad.append(rel)
+assert not bad, bad
+print("whole files only")' "$1" "$2" "$ROOT/tests" "$3" "$4"
+}
+
+@test "extract: a symlink planted at a file's name is never written through" {
+	echo victim > "$TMP/victim"
+	# a link at every file of rank 0's view
+	while IFS=$'\t' read -r path _; do
+		mkdir -p "$TMP/out/$(dirname "$path")"
+		ln -sf "$TMP/victim" "$TMP/out/$path"
+	done < <($REF paths "$TMP/ckpt" --world 2 --rank 0)
+	run "$CKPTFS" extract "$TMP/ckpt" "$TMP/out" --world 2 --rank 0
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"exists; --force replaces it"* ]]
+	[ "$(cat "$TMP/victim")" = victim ]
+	# --force replaces the links themselves, not what they point at.
+	"$CKPTFS" extract "$TMP/ckpt" "$TMP/out" --world 2 --rank 0 --force
+	[ "$(cat "$TMP/victim")" = victim ]
+	[ -z "$(find "$TMP/out" -type l)" ]
+	run $REF check "$TMP/ckpt" "$TMP/out" --world 2 --rank 0
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
+@test "extract: a directory symlink inside OUT is refused, even with --force" {
+	mkdir -p "$TMP/out" "$TMP/elsewhere"
+	ln -s "$TMP/elsewhere" "$TMP/out/optim"
+	for force in "" --force; do
+		run "$CKPTFS" extract "$TMP/ckpt" "$TMP/out" --world 2 --rank 1 $force
+		echo "$output"
+		[ "$status" -eq 1 ]
+		[[ "$output" == *"$TMP/out/optim: key 'optim."*"is a symlink; extract never writes through one"* ]]
+		[ "${#lines[@]}" -eq 1 ]
+		[ -z "$(ls -A "$TMP/elsewhere")" ]
+	done
+	# A link deeper down, and OUT itself given through a symlink (the
+	# user's own path) is fine.
+	rm "$TMP/out/optim"
+	mkdir -p "$TMP/out/optim"
+	ln -s "$TMP/elsewhere" "$TMP/out/optim/state"
+	run "$CKPTFS" extract "$TMP/ckpt" "$TMP/out" --world 2 --rank 1
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"$TMP/out/optim/state: key"*"is a symlink"* ]]
+	[ -z "$(ls -A "$TMP/elsewhere")" ]
+	ln -s "$TMP/fresh" "$TMP/via-link"
+	mkdir "$TMP/fresh"
+	"$CKPTFS" extract "$TMP/ckpt" "$TMP/via-link" --world 2 --rank 1
+	run $REF check "$TMP/ckpt" "$TMP/fresh" --world 2 --rank 1
+	[ "$status" -eq 0 ]
+}
+
+@test "extract: an existing file (mode 0444 too) is kept unless --force" {
+	"$CKPTFS" extract "$TMP/ckpt" "$TMP/out" --world 3 --rank 0
+	f=$(find "$TMP/out" -type f | head -1)
+	echo precious > "$f"
+	chmod 0444 "$f"
+	run "$CKPTFS" extract "$TMP/ckpt" "$TMP/out" --world 3 --rank 0
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"exists; --force replaces it"* ]]
+	[ "$(cat "$f")" = precious ]
+	"$CKPTFS" extract "$TMP/ckpt" "$TMP/out" --world 3 --rank 0 --force
+	run $REF check "$TMP/ckpt" "$TMP/out" --world 3 --rank 0
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ -z "$(find "$TMP/out" -name '.ckptfs-tmp-*')" ]
+	# --force belongs to extract alone.
+	run "$CKPTFS" ls "$TMP/ckpt" --force
+	[ "$status" -eq 2 ]; [[ "$output" == *"unknown option '--force'"* ]]
+}
+
+@test "extract: a read that fails leaves no half-written file under a final name" {
+	$PY "$ROOT/tests/make_zstd.py" corrupt "$TMP/zc"	# x: a corrupt frame, y: fine
+	run "$CKPTFS" extract "$TMP/zc" "$TMP/out" --world 1 --rank 0 --jobs 1
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[ ! -e "$TMP/out/x" ]
+	[ -z "$(find "$TMP/out" -name '.ckptfs-tmp-*')" ]
+	# A good checkpoint extracted in many small groups: all whole.
+	"$CKPTFS" extract "$TMP/ckpt" "$TMP/out2" --world 2 --rank 1 --jobs 2
+	only_whole_files "$TMP/ckpt" "$TMP/out2" 2 1
+}
+
+@test "index: a symlink planted at the temporary name or at .ckptfs-index is never written through" {
+	cp -r "$TORCH_CK/per_rank" "$TMP/tc"
+	echo victim > "$TMP/victim"
+	# The old temporary name was PATH.tmp.PID: plant it for the PID that
+	# exec keeps.
+	bash -c 'ln -s "$1" "$2/.ckptfs-index.tmp.$$"; exec "$3" index "$2"' _ \
+		"$TMP/victim" "$TMP/tc" "$CKPTFS"
+	[ "$(cat "$TMP/victim")" = victim ]
+	[ -f "$TMP/tc/.ckptfs-index" ] && [ ! -L "$TMP/tc/.ckptfs-index" ]
+	rm -f "$TMP/tc"/.ckptfs-index.tmp.*
+	# .ckptfs-index itself a link: replaced, the victim untouched.
+	ln -sf "$TMP/victim" "$TMP/tc/.ckptfs-index"
+	"$CKPTFS" index "$TMP/tc"
+	[ "$(cat "$TMP/victim")" = victim ]
+	[ -f "$TMP/tc/.ckptfs-index" ] && [ ! -L "$TMP/tc/.ckptfs-index" ]
+	# -o FILE the same; nothing else is left in its directory.
+	mkdir "$TMP/idx"
+	ln -s "$TMP/victim" "$TMP/idx/index"
+	"$CKPTFS" index "$TMP/tc" -o "$TMP/idx/index"
+	[ "$(cat "$TMP/victim")" = victim ]
+	[ ! -L "$TMP/idx/index" ]
+	[ "$(ls -A "$TMP/idx")" = index ]
+	cmp "$TMP/idx/index" "$TMP/tc/.ckptfs-index"
+}
+
+@test "arguments: --world and --rank only together, 32-bit limits named, the ranks cap named" {
+	run "$CKPTFS" ls "$TMP/ckpt" --world 2
+	[ "$status" -eq 2 ]; [[ "$output" == *"--rank is required with --world"* ]]
+	run "$CKPTFS" stats "$TMP/ckpt" --world 2
+	[ "$status" -eq 2 ]; [[ "$output" == *"--rank is required with --world"* ]]
+	run "$CKPTFS" ls "$TMP/ckpt" --rank 1
+	[ "$status" -eq 2 ]; [[ "$output" == *"--world is required with --rank"* ]]
+	for c in ls mount; do
+		run "$CKPTFS" $c "$TMP/ckpt" "$MNT" --world 4294967296 --rank 0
+		[ "$status" -ne 0 ]; [[ "$output" == *"--world must be at most 4294967295, got '4294967296'"* ]]
+	done
+	run "$CKPTFS" "$TMP/ckpt" "$MNT" -o world=2,rank=18446744073709551617
+	[ "$status" -ne 0 ]; [[ "$output" == *"rank must be at most 4294967295"* ]]
+	run "$CKPTFS" mount "$TMP/ckpt" "$MNT" --world 100000 --ranks 0-99999
+	echo "$output"
+	[ "$status" -ne 0 ]; [[ "$output" == *"ranks '0-99999': the range 0-99999 holds 100000 ranks; a range may hold at most 65536"* ]]
+	run "$CKPTFS" ls "$TMP/ckpt" --world
+	[ "$status" -eq 2 ]; [[ "$output" == *"--world needs a value"* ]]
+	not mountpoint -q "$MNT"
+}
+
+@test "arguments: getopt_long parsing, '--' ends the options" {
+	cd "$TMP"
+	cp -r ckpt ./-ck
+	run "$CKPTFS" info -- -ck
+	echo "$output"
+	[ "$status" -eq 0 ]; [[ "$output" == *$'checkpoint\t-ck'* ]]
+	run "$CKPTFS" ls --world=2 --rank=1 -- -ck
+	[ "$status" -eq 0 ]
+	[ "$output" = "$("$CKPTFS" ls ckpt --world 2 --rank 1)" ]
+	# -- in a mount: the checkpoint is -nope, not an option.
+	run "$CKPTFS" mount --world 2 --rank 0 -- -nope "$MNT"
+	echo "$output"
+	[ "$status" -ne 0 ]; [[ "$output" == *"-nope"*"No such file or directory"* ]]
+	# options after the operands, and -oLIST
+	start_mount "$TMP/-ck" "$MNT" -oworld=2,rank=1
+	run $REF check "$TMP/ckpt" "$MNT" --world 2 --rank 1
+	stop_mount
+	[ "$status" -eq 0 ]
+	run "$CKPTFS" mount "$TMP/ckpt" "$MNT" -x
+	[ "$status" -ne 0 ]; [[ "$output" == *"unknown option '-x'"* ]]
+}
