@@ -115,6 +115,16 @@ int ckpt_dtype_from_name(const char *s, size_t len, enum ckpt_dtype *out);
 const char *ckpt_dtype_name(enum ckpt_dtype dt);
 unsigned ckpt_dtype_size(enum ckpt_dtype dt);
 
+/*
+ * One field of a tab-separated table (manifest.tsv, `ckptfs ls`): s with
+ * tab, newline, carriage return and backslash written as the two
+ * characters \t, \n, \r and \\, so that a key holding them still gives
+ * one row of the same columns.  Writes at most cap bytes, NUL included,
+ * to out; returns the escaped length (as snprintf: out was cut when it is
+ * >= cap).
+ */
+size_t ckpt_tsv_escape(const char *s, char *out, size_t cap);
+
 /* Convert n elements of dtype src at in to doubles at out. */
 void ckpt_convert_to_double(enum ckpt_dtype src, const void *in, double *out,
 			    size_t n);

@@ -281,6 +281,28 @@ static void print_dims(FILE *f, const uint64_t *d, unsigned n)
 		fprintf(f, "%s%" PRIu64, i ? "," : "", d[i]);
 }
 
+/* s as one TSV field on stdout (ckpt_tsv_escape(): \t \n \r \\
+ * escaped). */
+static void put_tsv(const char *s)
+{
+	size_t n = ckpt_tsv_escape(s, NULL, 0);
+	char *buf = malloc(n + 1);
+
+	if (!buf) {	/* no memory: a character at a time */
+		char one[2] = { 0 }, esc[3];
+
+		for (; *s; s++) {
+			one[0] = *s;
+			ckpt_tsv_escape(one, esc, sizeof(esc));
+			fputs(esc, stdout);
+		}
+		return;
+	}
+	ckpt_tsv_escape(s, buf, n + 1);
+	fputs(buf, stdout);
+	free(buf);
+}
+
 /* ---------------------------------------------------------------- info */
 static int tool_info(const struct tool_args *a)
 {
@@ -377,7 +399,8 @@ static int tool_ls(const struct tool_args *a)
 		if (key_node(v, i, &e) || ckpt_meta_key(m, e.key, &k))
 			continue;
 		ckpt_view_path(v, i, path, sizeof(path));
-		printf("%s\t%s\t", path, e.kind == CKPT_KIND_BYTES ? "bytes" :
+		put_tsv(path);
+		printf("\t%s\t", e.kind == CKPT_KIND_BYTES ? "bytes" :
 		       ckpt_dtype_name((enum ckpt_dtype)e.saved_dtype));
 		print_dims(stdout, e.global_shape, e.ndim);
 		printf("\t%" PRIu32, k.nchunks);
@@ -472,7 +495,8 @@ static void plan_one(const struct ckpt_view *v, uint32_t node)
 
 	if (key_node(v, node, &e))
 		return;
-	printf("%s\t%" PRIu64 " bytes", e.fqn, e.size - e.header);
+	put_tsv(e.fqn);
+	printf("\t%" PRIu64 " bytes", e.size - e.header);
 	if (e.kind == CKPT_KIND_TENSOR) {
 		printf("\tbox ");
 		print_dims(stdout, e.offsets, e.ndim);
@@ -896,7 +920,8 @@ static int stats_one(const struct ckpt_view *v, uint32_t node, char *buf,
 		off += got;
 	}
 	ckpt_view_path(v, node, path, sizeof(path));
-	printf("%s\t%s\t", path, ckpt_dtype_name(dt));
+	put_tsv(path);
+	printf("\t%s\t", ckpt_dtype_name(dt));
 	print_dims(stdout, e.shape, e.ndim);
 	if (counted) {
 		print_num(mn);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/escape.h"
 
 size_t ckpt_view_encode_name(const char *s, size_t len, char *out)
 {
@@ -279,7 +280,7 @@ static int no_such_prefix(const struct ckpt_view *v, char *err,
 	const struct ckpt_meta *m = v->meta;
 	const char *name = m->meta_path ? m->meta_path : ".metadata";
 	struct comp *firsts, c[1];
-	char list[2048];
+	char list[2048], one[128];
 	size_t n = 0, i, shown = 0, at = 0;
 	uint32_t e;
 
@@ -301,19 +302,20 @@ static int no_such_prefix(const struct ckpt_view *v, char *err,
 			break;
 		}
 		at += (size_t)snprintf(list + at, sizeof(list) - at,
-				       "%s'%.*s'", shown > 1 ? ", " : "",
-				       (int)(firsts[i].len < 128 ?
-					     firsts[i].len : 128),
-				       firsts[i].s);
+				       "%s'%s'", shown > 1 ? ", " : "",
+				       ckpt_escape_msg(firsts[i].s,
+						       firsts[i].len, one,
+						       sizeof(one)));
 	}
 	free(firsts);
+	ckpt_escape_msg(v->prefix, strlen(v->prefix), one, sizeof(one));
 	if (!shown)
 		return ckpt_errf(err, errlen, -ENOENT,
-				 "%s: prefix '%.128s' matches no key: the checkpoint has no keys",
-				 name, v->prefix);
+				 "%s: prefix '%s' matches no key: the checkpoint has no keys",
+				 name, one);
 	return ckpt_errf(err, errlen, -ENOENT,
-			 "%s: prefix '%.128s' matches no key; the prefixes (first path components) are: %s",
-			 name, v->prefix, list);
+			 "%s: prefix '%s' matches no key; the prefixes (first path components) are: %s",
+			 name, one, list);
 }
 
 int ckpt_tree_build(struct ckpt_view *v, bool meta_dir, char *err,

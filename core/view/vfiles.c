@@ -153,9 +153,11 @@ static int build(const struct ckpt_view *v, uint32_t slot,
 
 		nfiles++;
 		total += g->size;
-		ckpt_view_path(v, node, path, PATH_BUF);
-		fprintf(tsv, "%s\t%s\t", path, e->kind == CKPT_KIND_BYTES ?
-			"bytes" : ckpt_dtype_name(g->dtype));
+		ckpt_view_path(v, node, path, PATH_BUF / 2);
+		ckpt_tsv_escape(path, path + PATH_BUF / 2, PATH_BUF / 2);
+		fprintf(tsv, "%s\t%s\t", path + PATH_BUF / 2,
+			e->kind == CKPT_KIND_BYTES ? "bytes" :
+			ckpt_dtype_name(g->dtype));
 		if (e->kind == CKPT_KIND_BYTES) {
 			fprintf(tsv, "-\t1\t-\t-\t%" PRIu64 "\n", g->size);
 			continue;

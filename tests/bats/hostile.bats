@@ -183,3 +183,84 @@ print("whole files only")' "$1" "$2" "$ROOT/tests" "$3" "$4"
 	run "$CKPTFS" mount "$TMP/ckpt" "$MNT" -x
 	[ "$status" -ne 0 ]; [[ "$output" == *"unknown option '-x'"* ]]
 }
+
+# python3 with ckptfs.py and this build's libckptfs (the sanitized one
+# needs its runtimes loaded first).
+pyload() {
+	local pre=
+	export CKPTFS_LIB="$(dirname "$CKPTFS")/libckptfs.so"
+	if nm -D "$CKPTFS_LIB" | grep -q __asan_; then
+		pre="LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so) ASAN_OPTIONS=detect_leaks=0"
+	fi
+	env $pre PYTHONPATH="$ROOT/scripts" $PY "$@"
+}
+
+@test "--prefix that matches no key is an error listing the prefixes (CLI, mount, library, ckptfs.load)" {
+	for p in nope ''; do
+		run "$CKPTFS" ls "$TMP/ckpt" --prefix "$p"
+		echo "$output"
+		[ "$status" -eq 1 ]
+		[[ "$output" == *"prefix '$p' matches no key; the prefixes (first path components) are: 'model', 'optim'"* ]]
+		run "$CKPTFS" extract "$TMP/ckpt" "$TMP/out" --world 2 --rank 0 --prefix "$p"
+		[ "$status" -eq 1 ]; [[ "$output" == *"matches no key"* ]]
+		run pyload -c 'import ckptfs, sys; ckptfs.load(sys.argv[1], 2, 1, prefix=sys.argv[2], backend="numpy")' "$TMP/ckpt" "$p"
+		echo "$output"
+		[ "$status" -ne 0 ]
+		[[ "$output" == *"ValueError: "*"prefix '$p' matches no key"*"'model', 'optim'"* ]]
+	done
+	refuse_mount "$TMP/ckpt" "prefix 'nope' matches no key; the prefixes (first path components) are: 'model', 'optim'" --world 2 --rank 0 --prefix nope
+	refuse_mount "$TMP/ckpt" "prefix must not be empty" -o world=2,rank=0,prefix=
+	# A prefix that exists still works.
+	[ "$("$CKPTFS" ls "$TMP/ckpt" --prefix optim | tail -n +2 | cut -f1 | cut -d/ -f1 | sort -u)" = optim ]
+}
+
+@test "manifest.tsv and ls escape tab, newline, CR and backslash: a key a<TAB>b.c<LF>d round-trips" {
+	$PY - "$TMP/odd" "$ROOT/scripts" <<'PYEOF'
+import sys, numpy as np
+sys.path.insert(0, sys.argv[2])
+from native_writer import write_checkpoint
+keys = ["a\tb.c\nd", "back\\slash.x\ry", "plain.w"]
+data, sdm, st = b"", {}, []
+for i, k in enumerate(keys):
+    raw = np.arange(4 + i, dtype="<f4").tobytes()
+    sdm[k] = {"type": "tensor", "dtype": "float32", "size": [4 + i],
+              "chunks": [{"offsets": [0], "sizes": [4 + i]}]}
+    st.append({"fqn": k, "offsets": [0], "relative_path": "d",
+               "offset": len(data), "length": len(raw)})
+    data += raw
+write_checkpoint(sys.argv[1], {"d": data}, sdm, st)
+PYEOF
+	"$CKPTFS" ls "$TMP/odd" --world 1 --rank 0 > "$TMP/ls"
+	start_mount "$TMP/odd" "$MNT"
+	cp "$MNT/.ckptfs/manifest.tsv" "$TMP/manifest"
+	run $PY - "$TMP/ls" "$TMP/manifest" "$MNT" <<'PYEOF'
+import json, os, sys
+def unescape(f):
+    out, i = "", 0
+    while i < len(f):
+        if f[i] == "\\":
+            out += {"t": "\t", "n": "\n", "r": "\r", "\\": "\\"}[f[i + 1]]
+            i += 2
+        else:
+            out += f[i]
+            i += 1
+    return out
+want = {"a\tb/c\nd": 4, "back\\slash/x\ry": 5, "plain/w": 6}
+for t in sys.argv[1:3]:
+    lines = open(t, newline="").read().split("\n")
+    assert lines[-1] == "" and len(lines) == 2 + len(want), lines
+    rows = [l.split("\t") for l in lines[1:-1]]
+    assert all(len(r) == 7 for r in rows), rows
+    got = {unescape(r[0]): int(r[2]) for r in rows}
+    assert got == want, got
+    for p, n in want.items():
+        assert os.path.getsize(os.path.join(sys.argv[3], p)) == 4 * n, p
+json.load(open(os.path.join(sys.argv[3], ".ckptfs/view.json")))
+print("round-trip ok")
+PYEOF
+	echo "$output"
+	stop_mount
+	[ "$status" -eq 0 ]
+	cmp "$TMP/ls" "$TMP/manifest"
+	"$CKPTFS" cat "$TMP/odd" $'a\tb.c\nd' --world 1 --rank 0 | cmp - <($PY -c 'import numpy as np, sys; sys.stdout.buffer.write(np.arange(4, dtype="<f4").tobytes())')
+}

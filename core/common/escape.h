@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Text that keys may hold, made safe for where it goes: UTF-8 validation
+ * (keys, JSON strings), one-line escapes for messages, and the TSV escape
+ * of manifest.tsv and `ckptfs ls` (ckpt_tsv_escape(), in ckptfs.h).
+ */
+#ifndef CKPT_ESCAPE_H
+#define CKPT_ESCAPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/*
+ * The length of the longest valid UTF-8 prefix of s[0, len) (RFC 3629:
+ * shortest forms only, no surrogates, nothing above U+10FFFF): len when
+ * all of it is valid, else the offset of the first bad byte.
+ */
+size_t ckpt_utf8_valid_prefix(const char *s, size_t len);
+
+static inline bool ckpt_utf8_is_valid(const char *s, size_t len)
+{
+	return ckpt_utf8_valid_prefix(s, len) == len;
+}
+
+/*
+ * s[0, len) for a one-line message, NUL-terminated in out[0, cap):
+ * valid UTF-8 is kept, '\\' becomes "\\\\", \t \n \r "\\t" "\\n" "\\r",
+ * other control bytes, DEL and bytes that are not valid UTF-8 "\\xNN".
+ * Cut with "..." when it does not fit.  Returns out.
+ */
+char *ckpt_escape_msg(const char *s, size_t len, char *out, size_t cap);
+
+#endif
