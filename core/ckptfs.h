@@ -259,6 +259,13 @@ struct ckpt_meta_info {
 	long mtime_nsec;
 };
 
+/*
+ * One line about something the open left out that the user should know
+ * (e.g. .safetensors files that model.safetensors.index.json does not
+ * list, which are ignored), or NULL.  Borrowed from m.  Thread-safe.
+ */
+const char *ckpt_meta_warning(const struct ckpt_meta *m);
+
 /* Facts about m.  Thread-safe. */
 void ckpt_meta_info(const struct ckpt_meta *m, struct ckpt_meta_info *out);
 

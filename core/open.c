@@ -220,13 +220,14 @@ out_free:
 /* A directory of safetensors files: see safetensors/st_index.h. */
 static int safetensors_image(struct ckpt_store *s, uint8_t **img,
 			     size_t *imglen, struct timespec *mtime,
-			     bool *sharded, char *err, size_t errlen)
+			     bool *sharded, char **warning, char *err,
+			     size_t errlen)
 {
 	int64_t sec = 0, nsec = 0;
 	int rc;
 
-	rc = ckpt_safetensors_index(s, img, imglen, sharded, &sec, &nsec, err,
-				    errlen);
+	rc = ckpt_safetensors_index(s, img, imglen, sharded, &sec, &nsec,
+				    warning, err, errlen);
 	mtime->tv_sec = (time_t)sec;
 	mtime->tv_nsec = (long)nsec;
 	return rc;
@@ -281,6 +282,7 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	uint8_t *buf = NULL, *img = NULL, origin = CKPT_ORIGIN_NATIVE;
 	uint8_t variants = 0;
 	bool sharded = false, follow = o && o->follow_symlinks;
+	char *warning = NULL;
 	size_t len = 0, imglen = 0;
 	int rc;
 
@@ -298,7 +300,7 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 		origin = CKPT_ORIGIN_TORCH_LOCAL;
 		if (rc == -ENOENT) {	/* ... or safetensors files? */
 			rc = safetensors_image(s, &buf, &len, &mtime, &sharded,
-					       err, errlen);
+					       &warning, err, errlen);
 			origin = sharded ? CKPT_ORIGIN_SAFETENSORS_SHARDED :
 					   CKPT_ORIGIN_SAFETENSORS;
 		}
@@ -345,10 +347,12 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	m->mtime = mtime;
 	m->store = s;
 	m->follow_symlinks = follow;
+	m->warning = warning;
 	*out = m;
 	return 0;
 out_path:
 	free(path);
+	free(warning);
 	ckpt_store_free(s);
 	return rc;
 }

@@ -189,6 +189,8 @@ static int open_view(const struct tool_args *a, bool files,
 	*v = NULL;
 	if (ckpt_meta_open(a->pos[0], m, err, sizeof(err)))
 		goto out_err;
+	if (ckpt_meta_warning(*m))
+		fprintf(stderr, "ckptfs: warning: %s\n", ckpt_meta_warning(*m));
 	/* A command of its own: every fd it can get, and huge pages for
 	 * extract's fresh buffers. */
 	if (files && ckpt_files_open(*m, CKPT_FILES_RAISE_NOFILE |

@@ -170,6 +170,8 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		fprintf(stderr, "ckptfs: %s\n", err);
 		return 1;
 	}
+	if (ckpt_meta_warning(meta))
+		fprintf(stderr, "ckptfs: warning: %s\n", ckpt_meta_warning(meta));
 	vo.world = o->world;
 	vo.rank = o->rank;
 	vo.ranks = o->ranks;

@@ -260,8 +260,47 @@ def case(c, out):
         d = json.load(open(p))
         d["weight_map"]["model.ghost"] = "model-00001-of-00002.safetensors"
         json.dump(d, open(p, "w"))
+    elif c == "stale_shards":   # an index, and two files it does not list
+        write_ok(out, 2, True)
+        y = values("model.embed.weight", "<f4", (2,)).tobytes()
+        with open(os.path.join(out, "model-old.safetensors"), "wb") as fh:
+            fh.write(st_bytes([("model.stale", "F32", (4,), x)]))
+        with open(os.path.join(out, "z-extra.safetensors"), "wb") as fh:
+            fh.write(st_bytes([("model.embed.weight", "F32", (2,), y)]))
+    elif c in HEADERS:          # a header written as given
+        h = HEADERS[c]
+        one(out, struct.pack("<Q", len(h)) + h + x)
     else:
         raise SystemExit(f"unknown case {c}")
+
+
+# Headers Python's json reads one way and a first-match reader another,
+# or that are not UTF-8: each refused (issue 19).
+HEADERS = {
+    "field_twice": b'{"x": {"dtype": "F32", "shape": [4], '
+                   b'"data_offsets": [0, 16], "shape": [2]}}',
+    "metadata_twice": b'{"__metadata__": {"a": "b"}, "x": {"dtype": "F32", '
+                      b'"shape": [4], "data_offsets": [0, 16]}, '
+                      b'"__metadata__": {"c": "d"}}',
+    "metadata_not_strings": b'{"__metadata__": {"format": "pt", "n": 1}, '
+                            b'"x": {"dtype": "F32", "shape": [4], '
+                            b'"data_offsets": [0, 16]}}',
+    "metadata_not_object": b'{"__metadata__": ["pt"], "x": {"dtype": "F32", '
+                           b'"shape": [4], "data_offsets": [0, 16]}}',
+    "metadata_key_twice": b'{"__metadata__": {"format": "pt", "format": "np"}, '
+                          b'"x": {"dtype": "F32", "shape": [4], '
+                          b'"data_offsets": [0, 16]}}',
+    "key_lone_surrogate": b'{"x\\ud800": {"dtype": "F32", "shape": [4], '
+                          b'"data_offsets": [0, 16]}}',
+    "key_low_surrogate": b'{"x\\udc00\\ud800": {"dtype": "F32", "shape": [4], '
+                         b'"data_offsets": [0, 16]}}',
+    "key_not_utf8": b'{"x\xff\xfe": {"dtype": "F32", "shape": [4], '
+                    b'"data_offsets": [0, 16]}}',
+    "key_cesu8": b'{"x\xed\xa0\x80": {"dtype": "F32", "shape": [4], '
+                 b'"data_offsets": [0, 16]}}',
+    "key_pair": '{"x\\ud83d\\ude00": {"dtype": "F32", "shape": [4], '
+                '"data_offsets": [0, 16]}}'.encode(),
+}
 
 
 def main(argv):

@@ -8,9 +8,9 @@
 
 #include "ckptfs.h"
 
-/* The length of the valid UTF-8 sequence at s[0, left), or 0. */
-static size_t utf8_seq(const unsigned char *s, size_t left)
+size_t ckpt_utf8_seq(const char *str, size_t left)
 {
+	const unsigned char *s = (const unsigned char *)str;
 	size_t n, i;
 	uint32_t cp;
 
@@ -43,11 +43,10 @@ static size_t utf8_seq(const unsigned char *s, size_t left)
 
 size_t ckpt_utf8_valid_prefix(const char *s, size_t len)
 {
-	const unsigned char *u = (const unsigned char *)s;
 	size_t at = 0, n;
 
 	while (at < len) {
-		n = utf8_seq(u + at, len - at);
+		n = ckpt_utf8_seq(s + at, len - at);
 		if (!n)
 			return at;
 		at += n;
@@ -55,10 +54,11 @@ size_t ckpt_utf8_valid_prefix(const char *s, size_t len)
 	return len;
 }
 
-char *ckpt_escape_msg(const char *s, size_t len, char *out, size_t cap)
+char *ckpt_escape_msg(const char *s, size_t len, bool json, char *out,
+		      size_t cap)
 {
 	const unsigned char *u = (const unsigned char *)s;
-	size_t at = 0, o = 0, n;
+	size_t at = 0, o = 0, cut = 0, n;
 	char tmp[8];
 
 	if (!cap)
@@ -67,29 +67,26 @@ char *ckpt_escape_msg(const char *s, size_t len, char *out, size_t cap)
 		const char *put = tmp;
 		size_t k;
 
-		n = utf8_seq(u + at, len - at);
-		if (n > 1) {
+		n = ckpt_utf8_seq(s + at, len - at);
+		if (n > 1 || (n == 1 && u[at] >= 0x20 && u[at] != 0x7F &&
+			      (u[at] != '\\' || json))) {
 			put = s + at;
 			k = n;
-		} else if (n == 1 && u[at] == '\\') {
-			put = "\\\\";
-			k = 2;
-		} else if (n == 1 && (u[at] == '\t' || u[at] == '\n' ||
-				      u[at] == '\r')) {
+		} else if (n == 1 && (u[at] == '\\' || u[at] == '\t' ||
+				      u[at] == '\n' || u[at] == '\r')) {
 			tmp[0] = '\\';
-			tmp[1] = u[at] == '\t' ? 't' : u[at] == '\n' ? 'n' : 'r';
+			tmp[1] = u[at] == '\t' ? 't' : u[at] == '\n' ? 'n' :
+				 u[at] == '\r' ? 'r' : '\\';
 			k = 2;
-		} else if (n == 1 && u[at] >= 0x20 && u[at] != 0x7F) {
-			put = s + at;
-			k = 1;
 		} else {
 			snprintf(tmp, sizeof(tmp), "\\x%02x", u[at]);
 			k = 4;
 			n = 1;
 		}
-		if (o + k + 4 > cap) {	/* keep room for "..." and the NUL */
+		if (o + k + 1 > cap) {
+			/* Cut where "..." still fits, after a whole piece. */
 			if (cap >= 4)
-				memcpy(out + o, "...", 4);
+				memcpy(out + cut, "...", 4);
 			else
 				out[0] = '\0';
 			return out;
@@ -97,6 +94,8 @@ char *ckpt_escape_msg(const char *s, size_t len, char *out, size_t cap)
 		memcpy(out + o, put, k);
 		o += k;
 		at += n;
+		if (o + 4 <= cap)
+			cut = o;
 	}
 	out[o] = '\0';
 	return out;
@@ -104,21 +103,25 @@ char *ckpt_escape_msg(const char *s, size_t len, char *out, size_t cap)
 
 size_t ckpt_tsv_escape(const char *s, char *out, size_t cap)
 {
-	size_t o = 0;
+	size_t o = 0, w = 0;	/* needed, written */
+	bool full = false;
 
 	for (; *s; s++) {
 		char e = *s == '\t' ? 't' : *s == '\n' ? 'n' :
 			 *s == '\r' ? 'r' : *s == '\\' ? '\\' : 0;
+		size_t k = e ? 2 : 1;
 
-		if (e && o + 1 < cap) {
-			out[o] = '\\';
-			out[o + 1] = e;
-		} else if (!e && o < cap) {
-			out[o] = *s;
+		if (!full && w + k < cap) {
+			out[w] = e ? '\\' : *s;
+			if (e)
+				out[w + 1] = e;
+			w += k;
+		} else {
+			full = true;	/* never half an escape */
 		}
-		o += e ? 2 : 1;
+		o += k;
 	}
 	if (cap)
-		out[o < cap ? o : cap - 1] = '\0';
+		out[w] = '\0';
 	return o;
 }

@@ -10,6 +10,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* The length (1 to 4) of the valid UTF-8 sequence starting s[0, left),
+ * left > 0, or 0 when none starts there. */
+size_t ckpt_utf8_seq(const char *s, size_t left);
+
 /*
  * The length of the longest valid UTF-8 prefix of s[0, len) (RFC 3629:
  * shortest forms only, no surrogates, nothing above U+10FFFF): len when
@@ -24,10 +28,12 @@ static inline bool ckpt_utf8_is_valid(const char *s, size_t len)
 
 /*
  * s[0, len) for a one-line message, NUL-terminated in out[0, cap):
- * valid UTF-8 is kept, '\\' becomes "\\\\", \t \n \r "\\t" "\\n" "\\r",
- * other control bytes, DEL and bytes that are not valid UTF-8 "\\xNN".
- * Cut with "..." when it does not fit.  Returns out.
+ * valid UTF-8 is kept, '\\' becomes "\\\\" (unless s is JSON text, whose
+ * backslashes already start escapes: json set), \t \n \r "\\t" "\\n"
+ * "\\r", other control bytes, DEL and bytes that are not valid UTF-8
+ * "\\xNN".  Cut with "..." when it does not fit.  Returns out.
  */
-char *ckpt_escape_msg(const char *s, size_t len, char *out, size_t cap);
+char *ckpt_escape_msg(const char *s, size_t len, bool json, char *out,
+		      size_t cap);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/escape.h"
 #include "common/grow.h"
 
 struct jp {
@@ -69,6 +70,36 @@ static int hex4(const char *p)
 	return v;
 }
 
+/* A string that is refused: its (escaped) start in the message. */
+static long bad_string(struct jp *j, const char *s, const char *why)
+{
+	char shown[96];
+	size_t len = (size_t)(j->end - s);
+	const char *q = memchr(s, '"', len);
+
+	ckpt_escape_msg(s, q ? (size_t)(q - s) : len, true, shown,
+			sizeof(shown));
+	return ckpt_errf(j->err, j->errlen, -EINVAL,
+			 "%s: byte %zu: string \"%s\" %s", j->name,
+			 (size_t)(j->p - j->start), shown, why);
+}
+
+static bool is_high_surrogate(int u)
+{
+	return u >= 0xD800 && u <= 0xDBFF;
+}
+
+static bool is_low_surrogate(int u)
+{
+	return u >= 0xDC00 && u <= 0xDFFF;
+}
+
+/*
+ * A string: every byte valid UTF-8, every escape one of RFC 8259's, and
+ * every \u escape a character: a high surrogate must be followed by a
+ * low one (the pair is one character above U+FFFF), and neither may
+ * stand alone.
+ */
 static long string(struct jp *j)
 {
 	const char *s = ++j->p;
@@ -79,14 +110,30 @@ static long string(struct jp *j)
 
 		if (c < 0x20)
 			return fail(j, "control character in a string");
+		if (c >= 0x80) {
+			size_t k = ckpt_utf8_seq(j->p, (size_t)(j->end - j->p));
+
+			if (!k)
+				return bad_string(j, s, "is not valid UTF-8");
+			j->p += k;
+			continue;
+		}
 		if (c == '\\') {
 			if (j->end - j->p < 2)
 				break;
 			c = (unsigned char)j->p[1];
 			if (c == 'u') {
-				if (j->end - j->p < 6 || hex4(j->p + 2) < 0)
+				int u;
+
+				if (j->end - j->p < 6 || (u = hex4(j->p + 2)) < 0)
 					return fail(j, "bad \\u escape");
-				j->p += 6;
+				if (is_low_surrogate(u) ||
+				    (is_high_surrogate(u) &&
+				     (j->end - j->p < 12 || j->p[6] != '\\' ||
+				      j->p[7] != 'u' ||
+				      !is_low_surrogate(hex4(j->p + 8)))))
+					return bad_string(j, s, "holds a lone surrogate");
+				j->p += is_high_surrogate(u) ? 12 : 6;
 				continue;
 			}
 			if (!strchr("\"\\/bfnrt", c) || !c)
@@ -303,22 +350,33 @@ long ckpt_json_str(const struct ckpt_json *s, char *out, size_t cap)
 			case 'r': c = '\r'; break;
 			case 't': c = '\t'; break;
 			case 'u': {
-				unsigned u = (unsigned)hex4(s->s + i + 1);
+				uint32_t u = (uint32_t)hex4(s->s + i + 1);
 
 				i += 4;
 				if (u == 0)
 					return -1;
-				/* UTF-8 (surrogates kept as they are). */
+				if (is_high_surrogate((int)u)) {
+					/* The parser saw the low half follow. */
+					u = 0x10000 + ((u - 0xD800) << 10 |
+						       ((uint32_t)hex4(s->s + i + 3) -
+							0xDC00));
+					i += 6;
+				}
 				if (u < 0x80) {
 					c = u;
 					break;
 				}
-				if (o + 3 >= cap)
+				/* UTF-8: 2, 3 or 4 bytes, the last one below. */
+				if (o + 4 >= cap)
 					return -1;
 				if (u < 0x800) {
 					out[o++] = (char)(0xC0 | u >> 6);
-				} else {
+				} else if (u < 0x10000) {
 					out[o++] = (char)(0xE0 | u >> 12);
+					out[o++] = (char)(0x80 | ((u >> 6) & 0x3F));
+				} else {
+					out[o++] = (char)(0xF0 | u >> 18);
+					out[o++] = (char)(0x80 | ((u >> 12) & 0x3F));
 					out[o++] = (char)(0x80 | ((u >> 6) & 0x3F));
 				}
 				c = 0x80 | (u & 0x3F);
@@ -355,4 +413,65 @@ const struct ckpt_json *ckpt_json_get(const struct ckpt_json_doc *doc,
 		c = doc->nodes[v].next;
 	}
 	return NULL;
+}
+
+struct dup_key {
+	const char *s;		/* decoded, in the pool */
+	size_t len;
+	const struct ckpt_json *node;
+};
+
+static int cmp_dup_key(const void *a, const void *b)
+{
+	const struct dup_key *x = a, *y = b;
+	int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+
+	if (c || x->len != y->len)
+		return c ? c : x->len < y->len ? -1 : 1;
+	return x->node->at < y->node->at ? -1 : x->node->at > y->node->at;
+}
+
+int ckpt_json_find_dup(const struct ckpt_json_doc *doc,
+		       const struct ckpt_json *o, const struct ckpt_json **dup)
+{
+	struct dup_key *keys;
+	size_t n, i, pool_len = 0, at = 0;
+	uint32_t k, c;
+	char *pool;
+
+	*dup = NULL;
+	if (!o || o->type != CKPT_JSON_OBJ || o->n < 4)
+		return 0;
+	n = o->n / 2;
+	for (k = 0, c = o->first; k + 1 < o->n; k += 2) {
+		pool_len += doc->nodes[c].len + 1;
+		c = doc->nodes[doc->nodes[c].next].next;
+	}
+	keys = malloc(n * sizeof(*keys));
+	pool = malloc(pool_len);
+	if (!keys || !pool) {
+		free(keys);
+		free(pool);
+		return -ENOMEM;
+	}
+	for (i = 0, c = o->first; i < n; i++) {
+		const struct ckpt_json *kn = &doc->nodes[c];
+		long len = ckpt_json_str(kn, pool + at, kn->len + 1);
+
+		if (len < 0) {	/* holds \u0000: compared as written */
+			memcpy(pool + at, kn->s, kn->len);
+			len = kn->len;
+		}
+		keys[i] = (struct dup_key){ pool + at, (size_t)len, kn };
+		at += kn->len + 1;
+		c = doc->nodes[kn->next].next;
+	}
+	qsort(keys, n, sizeof(*keys), cmp_dup_key);
+	for (i = 1; i < n && !*dup; i++)
+		if (keys[i].len == keys[i - 1].len &&
+		    !memcmp(keys[i].s, keys[i - 1].s, keys[i].len))
+			*dup = keys[i].node;
+	free(keys);
+	free(pool);
+	return *dup ? 1 : 0;
 }

@@ -4,8 +4,9 @@
  * whole text into a tree of nodes in one allocation, bounded in depth and
  * node count, with byte offsets in every error.  RFC 8259 values only;
  * numbers must be integers that fit 64 bits (safetensors needs no more),
- * strings are kept as they are written (escapes decoded on demand by
- * ckpt_json_str()).
+ * strings must be valid UTF-8 with no lone surrogate escape (\ud800) and
+ * are kept as they are written (escapes decoded on demand by
+ * ckpt_json_str(), surrogate pairs into one 4-byte UTF-8 character).
  */
 #ifndef CKPT_JSON_H
 #define CKPT_JSON_H
@@ -66,5 +67,15 @@ const struct ckpt_json *ckpt_json_at(const struct ckpt_json_doc *doc,
 /* Decode string node s into out (cap bytes, NUL-terminated): its length,
  * or -1 when it does not fit or holds \u0000. */
 long ckpt_json_str(const struct ckpt_json *s, char *out, size_t cap);
+
+/*
+ * The first key of object o that is written twice (compared decoded; the
+ * later of the two), in *dup: 1 when there is one, 0 when none (*dup
+ * NULL), -ENOMEM.  O(n log n).  RFC 8259 leaves repeated names to the
+ * reader: Python's json keeps the last, a first-match lookup the first,
+ * so an untrusted header with one is refused rather than read either way.
+ */
+int ckpt_json_find_dup(const struct ckpt_json_doc *doc,
+		       const struct ckpt_json *o, const struct ckpt_json **dup);
 
 #endif

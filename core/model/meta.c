@@ -32,6 +32,7 @@ void ckpt_meta_free_parsed(struct ckpt_meta *m)
 	free(m->strings);
 	free(m->dir);
 	free(m->meta_path);
+	free(m->warning);
 	free(m);
 }
 
@@ -82,6 +83,11 @@ void ckpt_meta_info(const struct ckpt_meta *m, struct ckpt_meta_info *out)
 	out->nfiles = m->nfiles;
 	out->mtime_sec = m->mtime.tv_sec;
 	out->mtime_nsec = m->mtime.tv_nsec;
+}
+
+const char *ckpt_meta_warning(const struct ckpt_meta *m)
+{
+	return m->warning;
 }
 
 void ckpt_meta_set_origin(struct ckpt_meta *m, uint8_t origin,

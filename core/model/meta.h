@@ -140,6 +140,7 @@ struct ckpt_zcache {
 struct ckpt_meta {
 	char *dir;		/* the checkpoint directory, as given */
 	char *meta_path;	/* dir + "/.metadata", used in messages */
+	char *warning;		/* ckpt_meta_warning(), or NULL */
 	uint64_t version;
 	uint8_t origin;		/* enum ckpt_origin */
 	char format[160];	/* its name, for ckpt_meta_info() */

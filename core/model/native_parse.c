@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/escape.h"
 #include "common/grow.h"
 #include "common/relpath.h"
 #include "common/strides.h"
@@ -391,6 +392,26 @@ static void fqn_key(const void *ctx, uint32_t idx, uint64_t *seed,
 	*len = m->entries[idx].fqn_len;
 }
 
+/*
+ * Keys become file names, xattrs, JSON (view.json, view.safetensors) and
+ * Python str: each must be valid UTF-8.  The message shows the string
+ * with its bad bytes as \xNN.
+ */
+static int check_utf8(struct parser *ps, const char *what, const char *s,
+		      uint32_t len)
+{
+	size_t bad = ckpt_utf8_valid_prefix(s, len);
+	char shown[160];
+
+	if (bad == len)
+		return 0;
+	return ckpt_errf(ps->err, ps->errlen, -EINVAL,
+			 "%s: %s '%s' is not valid UTF-8 (byte %zu)", ps->name,
+			 what, ckpt_escape_msg(s, len, false, shown,
+					 sizeof(shown)),
+			 bad);
+}
+
 static int parse_state_dict_metadata(struct parser *ps, struct mp_cursor *c)
 {
 	struct ckpt_meta *m = ps->m;
@@ -426,6 +447,9 @@ static int parse_state_dict_metadata(struct parser *ps, struct mp_cursor *c)
 			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
 					 "%s: state_dict_metadata: key %" PRIu32
 					 " contains a NUL byte", ps->name, i);
+		rc = check_utf8(ps, "state_dict_metadata: key", k, len);
+		if (rc)
+			return rc;
 		rc = add_string(ps, k, len, &e->fqn);
 		if (rc)
 			return rc;
@@ -1102,7 +1126,10 @@ static int parse_planner_data(struct parser *ps, struct mp_cursor *c)
 						 ps->name, ckpt_entry_fqn(m, e),
 						 j, mp_type_name(c));
 			}
-			rc = add_string(ps, s, sl, &cp->str);
+			rc = check_utf8(ps, "planner_data: path component", s,
+					sl);
+			if (!rc)
+				rc = add_string(ps, s, sl, &cp->str);
 			if (rc)
 				return rc;
 			cp->len = sl;

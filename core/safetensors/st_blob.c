@@ -2,6 +2,7 @@
 /* Parsing one safetensors blob: see st_blob.h. */
 #include "safetensors/st_blob.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -35,6 +36,29 @@ struct blob {
 	size_t errlen;
 };
 
+/* A field written twice in object o ("where: field 'F' appears twice"):
+ * 0, -EINVAL or -ENOMEM. */
+static int no_repeats(const struct ckpt_json_doc *doc,
+		      const struct ckpt_json *o, const char *where,
+		      const char *fqn, char *err, size_t errlen)
+{
+	const struct ckpt_json *dup;
+	char name[128];
+	int rc = ckpt_json_find_dup(doc, o, &dup);
+
+	if (rc < 0)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	if (!rc)
+		return 0;
+	if (ckpt_json_str(dup, name, sizeof(name)) < 0)
+		snprintf(name, sizeof(name), "%.*s",
+			 (int)(dup->len < 100 ? dup->len : 100), dup->s);
+	return ckpt_errf(err, errlen, -EINVAL,
+			 "%s: %s%s%sbyte %u: field '%s' appears twice",
+			 where, fqn ? "key '" : "", fqn ? fqn : "",
+			 fqn ? "': " : "", dup->at, name);
+}
+
 /* One tensor entry of the header; data_at is where the data starts in
  * the file. */
 static int one_tensor(struct blob *b, const struct ckpt_json_doc *doc,
@@ -51,7 +75,11 @@ static int one_tensor(struct blob *b, const struct ckpt_json_doc *doc,
 	uint64_t numel = 1, bytes;
 	uint32_t d;
 	size_t k;
+	int rc;
 
+	rc = no_repeats(doc, v, b->where, fqn, b->err, b->errlen);
+	if (rc)
+		return rc;
 	if (!dt || ckpt_json_str(dt, name, sizeof(name)) < 0 || !sh ||
 	    sh->type != CKPT_JSON_ARR || !of || of->type != CKPT_JSON_ARR)
 		return ckpt_errf(b->err, b->errlen, -EINVAL,
@@ -188,10 +216,7 @@ static int sharding_info(struct blob *b, const struct ckpt_json *s,
 	size_t i;
 	int rc;
 
-	if (s->type != CKPT_JSON_STR)
-		return ckpt_errf(b->err, b->errlen, -EINVAL,
-				 "%s: __metadata__.DCP_SHARDING_INFO is not a string",
-				 b->where);
+	assert(s->type == CKPT_JSON_STR);	/* check_metadata() */
 	text = malloc((size_t)s->len + 1);
 	if (!text)
 		return ckpt_errf(b->err, b->errlen, -ENOMEM, "out of memory");
@@ -213,6 +238,9 @@ static int sharding_info(struct blob *b, const struct ckpt_json *s,
 			       "%s: not a JSON object", where);
 		goto out_doc;
 	}
+	rc = no_repeats(&doc, root, where, NULL, b->err, b->errlen);
+	if (rc)
+		goto out_doc;
 	for (k = 0, c = root->first; k + 1 < root->n; k += 2) {
 		const struct ckpt_json *kn = &doc.nodes[c];
 		const struct ckpt_json *v = &doc.nodes[kn->next];
@@ -234,6 +262,9 @@ static int sharding_info(struct blob *b, const struct ckpt_json *s,
 				       where, fqn);
 			goto out_doc;
 		}
+		rc = no_repeats(&doc, v, where, fqn, b->err, b->errlen);
+		if (rc)
+			goto out_doc;
 		so = v->type == CKPT_JSON_OBJ ?
 		     ckpt_json_get(&doc, v, "saved_offsets") : NULL;
 		if (!so || so->type != CKPT_JSON_ARR || so->n != t->ndim) {
@@ -271,6 +302,46 @@ out_doc:
 out_text:
 	free(text);
 	return rc;
+}
+
+/* __metadata__ is an object of strings (safetensors' own readers refuse
+ * anything else), each name once. */
+static int check_metadata(struct blob *b, const struct ckpt_json_doc *doc,
+			  const struct ckpt_json *meta)
+{
+	static const char *const types[] = {
+		[CKPT_JSON_NULL] = "null", [CKPT_JSON_BOOL] = "a boolean",
+		[CKPT_JSON_INT] = "a number", [CKPT_JSON_NEG] = "a number",
+		[CKPT_JSON_STR] = "a string", [CKPT_JSON_ARR] = "an array",
+		[CKPT_JSON_OBJ] = "an object",
+	};
+	char name[128];
+	uint32_t k, c;
+
+	if (meta->type != CKPT_JSON_OBJ)
+		return ckpt_errf(b->err, b->errlen, -EINVAL,
+				 "%s: key '__metadata__': must be an object of strings, not %s",
+				 b->where, types[meta->type]);
+	for (k = 0, c = meta->first; k + 1 < meta->n; k += 2) {
+		const struct ckpt_json *kn = &doc->nodes[c];
+		const struct ckpt_json *v = &doc->nodes[kn->next];
+
+		c = v->next;
+		if (v->type == CKPT_JSON_STR)
+			continue;
+		if (ckpt_json_str(kn, name, sizeof(name)) < 0)
+			snprintf(name, sizeof(name), "%.*s",
+				 (int)(kn->len < 100 ? kn->len : 100), kn->s);
+		if (!strcmp(name, "DCP_SHARDING_INFO"))
+			return ckpt_errf(b->err, b->errlen, -EINVAL,
+					 "%s: __metadata__.DCP_SHARDING_INFO is not a string",
+					 b->where);
+		return ckpt_errf(b->err, b->errlen, -EINVAL,
+				 "%s: key '__metadata__': byte %u: '%s' is %s; __metadata__ must be an object of strings",
+				 b->where, v->at, name, types[v->type]);
+	}
+	return no_repeats(doc, meta, b->where, "__metadata__", b->err,
+			  b->errlen);
 }
 
 int ckpt_st_read_blob(struct ckpt_store *s, uint32_t id, uint64_t base,
@@ -328,7 +399,16 @@ int ckpt_st_read_blob(struct ckpt_store *s, uint32_t id, uint64_t base,
 			goto out_doc;
 		}
 		if (!strcmp(fqn, "__metadata__")) {
+			if (meta) {
+				rc = ckpt_errf(err, errlen, -EINVAL,
+					       "%s: byte %u: key '__metadata__' appears twice",
+					       where, kn->at);
+				goto out_doc;
+			}
 			meta = v;
+			rc = check_metadata(&b, &doc, v);
+			if (rc)
+				goto out_doc;
 			continue;
 		}
 		if (v->type != CKPT_JSON_OBJ) {
@@ -344,8 +424,7 @@ int ckpt_st_read_blob(struct ckpt_store *s, uint32_t id, uint64_t base,
 	rc = check_overlaps(&b, first);
 	if (rc)
 		goto out_doc;
-	if (meta && meta->type == CKPT_JSON_OBJ &&
-	    (shi = ckpt_json_get(&doc, meta, "DCP_SHARDING_INFO")))
+	if (meta && (shi = ckpt_json_get(&doc, meta, "DCP_SHARDING_INFO")))
 		rc = sharding_info(&b, shi, first);
 out_doc:
 	ckpt_json_free(&doc);

@@ -107,6 +107,94 @@ static int read_index(struct st *s, struct ckpt_json_doc *doc, char **text,
 	return 0;
 }
 
+/* The distinct file names a weight_map names, sorted: *out (caller frees
+ * each and the array), *n.  0 or -ENOMEM. */
+static int listed_files(const struct ckpt_json_doc *doc,
+			const struct ckpt_json *map, char ***out, size_t *n)
+{
+	char file[NAME_MAX_ST], **names;
+	size_t nl = 0, i, u = 0;
+	uint32_t k, c;
+
+	names = malloc((map->n / 2 + 1) * sizeof(*names));
+	if (!names)
+		return -ENOMEM;
+	for (k = 0, c = map->first; k + 1 < map->n; k += 2) {
+		const struct ckpt_json *fn = &doc->nodes[doc->nodes[c].next];
+
+		c = fn->next;
+		if (ckpt_json_str(fn, file, sizeof(file)) <= 0)
+			continue;	/* check_index() names it */
+		names[nl] = strdup(file);
+		if (!names[nl]) {
+			while (nl)
+				free(names[--nl]);
+			free(names);
+			return -ENOMEM;
+		}
+		nl++;
+	}
+	qsort(names, nl, sizeof(*names), cmp_str);
+	for (i = 0; i < nl; i++) {
+		if (u && !strcmp(names[u - 1], names[i]))
+			free(names[i]);
+		else
+			names[u++] = names[i];
+	}
+	*out = names;
+	*n = u;
+	return 0;
+}
+
+/*
+ * When model.safetensors.index.json exists it governs, as Hugging Face's
+ * loaders have it: .safetensors files its weight_map does not name (a
+ * stale shard of an earlier save, say) are left out, and *warning (caller
+ * frees) names them in one line.  0 or -errno.
+ */
+static int drop_unlisted(struct st *s, const struct ckpt_json_doc *doc,
+			 const struct ckpt_json *map, char **warning)
+{
+	char **listed = NULL, *w = NULL;
+	size_t nl = 0, i, kept = 0, len = 0, ndrop = 0;
+	FILE *f;
+	int rc;
+
+	rc = listed_files(doc, map, &listed, &nl);
+	f = rc ? NULL : open_memstream(&w, &len);
+	if (!f) {
+		rc = ckpt_errf(s->err, s->errlen, -ENOMEM, "out of memory");
+		goto out_listed;
+	}
+	for (i = 0; i < s->nfiles; i++) {
+		if (bsearch(&s->files[i], listed, nl, sizeof(*listed),
+			    cmp_str)) {
+			s->files[kept++] = s->files[i];
+			continue;
+		}
+		fprintf(f, "%s%s", ndrop++ ? ", " : "", s->files[i]);
+		free(s->files[i]);
+	}
+	s->nfiles = kept;
+	if (fclose(f) || !w) {
+		rc = ckpt_errf(s->err, s->errlen, -ENOMEM, "out of memory");
+		goto out_w;
+	}
+	if (ndrop && asprintf(warning, "%s/" INDEX_NAME " does not list %s, so %s ignored: %s",
+			      s->dir, ndrop > 1 ? "these files" : "this file",
+			      ndrop > 1 ? "they are" : "it is", w) < 0) {
+		*warning = NULL;
+		rc = ckpt_errf(s->err, s->errlen, -ENOMEM, "out of memory");
+	}
+out_w:
+	free(w);
+out_listed:
+	for (i = 0; i < nl; i++)
+		free(listed[i]);
+	free(listed);
+	return rc;
+}
+
 static int cmp_fqn(const void *a, const void *b)
 {
 	return strcmp(((const struct ckpt_st_tensor *)a)->fqn,
@@ -326,7 +414,8 @@ static int list_one(void *ctx, const char *name, uint64_t size)
 
 int ckpt_safetensors_index(struct ckpt_store *store, uint8_t **img,
 			   size_t *len, bool *sharded, int64_t *mtime_sec,
-			   int64_t *mtime_nsec, char *err, size_t errlen)
+			   int64_t *mtime_nsec, char **warning, char *err,
+			   size_t errlen)
 {
 	struct st s = { .dir = ckpt_store_root(store), .store = store,
 			.err = err, .errlen = errlen };
@@ -340,6 +429,7 @@ int ckpt_safetensors_index(struct ckpt_store *store, uint8_t **img,
 	*img = NULL;
 	*len = 0;
 	*sharded = false;
+	*warning = NULL;
 	rc = ckpt_store_list(store, list_one, &s, err, errlen);
 	if (rc == -ENOMEM)
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
@@ -350,6 +440,9 @@ int ckpt_safetensors_index(struct ckpt_store *store, uint8_t **img,
 		goto out_free;
 	}
 	qsort(s.files, s.nfiles, sizeof(char *), cmp_str);
+	rc = read_index(&s, &idoc, &itext, &map);
+	if (!rc && map)
+		rc = drop_unlisted(&s, &idoc, map, warning);
 	for (i = 0; i < s.nfiles && !rc; i++)
 		rc = one_file(&s, (uint32_t)i);
 	if (rc)
@@ -367,11 +460,8 @@ int ckpt_safetensors_index(struct ckpt_store *store, uint8_t **img,
 	}
 	qsort(s.set.t, s.set.nt, sizeof(*s.set.t),
 	      s.set.sharded ? cmp_chunk : cmp_fqn);
-	if (!s.set.sharded) {
-		rc = read_index(&s, &idoc, &itext, &map);
-		if (!rc && map)
-			rc = check_index(&s, &idoc, map);
-	}
+	if (!s.set.sharded && map)
+		rc = check_index(&s, &idoc, map);
 	if (!rc)
 		rc = write_image(&s, img, len);
 	if (!rc) {
@@ -380,6 +470,10 @@ int ckpt_safetensors_index(struct ckpt_store *store, uint8_t **img,
 		*mtime_nsec = s.mtime_nsec;
 	}
 out_free:
+	if (rc) {
+		free(*warning);
+		*warning = NULL;
+	}
 	ckpt_json_free(&idoc);
 	free(itext);
 	ckpt_st_set_free(&s.set);

@@ -20,13 +20,17 @@ struct ckpt_store;
 
 /*
  * The native image of the safetensors checkpoint at the root of store s:
- * 0 with *img (caller frees), *len, *sharded (DCP_SHARDING_INFO was used)
- * and *mtime_sec/_nsec (the newest file read), -ENOENT when the root
- * holds no .safetensors file, or another -errno with a one-line reason
- * naming the file and key.
+ * 0 with *img (caller frees), *len, *sharded (DCP_SHARDING_INFO was used),
+ * *mtime_sec/_nsec (the newest file read) and *warning (caller frees;
+ * NULL, or one line naming the .safetensors files that
+ * model.safetensors.index.json does not list: when there is an index, it
+ * governs and they are left out), -ENOENT when the root holds no
+ * .safetensors file, or another -errno with a one-line reason naming the
+ * file and key.
  */
 int ckpt_safetensors_index(struct ckpt_store *s, uint8_t **img, size_t *len,
 			   bool *sharded, int64_t *mtime_sec,
-			   int64_t *mtime_nsec, char *err, size_t errlen);
+			   int64_t *mtime_nsec, char **warning, char *err,
+			   size_t errlen);
 
 #endif

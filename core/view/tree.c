@@ -304,11 +304,12 @@ static int no_such_prefix(const struct ckpt_view *v, char *err,
 		at += (size_t)snprintf(list + at, sizeof(list) - at,
 				       "%s'%s'", shown > 1 ? ", " : "",
 				       ckpt_escape_msg(firsts[i].s,
-						       firsts[i].len, one,
-						       sizeof(one)));
+						       firsts[i].len, false,
+						       one, sizeof(one)));
 	}
 	free(firsts);
-	ckpt_escape_msg(v->prefix, strlen(v->prefix), one, sizeof(one));
+	ckpt_escape_msg(v->prefix, strlen(v->prefix), false, one,
+			sizeof(one));
 	if (!shown)
 		return ckpt_errf(err, errlen, -ENOENT,
 				 "%s: prefix '%s' matches no key: the checkpoint has no keys",

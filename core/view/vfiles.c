@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/escape.h"
 #include "view/data_read.h"
 #include "view/geom.h"
 
@@ -30,20 +31,40 @@ struct ckpt_vfiles {
 	uint64_t st_size;	/* whole file */
 };
 
-/* A JSON string literal. */
+/* A JSON string literal, always valid JSON: a byte that is not part of
+ * valid UTF-8 (a path may hold any byte) becomes U+FFFD; see put_hex(). */
 static void put_json(FILE *f, const char *s)
 {
+	size_t left = strlen(s), n;
+
 	fputc('"', f);
-	for (; *s; s++) {
+	for (; *s; s += n, left -= n) {
 		unsigned char c = (unsigned char)*s;
 
-		if (c == '"' || c == '\\')
+		n = ckpt_utf8_seq(s, left);
+		if (!n) {
+			fputs("\\ufffd", f);
+			n = 1;
+		} else if (c == '"' || c == '\\') {
 			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
+		} else if (c < 0x20 || c == 0x7F) {
 			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
+		} else {
+			fwrite(s, 1, n, f);
+		}
 	}
+	fputc('"', f);
+}
+
+/* ,\n  "name": "HEX" with s's bytes in hex, when s is not valid UTF-8:
+ * its exact bytes (bytes.fromhex()), which put_json() could not keep. */
+static void put_hex(FILE *f, const char *name, const char *s)
+{
+	if (ckpt_utf8_is_valid(s, strlen(s)))
+		return;
+	fprintf(f, ",\n  \"%s\": \"", name);
+	for (; *s; s++)
+		fprintf(f, "%02x", (unsigned char)*s);
 	fputc('"', f);
 }
 
@@ -99,6 +120,7 @@ static void write_json(const struct ckpt_view *v, uint32_t slot, FILE *js,
 {
 	fputs("{\n  \"source\": ", js);
 	put_json(js, v->source ? v->source : "");
+	put_hex(js, "source_bytes", v->source ? v->source : "");
 	fprintf(js, ",\n  \"world\": %" PRIu32 ",\n  \"rank\": %" PRIu32
 		",\n  \"prefix\": ", v->world, v->slot_rank[slot]);
 	if (v->prefix)
@@ -112,6 +134,8 @@ static void write_json(const struct ckpt_view *v, uint32_t slot, FILE *js,
 		put_json(js, v->layout_path);
 	else
 		fputs("null", js);
+	if (v->layout_path)
+		put_hex(js, "layout_bytes", v->layout_path);
 	fputs(",\n  \"dtype\": ", js);
 	if (v->dtype < CKPT_DTYPE_COUNT)
 		put_json(js, ckpt_dtype_name(v->dtype));

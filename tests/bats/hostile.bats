@@ -264,3 +264,106 @@ PYEOF
 	cmp "$TMP/ls" "$TMP/manifest"
 	"$CKPTFS" cat "$TMP/odd" $'a\tb.c\nd' --world 1 --rank 0 | cmp - <($PY -c 'import numpy as np, sys; sys.stdout.buffer.write(np.arange(4, dtype="<f4").tobytes())')
 }
+
+ST="$PY $ROOT/tests/make_safetensors.py"
+
+@test "safetensors headers: a repeated field, a repeated or malformed __metadata__ are refused naming file and key" {
+	while IFS='|' read -r case want; do
+		$ST "$case" "$TMP/$case"
+		refuse_mount "$TMP/$case" "$TMP/$case/model.safetensors: $want" --world 2 --rank 0
+	done <<'EOF2'
+field_twice|key 'x': byte 62: field 'shape' appears twice
+metadata_twice|byte 91: key '__metadata__' appears twice
+metadata_not_strings|key '__metadata__': byte 40: 'n' is a number; __metadata__ must be an object of strings
+metadata_not_object|key '__metadata__': must be an object of strings, not an array
+metadata_key_twice|key '__metadata__': byte 34: field 'format' appears twice
+EOF2
+}
+
+@test "UTF-8: keys that are not UTF-8 are refused at open with the key escaped (native, torch, safetensors)" {
+	# native: a key with the bytes ff fe
+	$PY - "$TMP/nat" <<'PYEOF'
+import msgpack, os, sys
+os.makedirs(sys.argv[1])
+open(sys.argv[1] + "/d", "wb").write(bytes(16))
+k = b"a\xff\xfe.w"
+open(sys.argv[1] + "/.metadata", "wb").write(msgpack.packb({
+    "format": "tensorplay-dcp", "version": 1,
+    "state_dict_metadata": {k: {"type": "tensor", "dtype": "float32", "size": [4],
+                                "chunks": [{"offsets": [0], "sizes": [4]}]}},
+    "storage_data": [{"fqn": k, "offsets": [0], "relative_path": "d",
+                      "offset": 0, "length": 16}]}, use_bin_type=False))
+PYEOF
+	refuse_mount "$TMP/nat" "$TMP/nat/.metadata: state_dict_metadata: key 'a\\xff\\xfe.w' is not valid UTF-8 (byte 1)"
+	run "$CKPTFS" ls "$TMP/nat"
+	[ "$status" -eq 1 ]; [[ "$output" == *"key 'a\\xff\\xfe.w' is not valid UTF-8"* ]]
+	# torch: a key ending in a lone surrogate (pickled as ed b3 bf)
+	cp -r "$TORCH_CK/per_rank" "$TMP/tc"
+	$PY - "$TMP/tc" "$ROOT/scripts" <<'PYEOF'
+import dataclasses, pickle, sys
+sys.path.insert(0, sys.argv[2])
+import torch_dcp_compat
+torch_dcp_compat.install()
+p = sys.argv[1] + "/.metadata"
+md = pickle.load(open(p, "rb"))
+old = "model.bias"
+md.state_dict_metadata[old + "\udcff"] = md.state_dict_metadata.pop(old)
+md.storage_data = {(dataclasses.replace(mi, fqn=old + "\udcff") if mi.fqn == old else mi): si
+                   for mi, si in md.storage_data.items()}
+pickle.dump(md, open(p, "wb"))
+PYEOF
+	refuse_mount "$TMP/tc" "$TMP/tc/.metadata: state_dict_metadata: key 'model.bias\\xed\\xb3\\xbf' is not valid UTF-8 (byte 10)"
+	run "$CKPTFS" index "$TMP/tc"
+	[ "$status" -ne 0 ]; [[ "$output" == *"not valid UTF-8"* ]]
+	# safetensors: lone surrogates, bytes that are not UTF-8, CESU-8
+	while IFS='|' read -r case want; do
+		$ST "$case" "$TMP/$case"
+		refuse_mount "$TMP/$case" "$TMP/$case/model.safetensors: byte 3: string $want" --world 2 --rank 0
+	done <<'EOF2'
+key_lone_surrogate|"x\ud800" holds a lone surrogate
+key_low_surrogate|"x\udc00\ud800" holds a lone surrogate
+key_not_utf8|"x\xff\xfe" is not valid UTF-8
+key_cesu8|"x\xed\xa0\x80" is not valid UTF-8
+EOF2
+}
+
+@test "UTF-8: a surrogate pair is one 4-byte character; view.json and view.safetensors stay valid for any source path" {
+	$ST key_pair "$TMP/pair"
+	mkdir "$TMP/bad"$'\xff'
+	$ST key_pair "$TMP/bad"$'\xff'/ck
+	for ck in "$TMP/pair" "$TMP/bad"$'\xff'/ck; do
+		start_mount "$ck" "$MNT"
+		run $PY - "$MNT" "$ck" <<'PYEOF'
+import json, os, struct, sys
+mnt, ck = sys.argv[1], os.fsencode(sys.argv[2])
+assert os.listdir(mnt.encode()) == [b".ckptfs", "x\U0001F600".encode()], os.listdir(mnt.encode())
+v = json.loads(open(mnt + "/.ckptfs/view.json", "rb").read().decode("utf-8"))
+if ck.decode("utf-8", "replace") != ck.decode("utf-8", "surrogateescape"):
+    assert bytes.fromhex(v["source_bytes"]) == ck, v
+    assert v["source"] == ck.decode("utf-8", "replace"), v
+else:
+    assert "source_bytes" not in v and v["source"] == ck.decode(), v
+raw = open(mnt + "/.ckptfs/view.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n].decode("utf-8"))
+assert list(h) == ["__metadata__", "x\U0001F600"], h
+print("valid")
+PYEOF
+		echo "$output"
+		stop_mount
+		[ "$status" -eq 0 ]
+	done
+}
+
+@test "model.safetensors.index.json governs: files it does not list are ignored with one warning line" {
+	$ST stale_shards "$TMP/st"
+	run "$CKPTFS" ls "$TMP/st"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(grep -c 'warning' <<< "$output")" -eq 1 ]
+	[[ "${lines[0]}" == "ckptfs: warning: $TMP/st/model.safetensors.index.json does not list these files, so they are ignored: model-old.safetensors, z-extra.safetensors" ]]
+	[[ "$output" != *stale* ]]
+	$ST expect "$TMP/st" 3 1 > "$TMP/expect"
+	check_expected_views "$TMP/st" 3 1
+	[ "$(grep -c 'ckptfs: warning: .*does not list these files' "$TMP/daemon.log")" -eq 1 ]
+}

@@ -2,6 +2,7 @@
 /* Unit tests of the strict JSON parser (common/json.c) used for
  * safetensors headers: values, escapes, and every refusal. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,9 +74,93 @@ static void test_refusals(void)
 	CHECK(strstr(err, "h: byte ") == err);
 }
 
+/* Strings are UTF-8: a surrogate pair escape decodes to one 4-byte
+ * character (not CESU-8), a lone surrogate and invalid bytes are refused
+ * with the string shown. */
+static void test_utf8(void)
+{
+	static const char *const bad[][2] = {
+		{ "\"\\ud800\"", "string \"\\ud800\" holds a lone surrogate" },
+		{ "\"a\\udc00\"", "holds a lone surrogate" },
+		{ "\"\\ud800\\u0041\"", "holds a lone surrogate" },
+		{ "\"\\ud800x\"", "holds a lone surrogate" },
+		{ "\"\\udbff\\ud800\"", "holds a lone surrogate" },
+		{ "\"\\ud83d", "holds a lone surrogate" },
+		{ "\"a\xff\"", "string \"a\\xff\" is not valid UTF-8" },
+		{ "\"\xc0\xaf\"", "is not valid UTF-8" },	/* overlong '/' */
+		{ "\"\xed\xa0\x80\"", "is not valid UTF-8" },	/* CESU-8 */
+		{ "\"\xf4\x90\x80\x80\"", "is not valid UTF-8" },	/* > U+10FFFF */
+		{ "\"\xe2\x82\"", "is not valid UTF-8" },	/* cut short */
+		{ "{\"k\": \"\x80\"}", "byte 7: string" },
+	};
+	struct ckpt_json_doc d;
+	char err[256], s[64];
+	size_t i;
+
+	CHECK(parse("[\"\\ud83d\\ude00\", \"\xf0\x9f\x98\x80\", "
+		    "\"\\u00e9\\u20ac\\uFFFF\", \"\\udbff\\udfff\"]", &d, err) == 0);
+	CHECK(ckpt_json_str(ckpt_json_at(&d, &d.nodes[0], 0), s, sizeof(s)) == 4);
+	CHECK(!strcmp(s, "\xf0\x9f\x98\x80"));
+	CHECK(ckpt_json_str(ckpt_json_at(&d, &d.nodes[0], 1), s, sizeof(s)) == 4);
+	CHECK(!strcmp(s, "\xf0\x9f\x98\x80"));
+	CHECK(ckpt_json_str(ckpt_json_at(&d, &d.nodes[0], 2), s, sizeof(s)) == 8);
+	CHECK(!strcmp(s, "\xc3\xa9\xe2\x82\xac\xef\xbf\xbf"));
+	CHECK(ckpt_json_str(ckpt_json_at(&d, &d.nodes[0], 3), s, sizeof(s)) == 4);
+	CHECK(!strcmp(s, "\xf4\x8f\xbf\xbf"));	/* U+10FFFF */
+	/* too small a buffer: -1, never a cut character */
+	CHECK(ckpt_json_str(ckpt_json_at(&d, &d.nodes[0], 0), s, 4) == -1);
+	ckpt_json_free(&d);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		CHECK(parse(bad[i][0], &d, err) == -EINVAL);
+		CHECK(strstr(err, bad[i][1]) != NULL);
+		if (!strstr(err, bad[i][1]))
+			fprintf(stderr, "  %s -> %s\n", bad[i][0], err);
+		CHECK(d.nodes == NULL);
+	}
+}
+
+/* Repeated names in an object, compared decoded, found in O(n log n). */
+static void test_dups(void)
+{
+	const struct ckpt_json *dup;
+	struct ckpt_json_doc d;
+	char err[256], *big;
+	size_t i, at;
+
+	CHECK(parse("{\"a\": 1, \"b\": 2, \"c\": {\"x\": 1, \"x\": 2}, "
+		    "\"\\u0062\": 3}", &d, err) == 0);
+	CHECK(ckpt_json_find_dup(&d, &d.nodes[0], &dup) == 1);
+	CHECK(dup && dup->type == CKPT_JSON_STR && dup->len == 6);	/* \u0062 */
+	CHECK(ckpt_json_find_dup(&d, ckpt_json_get(&d, &d.nodes[0], "c"),
+				 &dup) == 1 && dup->len == 1);
+	CHECK(ckpt_json_find_dup(&d, ckpt_json_get(&d, &d.nodes[0], "a"),
+				 &dup) == 0 && !dup);
+	ckpt_json_free(&d);
+	CHECK(parse("{\"ab\": 1, \"a\": 2, \"abc\": 3, \"\": 4}", &d, err) == 0);
+	CHECK(ckpt_json_find_dup(&d, &d.nodes[0], &dup) == 0 && !dup);
+	ckpt_json_free(&d);
+	/* 20000 distinct names, then one again */
+	big = malloc(20001 * 12 + 16);
+	CHECK(big != NULL);
+	if (!big)
+		return;
+	at = (size_t)sprintf(big, "{");
+	for (i = 0; i < 20000; i++)
+		at += (size_t)sprintf(big + at, "\"k%zu\":0,", i);
+	sprintf(big + at, "\"k7\":1}");
+	CHECK(parse(big, &d, err) == 0);
+	CHECK(ckpt_json_find_dup(&d, &d.nodes[0], &dup) == 1 &&
+	      dup->len == 2 && !memcmp(dup->s, "k7", 2));
+	ckpt_json_free(&d);
+	free(big);
+}
+
 int main(void)
 {
 	TEST(test_values);
 	TEST(test_refusals);
+	TEST(test_utf8);
+	TEST(test_dups);
 	return TEST_REPORT();
 }
