@@ -6,6 +6,16 @@
 #
 #   scripts/sid-chroot.sh build      build it unless it is there (2-3 min)
 #   scripts/sid-chroot.sh path       print its directory
+#   scripts/sid-chroot.sh mirror     print the Debian mirror debootstrap
+#                                    uses: CKPTFS_SID_MIRROR, else the
+#                                    machine's own apt sources, as apt
+#                                    reads them (sources.list, then
+#                                    sources.list.d/*.list and *.sources
+#                                    in name order): the URI of the first
+#                                    enabled "deb" entry for a Debian
+#                                    release suite (bookworm, sid,
+#                                    stable, ...; not -security or
+#                                    -updates)
 #   scripts/sid-chroot.sh run CMD... run CMD inside, with /proc, /dev,
 #                                    /dev/shm and /sys bound, the work tree
 #                                    bound at /ckptfs.PID (each run its
@@ -15,25 +25,125 @@
 #                                    (gloo); the binds are undone when CMD
 #                                    ends
 #
-# CKPTFS_SID overrides the directory (default /var/cache/ckptfs/sid).
+# CKPTFS_SID overrides the directory (default /var/cache/ckptfs/sid),
+# CKPTFS_APT_ETC the apt configuration directory read (default /etc/apt).
 # Inside, CKPTFS_LIB is the work tree's build/libckptfs.so (the host's
 # CKPTFS_LIB names a path outside the chroot); CKPTFS_CHROOT_LIB, a path
 # inside it, overrides that.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${CKPTFS_SID:-/var/cache/ckptfs/sid}
-MIRROR=${CKPTFS_SID_MIRROR:-http://deb.debian.org/debian}
+APT_ETC=${CKPTFS_APT_ETC:-/etc/apt}
 PKGS=python3-torch,python3-numpy,python3-safetensors,python3-zstandard,python3-msgpack,libxxhash0,zlib1g
 
+# Debian's release suites, by code name and by alias: an entry for one
+# of them is the Debian archive itself (not a security, updates or
+# third-party repository), which has sid too.
+DEBIAN_SUITES=" sid unstable testing stable oldstable oldoldstable experimental
+	hamm slink potato woody sarge etch lenny squeeze wheezy jessie stretch
+	buster bullseye bookworm trixie forky duke "
+
+# A deb entry's URI if it is the Debian archive: URI SUITE...
+debian_uri() {
+	local uri=$1 suite
+	shift
+	case $uri in
+	http://* | https://* | ftp://* | file:/*) ;;
+	*) return 1 ;;
+	esac
+	for suite in "$@"; do
+		case $DEBIAN_SUITES in
+		*[[:space:]]"$suite"[[:space:]]*) echo "${uri%/}"; return 0 ;;
+		esac
+	done
+	return 1
+}
+
+# One-line format: "deb [options] URI SUITE COMPONENT...", # comments.
+from_list() {	# FILE
+	local line opts
+	local -a w
+	while IFS= read -r line || [ -n "$line" ]; do
+		line=${line%%#*}
+		read -r -a w <<< "$line"
+		[ "${w[0]:-}" = deb ] || continue
+		w=("${w[@]:1}")
+		if [[ "${w[0]:-}" == \[* ]]; then	# [arch=... signed-by=...]
+			opts=0
+			while [ ${#w[@]} -gt 0 ]; do
+				[[ "${w[0]}" == *\] ]] && opts=1
+				w=("${w[@]:1}")
+				[ $opts = 1 ] && break
+			done
+		fi
+		[ ${#w[@]} -ge 2 ] || continue
+		debian_uri "${w[0]}" "${w[1]}" && return 0
+	done < "$1"
+	return 1
+}
+
+# deb822 format: stanzas of "Field: value" lines, split by blank lines.
+from_sources() {	# FILE
+	local line types= uris= suites= enabled=yes key val u last=
+	while [ -z "$last" ]; do
+		IFS= read -r line || { line=; last=1; }
+		case $line in
+		'#'*) continue ;;		# a comment line
+		[[:space:]]*[![:space:]]*) continue ;;	# a continuation line
+		esac
+		if [ -z "${line//[[:space:]]/}" ]; then	# a stanza ends
+			if [ "$enabled" != no ] && [[ " $types " == *" deb "* ]]; then
+				for u in $uris; do
+					debian_uri "$u" $suites && return 0
+				done
+			fi
+			types= uris= suites= enabled=yes
+			continue
+		fi
+		key=${line%%:*}
+		val=${line#*:}
+		case ${key,,} in
+		types) types=$val ;;
+		uris) uris=$val ;;
+		suites) suites=$val ;;
+		enabled) enabled=${val//[[:space:]]/} ;;
+		esac
+	done < "$1"
+	return 1
+}
+
+# The mirror debootstrap uses (see the header).
+mirror() {
+	local f
+	if [ -n "${CKPTFS_SID_MIRROR:-}" ]; then
+		echo "$CKPTFS_SID_MIRROR"
+		return 0
+	fi
+	if [ -f "$APT_ETC/sources.list" ] && from_list "$APT_ETC/sources.list"; then
+		return 0
+	fi
+	for f in "$APT_ETC"/sources.list.d/*; do
+		case $f in
+		*.list) [ -f "$f" ] && from_list "$f" && return 0 ;;
+		*.sources) [ -f "$f" ] && from_sources "$f" && return 0 ;;
+		esac
+	done
+	echo "sid-chroot: no Debian archive among the deb entries of $APT_ETC/sources.list and $APT_ETC/sources.list.d/; set CKPTFS_SID_MIRROR to a Debian mirror's URL" >&2
+	return 1
+}
+
 build() {
+	local m
 	[ -f "$DIR/.ckptfs-ready" ] && return 0
+	m=$(mirror)
 	if ! command -v debootstrap >/dev/null; then
 		"$ROOT/scripts/install-deps.sh" debootstrap >&2
 	fi
 	rm -rf "$DIR.tmp"
 	mkdir -p "$(dirname "$DIR")"
 	echo "sid-chroot: debootstrap sid into $DIR (2-3 minutes, once)" >&2
-	debootstrap --variant=minbase --include="$PKGS" sid "$DIR.tmp" "$MIRROR" >&2
+	echo "sid-chroot: from $m" >&2
+	debootstrap --variant=minbase --include="$PKGS" sid "$DIR.tmp" "$m" >&2
 	chroot "$DIR.tmp" /usr/bin/python3 -c 'import torch, numpy; print("sid-chroot: torch", torch.__version__)' >&2
 	touch "$DIR.tmp/.ckptfs-ready"
 	rm -rf "$DIR"
@@ -75,6 +185,7 @@ run() {
 case "${1:-}" in
 build) build ;;
 path) echo "$DIR" ;;
+mirror) mirror ;;
 run) shift; run "$@" ;;
-*) sed -n '3,18p' "$0"; exit 2 ;;
+*) sed -n '3,30p' "$0"; exit 2 ;;
 esac

@@ -367,3 +367,60 @@ PYEOF
 	check_expected_views "$TMP/st" 3 1
 	[ "$(grep -c 'ckptfs: warning: .*does not list these files' "$TMP/daemon.log")" -eq 1 ]
 }
+
+@test "sid-chroot.sh mirror: the machine's apt sources (one-line and deb822), CKPTFS_SID_MIRROR overrides; no mirror host in the repository" {
+	local sid="$ROOT/scripts/sid-chroot.sh" etc="$TMP/apt"
+	mkdir -p "$etc/sources.list.d"
+	cat > "$etc/sources.list" <<'EOF2'
+# deb http://commented.example/debian bookworm main
+deb-src http://src.example/debian bookworm main
+deb [signed-by=/usr/share/keyrings/x.gpg arch=amd64] https://apt.example.org/repo nodistro main
+deb http://sec.example/debian-security bookworm-security main
+deb [ arch=amd64 ] http://mirror.example/debian/ bookworm main contrib
+deb http://later.example/debian bookworm main
+EOF2
+	run env CKPTFS_APT_ETC="$etc" "$sid" mirror
+	echo "$output"
+	[ "$status" -eq 0 ]; [ "$output" = http://mirror.example/debian ]
+	# deb822 only, after .list files without a Debian archive
+	rm "$etc/sources.list"
+	printf 'deb https://repo.example/x stable-updates main\n' > "$etc/sources.list.d/a.list"
+	cat > "$etc/sources.list.d/b.sources" <<'EOF2'
+Types: deb
+URIs: http://disabled.example/debian
+Suites: bookworm
+Enabled: no
+
+Types: deb-src
+URIs: http://src.example/debian
+Suites: sid
+
+# http://snapshot.example/archive/debian/20250520T000000Z
+Types: deb
+URIs: https://one.example/debian https://two.example/debian
+Suites: trixie trixie-updates
+Components: main
+Signed-By:
+ -----BEGIN PGP PUBLIC KEY BLOCK-----
+ .
+ -----END PGP PUBLIC KEY BLOCK-----
+EOF2
+	printf 'Types: deb\nURIs: http://z.example/debian\nSuites: sid\n' > "$etc/sources.list.d/z.sources"
+	run env CKPTFS_APT_ETC="$etc" "$sid" mirror
+	echo "$output"
+	[ "$status" -eq 0 ]; [ "$output" = https://one.example/debian ]
+	run env CKPTFS_APT_ETC="$etc" CKPTFS_SID_MIRROR=http://override.example/debian "$sid" mirror
+	[ "$status" -eq 0 ]; [ "$output" = http://override.example/debian ]
+	# nothing usable: an error naming the override
+	rm "$etc/sources.list.d/b.sources" "$etc/sources.list.d/z.sources"
+	run env CKPTFS_APT_ETC="$etc" "$sid" mirror
+	echo "$output"
+	[ "$status" -eq 1 ]; [[ "$output" == *"set CKPTFS_SID_MIRROR"* ]]
+	# this machine's own sources give one
+	run "$sid" mirror
+	[ "$status" -eq 0 ]; [[ "$output" == http* ]]
+	# no Debian host name anywhere in the repository
+	run grep -rIEn --exclude-dir=.git --exclude-dir='build*' '[a-z0-9-]+\.debian\.org' "$ROOT"
+	echo "$output"
+	[ "$status" -eq 1 ]
+}
