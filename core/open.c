@@ -233,43 +233,54 @@ static int safetensors_image(struct ckpt_store *s, uint8_t **img,
 	return rc;
 }
 
-/* A torch checkpoint's native image: the given or default index when it
- * was built from this very pickle, else built now. */
+/*
+ * A torch checkpoint's native image: the index given, or else
+ * .ckptfs-index when there is one, checked against the checkpoint as it
+ * is now (ckpt_torch_index_check(): a stale or edited index is an error,
+ * never trusted); with no index, built now.
+ */
 static int torch_image(struct ckpt_store *s, const char *meta_path,
 		       const struct ckpt_open_opts *o, const uint8_t *pkl,
 		       size_t len, uint8_t **img, size_t *imglen,
 		       uint8_t *origin, char *err, size_t errlen)
 {
+	struct ckpt_index_check ic = {
+		.dir = ckpt_store_root(s), .meta_path = meta_path, .store = s,
+		.pkl = pkl, .pkl_len = len,
+	};
+	char *ipath = NULL;
 	int rc;
 
 	if (o && o->index) {
 		/* A file the user names is on this machine, even when the
 		 * checkpoint is remote: read through a local store. */
+		ic.index_path = o->index;
 		rc = ckpt_store_read_local(o->index, CKPT_META_MAX_BYTES, img,
 					   imglen, NULL, err, errlen);
-		if (rc)
-			return rc;
-		if (!ckpt_torch_index_matches(*img, *imglen, pkl, len)) {
+	} else {
+		if (asprintf(&ipath, "%s/%s", ic.dir, CKPT_INDEX_NAME) < 0)
+			return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		ic.index_path = ipath;
+		rc = ckpt_store_read_file(s, CKPT_INDEX_NAME,
+					  CKPT_META_MAX_BYTES, img, imglen,
+					  NULL, err, errlen);
+		if (rc == -ENOENT) {
+			free(ipath);
+			*origin = CKPT_ORIGIN_TORCH;
+			return index_now(s, meta_path, pkl, len, img, imglen,
+					 err, errlen);
+		}
+	}
+	if (!rc) {
+		rc = ckpt_torch_index_check(&ic, *img, *imglen, err, errlen);
+		if (rc) {
 			free(*img);
 			*img = NULL;
-			return ckpt_errf(err, errlen, -ESTALE,
-					 "%s: index was not built from %s as it is now; run 'ckptfs index %s' again",
-					 o->index, meta_path, ckpt_store_root(s));
 		}
-		*origin = CKPT_ORIGIN_TORCH_INDEX;
-		return 0;
 	}
-	if (ckpt_store_read_file(s, CKPT_INDEX_NAME, CKPT_META_MAX_BYTES, img,
-				 imglen, NULL, NULL, 0) == 0) {
-		if (ckpt_torch_index_matches(*img, *imglen, pkl, len)) {
-			*origin = CKPT_ORIGIN_TORCH_INDEX;
-			return 0;
-		}
-		free(*img);	/* stale: a cache, rebuilt below */
-		*img = NULL;
-	}
-	*origin = CKPT_ORIGIN_TORCH;
-	return index_now(s, meta_path, pkl, len, img, imglen, err, errlen);
+	free(ipath);
+	*origin = CKPT_ORIGIN_TORCH_INDEX;
+	return rc;
 }
 
 static int open_opts(const char *dir, const struct ckpt_open_opts *o,

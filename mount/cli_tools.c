@@ -1059,6 +1059,109 @@ static void *verify_worker(void *arg)
 	return NULL;
 }
 
+static bool same_record(const struct ckpt_chunk_info *x,
+			const struct ckpt_chunk_info *y)
+{
+	return x->has_record == y->has_record &&
+	       (!x->has_record ||
+		(!strcmp(x->path, y->path) && x->foff == y->foff &&
+		 x->len == y->len && x->strided == y->strided &&
+		 !x->checksum == !y->checksum &&
+		 (!x->checksum || (!strcmp(x->checksum, y->checksum) &&
+				   x->stored_checksum == y->stored_checksum)) &&
+		 !x->transforms == !y->transforms &&
+		 (!x->transforms || !strcmp(x->transforms, y->transforms))));
+}
+
+/* The chunk of key fqn in m whose offsets are c's, into *out. */
+static int find_chunk(const struct ckpt_meta *m, const char *fqn,
+		      const struct ckpt_chunk_info *c,
+		      struct ckpt_chunk_info *out)
+{
+	struct ckpt_key_info k;
+	uint32_t ki, j;
+
+	if (ckpt_meta_find_key(m, fqn, &ki) || ckpt_meta_key(m, ki, &k))
+		return -ENOENT;
+	for (j = 0; j < k.nchunks; j++) {
+		if (!ckpt_meta_chunk(m, k.chunk_first + j, out) &&
+		    out->ndim == c->ndim &&
+		    !memcmp(out->offsets, c->offsets,
+			    c->ndim * sizeof(uint64_t)))
+			return 0;
+	}
+	return -ENOENT;
+}
+
+static void print_record(const struct ckpt_chunk_info *c)
+{
+	if (!c->has_record) {
+		printf("no record");
+		return;
+	}
+	printf("%s offset %" PRIu64 " length %" PRIu64, c->path, c->foff,
+	       c->len);
+	if (c->checksum)
+		printf(" %s %0*" PRIx64, c->checksum,
+		       strcmp(c->checksum, "crc32") ? 16 : 8,
+		       c->stored_checksum);
+}
+
+/*
+ * A torch checkpoint read through an index: every record of the index
+ * against the one the checkpoint itself gives, found again from
+ * .metadata and each archive's central directory and local headers
+ * (what `ckptfs index` reads), so an index whose records were swapped or
+ * edited is caught even when its own checksums agree with it.  Prints
+ * one line per record that differs; returns how many did (-1: the
+ * checkpoint could not be indexed, said).
+ */
+static long verify_index(const struct ckpt_meta *m, const char *dir)
+{
+	struct ckpt_chunk_info c, f;
+	struct ckpt_meta_info mi, fi;
+	struct ckpt_key_info k;
+	struct ckpt_meta *fresh;
+	uint8_t *img;
+	size_t len;
+	char err[1024], a[256];
+	long bad = 0;
+	uint32_t i;
+
+	if (ckpt_meta_build_index(dir, false, &img, &len, &fresh, err,
+				  sizeof(err))) {
+		fprintf(stderr, "ckptfs: %s\n", err);
+		return -1;
+	}
+	free(img);
+	ckpt_meta_info(m, &mi);
+	ckpt_meta_info(fresh, &fi);
+	for (i = 0; ckpt_meta_chunk(m, i, &c) == 0; i++) {
+		ckpt_meta_key(m, c.key, &k);
+		if (!find_chunk(fresh, k.fqn, &c, &f) && same_record(&c, &f))
+			continue;
+		printf("%s/.ckptfs-index: key '%s'%s%s: the index says ", dir,
+		       k.fqn, k.kind == CKPT_KIND_TENSOR ? ": chunk at " : "",
+		       k.kind == CKPT_KIND_TENSOR ?
+		       fmt_dims(a, sizeof(a), c.offsets, c.ndim) : "");
+		print_record(&c);
+		printf(", the checkpoint's own archives say ");
+		if (find_chunk(fresh, k.fqn, &c, &f))
+			printf("there is no such chunk");
+		else
+			print_record(&f);
+		putchar('\n');
+		bad++;
+	}
+	if (mi.nchunks != fi.nchunks && !bad) {
+		printf("%s/.ckptfs-index: %" PRIu32 " chunks, but the checkpoint has %" PRIu32 "\n",
+		       dir, mi.nchunks, fi.nchunks);
+		bad++;
+	}
+	ckpt_meta_free(fresh);
+	return bad;
+}
+
 static int tool_verify(const struct tool_args *a)
 {
 	struct verify_job j = { 0 };
@@ -1071,11 +1174,20 @@ static int tool_verify(const struct tool_args *a)
 	uint32_t i, n = 0, jobs = a->jobs;
 	bool tty = isatty(STDERR_FILENO);
 	struct timespec t0, t1;
+	long index_bad = 0;
 	double secs;
 
 	if (open_view(a, true, &m, &v))
 		return 1;
 	ckpt_meta_info(m, &mi);
+	if (mi.origin == CKPT_ORIGIN_TORCH_INDEX) {
+		index_bad = verify_index(m, mi.dir);
+		if (index_bad < 0) {
+			ckpt_view_free(v);
+			ckpt_meta_free(m);
+			return 1;
+		}
+	}
 	j.m = m;
 	j.dir = mi.dir;
 	j.tty = tty;
@@ -1131,14 +1243,18 @@ static int tool_verify(const struct tool_args *a)
 		fprintf(stderr, "\r\033[K");
 	printf("%" PRIu32 " records, %.3f GB in %.2f s (%.2f GB/s): %" PRIu32
 	       " checked, %" PRIu32 " without a checksum, %" PRIu32
-	       " mismatched, %" PRIu32 " unreadable\n",
+	       " mismatched, %" PRIu32 " unreadable",
 	       n, (double)total / 1e9, secs, secs > 0 ? (double)total / 1e9 / secs : 0,
 	       n - j.unchecked, j.unchecked, j.bad, j.unreadable);
+	if (mi.origin == CKPT_ORIGIN_TORCH_INDEX)
+		printf("; %ld index records differ from the checkpoint's archives",
+		       index_bad);
+	putchar('\n');
 	pthread_mutex_destroy(&j.out);
 	free(j.order);
 	ckpt_view_free(v);
 	ckpt_meta_free(m);
-	return j.bad || j.unreadable ? 1 : 0;
+	return j.bad || j.unreadable || index_bad ? 1 : 0;
 }
 
 /*

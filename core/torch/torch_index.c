@@ -762,6 +762,86 @@ static int put_storage_data(struct tctx *t, const struct pk_value *sd)
 	return 0;
 }
 
+static int cmp_pk_str(const void *a, const void *b)
+{
+	const struct pk_value *x = *(const struct pk_value *const *)a;
+	const struct pk_value *y = *(const struct pk_value *const *)b;
+	size_t n = x->u.str.len < y->u.str.len ? x->u.str.len : y->u.str.len;
+	int c = memcmp(x->u.str.s, y->u.str.s, n);
+
+	return c ? c : (x->u.str.len > y->u.str.len) -
+		       (x->u.str.len < y->u.str.len);
+}
+
+/* One "files" entry of the stamp: the file's name, and its size and
+ * version as the store gives them (ckpt_store_open()); one that cannot be
+ * opened is stamped with size 0 and no version, and the record that needs
+ * it fails with its reason. */
+static void put_file_stamp(struct tctx *t, const char *name, size_t len)
+{
+	struct ckpt_store_file_info fi = { 0 };
+	char *p = strndup(name, len);
+	uint32_t id;
+
+	if (!p || !t->store ||
+	    ckpt_store_open(t->store, p, &id, &fi, NULL, 0))
+		memset(&fi, 0, sizeof(fi));
+	free(p);
+	msgpack_pack_map(&t->w.pk, 3);
+	ckpt_pack_cstr(&t->w.pk, "path");
+	msgpack_pack_str_with_body(&t->w.pk, name, len);
+	ckpt_pack_cstr(&t->w.pk, "size");
+	msgpack_pack_uint64(&t->w.pk, fi.size);
+	ckpt_pack_cstr(&t->w.pk, "version");
+	ckpt_pack_cstr(&t->w.pk, fi.version);
+}
+
+/*
+ * The stamp's "files": every data file the records name (each once, in
+ * name order) and the side files, each with its size and version, so a
+ * mount can tell whether the index still describes the files that are
+ * there (ckpt_torch_index_check()).
+ */
+static int put_file_stamps(struct tctx *t, const struct pk_value *sd)
+{
+	const struct pk_value **paths;
+	size_t n = 0, u = 0, i;
+
+	paths = malloc((sd->n / 2 + 1) * sizeof(*paths));
+	if (!paths)
+		return ckpt_errf(t->err, t->errlen, -ENOMEM, "out of memory");
+	for (i = 0; i + 1 < sd->n; i += 2) {
+		const struct pk_value *si = state_of(sd->u.items[i + 1],
+						     TG_STORAGE_INFO);
+		const struct pk_value *p = pk_dict_get(si, "relative_path");
+
+		if (p && p->type == PK_STR &&
+		    ckpt_relpath_is_safe(p->u.str.s, p->u.str.len))
+			paths[n++] = p;	/* the others fail in put_record() */
+	}
+	qsort(paths, n, sizeof(*paths), cmp_pk_str);
+	for (i = 0; i < n; i++)
+		if (!u || cmp_pk_str(&paths[u - 1], &paths[i]))
+			paths[u++] = paths[i];
+	ckpt_pack_cstr(&t->w.pk, "files");
+	msgpack_pack_array(&t->w.pk, u + t->nside);
+	for (i = 0; i < u; i++)
+		put_file_stamp(t, paths[i]->u.str.s, paths[i]->u.str.len);
+	for (i = 0; i < t->nside; i++)
+		put_file_stamp(t, t->side[i], strlen(t->side[i]));
+	free(paths);
+	return 0;
+}
+
+/* Big-endian v into the 8 bytes at p (a msgpack uint64's body). */
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	int i;
+
+	for (i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
 int ckpt_torch_index(struct ckpt_store *s, const char *name,
 		     const uint8_t *pkl, size_t len, uint8_t **img,
 		     size_t *imglen, char *err, size_t errlen)
@@ -770,7 +850,7 @@ int ckpt_torch_index(struct ckpt_store *s, const char *name,
 			  .store = s, .err = err, .errlen = errlen };
 	const struct pk_value *root, *st, *sd, *pd;
 	struct pk_arena *arena;
-	size_t variants_at;
+	size_t variants_at, hash_at, body_at;
 	uint32_t i;
 	int rc;
 
@@ -815,10 +895,13 @@ int ckpt_torch_index(struct ckpt_store *s, const char *name,
 	ckpt_pack_cstr(&t.w.pk, "version");
 	msgpack_pack_uint64(&t.w.pk, CKPT_FORMAT_VERSION);
 	/* The stamp comes first, so a mount checks an index without walking
-	 * it; variants are known only at the end, so their fixed-width byte
-	 * (0xcc, value) is filled in then. */
+	 * it: the pickle's size and hash, each data file's identity, and a
+	 * hash of every byte after the stamp (an edited record is caught).
+	 * Variants and that hash are known only at the end, so their
+	 * fixed-width values (0xcc, byte; 0xcf, 8 bytes) are filled in then.
+	 * docs/format.md describes it. */
 	ckpt_pack_cstr(&t.w.pk, "source");
-	msgpack_pack_map(&t.w.pk, 4);
+	msgpack_pack_map(&t.w.pk, 6);
 	ckpt_pack_cstr(&t.w.pk, "format");
 	ckpt_pack_cstr(&t.w.pk, "torch-dcp");
 	ckpt_pack_cstr(&t.w.pk, "metadata_size");
@@ -828,6 +911,13 @@ int ckpt_torch_index(struct ckpt_store *s, const char *name,
 	ckpt_pack_cstr(&t.w.pk, "variants");
 	variants_at = t.w.sb.size + 1;
 	msgpack_pack_fix_uint8(&t.w.pk, 0);
+	rc = put_file_stamps(&t, sd);
+	if (rc)
+		goto out_tab;
+	ckpt_pack_cstr(&t.w.pk, "image_xxh3");
+	hash_at = t.w.sb.size + 1;
+	msgpack_pack_fix_uint64(&t.w.pk, 0);
+	body_at = t.w.sb.size;
 	rc = put_state_dict_metadata(&t);
 	if (rc)
 		goto out_tab;
@@ -837,10 +927,13 @@ int ckpt_torch_index(struct ckpt_store *s, const char *name,
 	if (rc)
 		goto out_tab;
 	rc = ckpt_mpout_finish(&t.w, img, imglen);
-	if (rc)
+	if (rc) {
 		ckpt_errf(err, errlen, rc, "%s: out of memory", name);
-	else
+	} else {
 		(*img)[variants_at] = t.variants;
+		put_be64(*img + hash_at, XXH3_64bits(*img + body_at,
+						     *imglen - body_at));
+	}
 out_tab:
 	ckpt_strtab_destroy(&t.by_fqn);
 out_arena:
@@ -850,14 +943,24 @@ out_arena:
 	return rc;
 }
 
-/* The image's source map: its metadata size, hash and variants. */
-static bool read_source(const uint8_t *img, size_t imglen, uint64_t *size,
-			uint64_t *hash, bool *has_hash, uint64_t *variants)
+/* What an index's source map says (see ckpt_torch_index()). */
+struct source {
+	uint64_t size, hash, variants, image_hash;
+	bool has_hash, has_image_hash, has_files;
+	struct mp_cursor files;		/* at the "files" array */
+	size_t body_at;			/* the image's bytes after the map */
+};
+
+/* The image's source map into *src; false when it has none. */
+static bool read_source(const uint8_t *img, size_t imglen,
+			struct source *src)
 {
 	struct mp_cursor c = { img, img + imglen }, s;
 	const char *k;
 	uint32_t n, m, i, j, kl;
 
+	memset(src, 0, sizeof(*src));
+	src->size = UINT64_MAX;
 	if (mp_read_map(&c, &n))
 		return false;
 	for (i = 0; i < n; i++) {
@@ -869,20 +972,32 @@ static bool read_source(const uint8_t *img, size_t imglen, uint64_t *size,
 			continue;
 		}
 		s = c;
+		if (mp_skip(&c))
+			return false;
+		src->body_at = (size_t)((const uint8_t *)c.p - img);
 		if (mp_read_map(&s, &m))
 			return false;
 		for (j = 0; j < m; j++) {
 			if (mp_read_str(&s, &k, &kl))
 				return false;
 			if (kl == 13 && !memcmp(k, "metadata_size", 13)) {
-				if (mp_read_uint(&s, size))
+				if (mp_read_uint(&s, &src->size))
 					return false;
 			} else if (kl == 13 && !memcmp(k, "metadata_xxh3", 13)) {
-				if (mp_read_uint(&s, hash))
+				if (mp_read_uint(&s, &src->hash))
 					return false;
-				*has_hash = true;
+				src->has_hash = true;
 			} else if (kl == 8 && !memcmp(k, "variants", 8)) {
-				if (mp_read_uint(&s, variants))
+				if (mp_read_uint(&s, &src->variants))
+					return false;
+			} else if (kl == 10 && !memcmp(k, "image_xxh3", 10)) {
+				if (mp_read_uint(&s, &src->image_hash))
+					return false;
+				src->has_image_hash = true;
+			} else if (kl == 5 && !memcmp(k, "files", 5)) {
+				src->files = s;
+				src->has_files = true;
+				if (mp_skip(&s))
 					return false;
 			} else if (mp_skip(&s)) {
 				return false;
@@ -896,19 +1011,121 @@ static bool read_source(const uint8_t *img, size_t imglen, uint64_t *size,
 bool ckpt_torch_index_matches(const uint8_t *img, size_t imglen,
 			      const uint8_t *pkl, size_t len)
 {
-	uint64_t size = UINT64_MAX, hash = 0, variants = 0;
-	bool has_hash = false;
+	struct source src;
 
-	return read_source(img, imglen, &size, &hash, &has_hash, &variants) &&
-	       has_hash && size == len && hash == XXH3_64bits(pkl, len);
+	return read_source(img, imglen, &src) && src.has_hash &&
+	       src.size == len && src.hash == XXH3_64bits(pkl, len);
+}
+
+/* One stamped file against the file there now (opened through the
+ * store, which then reads that very file): 0, or -ESTALE with err. */
+static int check_file(const struct ckpt_index_check *ic, const char *path,
+		      uint64_t size, const char *version, char *err,
+		      size_t errlen)
+{
+	struct ckpt_store_file_info now;
+	char why[512];
+	uint32_t id;
+	int rc = ckpt_store_open(ic->store, path, &id, &now, why, sizeof(why));
+
+	if (rc)
+		return ckpt_errf(err, errlen, -ESTALE,
+				 "%s: stale: %s; run 'ckptfs index %s' again",
+				 ic->index_path, why, ic->dir);
+	if (now.size != size || strcmp(now.version, version))
+		return ckpt_errf(err, errlen, -ESTALE,
+				 "%s: stale: %s/%s is %" PRIu64 " bytes, version %s, but the index was built from %" PRIu64 " bytes, version %s; run 'ckptfs index %s' again",
+				 ic->index_path, ic->dir, path, now.size,
+				 now.version, size,
+				 version[0] ? version : "(unreadable)", ic->dir);
+	return 0;
+}
+
+/* Every file of the stamp's "files" array against the files there now. */
+static int check_files(const struct ckpt_index_check *ic,
+		       struct mp_cursor c, char *err, size_t errlen)
+{
+	uint32_t n, i, m, j, kl, pl = 0, vl = 0;
+	const char *k, *p = NULL, *v = NULL;
+	char path[4096], version[CKPT_STORE_VERSION_MAX];
+	uint64_t size = UINT64_MAX;
+	int rc;
+
+	if (mp_read_array(&c, &n))
+		goto bad;
+	for (i = 0; i < n; i++) {
+		if (mp_read_map(&c, &m))
+			goto bad;
+		for (j = 0; j < m; j++) {
+			if (mp_read_str(&c, &k, &kl))
+				goto bad;
+			if (kl == 4 && !memcmp(k, "path", 4)) {
+				if (mp_read_str(&c, &p, &pl))
+					goto bad;
+			} else if (kl == 4 && !memcmp(k, "size", 4)) {
+				if (mp_read_uint(&c, &size))
+					goto bad;
+			} else if (kl == 7 && !memcmp(k, "version", 7)) {
+				if (mp_read_str(&c, &v, &vl))
+					goto bad;
+			} else if (mp_skip(&c)) {
+				goto bad;
+			}
+		}
+		if (!p || !v || size == UINT64_MAX || pl >= sizeof(path) ||
+		    vl >= sizeof(version) || !ckpt_relpath_is_safe(p, pl))
+			goto bad;
+		memcpy(path, p, pl);
+		path[pl] = '\0';
+		memcpy(version, v, vl);
+		version[vl] = '\0';
+		rc = check_file(ic, path, size, version, err, errlen);
+		if (rc)
+			return rc;
+		p = v = NULL;
+		size = UINT64_MAX;
+	}
+	return 0;
+bad:
+	return ckpt_errf(err, errlen, -ESTALE,
+			 "%s: its stamp's list of data files is malformed; run 'ckptfs index %s' again",
+			 ic->index_path, ic->dir);
+}
+
+int ckpt_torch_index_check(const struct ckpt_index_check *ic,
+			   const uint8_t *img, size_t imglen, char *err,
+			   size_t errlen)
+{
+	uint64_t want;
+	struct source src;
+
+	if (!read_source(img, imglen, &src) || !src.has_hash)
+		return ckpt_errf(err, errlen, -ESTALE,
+				 "%s: not a ckptfs index of a torch checkpoint (no source stamp); run 'ckptfs index %s' again",
+				 ic->index_path, ic->dir);
+	want = XXH3_64bits(ic->pkl, ic->pkl_len);
+	if (src.size != ic->pkl_len || src.hash != want)
+		return ckpt_errf(err, errlen, -ESTALE,
+				 "%s: index was not built from %s as it is now (it was built from %" PRIu64 " bytes with xxh3 %016" PRIx64 ", the file has %zu bytes with xxh3 %016" PRIx64 "); run 'ckptfs index %s' again",
+				 ic->index_path, ic->meta_path, src.size,
+				 src.hash, ic->pkl_len, want, ic->dir);
+	if (!src.has_files || !src.has_image_hash)
+		return ckpt_errf(err, errlen, -ESTALE,
+				 "%s: written by an older ckptfs, without the stamp of its data files; run 'ckptfs index %s' again",
+				 ic->index_path, ic->dir);
+	want = XXH3_64bits(img + src.body_at, imglen - src.body_at);
+	if (want != src.image_hash)
+		return ckpt_errf(err, errlen, -ESTALE,
+				 "%s: edited: its records hash to %016" PRIx64 ", not to the %016" PRIx64 " its stamp recorded; run 'ckptfs index %s' again",
+				 ic->index_path, want, src.image_hash, ic->dir);
+	return check_files(ic, src.files, err, errlen);
 }
 
 uint8_t ckpt_torch_index_variants(const uint8_t *img, size_t imglen)
 {
-	uint64_t size = 0, hash = 0, variants = 0;
-	bool has_hash = false;
+	struct source src;
 
-	if (!read_source(img, imglen, &size, &hash, &has_hash, &variants))
+	if (!read_source(img, imglen, &src))
 		return 0;
-	return (uint8_t)(variants & CKPT_VARIANT_ST_PAYLOAD);
+	return (uint8_t)(src.variants & CKPT_VARIANT_ST_PAYLOAD);
 }

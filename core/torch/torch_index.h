@@ -32,10 +32,38 @@ int ckpt_torch_index(struct ckpt_store *s, const char *name,
 		     const uint8_t *pkl, size_t len, uint8_t **img,
 		     size_t *imglen, char *err, size_t errlen);
 
-/* The "source" stamp an index carries: the pickle's size and XXH3.  True
- * when img was built from exactly pkl. */
+/*
+ * The "source" stamp an index carries (docs/format.md): the pickle's size
+ * and XXH3, each data file's size and version as the store gives them
+ * (ckpt_store_open(): dev:ino:mtime:ctime for a local file, the ETag on
+ * S3), and an XXH3 of every byte of the image after the stamp.
+ * ckpt_torch_index_matches() is true when img was built from exactly pkl
+ * (the pickle alone).
+ */
 bool ckpt_torch_index_matches(const uint8_t *img, size_t imglen,
 			      const uint8_t *pkl, size_t len);
+
+/* What an index is checked against. */
+struct ckpt_index_check {
+	const char *index_path;	/* for messages */
+	const char *dir;	/* the checkpoint's root, for messages */
+	const char *meta_path;	/* its .metadata */
+	struct ckpt_store *store;	/* the checkpoint's store */
+	const uint8_t *pkl;	/* .metadata's bytes now */
+	size_t pkl_len;
+};
+
+/*
+ * Whether the index img still describes the checkpoint: built from this
+ * very pickle, not edited since (its image hash), and every data file it
+ * stamped of the same size and version now (opened through ic->store,
+ * which then keeps reading exactly those files).  Returns 0, or -ESTALE
+ * with one line naming the index, the mismatch and "run 'ckptfs index
+ * DIR' again".
+ */
+int ckpt_torch_index_check(const struct ckpt_index_check *ic,
+			   const uint8_t *img, size_t imglen, char *err,
+			   size_t errlen);
 
 /* The CKPT_VARIANT_* flags an index records (model/meta.h): whether the
  * .distcp files hold safetensors blobs.  0 when it says nothing. */

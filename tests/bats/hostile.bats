@@ -424,3 +424,82 @@ EOF2
 	echo "$output"
 	[ "$status" -eq 1 ]
 }
+
+# The index of CKPT with two equal-length records' relative_path, offset
+# and crc32 swapped, as KIND: "edited" keeps the stamp's image hash,
+# "forged" recomputes it.  Prints the two keys.
+swap_records() {	# CKPT KIND
+	$PY - "$1/.ckptfs-index" "$2" <<'PYEOF'
+import msgpack, sys, xxhash
+path, kind = sys.argv[1], sys.argv[2]
+img = msgpack.unpackb(open(path, "rb").read(), raw=False)
+recs = img["storage_data"]
+pair = None
+for i, a in enumerate(recs):
+    for b in recs[i + 1:]:
+        if (a["length"] == b["length"] and a["length"] > 8 and a.get("crc32")
+                and b.get("crc32") and a["fqn"] != b["fqn"]):
+            pair = (a, b)
+            break
+    if pair:
+        break
+a, b = pair
+for f in ("relative_path", "offset", "crc32"):
+    a[f], b[f] = b[f], a[f]
+body = b"".join(msgpack.packb(k) + msgpack.packb(v)
+                for k, v in img.items() if k not in ("format", "version", "source"))
+if kind == "forged":
+    img["source"]["image_xxh3"] = xxhash.xxh3_64_intdigest(body)
+out = bytes([0x80 | len(img)])                      # a fixmap
+for k in ("format", "version", "source"):
+    out += msgpack.packb(k) + msgpack.packb(img[k])
+open(path, "wb").write(out + body)
+print(a["fqn"], b["fqn"])
+PYEOF
+}
+
+@test "index trust: an edited, forged or stale .ckptfs-index is refused at mount or caught by verify, naming the mismatch" {
+	cp -a "$TORCH_CK/per_rank" "$TMP/tc"
+	"$CKPTFS" index "$TMP/tc"
+	cp "$TMP/tc/.ckptfs-index" "$TMP/good-index"
+	# edited: the records no longer hash to the stamp
+	read -r k1 k2 < <(swap_records "$TMP/tc" edited)
+	echo "swapped $k1 $k2"
+	refuse_mount "$TMP/tc" "$TMP/tc/.ckptfs-index: edited: its records hash to" --world 1 --rank 0
+	run "$CKPTFS" cat "$TMP/tc" "$k1" --world 1 --rank 0
+	[ "$status" -ne 0 ]; [[ "$output" == *"edited"*"run 'ckptfs index $TMP/tc' again"* ]]
+	# forged (hash recomputed): verify finds both records in the archives
+	cp "$TMP/good-index" "$TMP/tc/.ckptfs-index"
+	swap_records "$TMP/tc" forged
+	run "$CKPTFS" verify "$TMP/tc"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"$TMP/tc/.ckptfs-index: key '$k1'"*"the index says"*"the checkpoint's own archives say"* ]]
+	[[ "$output" == *"key '$k2'"* ]]
+	[[ "$output" == *"; 2 index records differ from the checkpoint's archives"* ]]
+	# a good index verifies clean
+	cp "$TMP/good-index" "$TMP/tc/.ckptfs-index"
+	run "$CKPTFS" verify "$TMP/tc"
+	echo "$output"
+	[ "$status" -eq 0 ]; [[ "$output" == *"; 0 index records differ"* ]]
+	# stale: a data file rewritten since (its mtime), the index refused
+	# by default and when given
+	touch "$TMP/tc/__1_0.distcp"
+	refuse_mount "$TMP/tc" "$TMP/tc/.ckptfs-index: stale: $TMP/tc/__1_0.distcp is " --world 1 --rank 0
+	refuse_mount "$TMP/tc" "run 'ckptfs index $TMP/tc' again" --world 1 --rank 0 -o index="$TMP/good-index"
+	"$CKPTFS" index "$TMP/tc"
+	start_mount "$TMP/tc" "$MNT" --world 2 --rank 1
+	stop_mount
+	# an index of another .metadata
+	cp -a "$TORCH_CK/per_item" "$TMP/ti"
+	cp "$TMP/tc/.ckptfs-index" "$TMP/ti/.ckptfs-index"
+	refuse_mount "$TMP/ti" "$TMP/ti/.ckptfs-index: index was not built from $TMP/ti/.metadata as it is now" --world 1 --rank 0
+	# an index without the data files' stamp (an older ckptfs)
+	$PY -c '
+import msgpack, sys
+p = sys.argv[1]
+img = msgpack.unpackb(open(p, "rb").read(), raw=False)
+del img["source"]["files"], img["source"]["image_xxh3"]
+open(p, "wb").write(msgpack.packb(img))' "$TMP/tc/.ckptfs-index"
+	refuse_mount "$TMP/tc" "written by an older ckptfs, without the stamp of its data files; run 'ckptfs index $TMP/tc' again" --world 1 --rank 0
+}

@@ -128,10 +128,15 @@ teardown() { common_teardown; }
 	run $TCHECK "$CKPTFS" "$TMP/ck" "$MNT" 3
 	echo "$output"
 	[ "$status" -eq 0 ]
-	# an index of another checkpoint: ignored by default (rebuilt), an
-	# error when given explicitly
+	# an index of another checkpoint: an error naming the mismatch, by
+	# default as when given explicitly (issue 19); without one, the
+	# checkpoint is indexed at mount
 	"$CKPTFS" index "$W4/per_rank" -o "$TMP/other-index"
 	cp "$TMP/other-index" "$TMP/ck/.ckptfs-index"
+	run "$CKPTFS" info "$TMP/ck"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *".ckptfs-index: index was not built from"*"run 'ckptfs index $TMP/ck' again"* ]]
+	rm "$TMP/ck/.ckptfs-index"
 	run "$CKPTFS" info "$TMP/ck"
 	[[ "$output" == *"indexed now"* ]]
 	run $TCHECK "$CKPTFS" "$TMP/ck" "$MNT" 3
