@@ -16,6 +16,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +36,8 @@ struct tool_args {
 	const char *prefix;
 	const char *out;	/* -o FILE (index) */
 	uint32_t jobs;
+	uint32_t max_open;	/* data files kept open (0: as many as
+				 * RLIMIT_NOFILE allows) */
 };
 
 /* Options only some subcommands take. */
@@ -194,7 +197,8 @@ static int open_view(const struct tool_args *a, bool files,
 	/* A command of its own: every fd it can get, and huge pages for
 	 * extract's fresh buffers. */
 	if (files && ckpt_files_open(*m, CKPT_FILES_RAISE_NOFILE |
-				     CKPT_FILES_HUGE_PAGES, 0, err, sizeof(err)))
+				     CKPT_FILES_HUGE_PAGES, a->max_open, err,
+				     sizeof(err)))
 		goto out_meta;
 	o.world = a->world;
 	o.rank = a->rank;
@@ -813,17 +817,28 @@ static int extract_start(struct extract *x, uint32_t node,
  * named only when whole.  A failure leaves no partial file under a final
  * name; files of groups already named stay.
  */
-static int tool_extract(const struct tool_args *a)
+static int tool_extract(const struct tool_args *given)
 {
 	struct extract *x = calloc(1, sizeof(*x));
+	struct tool_args args = *given, *a = &args;
 	struct ckpt_meta *m;
 	struct ckpt_view *v;
+	struct rlimit rl;
 	uint32_t i, nn;
 	int rc = 0;
 
 	if (!x) {
 		fprintf(stderr, "ckptfs: out of memory\n");
 		return 1;
+	}
+	/* Room for a group's temporary files beside the data files. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+		a->max_open = rl.rlim_cur > 4096 + 2 * EXTRACT_FILES ? 4096 :
+			      rl.rlim_cur > 64 + 2 * EXTRACT_FILES ?
+			      (uint32_t)rl.rlim_cur - 2 * EXTRACT_FILES : 16;
 	}
 	if (open_view(a, true, &m, &v)) {
 		free(x);

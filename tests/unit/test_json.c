@@ -14,6 +14,23 @@ static int parse(const char *s, struct ckpt_json_doc *d, char *err)
 	return ckpt_json_parse(s, strlen(s), "h", d, err, 256);
 }
 
+/* Each text bad[i][0] is refused with a message holding bad[i][1]. */
+static void refuses(const char *const bad[][2], size_t n)
+{
+	struct ckpt_json_doc d;
+	char err[256];
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		err[0] = '\0';
+		CHECK(parse(bad[i][0], &d, err) == -EINVAL);
+		CHECK(strstr(err, bad[i][1]) != NULL);
+		if (!strstr(err, bad[i][1]))
+			fprintf(stderr, "  %s -> %s\n", bad[i][0], err);
+		CHECK(d.nodes == NULL);
+	}
+}
+
 static void test_values(void)
 {
 	const char *t = " {\"a\": [1, 18446744073709551615, -5, true, false, null],"
@@ -57,16 +74,8 @@ static void test_refusals(void)
 	};
 	struct ckpt_json_doc d;
 	char err[256], deep[200];
-	size_t i;
 
-	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		err[0] = '\0';
-		CHECK(parse(bad[i][0], &d, err) == -EINVAL);
-		CHECK(strstr(err, bad[i][1]) != NULL);
-		if (!strstr(err, bad[i][1]))
-			fprintf(stderr, "  %s -> %s\n", bad[i][0], err);
-		CHECK(d.nodes == NULL);
-	}
+	refuses(bad, sizeof(bad) / sizeof(bad[0]));
 	memset(deep, '[', 100);
 	memset(deep + 100, ']', 99);
 	deep[199] = '\0';
@@ -95,7 +104,6 @@ static void test_utf8(void)
 	};
 	struct ckpt_json_doc d;
 	char err[256], s[64];
-	size_t i;
 
 	CHECK(parse("[\"\\ud83d\\ude00\", \"\xf0\x9f\x98\x80\", "
 		    "\"\\u00e9\\u20ac\\uFFFF\", \"\\udbff\\udfff\"]", &d, err) == 0);
@@ -110,14 +118,7 @@ static void test_utf8(void)
 	/* too small a buffer: -1, never a cut character */
 	CHECK(ckpt_json_str(ckpt_json_at(&d, &d.nodes[0], 0), s, 4) == -1);
 	ckpt_json_free(&d);
-	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		err[0] = '\0';
-		CHECK(parse(bad[i][0], &d, err) == -EINVAL);
-		CHECK(strstr(err, bad[i][1]) != NULL);
-		if (!strstr(err, bad[i][1]))
-			fprintf(stderr, "  %s -> %s\n", bad[i][0], err);
-		CHECK(d.nodes == NULL);
-	}
+	refuses(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 /* Repeated names in an object, compared decoded, found in O(n log n). */
