@@ -1400,13 +1400,17 @@ static const struct tool tools[] = {
 	  "usage: ckptfs index CKPT [-o FILE]\n"
 	  "  for a PyTorch distributed checkpoint (pickled .metadata, .distcp files):\n"
 	  "  locate every record's raw bytes inside the .distcp files and write the\n"
-	  "  result in the native format (default FILE: CKPT/.ckptfs-index, which\n"
-	  "  mounts then use while it matches .metadata; '-' for stdout).  Optional:\n"
-	  "  mounts index by themselves when there is none\n",
+	  "  result in the native format (default FILE: CKPT/.ckptfs-index; '-' for\n"
+	  "  stdout).  Its stamp covers .metadata, each data file's size and mtime\n"
+	  "  and its own records: mounts use it while all match, and refuse it once\n"
+	  "  stale or edited (run this again).  Optional: mounts index by\n"
+	  "  themselves when there is none\n",
 	  tool_index },
 	{ "verify", 1, 1, false, 0,
 	  "usage: ckptfs verify CKPT [--jobs N]\n"
-	  "  check every record's xxh3 (or, for PyTorch checkpoints, the zip's CRC-32); one line per mismatch (file, offset, key), a\n"
+	  "  check every record's xxh3 (or, for PyTorch checkpoints, the zip's CRC-32,\n"
+	  "  and every record of its .ckptfs-index against the archives themselves);\n"
+	  "  one line per mismatch (file, offset, key), a\n"
 	  "  count of records without a checksum; exit 1 on any mismatch.  A progress\n"
 	  "  bar goes to stderr when it is a terminal.  N threads (default: CPUs)\n",
 	  tool_verify },
