@@ -1401,7 +1401,7 @@ static const struct tool tools[] = {
 	  "  for a PyTorch distributed checkpoint (pickled .metadata, .distcp files):\n"
 	  "  locate every record's raw bytes inside the .distcp files and write the\n"
 	  "  result in the native format (default FILE: CKPT/.ckptfs-index; '-' for\n"
-	  "  stdout).  Its stamp covers .metadata, each data file's size and mtime\n"
+	  "  stdout).  Its stamp covers .metadata, each data file's size and version\n"
 	  "  and its own records: mounts use it while all match, and refuse it once\n"
 	  "  stale or edited (run this again).  Optional: mounts index by\n"
 	  "  themselves when there is none\n",
