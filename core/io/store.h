@@ -7,7 +7,7 @@
  * and data files.  Nothing above io/ knows which implementation it uses.
  *
  * A file is opened by name.  Opening fixes its identity: its size and a
- * version (dev/ino/mtime/ctime for a local file, the ETag on S3).  Every
+ * version (size and mtime for a local file, the ETag on S3).  Every
  * later read checks that the same file is still there (a local fd reopened
  * must be the same inode; an S3 GET carries If-Match): a file replaced or
  * deleted since gives -EIO naming it, never bytes of two versions mixed.

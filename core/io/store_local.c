@@ -381,10 +381,12 @@ static void fill_info(const struct lfile *f, struct ckpt_store_file_info *info)
 	info->size = f->size;
 	info->mtime_sec = f->mtime_sec;
 	info->mtime_nsec = f->mtime_nsec;
+	/* Size and mtime, which a copy keeps (cp -a, rsync -a): an index's
+	 * stamp built from it survives the checkpoint being moved.  Reopens
+	 * check the stricter dev/ino/ctime identity kept in f. */
 	snprintf(info->version, sizeof(info->version),
-		 "%" PRIx64 ":%" PRIx64 ":%" PRId64 ".%09" PRId64 ":%" PRId64 ".%09" PRId64,
-		 f->dev, f->ino, f->mtime_sec, f->mtime_nsec, f->ctime_sec,
-		 f->ctime_nsec);
+		 "%" PRIu64 "@%" PRId64 ".%09" PRId64, f->size, f->mtime_sec,
+		 f->mtime_nsec);
 }
 
 static int open_error(const struct local_store *ls, const char *name, int rc,

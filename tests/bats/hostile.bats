@@ -203,10 +203,16 @@ pyload() {
 		[[ "$output" == *"prefix '$p' matches no key; the prefixes (first path components) are: 'model', 'optim'"* ]]
 		run "$CKPTFS" extract "$TMP/ckpt" "$TMP/out" --world 2 --rank 0 --prefix "$p"
 		[ "$status" -eq 1 ]; [[ "$output" == *"matches no key"* ]]
-		run pyload -c 'import ckptfs, sys; ckptfs.load(sys.argv[1], 2, 1, prefix=sys.argv[2], backend="numpy")' "$TMP/ckpt" "$p"
+		run pyload -c '
+import ckptfs, sys
+try:
+    ckptfs.load(sys.argv[1], 2, 1, prefix=sys.argv[2], backend="numpy")
+except ValueError as e:
+    print(type(e).__name__, "is a ValueError:", e)
+    sys.exit(3)' "$TMP/ckpt" "$p"
 		echo "$output"
-		[ "$status" -ne 0 ]
-		[[ "$output" == *"ValueError: "*"prefix '$p' matches no key"*"'model', 'optim'"* ]]
+		[ "$status" -eq 3 ]
+		[[ "$output" == *"CheckpointError is a ValueError: "*"prefix '$p' matches no key"*"'model', 'optim'"* ]]
 	done
 	refuse_mount "$TMP/ckpt" "prefix 'nope' matches no key; the prefixes (first path components) are: 'model', 'optim'" --world 2 --rank 0 --prefix nope
 	refuse_mount "$TMP/ckpt" "prefix must not be empty" -o world=2,rank=0,prefix=
@@ -490,6 +496,10 @@ PYEOF
 	"$CKPTFS" index "$TMP/tc"
 	start_mount "$TMP/tc" "$MNT" --world 2 --rank 1
 	stop_mount
+	# a copy that keeps modification times keeps its index valid
+	cp -a "$TMP/tc" "$TMP/tc-copy"
+	run "$CKPTFS" info "$TMP/tc-copy"
+	[ "$status" -eq 0 ]; [[ "$output" == *"via its .ckptfs-index"* ]]
 	# an index of another .metadata
 	cp -a "$TORCH_CK/per_item" "$TMP/ti"
 	cp "$TMP/tc/.ckptfs-index" "$TMP/ti/.ckptfs-index"
