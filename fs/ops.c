@@ -255,18 +255,21 @@ static bool stopping(const struct ckfs *fs)
 #define PREFETCH_GROUP ((uint64_t)64 << 20)	/* bytes read per batch */
 #define PREFETCH_FILES 1024			/* files per batch */
 
-/* Hand a batch's bytes to the kernel, file by file, 1 MiB at a time. */
+/* Hand a batch's bytes to the kernel, file by file, 1 MiB at a time,
+ * checking before each store whether to stop. */
 static void prefetch_store(struct ckfs *fs, const struct ckpt_read_req *r,
 			   size_t n)
 {
 	size_t k;
 
-	for (k = 0; k < n && !stopping(fs); k++) {
+	for (k = 0; k < n; k++) {
 		uint64_t off;
 
 		for (off = 0; off < r[k].len; off += READ_MAX) {
 			struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
 
+			if (stopping(fs))
+				return;
 			bv.buf[0].mem = (char *)r[k].dst + off;
 			bv.buf[0].size = r[k].len - off < READ_MAX ?
 					 (size_t)(r[k].len - off) : READ_MAX;
@@ -321,7 +324,8 @@ static void *prefetch_main(void *arg)
 				off += take;
 				if (n < PREFETCH_FILES && used < PREFETCH_GROUP)
 					continue;
-				if (!ckpt_view_read_batch(v, reqs, n, 0, err,
+				if (!stopping(fs) &&
+				    !ckpt_view_read_batch(v, reqs, n, 0, err,
 							  sizeof(err)))
 					prefetch_store(fs, reqs, n);
 				n = 0;
@@ -338,26 +342,45 @@ static void *prefetch_main(void *arg)
 	return NULL;
 }
 
+void ckfs_prefetch_init(struct ckfs *fs)
+{
+	pthread_mutex_init(&fs->prefetch_lock, NULL);
+	fs->prefetch_running = false;
+	atomic_init(&fs->prefetch_stop, false);
+	atomic_init(&fs->busy, 0);
+}
+
 int ckfs_prefetch_start(struct ckfs *fs)
 {
-	int rc = pthread_create(&fs->prefetch_thread, NULL, prefetch_main, fs);
+	int rc;
 
-	if (rc)
-		return -rc;
-	fs->prefetch_running = true;
-	return 0;
+	pthread_mutex_lock(&fs->prefetch_lock);
+	rc = pthread_create(&fs->prefetch_thread, NULL, prefetch_main, fs);
+	fs->prefetch_running = rc == 0;
+	pthread_mutex_unlock(&fs->prefetch_lock);
+	return -rc;
 }
 
-void ckfs_prefetch_stop(struct ckfs *fs)
+int ckfs_prefetch_stop_wait(struct ckfs *fs, const struct timespec *deadline)
 {
+	int rc = 0;
+
 	atomic_store_explicit(&fs->prefetch_stop, true, memory_order_release);
+	pthread_mutex_lock(&fs->prefetch_lock);
+	if (fs->prefetch_running) {
+		rc = deadline ? pthread_clockjoin_np(fs->prefetch_thread, NULL,
+						     CLOCK_MONOTONIC, deadline) :
+				pthread_join(fs->prefetch_thread, NULL);
+		if (rc == 0)
+			fs->prefetch_running = false;
+	}
+	pthread_mutex_unlock(&fs->prefetch_lock);
+	return rc ? -ETIMEDOUT : 0;
 }
 
-void ckfs_prefetch_join(struct ckfs *fs)
+void ckfs_prefetch_destroy(struct ckfs *fs)
 {
-	if (fs->prefetch_running)
-		pthread_join(fs->prefetch_thread, NULL);
-	fs->prefetch_running = false;
+	pthread_mutex_destroy(&fs->prefetch_lock);
 }
 
 static void ckfs_init(void *userdata, struct fuse_conn_info *conn)
@@ -667,8 +690,10 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	atomic_fetch_add_explicit(&fs->busy, 1, memory_order_relaxed);
 	rc = ckpt_view_read(fs->view, r.slot, r.node, (uint64_t)off, size,
 			    tb->data, &got, tb->scratch);
+	atomic_fetch_sub_explicit(&fs->busy, 1, memory_order_relaxed);
 	if (rc) {
 		if (rc != -ENOMEM)
 			ckfs_log(fs, "read of %zu bytes at %lld (rank %u): %s", size,

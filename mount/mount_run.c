@@ -18,6 +18,7 @@
 
 #include "ckptfs.h"
 #include "../fs/ops.h"
+#include "shutdown.h"
 
 #define ATTR_TIMEOUT 86400.0
 
@@ -67,36 +68,43 @@ out_free:
 	return rc;
 }
 
-/*
- * The kernel caps a FUSE mount's readahead at 128 KiB, so sequential reads
- * and mmap faults arrive as 128 KiB requests whatever max_pages allows.
- * Root may raise it through the mount's backing device, found in
- * /proc/self/mountinfo (not by stat(): the daemon is not serving yet).
- * The kernel resets it while handling INIT, so fs/ writes it at the first
- * request after that.  Best effort: without root the default stays.
- */
-static void find_readahead_knob(const char *mnt, unsigned kb, struct ckfs *fs)
+/* The mount's device (major:minor of its st_dev), from
+ * /proc/self/mountinfo: not by stat(), which would be a request to this
+ * very daemon, not serving yet.  Returns true when found. */
+static bool find_mount_dev(const char *mnt_abs, unsigned *maj, unsigned *min)
 {
-	char path[PATH_MAX], line[8192];
-	unsigned maj = 0, min = 0, a, b;
-	char point[PATH_MAX];
+	char line[8192], point[PATH_MAX];
+	unsigned a, b;
+	bool found = false;
 	FILE *f;
 
-	if (kb == 0 || !realpath(mnt, path))
-		return;
 	f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
-		return;
+		return false;
 	while (fgets(line, sizeof(line), f)) {
 		/* id parent major:minor root mountpoint ... */
 		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, point) == 3 &&
-		    strcmp(point, path) == 0 && strstr(line, "fuse.ckptfs")) {
-			maj = a;
-			min = b;
+		    strcmp(point, mnt_abs) == 0 && strstr(line, "fuse.ckptfs")) {
+			*maj = a;
+			*min = b;
+			found = true;
 		}
 	}
 	fclose(f);
-	if (!maj && !min)
+	return found;
+}
+
+/*
+ * The kernel caps a FUSE mount's readahead at 128 KiB, so sequential reads
+ * and mmap faults arrive as 128 KiB requests whatever max_pages allows.
+ * Root may raise it through the mount's backing device.  The kernel
+ * resets it while handling INIT, so fs/ writes it at the first request
+ * after that.  Best effort: without root the default stays.
+ */
+static void set_readahead_knob(unsigned maj, unsigned min, unsigned kb,
+			       struct ckfs *fs)
+{
+	if (kb == 0)
 		return;
 	snprintf(fs->readahead_path, sizeof(fs->readahead_path),
 		 "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
@@ -139,6 +147,9 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	char err[1024];
 	struct ckpt_open_opts mo = { 0 };
 	struct ckpt_meta_info mi;
+	struct shutdown sd = { 0 };
+	unsigned maj = 0, min = 0;
+	bool dev_known;
 	struct ckfs fs;
 	int rc, status = 1;
 
@@ -159,8 +170,7 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 			strerror(errno));
 		return 1;
 	}
-	memset(&fs, 0, sizeof(fs));
-	atomic_init(&fs.prefetch_stop, false);
+	memset(&fs, 0, sizeof(fs));	/* ckfs_prefetch_init() below */
 	fs.use_syslog = !o->foreground;
 	mo.index = o->index;
 	mo.follow_symlinks = o->follow_symlinks;
@@ -209,6 +219,7 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		fprintf(stderr, "ckptfs: %s\n", err);
 		goto out_view;
 	}
+	ckfs_prefetch_init(&fs);
 	fs.view = view;
 	ckpt_view_info(view, &fs.vi);
 	ckpt_meta_info(meta, &mi);
@@ -220,51 +231,54 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	fs.debug = o->debug;
 	if (build_args(o, argv0, src, &args)) {
 		fprintf(stderr, "ckptfs: out of memory\n");
-		goto out_view;
+		goto out_fs;
 	}
 	se = fuse_session_new(&args, &ckfs_ops, sizeof(ckfs_ops), &fs);
 	if (!se) {
 		fprintf(stderr, "ckptfs: cannot start FUSE with these options (see above)\n");
 		goto out_args;
 	}
-	/* A shell starts background jobs with SIGINT ignored, and libfuse
-	 * only takes over signals left at their default: SIGINT and SIGTERM
-	 * must always unmount cleanly. */
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
-	signal(SIGHUP, SIG_DFL);
-	if (fuse_set_signal_handlers(se)) {
-		fprintf(stderr, "ckptfs: cannot install signal handlers\n");
-		goto out_session;
-	}
+	/* Before any thread exists: see shutdown.h.  libfuse's own handlers
+	 * are not installed. */
+	shutdown_block_signals();
 	if (fuse_session_mount(se, o->mnt)) {
 		fprintf(stderr, "ckptfs: cannot mount on %s\n", o->mnt);
-		goto out_signals;
+		goto out_session;
 	}
-	find_readahead_knob(o->mnt, o->readahead_kb, &fs);
+	dev_known = find_mount_dev(mnt_abs, &maj, &min);
+	if (dev_known)
+		set_readahead_knob(maj, min, o->readahead_kb, &fs);
 	if (fuse_daemonize(o->foreground)) {
 		fprintf(stderr, "ckptfs: cannot go to the background\n");
 		goto out_unmount;
 	}
 	fs.se = se;
 	fs.mnt = mnt_abs;
+	if (shutdown_start(&sd, se, &fs, mnt_abs, dev_known, maj, min)) {
+		fprintf(stderr, "ckptfs: cannot start the control thread\n");
+		goto out_unmount;
+	}
 	if (o->prefetch && ckfs_prefetch_start(&fs))
 		fprintf(stderr, "ckptfs: cannot start prefetching; serving without\n");
 	rc = serve(se, o);
-	ckfs_prefetch_stop(&fs);
+	shutdown_loop_ended(&sd);
+	/* After a signal the control thread has stopped it already; when
+	 * the mount went away, the connection has ended and its stores
+	 * cannot wait on anyone.  Either way before the unmount below. */
+	shutdown_stage(&sd, "waiting for the prefetch thread to stop after the loop ended");
+	ckfs_prefetch_stop_wait(&fs, NULL);
 	ckfs_release_thread_buffer();
-	/* libfuse's signal handler leaves the signal number as the loop's
-	 * result: SIGINT, SIGTERM and SIGHUP are a clean shutdown. */
-	status = (rc == 0 || rc == SIGINT || rc == SIGTERM || rc == SIGHUP) ? 0 : 1;
+	shutdown_stage(&sd, "unmounting");
+	status = rc == 0 || shutdown_signal(&sd) ? 0 : 1;
 out_unmount:
 	fuse_session_unmount(se);
-	ckfs_prefetch_join(&fs);
-out_signals:
-	fuse_remove_signal_handlers(se);
+	shutdown_finish(&sd);
 out_session:
 	fuse_session_destroy(se);
 out_args:
 	fuse_opt_free_args(&args);
+out_fs:
+	ckfs_prefetch_destroy(&fs);
 out_view:
 	ckpt_view_free(view);
 out_meta:

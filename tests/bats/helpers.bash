@@ -20,19 +20,42 @@ common_setup() {
 	mkdir -p "$MNT"
 	DAEMON_PID=
 	MOUNTED=
+	MOUNT_CONN=
 }
 
 common_teardown() {
-	local rc=0
+	local rc=0 conns
+	conns=$(conns_under "$TMP")
 	stop_mount || rc=1
 	# Any daemonized mount a test made under $TMP.
 	for m in $(awk -v t="$TMP" 'index($2, t) == 1 { print $2 }' /proc/mounts); do
 		fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" || true
 		rc=1
 	done
-	wait_daemons_gone
+	wait_daemons_gone $conns || rc=1
 	rm -rf "$TMP"
 	return $rc
+}
+
+# The fusectl numbers of the FUSE connections behind the mounts at or
+# under DIR: the kernel's dev_t of each mount (major << 20 | minor), read
+# from mountinfo, which costs the daemons no request.
+conns_under() {	# DIR
+	awk -v t="$1" 'index($5, t) == 1 && / - fuse/ {
+		split($3, d, ":"); print d[1] * 1048576 + d[2] }' /proc/self/mountinfo
+}
+
+# Abort FUSE connections through fusectl (mounted first if nobody has).
+# A daemon that can no longer answer leaves its readers in D state and
+# `sync` blocked on the whole host until its connection is aborted;
+# unmounting does not help.
+abort_conns() {	# CONN...
+	local c
+	mountpoint -q /sys/fs/fuse/connections ||
+		mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null || true
+	for c in "$@"; do
+		echo 1 > "/sys/fs/fuse/connections/$c/abort" 2>/dev/null || true
+	done
 }
 
 # start_mount CKPT MNT [ARGS...]: daemon in the foreground (-f), in the
@@ -49,6 +72,7 @@ start_mount() {
 	fi
 	DAEMON_PID=$!
 	MOUNTED=$mnt
+	MOUNT_CONN=
 	deadline=$((SECONDS + 20))
 	until mountpoint -q "$mnt"; do
 		if ! kill -0 "$DAEMON_PID" 2>/dev/null; then
@@ -65,6 +89,7 @@ start_mount() {
 		fi
 		sleep 0.05
 	done
+	MOUNT_CONN=$(conns_under "$mnt" | tail -1)
 }
 
 # Unmount what start_mount mounted; the daemon must exit 0.
@@ -84,6 +109,7 @@ stop_mount() {
 		done
 		if kill -0 "$DAEMON_PID" 2>/dev/null; then
 			echo "daemon still running 10 s after unmount"
+			abort_conns $MOUNT_CONN
 			kill -9 "$DAEMON_PID"
 			rc=1
 		fi
@@ -102,13 +128,21 @@ stop_mount() {
 	return $rc
 }
 
-# Wait (with a deadline) until no ckptfs daemon serves anything under $TMP.
-wait_daemons_gone() {
-	local deadline=$((SECONDS + 10))
+# Wait (with a deadline) until no ckptfs daemon serves anything under
+# $TMP.  A daemon still there fails the test, named; the connections
+# given (those of the test's mounts) are aborted and it is killed, so that
+# nothing is left wedged.
+wait_daemons_gone() {	# [CONN...]
+	local deadline=$((SECONDS + 10)) left
 	while pgrep -f "ckptfs.* $TMP" >/dev/null && [ $SECONDS -lt $deadline ]; do
 		sleep 0.05
 	done
+	left=$(pgrep -af "ckptfs.* $TMP") || return 0
+	echo "daemon(s) still running 10 s after the test ended:"
+	echo "$left"
+	abort_conns "$@" $(conns_under "$TMP")
 	pkill -9 -f "ckptfs.* $TMP" 2>/dev/null || true
+	return 1
 }
 
 # mount, compare with the numpy reference, unmount.

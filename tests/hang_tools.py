@@ -1,0 +1,141 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Helpers for the shutdown and memory tests (tests/bats/shutdown.bats,
+tests/bats/memory.bats), written independently of ckptfs.
+
+    hang_tools.py big OUT [--keys 3] [--mib 128]
+        a native checkpoint of KEYS float32 keys of MIB MiB each (key kK,
+        element i = (K + 1) * 2**26 + i rounded to float32), one data file each
+    hang_tools.py zstd OUT [--keys 16] [--mib 48]
+        the same shape with every key one zstd record (level 1: the values
+        are a ramp, so each record compresses to a few MiB); the frame
+        declares its size
+    hang_tools.py reader MNT [--start N] [--shuffle]
+        read every file under MNT (but .ckptfs/), from the N-th in path
+        order round to the one before it, with 1 MiB preads (in a random
+        order with --shuffle), then
+        evict it (POSIX_FADV_DONTNEED), over and over; exit 0 at the first
+        error, or when MNT is no longer a mount point
+    hang_tools.py cached PATH...
+        bytes of each file in the page cache now (mmap + mincore), one
+        number per line
+"""
+import argparse
+import ctypes
+import mmap
+import os
+import random
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "scripts"))
+from native_writer import write_checkpoint  # noqa: E402
+
+
+def values(k, n):
+    return (np.arange(n, dtype=np.int64) + (k + 1) * (1 << 26)).astype("<f4")
+
+
+def big(out, keys, mib, zstd=False):
+    n = (mib << 20) // 4
+    sdm, storage = {}, []
+    os.makedirs(out, exist_ok=True)
+    if zstd:
+        import zstandard
+        zc = zstandard.ZstdCompressor(level=1)
+    for k in range(keys):
+        raw = values(k, n).tobytes()
+        rec = {"fqn": f"k{k}", "offsets": [0], "relative_path": f"d{k}",
+               "offset": 0}
+        if zstd:
+            raw = zc.compress(raw)
+            rec["transforms"] = ["stream.zstd/1"]
+        rec["length"] = len(raw)
+        with open(os.path.join(out, f"d{k}"), "wb") as fh:
+            fh.write(raw)
+        sdm[f"k{k}"] = {"type": "tensor", "dtype": "float32", "size": [n],
+                        "chunks": [{"offsets": [0], "sizes": [n]}]}
+        storage.append(rec)
+    write_checkpoint(out, {}, sdm, storage)
+
+
+def reader(mnt, start, shuffle):
+    rng = random.Random(start)
+    while os.path.ismount(mnt):     # then every read fails
+        paths = []
+        for root, dirs, files in os.walk(mnt):
+            dirs[:] = sorted(d for d in dirs if d != ".ckptfs")
+            paths += [os.path.join(root, f) for f in sorted(files)]
+        start %= max(1, len(paths))
+        for p in paths[start:] + paths[:start]:
+            try:
+                fd = os.open(p, os.O_RDONLY)
+                try:
+                    blocks = list(range(0, os.fstat(fd).st_size, 1 << 20))
+                    if shuffle:
+                        rng.shuffle(blocks)
+                    for off in blocks:
+                        os.pread(fd, 1 << 20, off)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+            except OSError:
+                os._exit(0)
+
+
+def cached(paths):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                             ctypes.c_char_p]
+    page = mmap.PAGESIZE
+    for p in paths:
+        size = os.path.getsize(p)
+        if size == 0:
+            print(0)
+            continue
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd,
+                             0)
+            if addr in (None, ctypes.c_void_p(-1).value):
+                raise OSError(ctypes.get_errno(), "mmap", p)
+            npages = (size + page - 1) // page
+            vec = ctypes.create_string_buffer(npages)
+            if libc.mincore(addr, size, vec):
+                raise OSError(ctypes.get_errno(), "mincore", p)
+            libc.munmap(addr, size)
+            print(min(size, sum(b & 1 for b in vec.raw) * page))
+        finally:
+            os.close(fd)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name, keys, mib in (("big", 3, 128), ("zstd", 16, 48)):
+        p = sub.add_parser(name)
+        p.add_argument("out")
+        p.add_argument("--keys", type=int, default=keys)
+        p.add_argument("--mib", type=int, default=mib)
+    p = sub.add_parser("reader")
+    p.add_argument("mnt")
+    p.add_argument("--start", type=int, default=0)
+    p.add_argument("--shuffle", action="store_true")
+    sub.add_parser("cached").add_argument("paths", nargs="+")
+    a = ap.parse_args()
+    if a.cmd in ("big", "zstd"):
+        big(a.out, a.keys, a.mib, a.cmd == "zstd")
+    elif a.cmd == "reader":
+        reader(a.mnt, a.start, a.shuffle)
+    else:
+        cached(a.paths)
+
+
+if __name__ == "__main__":
+    main()
