@@ -346,8 +346,12 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	if (rc)
 		goto out_path;
 	ckpt_meta_set_origin(m, origin, variants);
-	if (o && o->cache_bytes)
-		ckpt_record_cache_set(m, o->cache_bytes);
+	if (m->nzrecs &&
+	    ckpt_record_cache_setup(m, o ? o->cache_bytes : 0, 0)) {
+		ckpt_meta_free(m);
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out_path;
+	}
 	m->dir = strdup(dir);
 	if (!m->dir) {
 		ckpt_meta_free(m);
@@ -387,10 +391,14 @@ int ckpt_meta_open(const char *dir, struct ckpt_meta **out, char *err,
 	return ckpt_meta_open_opts(dir, NULL, out, err, errlen);
 }
 
+/* Here, above records/, io/ and model/: the handle owns the record
+ * cache and the store, which model/ does not know. */
 void ckpt_meta_free(struct ckpt_meta *m)
 {
 	if (!m)
 		return;
+	ckpt_record_cache_free(m->records);
+	m->records = NULL;
 	ckpt_files_close(m);
 	ckpt_meta_free_parsed(m);
 }

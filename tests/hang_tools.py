@@ -16,6 +16,16 @@ tests/bats/memory.bats), written independently of ckptfs.
         order with --shuffle), then
         evict it (POSIX_FADV_DONTNEED), over and over; exit 0 at the first
         error, or when MNT is no longer a mount point
+    hang_tools.py check MNT [--keys 16] [--mib 48] [--procs 16]
+        read MNT/kK for every key at once, one process each, 1 MiB at a
+        time, and compare with the values; exit 1 naming a file that
+        differs
+    hang_tools.py load CKPT SCRIPTS [--keys 16] [--mib 48] [--threads 16]
+                  [--cache-mb 64]
+        ckptfs.load (from SCRIPTS) the whole checkpoint with the numpy
+        backend, compare with the values, and print "base B output O peak
+        P": this process's peak RSS (VmHWM) before, the tensors' size and
+        the peak after, in MiB
     hang_tools.py cached PATH...
         bytes of each file in the page cache now (mmap + mincore), one
         number per line
@@ -85,6 +95,57 @@ def reader(mnt, start, shuffle):
                 os._exit(0)
 
 
+def check_one(path, k, n):
+    want = values(k, n).tobytes()
+    with open(path, "rb", buffering=0) as fh:
+        off = 0
+        while True:
+            b = fh.read(1 << 20)
+            if not b:
+                break
+            if b != want[off:off + len(b)]:
+                return f"{path}: differs in the MiB at {off}"
+            off += len(b)
+    return None if off == len(want) else f"{path}: {off} bytes, not {len(want)}"
+
+
+def check(mnt, keys, mib, procs):
+    from concurrent.futures import ProcessPoolExecutor
+    n = (mib << 20) // 4
+    with ProcessPoolExecutor(procs) as ex:
+        bad = [r for r in ex.map(check_one, [f"{mnt}/k{k}" for k in range(keys)],
+                                 range(keys), [n] * keys) if r]
+    for b in bad:
+        print(b)
+    print(f"{keys} files, {len(bad)} differ")
+    return 1 if bad else 0
+
+
+def hwm_mib():
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) >> 10
+    return 0
+
+
+def load(ckpt, scripts, keys, mib, threads, cache_mb):
+    sys.path.insert(0, scripts)
+    import ckptfs
+    n = (mib << 20) // 4
+    base = hwm_mib()
+    views = ckptfs.load(ckpt, backend="numpy", threads=threads,
+                        cache_mb=cache_mb)
+    peak = hwm_mib()
+    out = sum(a.nbytes for a in views.values()) >> 20
+    bad = [k for k in range(keys)
+           if not np.array_equal(views[f"k{k}"], values(k, n))]
+    print(f"base {base} output {out} peak {peak}")
+    if bad:
+        print(f"keys that differ: {bad}")
+    return 1 if bad else 0
+
+
 def cached(paths):
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
@@ -127,12 +188,29 @@ def main():
     p.add_argument("mnt")
     p.add_argument("--start", type=int, default=0)
     p.add_argument("--shuffle", action="store_true")
+    p = sub.add_parser("check")
+    p.add_argument("mnt")
+    p = sub.add_parser("load")
+    p.add_argument("ckpt")
+    p.add_argument("scripts")
+    p.add_argument("--threads", type=int, default=16)
+    p.add_argument("--cache-mb", type=int, default=64)
+    for name in ("check", "load"):
+        p = sub.choices[name]
+        p.add_argument("--keys", type=int, default=16)
+        p.add_argument("--mib", type=int, default=48)
+    sub.choices["check"].add_argument("--procs", type=int, default=16)
     sub.add_parser("cached").add_argument("paths", nargs="+")
     a = ap.parse_args()
     if a.cmd in ("big", "zstd"):
         big(a.out, a.keys, a.mib, a.cmd == "zstd")
     elif a.cmd == "reader":
         reader(a.mnt, a.start, a.shuffle)
+    elif a.cmd == "check":
+        sys.exit(check(a.mnt, a.keys, a.mib, a.procs))
+    elif a.cmd == "load":
+        sys.exit(load(a.ckpt, a.scripts, a.keys, a.mib, a.threads,
+                      a.cache_mb))
     else:
         cached(a.paths)
 

@@ -7,7 +7,12 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+/* ZSTD_customMem, ZSTD_createDCtx_advanced() and ZSTD_estimateDCtxSize():
+ * zstd's advanced API, which libzstd 1.5 exports; it lets every buffer
+ * zstd allocates be taken from the budget first. */
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "common/errbuf.h"
 #include "model/transforms.h"
@@ -15,6 +20,110 @@
 #define OUT_FIRST ((size_t)1 << 20)	/* first output buffer, unless the
 					 * frame says its size */
 #define COUNT_BUF ((size_t)128 << 10)	/* output scratch when counting */
+#define ZHDR 16			/* size header before each block zstd
+				 * allocates (keeps malloc's alignment) */
+
+/* A budget (or none), and its first refusal: what a failed allocation
+ * means. */
+struct mem {
+	const struct ckpt_decode_budget *b;
+	int refused;
+};
+
+static int mem_take(struct mem *m, uint64_t n)
+{
+	int rc;
+
+	if (!m->b)
+		return 0;
+	rc = m->b->take(m->b->ctx, n);
+	if (rc && !m->refused)
+		m->refused = rc;
+	return rc;
+}
+
+static void mem_give(struct mem *m, uint64_t n)
+{
+	if (m->b)
+		m->b->give(m->b->ctx, n);
+}
+
+/* malloc(n), taken from the budget first; NULL when refused (then
+ * m->refused says why) or out of memory. */
+static void *mem_alloc(struct mem *m, size_t n)
+{
+	void *p;
+
+	if (mem_take(m, n))
+		return NULL;
+	p = malloc(n ? n : 1);
+	if (!p)
+		mem_give(m, n);
+	return p;
+}
+
+/* Free p, of n bytes as taken, and give them back.  Accepts NULL. */
+static void mem_free(struct mem *m, void *p, size_t n)
+{
+	if (!p)
+		return;
+	free(p);
+	mem_give(m, n);
+}
+
+/* zstd's own allocations, through the budget; each block records its
+ * size in front. */
+static void *zmem_alloc(void *opaque, size_t n)
+{
+	uint8_t *p;
+
+	if (n > SIZE_MAX - ZHDR)
+		return NULL;
+	p = mem_alloc(opaque, n + ZHDR);
+	if (!p)
+		return NULL;
+	memcpy(p, &n, sizeof(n));
+	return p + ZHDR;
+}
+
+static void zmem_free(void *opaque, void *q)
+{
+	uint8_t *p;
+	size_t n;
+
+	if (!q)
+		return;
+	p = (uint8_t *)q - ZHDR;
+	memcpy(&n, p, sizeof(n));
+	mem_free(opaque, p, n + ZHDR);
+}
+
+static ZSTD_DCtx *dctx_new(struct mem *m)
+{
+	ZSTD_customMem cm = { zmem_alloc, zmem_free, m };
+
+	return m->b ? ZSTD_createDCtx_advanced(cm) : ZSTD_createDCtx();
+}
+
+uint64_t ckpt_zstd_context_bytes(void)
+{
+	return (uint64_t)ZSTD_estimateDCtxSize() + ZHDR;
+}
+
+/* An allocation failed: past the cap, the budget full for now, or out of
+ * memory. */
+static int no_memory(const struct mem *m, uint64_t cap, char *why,
+		     size_t whylen)
+{
+	if (m->refused == -EFBIG)
+		return ckpt_errf(why, whylen, -EFBIG,
+				 "zstd: decodes to more than the %" PRIu64 "-byte cap (a zstd bomb, or raise -o cache_mb)",
+				 cap);
+	if (m->refused)
+		return ckpt_errf(why, whylen, m->refused,
+				 "no room in the record cache now");
+	return ckpt_errf(why, whylen, -ENOMEM, "out of memory");
+}
 
 int ckpt_mem_read(void *ctx, uint64_t off, void *buf, size_t len)
 {
@@ -39,19 +148,27 @@ int ckpt_zstd_magic_ok(const uint8_t *buf, size_t len)
 }
 
 /* Make room for at least one more byte of output, within cap + 1 (the
- * extra byte is how a stream going past cap is seen). */
-static int grow_out(uint8_t **buf, size_t *cap_now, uint64_t cap)
+ * extra byte is how a stream going past cap is seen): -EFBIG at the cap,
+ * or the budget's refusal, or -ENOMEM. */
+static int grow_out(struct mem *m, uint8_t **buf, size_t *cap_now,
+		    uint64_t cap)
 {
 	uint64_t want = *cap_now ? (uint64_t)*cap_now * 2 : OUT_FIRST;
 	uint8_t *p;
+	int rc;
 
 	if (want > cap + 1)
 		want = cap + 1;
 	if (want <= *cap_now || want > SIZE_MAX)
 		return -EFBIG;
+	rc = mem_take(m, want - *cap_now);
+	if (rc)
+		return rc;
 	p = realloc(*buf, (size_t)want);
-	if (!p)
+	if (!p) {
+		mem_give(m, want - *cap_now);
 		return -ENOMEM;
+	}
 	*buf = p;
 	*cap_now = (size_t)want;
 	return 0;
@@ -59,21 +176,21 @@ static int grow_out(uint8_t **buf, size_t *cap_now, uint64_t cap)
 
 /* One zstd layer of the len bytes at src, streamed into *out (or only
  * counted): for frames that do not declare their size, or that must be
- * told apart from corrupt ones. */
-static int zstd_stream(const uint8_t *src, size_t len, uint64_t cap,
-		       bool keep, uint8_t **out, uint64_t *outlen, char *why,
-		       size_t whylen)
+ * told apart from corrupt ones.  *out is exactly *outlen bytes, taken. */
+static int zstd_stream(struct mem *m, const uint8_t *src, size_t len,
+		       uint64_t cap, bool keep, uint8_t **out,
+		       uint64_t *outlen, char *why, size_t whylen)
 {
 	ZSTD_inBuffer ib = { src, len, 0 };
-	ZSTD_DCtx *dc = ZSTD_createDCtx();
-	uint8_t *ob = keep ? NULL : malloc(COUNT_BUF);
+	ZSTD_DCtx *dc = dctx_new(m);
+	uint8_t *ob = keep ? NULL : mem_alloc(m, COUNT_BUF);
 	size_t ocap = keep ? 0 : COUNT_BUF, ret;
 	uint64_t total = 0;
 	int rc;
 
 	*outlen = 0;
 	if (!dc || (!keep && !ob)) {
-		rc = ckpt_errf(why, whylen, -ENOMEM, "out of memory");
+		rc = no_memory(m, cap, why, whylen);
 		goto out;
 	}
 	for (;;) {
@@ -81,11 +198,11 @@ static int zstd_stream(const uint8_t *src, size_t len, uint64_t cap,
 		ZSTD_outBuffer o;
 
 		if (keep && total == ocap) {
-			rc = grow_out(&ob, &ocap, cap);
+			rc = grow_out(m, &ob, &ocap, cap);
 			if (rc == -EFBIG)
 				goto bomb;
 			if (rc) {
-				rc = ckpt_errf(why, whylen, rc, "out of memory");
+				rc = no_memory(m, cap, why, whylen);
 				goto out;
 			}
 		}
@@ -94,8 +211,12 @@ static int zstd_stream(const uint8_t *src, size_t len, uint64_t cap,
 		o.pos = 0;
 		ret = ZSTD_decompressStream(dc, &o, &ib);
 		if (ZSTD_isError(ret)) {
-			rc = ckpt_errf(why, whylen, -EBADMSG, "zstd: %s",
-				       ZSTD_getErrorName(ret));
+			if (m->refused ||
+			    ZSTD_getErrorCode(ret) == ZSTD_error_memory_allocation)
+				rc = no_memory(m, cap, why, whylen);
+			else
+				rc = ckpt_errf(why, whylen, -EBADMSG, "zstd: %s",
+					       ZSTD_getErrorName(ret));
 			goto out;
 		}
 		total += o.pos;
@@ -111,6 +232,13 @@ static int zstd_stream(const uint8_t *src, size_t len, uint64_t cap,
 	}
 	*outlen = total;
 	if (keep && total) {
+		/* Give back what the doubling took beyond the output. */
+		uint8_t *p = realloc(ob, (size_t)total);
+
+		if (p)
+			ob = p;
+		mem_give(m, ocap - total);
+		ocap = (size_t)total;
 		*out = ob;
 		ob = NULL;
 	}
@@ -121,7 +249,7 @@ bomb:
 		       "zstd: decodes to more than the %" PRIu64 "-byte cap (a zstd bomb, or raise -o cache_mb)",
 		       cap);
 out:
-	free(ob);
+	mem_free(m, ob, ocap);
 	ZSTD_freeDCtx(dc);
 	return rc;
 }
@@ -159,9 +287,9 @@ static int declared_size(const uint8_t *src, size_t len, uint64_t *n)
  * its size, when the frames are not whole (it names the fault), or when
  * only counting (it needs little memory).
  */
-static int zstd_oneshot(const uint8_t *src, size_t len, uint64_t cap,
-			bool keep, uint8_t **out, uint64_t *outlen, char *why,
-			size_t whylen)
+static int zstd_oneshot(struct mem *m, const uint8_t *src, size_t len,
+			uint64_t cap, bool keep, uint8_t **out,
+			uint64_t *outlen, char *why, size_t whylen)
 {
 	uint64_t n;
 	ZSTD_DCtx *dc;
@@ -174,19 +302,23 @@ static int zstd_oneshot(const uint8_t *src, size_t len, uint64_t cap,
 		return ckpt_errf(why, whylen, -EFBIG,
 				 "zstd frame says it decodes to %" PRIu64 " bytes, past the %" PRIu64 "-byte cap",
 				 n, cap);
-	if (!keep)
+	if (!keep || n > SIZE_MAX)
 		return 1;
-	buf = malloc(n ? (size_t)n : 1);
-	dc = ZSTD_createDCtx();
-	if (!buf || !dc) {
-		free(buf);
-		ZSTD_freeDCtx(dc);
-		return ckpt_errf(why, whylen, -ENOMEM, "out of memory");
+	buf = mem_alloc(m, (size_t)n);
+	if (!buf)
+		return no_memory(m, cap, why, whylen);
+	dc = dctx_new(m);
+	if (!dc) {
+		mem_free(m, buf, (size_t)n);
+		return no_memory(m, cap, why, whylen);
 	}
 	got = ZSTD_decompressDCtx(dc, buf, (size_t)n, src, len);
 	ZSTD_freeDCtx(dc);
 	if (ZSTD_isError(got) || got != n) {
-		free(buf);
+		mem_free(m, buf, (size_t)n);
+		if (ZSTD_isError(got) && (m->refused ||
+		    ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation))
+			return no_memory(m, cap, why, whylen);
 		return ckpt_errf(why, whylen, -EBADMSG, "zstd: %s",
 				 ZSTD_isError(got) ? ZSTD_getErrorName(got) :
 				 "frames decode to another size than they declare");
@@ -195,14 +327,63 @@ static int zstd_oneshot(const uint8_t *src, size_t len, uint64_t cap,
 	if (n)
 		*out = buf;
 	else
-		free(buf);
+		mem_free(m, buf, 0);
+	return 0;
+}
+
+/*
+ * The last layer of a record whose decoded size the caller knows (expect
+ * bytes) but whose frames do not say it: decoded in one call straight
+ * into a buffer of that size, with no window buffer.  Returns 1 to have
+ * zstd_stream() do it instead (it decodes to more, so the stream can say
+ * how much; or the frames are not whole, and it names the fault).
+ */
+static int zstd_into(struct mem *m, const uint8_t *src, size_t len,
+		     uint64_t expect, uint64_t cap, uint8_t **out,
+		     uint64_t *outlen, char *why, size_t whylen)
+{
+	ZSTD_DCtx *dc;
+	uint8_t *buf, *p;
+	size_t got;
+
+	if (expect > cap || expect > SIZE_MAX || expect == 0)
+		return 1;
+	buf = mem_alloc(m, (size_t)expect);
+	if (!buf)
+		return no_memory(m, cap, why, whylen);
+	dc = dctx_new(m);
+	if (!dc) {
+		mem_free(m, buf, (size_t)expect);
+		return no_memory(m, cap, why, whylen);
+	}
+	got = ZSTD_decompressDCtx(dc, buf, (size_t)expect, src, len);
+	ZSTD_freeDCtx(dc);
+	if (ZSTD_isError(got)) {
+		mem_free(m, buf, (size_t)expect);
+		if (m->refused ||
+		    ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation)
+			return no_memory(m, cap, why, whylen);
+		return 1;
+	}
+	if (got == 0) {
+		mem_free(m, buf, (size_t)expect);
+		buf = NULL;
+	} else if (got < expect) {
+		p = realloc(buf, got);
+		if (p)
+			buf = p;
+		mem_give(m, expect - got);
+	}
+	*out = buf;
+	*outlen = got;
 	return 0;
 }
 
 /* The whole stored record in memory, when it can be (a record bigger
  * than the cap plus zstd's worst-case framing cannot decode within it). */
-static int read_stored(ckpt_stored_read_fn read, void *ctx, uint64_t len,
-		       uint64_t cap, uint8_t **buf, char *why, size_t whylen)
+static int read_stored(struct mem *m, ckpt_stored_read_fn read, void *ctx,
+		       uint64_t len, uint64_t cap, uint8_t **buf, char *why,
+		       size_t whylen)
 {
 	if (len == 0)
 		return ckpt_errf(why, whylen, -EBADMSG,
@@ -211,11 +392,11 @@ static int read_stored(ckpt_stored_read_fn read, void *ctx, uint64_t len,
 		return ckpt_errf(why, whylen, -EFBIG,
 				 "zstd: a %" PRIu64 "-byte stored record cannot decode within the %" PRIu64 "-byte cap",
 				 len, cap);
-	*buf = malloc((size_t)len);
+	*buf = mem_alloc(m, (size_t)len);
 	if (!*buf)
-		return ckpt_errf(why, whylen, -ENOMEM, "out of memory");
+		return no_memory(m, cap, why, whylen);
 	if (read(ctx, 0, *buf, (size_t)len)) {
-		free(*buf);
+		mem_free(m, *buf, (size_t)len);
 		*buf = NULL;
 		return ckpt_errf(why, whylen, -EIO,
 				 "cannot read the %" PRIu64 "-byte stored record", len);
@@ -225,18 +406,20 @@ static int read_stored(ckpt_stored_read_fn read, void *ctx, uint64_t len,
 
 int ckpt_decode_stored(ckpt_stored_read_fn read, void *ctx, uint64_t len,
 		       const uint8_t *transforms, unsigned n, uint64_t cap,
+		       uint64_t expect, const struct ckpt_decode_budget *budget,
 		       uint8_t **out, uint64_t *outlen, char *why,
 		       size_t whylen)
 {
+	struct mem m = { budget, 0 };
 	uint8_t *cur = NULL, *next = NULL;
-	uint64_t curlen = 0;
+	uint64_t curlen = 0, nextlen = 0;
 	unsigned i;
 	int rc;
 
 	if (out)
 		*out = NULL;
 	*outlen = 0;
-	rc = read_stored(read, ctx, len, cap, &cur, why, whylen);
+	rc = read_stored(&m, read, ctx, len, cap, &cur, why, whylen);
 	if (rc)
 		return rc;
 	curlen = len;
@@ -248,13 +431,17 @@ int ckpt_decode_stored(ckpt_stored_read_fn read, void *ctx, uint64_t len,
 				       "unknown transform");
 			goto out;
 		}
-		rc = zstd_oneshot(cur, (size_t)curlen, cap, keep, &next,
-				  &curlen, why, whylen);
+		rc = zstd_oneshot(&m, cur, (size_t)curlen, cap, keep, &next,
+				  &nextlen, why, whylen);
+		if (rc == 1 && out && i + 1 == n && expect != CKPT_DECODE_ANY)
+			rc = zstd_into(&m, cur, (size_t)curlen, expect, cap,
+				       &next, &nextlen, why, whylen);
 		if (rc == 1)
-			rc = zstd_stream(cur, (size_t)curlen, cap, keep, &next,
-					 &curlen, why, whylen);
-		free(cur);
+			rc = zstd_stream(&m, cur, (size_t)curlen, cap, keep,
+					 &next, &nextlen, why, whylen);
+		mem_free(&m, cur, (size_t)curlen);
 		cur = next;
+		curlen = nextlen;
 		next = NULL;
 		if (rc)
 			goto out;
@@ -266,6 +453,8 @@ int ckpt_decode_stored(ckpt_stored_read_fn read, void *ctx, uint64_t len,
 	}
 	rc = 0;
 out:
-	free(cur);
+	/* Counting leaves no buffer: cur is NULL with curlen the count. */
+	if (cur)
+		mem_free(&m, cur, (size_t)curlen);
 	return rc;
 }

@@ -3,6 +3,7 @@
 #include "model/meta.h"
 #include "model/transforms.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,17 +13,10 @@
 
 void ckpt_meta_free_parsed(struct ckpt_meta *m)
 {
-	uint32_t i;
-
 	if (!m)
 		return;
-	for (i = 0; i < m->nzrecs; i++) {
-		free(m->zrecs[i].buf);
-		free(m->zrecs[i].why);
-	}
+	assert(!m->records);
 	free(m->zrecs);
-	pthread_mutex_destroy(&m->zc.lock);
-	pthread_cond_destroy(&m->zc.loaded);
 	ckpt_strtab_destroy(&m->by_fqn);
 	free(m->entries);
 	free(m->chunks);

@@ -92,9 +92,8 @@ struct ckpt_file_open {
  * A record stored with transforms (zstd): its chunk's `file` is
  * CKPT_ZREC | its index in meta->zrecs, and the chunk's foff/len address
  * the decoded chunk bytes, row-major.  The encoded bytes are
- * [off, off + len) of data file `file`.  Decoded on first touch into the
- * bounded record cache (core/records/record_cache.c), whose fields these
- * last ones are, guarded by meta->zc.lock.
+ * [off, off + len) of data file `file`.  Immutable, like the rest of the
+ * meta: the decoded bytes live in the record cache (meta->records).
  */
 #define CKPT_ZREC 0x80000000u
 struct ckpt_zrec {
@@ -105,19 +104,7 @@ struct ckpt_zrec {
 	uint8_t ntransforms;
 	uint8_t transforms[CKPT_MAX_TRANSFORMS];	/* enum ckpt_transform,
 							 * stored order */
-	/* cache state */
-	uint8_t state;		/* CKPT_ZREC_{COLD,LOADING,LOADED,FAILED} */
-	uint8_t *buf;		/* LOADED: the decoded record, owned */
-	const uint8_t *data;	/* the chunk's bytes (into buf) */
-	uint64_t bytes;		/* buf's size, counted against the cap */
-	uint32_t crc32;		/* the archive's CRC of the storage ... */
-	bool has_crc32;		/* ... when it gave one (checked at load) */
-	char *why;		/* FAILED: the reason, owned */
-	uint32_t refs;		/* readers copying from data now */
-	struct ckpt_lru_link lru;	/* on zc.lru while loaded */
 };
-enum { CKPT_ZREC_COLD, CKPT_ZREC_LOADING, CKPT_ZREC_LOADED,
-       CKPT_ZREC_FAILED };	/* FAILED: corrupt, reads get -EBADMSG */
 
 /* Is a chunk's (or a read run's) file a record with transforms? */
 static inline bool ckpt_is_zrec(uint32_t file)
@@ -125,17 +112,9 @@ static inline bool ckpt_is_zrec(uint32_t file)
 	return (file & CKPT_ZREC) && file != CKPT_NONE;
 }
 
-#define CKPT_CACHE_MB_DEFAULT CKPT_CACHE_MB
-
-/* The bounded cache of decoded records. */
-struct ckpt_zcache {
-	pthread_mutex_t lock;
-	pthread_cond_t loaded;	/* a LOADING record finished */
-	uint64_t cap;		/* bytes of decoded records kept; also the
-				 * most one record may decode to */
-	uint64_t used;
-	struct ckpt_lru lru;	/* the loaded records */
-};
+/* The cache of decoded records (records/record_cache.c), whose layout is
+ * records/'s alone. */
+struct ckpt_record_cache;
 
 struct ckpt_meta {
 	char *dir;		/* the checkpoint directory, as given */
@@ -158,7 +137,10 @@ struct ckpt_meta {
 	uint32_t nfiles;
 	struct ckpt_zrec *zrecs;	/* records stored with transforms */
 	uint32_t nzrecs;
-	struct ckpt_zcache zc;
+	/* The decoded-record cache: mutable, with its own lock; owned by
+	 * this handle (made by records/ on first use or at open, freed by
+	 * ckpt_meta_free() in open.c).  Read and set atomically. */
+	struct ckpt_record_cache *records;
 	char *strings;
 	size_t strings_len;
 
@@ -206,13 +188,14 @@ int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
 int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 		    struct ckpt_meta **out, char *err, size_t errlen);
 
-/* Close the data files and free everything (core/open.c: the open
- * handle owns its store).  Accepts NULL. */
+/* Close the data files, free the record cache and everything else
+ * (core/open.c: the open handle owns its store and its record cache).
+ * Accepts NULL. */
 void ckpt_meta_free(struct ckpt_meta *m);
 
-/* Free what the model owns, and m, leaving m->store and m->opened to
- * the caller (ckpt_meta_free(), and the parser's failure paths).
- * Accepts NULL. */
+/* Free what the model owns, and m, leaving m->store, m->opened and
+ * m->records to the caller (ckpt_meta_free(), and the parser's failure
+ * paths); m->records must be NULL by then.  Accepts NULL. */
 void ckpt_meta_free_parsed(struct ckpt_meta *m);
 
 /*

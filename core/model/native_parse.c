@@ -877,7 +877,6 @@ static int add_zrec(struct parser *ps, const struct record *r, uint32_t fi,
 	z->payload = (uint8_t)(r->payload < 0 ? CKPT_PAYLOAD_RAW : r->payload);
 	z->ntransforms = r->ntransforms;
 	memcpy(z->transforms, r->transforms, r->ntransforms);
-	ckpt_lru_link_init(&z->lru);
 	ch->file = CKPT_ZREC | m->nzrecs++;
 	ch->foff = 0;
 	ch->len = decoded;
@@ -1226,10 +1225,6 @@ static int parse(const uint8_t *buf, size_t len, const char *name,
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory", name);
-	pthread_mutex_init(&m->zc.lock, NULL);
-	pthread_cond_init(&m->zc.loaded, NULL);
-	m->zc.cap = (uint64_t)CKPT_CACHE_MB_DEFAULT << 20;
-	ckpt_lru_init(&m->zc.lru);
 	ps.m = m;
 	ps.partial = partial;
 	ps.name = name;

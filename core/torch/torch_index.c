@@ -477,7 +477,8 @@ static int locate_stored(struct tctx *t, const struct pk_value *fqn,
 		return 0;
 	rc = ckpt_decode_stored(blob_read, &b, blen, loc->transforms,
 				loc->ntransforms,
-				(uint64_t)CKPT_CACHE_MB_DEFAULT << 20, NULL,
+				(uint64_t)CKPT_CACHE_MB << 20, CKPT_DECODE_ANY,
+				NULL, NULL,
 				&loc->size, why, sizeof(why));
 	if (rc)
 		return ckpt_errf(t->err, t->errlen, rc == -ENOMEM ? rc : -EINVAL,
