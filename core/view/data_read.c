@@ -21,6 +21,8 @@
 #include "view/data_read.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,7 +186,7 @@ static int flush(struct ckpt_meta *m, struct pending *r, uint32_t n,
 	return 0;
 }
 
-enum { UNCHECKED, GOOD, CORRUPT };
+enum { UNCHECKED, GOOD, CORRUPT, CHECKING };
 
 /* One line naming a corrupt record: file, offset, key, checksum. */
 static void corrupt_line(const struct ckpt_meta *m, uint32_t ci, char *line,
@@ -221,12 +223,18 @@ static void corrupt_fields(const struct ckpt_meta *m, uint32_t ci)
 	ckpt_last_error_key(ckpt_entry_fqn(m, ckpt_meta_chunk_entry(m, ci)));
 }
 
-/* -o verify: check chunk ci's record the first time any of it is read. */
+/*
+ * -o verify: check chunk ci's record the first time any of it is read.
+ * One thread checks it; readers that come meanwhile wait for its verdict
+ * instead of checking it again.  A read error is no verdict: the record
+ * is left unchecked and the next read tries again.
+ */
 static int check_record(const struct ckpt_view *v, uint32_t ci)
 {
+	/* The verify state is, with vfiles, the view's mutable part. */
+	struct ckpt_view *mv = (struct ckpt_view *)v;
 	struct ckpt_meta *m = v->meta;
 	uint8_t st = __atomic_load_n(&v->vstate[ci], __ATOMIC_ACQUIRE);
-	uint8_t want = UNCHECKED;
 	uint64_t got = 0;
 	char line[1024];
 	char *buf;
@@ -234,19 +242,32 @@ static int check_record(const struct ckpt_view *v, uint32_t ci)
 
 	if (st == GOOD)
 		return 0;
+	if (st != CORRUPT) {
+		pthread_mutex_lock(&mv->vlock);
+		while ((st = __atomic_load_n(&v->vstate[ci], __ATOMIC_ACQUIRE)) ==
+		       CHECKING)
+			pthread_cond_wait(&mv->vdone, &mv->vlock);
+		if (st == UNCHECKED)
+			__atomic_store_n(&v->vstate[ci], CHECKING,
+					 __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&mv->vlock);
+	}
 	if (st == UNCHECKED) {
 		buf = malloc(1 << 20);
-		if (!buf)
-			return -ENOMEM;
-		rc = ckpt_verify_chunk(m, ci, buf, 1 << 20, &got);
+		rc = buf ? ckpt_verify_chunk(m, ci, buf, 1 << 20, &got) :
+			   -ENOMEM;
 		free(buf);
-		if (rc == -EIO || rc == -ENOMEM)
+		st = rc == -EIO || rc == -ENOMEM ? UNCHECKED :
+		     rc == -EBADMSG ? CORRUPT : GOOD;
+		pthread_mutex_lock(&mv->vlock);
+		__atomic_store_n(&v->vstate[ci], st, __ATOMIC_RELEASE);
+		if (st != UNCHECKED)
+			atomic_fetch_add(&mv->nverified, 1);
+		pthread_cond_broadcast(&mv->vdone);
+		pthread_mutex_unlock(&mv->vlock);
+		if (st == UNCHECKED)
 			return rc;	/* not a verdict: try again next time */
-		st = rc == -EBADMSG ? CORRUPT : GOOD;
-		if (__atomic_compare_exchange_n(&v->vstate[ci], &want, st,
-						false, __ATOMIC_ACQ_REL,
-						__ATOMIC_ACQUIRE) &&
-		    st == CORRUPT && v->report) {
+		if (st == CORRUPT && v->report) {
 			corrupt_line(m, ci, line, sizeof(line));
 			v->report(v->report_ctx, line);
 		}

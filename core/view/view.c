@@ -96,6 +96,8 @@ int ckpt_view_new(struct ckpt_meta *m, const struct ckpt_view_opts *o,
 	v->report_ctx = o->report_ctx;
 	v->npy = o->npy;
 	pthread_mutex_init(&v->vfiles_lock, NULL);
+	pthread_mutex_init(&v->vlock, NULL);
+	pthread_cond_init(&v->vdone, NULL);
 	if ((o->source && !(v->source = strdup(o->source))) ||
 	    (o->layout_path && !(v->layout_path = strdup(o->layout_path))) ||
 	    (o->prefix && !(v->prefix = strdup(o->prefix))))
@@ -137,6 +139,8 @@ void ckpt_view_free(struct ckpt_view *v)
 	ckpt_geom_destroy(v);
 	ckpt_vfiles_free(v);
 	pthread_mutex_destroy(&v->vfiles_lock);
+	pthread_mutex_destroy(&v->vlock);
+	pthread_cond_destroy(&v->vdone);
 	free(v->source);
 	free(v->layout_path);
 	free(v->slot_rank);

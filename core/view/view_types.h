@@ -89,7 +89,11 @@ struct ckpt_view {
 	enum ckpt_dtype dtype;		/* conversion target, or COUNT */
 	bool verify;
 	uint8_t *vstate;		/* per chunk, atomic: 0 unchecked,
-					 * 1 good, 2 corrupt */
+					 * 1 good, 2 corrupt, 3 being checked
+					 * (by one thread; others wait) */
+	pthread_mutex_t vlock;		/* guards leaving state 3 */
+	pthread_cond_t vdone;		/* a check ended */
+	_Atomic uint64_t nverified;	/* records checked so far */
 	void (*report)(void *ctx, const char *line);
 	void *report_ctx;		/* borrowed, handed to report */
 	bool npy;

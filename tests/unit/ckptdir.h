@@ -74,13 +74,15 @@ static inline void cd_remove(char *dir)
  * stored back to back in "data" (key k's element i = k * 1000 + i), or
  * with own_files, each at the start of a file named like the key.  With
  * off and len, key k's record is len[k] bytes at off[k] of "data"; with
- * transform, each record is stored with it (e.g. "stream.zstd/1").
+ * transform, each record is stored with it (e.g. "stream.zstd/1"); with
+ * xxh3, key k's record has checksum xxh3[k].
  */
-static inline void mb_keys_meta_recs(msgpack_sbuffer *sb,
+static inline void mb_keys_meta_sums(msgpack_sbuffer *sb,
 				     const char *const *names, unsigned n,
 				     uint64_t elems, int own_files,
 				     const uint64_t *off, const uint64_t *len,
-				     const char *transform)
+				     const char *transform,
+				     const uint64_t *xxh3)
 {
 	msgpack_packer pk;
 	uint64_t zero = 0;
@@ -108,7 +110,8 @@ static inline void mb_keys_meta_recs(msgpack_sbuffer *sb,
 	mb_str(&pk, "storage_data");
 	msgpack_pack_array(&pk, n);
 	for (k = 0; k < n; k++) {
-		msgpack_pack_map(&pk, transform ? 6 : 5);
+		msgpack_pack_map(&pk, 5 + (transform != NULL) +
+				 (xxh3 != NULL));
 		mb_str(&pk, "fqn");
 		mb_str(&pk, names[k]);
 		mb_str(&pk, "offsets");
@@ -125,7 +128,21 @@ static inline void mb_keys_meta_recs(msgpack_sbuffer *sb,
 			msgpack_pack_array(&pk, 1);
 			mb_str(&pk, transform);
 		}
+		if (xxh3) {
+			mb_str(&pk, "xxh3");
+			msgpack_pack_uint64(&pk, xxh3[k]);
+		}
 	}
+}
+
+static inline void mb_keys_meta_recs(msgpack_sbuffer *sb,
+				     const char *const *names, unsigned n,
+				     uint64_t elems, int own_files,
+				     const uint64_t *off, const uint64_t *len,
+				     const char *transform)
+{
+	mb_keys_meta_sums(sb, names, n, elems, own_files, off, len, transform,
+			  NULL);
 }
 
 static inline void mb_keys_meta_files(msgpack_sbuffer *sb,

@@ -5,18 +5,23 @@
  * and at most twice the delivered bytes, dtype and npy views, geometry
  * computed at build, names longer than a file name may be, EIO with a
  * reason (and as fields) when a data file is cut short, the batch's cancel
- * flag, and world/rank refused.  Expected values come from the
+ * flag, world/rank refused, and -o verify checking each record once
+ * however many readers come first.  Expected values come from the
  * formula that wrote the data, not from the engine.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "ckptfs.h"
 #include "ckptdir.h"
 #include "testhelp.h"
 #include "view/data_read.h"
+#include "view/view_types.h"
 
 /* Open dir and build the view (W, R) with opts o (world/rank set here). */
 static int open_view(const char *dir, struct ckpt_view_opts *o, uint32_t w,
@@ -449,6 +454,116 @@ static void test_long_names(void)
 	msgpack_sbuffer_destroy(&sb);
 }
 
+struct vreader {
+	struct ckpt_view *v;
+	uint32_t node;
+	pthread_barrier_t *go;
+	int rc;
+	bool right;
+	char err[1024];
+};
+
+static void *vreader_main(void *arg)
+{
+	struct vreader *r = arg;
+	float buf[1024];
+	size_t got = 0;
+	unsigned i;
+
+	pthread_barrier_wait(r->go);
+	r->rc = ckpt_view_read(r->v, 0, r->node, 0, sizeof(buf), buf, &got,
+			       NULL);
+	snprintf(r->err, sizeof(r->err), "%s", ckpt_last_error());
+	r->right = got == sizeof(buf);
+	for (i = 0; r->right && i < 1024; i++)
+		r->right = buf[i] == (float)i;
+	return NULL;
+}
+
+static unsigned nreports;
+
+static void count_report(void *ctx, const char *line)
+{
+	(void)ctx;
+	(void)line;
+	__atomic_add_fetch(&nreports, 1, __ATOMIC_RELAXED);
+}
+
+/* 16 threads read key `name` at once (the first reads of its record);
+ * returns how many got -EIO and checks the others' bytes. */
+static char last_err[1024];
+
+static unsigned read_at_once(struct ckpt_view *v, const char *name)
+{
+	struct vreader r[16];
+	pthread_barrier_t go;
+	pthread_t th[16];
+	unsigned i, eio = 0;
+
+	pthread_barrier_init(&go, NULL, 16);
+	for (i = 0; i < 16; i++) {
+		r[i] = (struct vreader){ v, ckpt_view_lookup(v, 0, name), &go,
+					 0, false, "" };
+		pthread_create(&th[i], NULL, vreader_main, &r[i]);
+	}
+	for (i = 0; i < 16; i++) {
+		pthread_join(th[i], NULL);
+		if (r[i].rc == -EIO) {
+			eio++;
+			snprintf(last_err, sizeof(last_err), "%s", r[i].err);
+		}
+		else
+			CHECK(r[i].rc == 0 && r[i].right);
+	}
+	pthread_barrier_destroy(&go);
+	return eio;
+}
+
+/* -o verify: a record is checked once, by the first reader; readers that
+ * come while it is being checked wait for the verdict instead of checking
+ * it again.  A corrupt one fails every read and is reported once. */
+static void test_verify_once(void)
+{
+	const char *names[2] = { "good", "bad" };
+	const uint64_t elems = 4 << 20;	/* 16 MiB: checking takes a while */
+	struct ckpt_view_opts o = { .dtype = CKPT_DTYPE_COUNT, .verify = true,
+				    .report = count_report };
+	float *data = malloc(2 * elems * 4);
+	char *dir = cd_new();
+	struct ckpt_meta *m = NULL;
+	struct ckpt_view *v = NULL;
+	uint64_t sums[2], i;
+	msgpack_sbuffer sb;
+
+	CHECK(data && dir);
+	if (!data || !dir)
+		goto out;
+	for (i = 0; i < 2 * elems; i++)
+		data[i] = (float)(i % elems);
+	sums[0] = XXH3_64bits(data, elems * 4);
+	sums[1] = XXH3_64bits(data + elems, elems * 4) ^ 1;
+	msgpack_sbuffer_init(&sb);
+	mb_keys_meta_sums(&sb, names, 2, elems, 0, NULL, NULL, NULL, sums);
+	CHECK(cd_ckpt(dir, &sb, data, 2 * elems * 4) == 0);
+	msgpack_sbuffer_destroy(&sb);
+	CHECK(open_view(dir, &o, 1, 0, &m, &v) == 0);
+	if (!v)
+		goto out;
+	CHECK(read_at_once(v, "good") == 0);
+	CHECK(atomic_load(&v->nverified) == 1);
+	CHECK(read_at_once(v, "good") == 0);
+	CHECK(atomic_load(&v->nverified) == 1);
+	CHECK(read_at_once(v, "bad") == 16);
+	CHECK(atomic_load(&v->nverified) == 2);
+	CHECK(nreports == 1);
+	CHECK(strstr(last_err, "key 'bad'") && strstr(last_err, "xxh3 mismatch"));
+out:
+	ckpt_view_free(v);
+	ckpt_meta_free(m);
+	cd_remove(dir);
+	free(data);
+}
+
 int main(void)
 {
 	TEST(test_dim1_every_rank);
@@ -460,5 +575,6 @@ int main(void)
 	TEST(test_cancel_flag);
 	TEST(test_ranks_refused);
 	TEST(test_long_names);
+	TEST(test_verify_once);
 	return TEST_REPORT();
 }
