@@ -17,8 +17,9 @@
 #include "common/errbuf.h"
 #include "model/transforms.h"
 
-#define OUT_FIRST ((size_t)1 << 20)	/* first output buffer, unless the
-					 * frame says its size */
+#define OUT_FIRST ((size_t)1 << 20)	/* first output buffer at most,
+					 * unless the frame says its size */
+#define OUT_MIN ((size_t)64 << 10)	/* and at least */
 #define COUNT_BUF ((size_t)128 << 10)	/* output scratch when counting */
 #define ZHDR 16			/* size header before each block zstd
 				 * allocates (keeps malloc's alignment) */
@@ -147,13 +148,13 @@ int ckpt_zstd_magic_ok(const uint8_t *buf, size_t len)
 	       (m & ZSTD_MAGIC_SKIPPABLE_MASK) == ZSTD_MAGIC_SKIPPABLE_START;
 }
 
-/* Make room for at least one more byte of output, within cap + 1 (the
- * extra byte is how a stream going past cap is seen): -EFBIG at the cap,
- * or the budget's refusal, or -ENOMEM. */
+/* Make room for at least one more byte of output (first bytes to begin
+ * with), within cap + 1 (the extra byte is how a stream going past cap is
+ * seen): -EFBIG at the cap, or the budget's refusal, or -ENOMEM. */
 static int grow_out(struct mem *m, uint8_t **buf, size_t *cap_now,
-		    uint64_t cap)
+		    uint64_t first, uint64_t cap)
 {
-	uint64_t want = *cap_now ? (uint64_t)*cap_now * 2 : OUT_FIRST;
+	uint64_t want = *cap_now ? (uint64_t)*cap_now * 2 : first;
 	uint8_t *p;
 	int rc;
 
@@ -198,7 +199,13 @@ static int zstd_stream(struct mem *m, const uint8_t *src, size_t len,
 		ZSTD_outBuffer o;
 
 		if (keep && total == ocap) {
-			rc = grow_out(m, &ob, &ocap, cap);
+			/* A few times the input, so that a small record
+			 * does not take a large buffer from the budget. */
+			uint64_t first = (uint64_t)len * 4 < OUT_MIN ? OUT_MIN :
+					 (uint64_t)len * 4 > OUT_FIRST ?
+					 OUT_FIRST : (uint64_t)len * 4;
+
+			rc = grow_out(m, &ob, &ocap, first, cap);
 			if (rc == -EFBIG)
 				goto bomb;
 			if (rc) {
