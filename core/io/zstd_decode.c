@@ -14,6 +14,7 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include "common/bigbuf.h"
 #include "common/errbuf.h"
 #include "model/transforms.h"
 
@@ -57,7 +58,7 @@ static void *mem_alloc(struct mem *m, size_t n)
 
 	if (mem_take(m, n))
 		return NULL;
-	p = malloc(n ? n : 1);
+	p = ckpt_big_alloc(n);
 	if (!p)
 		mem_give(m, n);
 	return p;
@@ -68,7 +69,7 @@ static void mem_free(struct mem *m, void *p, size_t n)
 {
 	if (!p)
 		return;
-	free(p);
+	ckpt_big_free(p, n);
 	mem_give(m, n);
 }
 
@@ -165,7 +166,7 @@ static int grow_out(struct mem *m, uint8_t **buf, size_t *cap_now,
 	rc = mem_take(m, want - *cap_now);
 	if (rc)
 		return rc;
-	p = realloc(*buf, (size_t)want);
+	p = ckpt_big_realloc(*buf, *cap_now, (size_t)want);
 	if (!p) {
 		mem_give(m, want - *cap_now);
 		return -ENOMEM;
@@ -237,18 +238,19 @@ static int zstd_stream(struct mem *m, const uint8_t *src, size_t len,
 			goto out;
 		}
 	}
-	*outlen = total;
 	if (keep && total) {
 		/* Give back what the doubling took beyond the output. */
-		uint8_t *p = realloc(ob, (size_t)total);
+		uint8_t *p = ckpt_big_realloc(ob, ocap, (size_t)total);
 
-		if (p)
-			ob = p;
+		if (!p) {
+			rc = ckpt_errf(why, whylen, -ENOMEM, "out of memory");
+			goto out;
+		}
 		mem_give(m, ocap - total);
-		ocap = (size_t)total;
-		*out = ob;
+		*out = p;
 		ob = NULL;
 	}
+	*outlen = total;
 	rc = 0;
 	goto out;
 bomb:
@@ -376,9 +378,12 @@ static int zstd_into(struct mem *m, const uint8_t *src, size_t len,
 		mem_free(m, buf, (size_t)expect);
 		buf = NULL;
 	} else if (got < expect) {
-		p = realloc(buf, got);
-		if (p)
-			buf = p;
+		p = ckpt_big_realloc(buf, (size_t)expect, got);
+		if (!p) {
+			mem_free(m, buf, (size_t)expect);
+			return ckpt_errf(why, whylen, -ENOMEM, "out of memory");
+		}
+		buf = p;
 		mem_give(m, expect - got);
 	}
 	*out = buf;

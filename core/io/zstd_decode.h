@@ -41,8 +41,8 @@ typedef int (*ckpt_stored_read_fn)(void *ctx, uint64_t off, void *buf,
  * output should have (CKPT_DECODE_ANY: not known): frames that do not
  * declare their size are then decoded straight into a buffer of that
  * size.  With out, *out gets the
- * decoded bytes (caller frees with free(), then gives *outlen bytes back
- * to the budget; NULL when empty) and *outlen their count; without, only
+ * decoded bytes (caller frees with ckpt_big_free(*out, *outlen), then
+ * gives *outlen bytes back to the budget; NULL when empty) and *outlen their count; without, only
  * *outlen is computed (little memory for one transform).  No output, final
  * or intermediate, may pass cap bytes.  Every allocation is taken from
  * budget first (NULL: no budget but cap).  Returns 0, or -EBADMSG (not a

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <zlib.h>
 
+#include "common/bigbuf.h"
 #include "common/errbuf.h"
 #include "common/lru.h"
 #include "common/strides.h"
@@ -111,7 +112,7 @@ void ckpt_record_cache_free(struct ckpt_record_cache *c)
 	if (!c)
 		return;
 	for (i = 0; i < c->nslots; i++) {
-		free(c->slots[i].buf);
+		ckpt_big_free(c->slots[i].buf, c->slots[i].bytes);
 		free(c->slots[i].why);
 	}
 	pthread_mutex_destroy(&c->lock);
@@ -180,7 +181,7 @@ static void evict(struct ckpt_record_cache *c, uint32_t zi)
 
 	lru_unlink(c, zi);
 	c->used -= s->bytes;
-	free(s->buf);
+	ckpt_big_free(s->buf, s->bytes);
 	s->buf = NULL;
 	s->data = NULL;
 	s->bytes = 0;
@@ -394,12 +395,14 @@ static int from_archive(const struct ckpt_meta *m, const struct ckpt_zrec *z,
 				 "gathering its strided elements needs more than the cap (raise -o cache_mb)");
 	if (rc)
 		return ckpt_errf(why, whylen, rc, "no room in the record cache now");
-	g = malloc(c->len);
-	if (!g)
+	g = ckpt_big_alloc(c->len);
+	if (!g) {
+		budget->give(budget->ctx, c->len);
 		return ckpt_errf(why, whylen, -ENOMEM, "out of memory");
+	}
 	gather(g, out->buf + r.data_off + r.storage_offset * isz, sz, r.stride,
 	       e->ndim, isz);
-	free(out->buf);
+	ckpt_big_free(out->buf, out->bytes);
 	budget->give(budget->ctx, out->bytes);
 	out->buf = g;
 	out->bytes = c->len;
@@ -562,7 +565,7 @@ static int acquire(struct ckpt_meta *m, uint32_t zi, enum room how)
 		/* It needs more than it holds and that does not fit now:
 		 * give all back and wait, holding nothing, for what it
 		 * learned it needs. */
-		free(got.buf);
+		ckpt_big_free(got.buf, got.bytes);
 		c->reserved -= lb.held;
 		pthread_cond_broadcast(&c->changed);
 		if (how == ROOM_TRY) {
@@ -577,7 +580,7 @@ static int acquire(struct ckpt_meta *m, uint32_t zi, enum room how)
 	}
 	c->reserved -= lb.held;
 	if (rc) {
-		free(got.buf);
+		ckpt_big_free(got.buf, got.bytes);
 		where_of(m, z, where, sizeof(where));
 		ckpt_set_last_error("%s: %s", where, why);
 		error_fields(m, z);

@@ -744,6 +744,43 @@ def zstd_figure(args, t, work):
           gbps(timed(load_once, args.reps)), base=(base, "zstandard"))
 
 
+def zstd_rss_figures(args, t, work, readers=16, cache_mb=64):
+    """Peak RSS with 16 readers of zstd records at once, against the
+    -o cache_mb cap: the daemon with 16 concurrent readers of its files,
+    and ckptfs.load with 16 threads (its peak beyond the tensors it
+    returns).  The records are 48 MiB each (3 MiB with --quick, under a
+    4 MiB cap), so that the cap holds one at a time."""
+    mib, cache_mb = (3, 4) if args.quick else (48, cache_mb)
+    tools = os.path.join(ROOT, "tests", "hang_tools.py")
+    d = os.path.join(work, f"zstd-rss-{readers}x{mib}")
+    if not os.path.exists(os.path.join(d, ".metadata")):
+        subprocess.check_call(["/usr/bin/python3", tools, "zstd", d,
+                               "--keys", str(readers), "--mib", str(mib)])
+    warm([os.path.join(d, f) for f in os.listdir(d)])
+    daemon, load = [], []
+    for _ in range(args.reps):
+        with ckptfs_mount(args, d, os.path.join(work, "mnt"), 1, 0,
+                          ("-o", f"cache_mb={cache_mb}")) as m:
+            subprocess.check_call(["/usr/bin/python3", tools, "check",
+                                   m.mnt, "--keys", str(readers), "--mib",
+                                   str(mib), "--procs", str(readers)],
+                                  stdout=subprocess.DEVNULL)
+            daemon.append(m.status("VmHWM") / MiB)
+        out = subprocess.run(["/usr/bin/python3", tools, "load", d,
+                              os.path.dirname(HERE), "--keys", str(readers),
+                              "--mib", str(mib), "--threads", str(readers),
+                              "--cache-mb", str(cache_mb)],
+                             env=lib_env(args), capture_output=True,
+                             text=True, check=True).stdout.split()
+        base, tensors, peak = int(out[1]), int(out[3]), int(out[5])
+        load.append(peak - base - tensors)
+    what = f"{readers} readers of {readers} {mib} MiB zstd records"
+    t.add(f"daemon peak RSS, {what}, -o cache_mb={cache_mb}", daemon,
+          unit="MiB", base=(cache_mb, "the cap"))
+    t.add(f"ckptfs.load peak RSS beyond its tensors, {readers} threads, "
+          f"cache_mb={cache_mb}", load, unit="MiB", base=(cache_mb, "the cap"))
+
+
 def _timed_read(paths):
     t0 = time.perf_counter()
     n = read_all(paths)
@@ -892,6 +929,7 @@ def main(argv):
     verify_figures(args, t, ckpts["dim0"])
     strided_figure(args, t, args.work)
     zstd_figure(args, t, args.work)
+    zstd_rss_figures(args, t, args.work)
     mount_figures(args, t, args.work)
     rss_growth(args, t, ckpts["dim0"], args.work)
     note = torch_figures(args, t, args.work)

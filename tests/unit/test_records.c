@@ -20,6 +20,7 @@
 
 #include "ckptfs.h"
 #include "ckptdir.h"
+#include "common/bigbuf.h"
 #include "io/zstd_decode.h"
 #include "model/meta.h"
 #include "model/transforms.h"
@@ -136,7 +137,7 @@ static void test_decoder_bounds(void)
 		/* Exactly at the cap: fine; one byte under: refused. */
 		CHECK(dec(&m, n, 1, sizeof(raw), ANY, NULL, &out) == 0);
 		CHECK(outlen == sizeof(raw) && out && !memcmp(out, raw, sizeof(raw)));
-		free(out);
+		ckpt_big_free(out, outlen);
 		out = NULL;
 		CHECK(dec(&m, n, 1, sizeof(raw) - 1, ANY, NULL, &out) == -EFBIG);
 		CHECK(out == NULL);
@@ -148,7 +149,7 @@ static void test_decoder_bounds(void)
 		CHECK(outlen == sizeof(raw) && out && !memcmp(out, raw, sizeof(raw)));
 		CHECK(tb.now == outlen);
 		CHECK(tb.peak >= n + sizeof(raw) + ckpt_zstd_context_bytes() / 2);
-		free(out);
+		ckpt_big_free(out, outlen);
 		out = NULL;
 		need = tb.peak;
 		tb = (struct tbudget){ 0, 0, need - 1, -EFBIG };
@@ -168,7 +169,7 @@ static void test_decoder_bounds(void)
 		CHECK(dec(&m, n2, 2, sizeof(raw), ANY, &b, &out) == 0);
 		CHECK(outlen == sizeof(raw) && out && !memcmp(out, raw, sizeof(raw)));
 		CHECK(tb.now == outlen);
-		free(out);
+		ckpt_big_free(out, outlen);
 		out = NULL;
 	}
 	/* Two frames back to back decode to both. */
@@ -177,7 +178,7 @@ static void test_decoder_bounds(void)
 	m = (struct ckpt_mem_src){ z, n + n2 };
 	CHECK(dec(&m, n + n2, 1, sizeof(raw), ANY, NULL, &out) == 0);
 	CHECK(outlen == sizeof(raw) && out && !memcmp(out, raw, sizeof(raw)));
-	free(out);
+	ckpt_big_free(out, outlen);
 	out = NULL;
 	/* A frame that does not say its size, whose size the caller knows,
 	 * is decoded straight into a buffer of that size: no window, less
@@ -188,16 +189,16 @@ static void test_decoder_bounds(void)
 	tb = (struct tbudget){ 0, 0, UINT64_MAX, -EFBIG };
 	CHECK(dec(&m, n, 1, sizeof(raw), ANY, &b, &out) == 0);
 	need = tb.peak;
-	free(out);
+	ckpt_big_free(out, outlen);
 	tb = (struct tbudget){ 0, 0, UINT64_MAX, -EFBIG };
 	CHECK(dec(&m, n, 1, sizeof(raw), sizeof(raw), &b, &out) == 0);
 	CHECK(outlen == sizeof(raw) && out && !memcmp(out, raw, sizeof(raw)));
 	CHECK(tb.now == outlen && tb.peak < need);
-	free(out);
+	ckpt_big_free(out, outlen);
 	tb = (struct tbudget){ 0, 0, UINT64_MAX, -EFBIG };
 	CHECK(dec(&m, n, 1, sizeof(raw), 100, &b, &out) == 0);
 	CHECK(outlen == sizeof(raw) && tb.now == outlen);
-	free(out);
+	ckpt_big_free(out, outlen);
 	out = NULL;
 	/* Empty, garbage, truncated: nothing stays taken. */
 	tb = (struct tbudget){ 0, 0, UINT64_MAX, -EFBIG };
