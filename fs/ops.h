@@ -35,9 +35,11 @@ struct ckfs {
 	 * cache after mounting (see ckfs_prefetch_start()). */
 	struct fuse_session *se;
 	const char *mnt;		/* borrowed, absolute */
-	pthread_mutex_t prefetch_lock;	/* guards the two below */
+	pthread_mutex_t prefetch_lock;	/* guards the three below */
+	pthread_cond_t prefetch_ended;	/* prefetch_done was set */
 	pthread_t prefetch_thread;
-	bool prefetch_running;
+	bool prefetch_running;		/* started and not joined */
+	bool prefetch_done;		/* its last act: about to return */
 	atomic_bool prefetch_stop;	/* set by ckfs_prefetch_stop_wait(),
 					 * read by the prefetch thread before
 					 * each store */

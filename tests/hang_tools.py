@@ -10,8 +10,9 @@ tests/bats/memory.bats), written independently of ckptfs.
         the same shape with every key one zstd record (level 1: the values
         are a ramp, so each record compresses to a few MiB); the frame
         declares its size
-    hang_tools.py reader MNT [--start N] [--shuffle]
-        read every file under MNT (but .ckptfs/), from the N-th in path
+    hang_tools.py reader MNT [--start N] [--shuffle] [--only NAME]
+        read every file under MNT (but .ckptfs/; only those named NAME
+        with --only), from the N-th in path
         order round to the one before it, with 1 MiB preads (in a random
         order with --shuffle), then
         evict it (POSIX_FADV_DONTNEED), over and over; exit 0 at the first
@@ -26,9 +27,10 @@ tests/bats/memory.bats), written independently of ckptfs.
         backend, compare with the values, and print "base B output O peak
         P": this process's peak RSS (VmHWM) before, the tensors' size and
         the peak after, in MiB
-    hang_tools.py cached PATH...
-        bytes of each file in the page cache now (mmap + mincore), one
-        number per line
+    hang_tools.py cached [--wait-some] PATH...
+        bytes of the files in the page cache now (mmap + mincore, which
+        costs a FUSE daemon no request), in all; with --wait-some, as
+        soon as that is not 0 (looking again and again, for up to 30 s)
 """
 import argparse
 import ctypes
@@ -36,6 +38,7 @@ import mmap
 import os
 import random
 import sys
+import time
 
 import numpy as np
 
@@ -71,13 +74,14 @@ def big(out, keys, mib, zstd=False):
     write_checkpoint(out, {}, sdm, storage)
 
 
-def reader(mnt, start, shuffle):
+def reader(mnt, start, shuffle, only):
     rng = random.Random(start)
     while os.path.ismount(mnt):     # then every read fails
         paths = []
         for root, dirs, files in os.walk(mnt):
             dirs[:] = sorted(d for d in dirs if d != ".ckptfs")
-            paths += [os.path.join(root, f) for f in sorted(files)]
+            paths += [os.path.join(root, f) for f in sorted(files)
+                      if only is None or f == only]
         start %= max(1, len(paths))
         for p in paths[start:] + paths[:start]:
             try:
@@ -146,7 +150,8 @@ def load(ckpt, scripts, keys, mib, threads, cache_mb):
     return 1 if bad else 0
 
 
-def cached(paths):
+def cached_bytes(paths):
+    """Bytes of the files in the page cache (mmap + mincore)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
@@ -155,10 +160,10 @@ def cached(paths):
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
                              ctypes.c_char_p]
     page = mmap.PAGESIZE
+    total = 0
     for p in paths:
         size = os.path.getsize(p)
         if size == 0:
-            print(0)
             continue
         fd = os.open(p, os.O_RDONLY)
         try:
@@ -171,9 +176,19 @@ def cached(paths):
             if libc.mincore(addr, size, vec):
                 raise OSError(ctypes.get_errno(), "mincore", p)
             libc.munmap(addr, size)
-            print(min(size, sum(b & 1 for b in vec.raw) * page))
+            raw = np.frombuffer(vec.raw, dtype=np.uint8)
+            total += min(size, int(np.count_nonzero(raw & 1)) * page)
         finally:
             os.close(fd)
+    return total
+
+
+def cached(paths, wait_some):
+    c = cached_bytes(paths)
+    deadline = time.monotonic() + 30
+    while wait_some and c == 0 and time.monotonic() < deadline:
+        c = cached_bytes(paths)
+    print(c)
 
 
 def main():
@@ -188,6 +203,7 @@ def main():
     p.add_argument("mnt")
     p.add_argument("--start", type=int, default=0)
     p.add_argument("--shuffle", action="store_true")
+    p.add_argument("--only")
     p = sub.add_parser("check")
     p.add_argument("mnt")
     p = sub.add_parser("load")
@@ -200,19 +216,21 @@ def main():
         p.add_argument("--keys", type=int, default=16)
         p.add_argument("--mib", type=int, default=48)
     sub.choices["check"].add_argument("--procs", type=int, default=16)
-    sub.add_parser("cached").add_argument("paths", nargs="+")
+    p = sub.add_parser("cached")
+    p.add_argument("--wait-some", action="store_true")
+    p.add_argument("paths", nargs="+")
     a = ap.parse_args()
     if a.cmd in ("big", "zstd"):
         big(a.out, a.keys, a.mib, a.cmd == "zstd")
     elif a.cmd == "reader":
-        reader(a.mnt, a.start, a.shuffle)
+        reader(a.mnt, a.start, a.shuffle, a.only)
     elif a.cmd == "check":
         sys.exit(check(a.mnt, a.keys, a.mib, a.procs))
     elif a.cmd == "load":
         sys.exit(load(a.ckpt, a.scripts, a.keys, a.mib, a.threads,
                       a.cache_mb))
     else:
-        cached(a.paths)
+        cached(a.paths, a.wait_some)
 
 
 if __name__ == "__main__":

@@ -55,8 +55,13 @@ rm -f "$log.py"
 count "pytest ($1)"
 
 # Memory errors the sanitizers cannot see in the plain build: valgrind runs
-# the unit tests of the first build given.
-if command -v valgrind >/dev/null; then
+# the unit tests of the first build given.  Without valgrind, or without the
+# ThreadSanitizer daemon, those runs count as skipped (which fails the run),
+# never as silently passed.
+if ! command -v valgrind >/dev/null; then
+	echo "ok valgrind # skip valgrind is not installed (make deps)" | tee "$log"
+	count "valgrind ($1)"
+else
 	echo "== valgrind ($1)"
 	: > "$log"
 	for t in $(find "$1/tests" -name "test_*" -type f ! -name "*.d" | sort); do
@@ -72,7 +77,10 @@ if command -v valgrind >/dev/null; then
 fi
 
 # The stress test once more, against a ThreadSanitizer build of the daemon.
-if [ -x build-tsan/ckptfs ]; then
+if [ ! -x build-tsan/ckptfs ]; then
+	echo "ok tsan stress # skip build-tsan/ckptfs is not built (make SAN=thread O=build-tsan build-tsan/ckptfs)" | tee "$log"
+	count "tsan"
+else
 	echo "== ThreadSanitizer stress"
 	tests/tsan-stress.sh build-tsan/ckptfs | tee "$log"
 	count "tsan"
@@ -84,7 +92,7 @@ if [ -n "$left" ]; then
 	total_f=$((total_f + 1))
 fi
 if [ "$total_s" -gt 0 ]; then
-	echo "not ok $total_s tests skipped: make check runs every suite (make deps installs python3-torch)"
+	echo "not ok $total_s tests skipped: make check runs every suite (make deps installs python3-torch and valgrind; make check builds the TSan daemon)"
 	total_f=$((total_f + 1))
 fi
 echo "$total_p passed, $total_f failed, $total_s skipped"

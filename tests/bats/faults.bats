@@ -6,6 +6,8 @@
 
 load helpers
 
+HT="$PY $ROOT/tests/hang_tools.py"
+
 setup() { common_setup; }
 teardown() { common_teardown; }
 
@@ -184,17 +186,40 @@ print("old", old, "eio", eio)' "$MNT" "$TMP/exp.pkl"
 	stop_mount
 }
 
-@test "-o prefetch fills the page cache with the right bytes, and stops cleanly" {
+@test "-o prefetch fills the page cache with the right bytes" {
 	$GEN "$TMP/ckpt" --seed 12 --keys 40 --max-elems 300000
 	start_mount "$TMP/ckpt" "$MNT" --world 3 --rank 2 -o prefetch
-	sleep 1
+	mapfile -t files < <(find "$MNT" -path "$MNT/.ckptfs" -prune -o -type f -print)
+	total=$(stat -c %s "${files[@]}" | paste -sd+ | bc)
+	# Nobody reads: only the prefetch can put the view in the page cache.
+	for _ in $(seq 300); do
+		cached=$($HT cached "${files[@]}")
+		[ "$cached" -ge "$total" ] && break
+		sleep 0.1
+	done
+	echo "${#files[@]} files: $cached of $total bytes in the page cache"
+	[ "$total" -gt 0 ]
+	[ "$cached" -ge "$total" ]
 	run $REF check "$TMP/ckpt" "$MNT" --world 3 --rank 2
 	echo "$output"
 	[ "$status" -eq 0 ]
 	stop_mount
-	# Stopped at once, while prefetching: still a clean exit.
-	start_mount "$TMP/ckpt" "$MNT" --world 1 --rank 0 -o prefetch
+}
+
+@test "-o prefetch stopped by SIGTERM while it fills the page cache, beside a reader evicting what it reads: exits 0 at once" {
+	$HT big "$TMP/ckpt" --keys 3 --mib 128
+	start_mount "$TMP/ckpt" "$MNT" -o prefetch
+	$HT reader "$MNT" --only k0 &
+	rpid=$!
+	# Stop it once part, not all, of k1 and k2 (which the reader leaves
+	# alone) is in the page cache: while it is prefetching.
+	total=$((2 * 128 << 20))
+	cached=$($HT cached --wait-some "$MNT/k1" "$MNT/k2")
+	echo "when stopped: $cached of $total bytes of k1 and k2 in the page cache"
 	stop_by_signal TERM
+	wait "$rpid"
+	[ "$cached" -gt 0 ]
+	[ "$cached" -lt "$total" ]
 }
 
 @test "-o readahead_kb sets the mount's readahead (1 MiB by default)" {
