@@ -10,6 +10,10 @@ tests/bats/memory.bats), written independently of ckptfs.
         the same shape with every key one zstd record (level 1: the values
         are a ramp, so each record compresses to a few MiB); the frame
         declares its size
+    hang_tools.py over OUT FILE [--mib 4]
+        a native checkpoint whose one key x (MIB MiB of float32) is the
+        first bytes of FILE, reached through the symlink OUT/d0 (mount it
+        with -o follow_symlinks): FILE may be on a mount made to hang
     hang_tools.py reader MNT [--start N] [--shuffle] [--only NAME]
         read every file under MNT (but .ckptfs/; only those named NAME
         with --only), from the N-th in path
@@ -72,6 +76,17 @@ def big(out, keys, mib, zstd=False):
                         "chunks": [{"offsets": [0], "sizes": [n]}]}
         storage.append(rec)
     write_checkpoint(out, {}, sdm, storage)
+
+
+def over(out, target, mib):
+    n = (mib << 20) // 4
+    os.makedirs(out, exist_ok=True)
+    os.symlink(target, os.path.join(out, "d0"))
+    write_checkpoint(out, {}, {"x": {
+        "type": "tensor", "dtype": "float32", "size": [n],
+        "chunks": [{"offsets": [0], "sizes": [n]}]}},
+        [{"fqn": "x", "offsets": [0], "relative_path": "d0", "offset": 0,
+          "length": n * 4}])
 
 
 def reader(mnt, start, shuffle, only):
@@ -199,6 +214,10 @@ def main():
         p.add_argument("out")
         p.add_argument("--keys", type=int, default=keys)
         p.add_argument("--mib", type=int, default=mib)
+    p = sub.add_parser("over")
+    p.add_argument("out")
+    p.add_argument("file")
+    p.add_argument("--mib", type=int, default=4)
     p = sub.add_parser("reader")
     p.add_argument("mnt")
     p.add_argument("--start", type=int, default=0)
@@ -222,6 +241,8 @@ def main():
     a = ap.parse_args()
     if a.cmd in ("big", "zstd"):
         big(a.out, a.keys, a.mib, a.cmd == "zstd")
+    elif a.cmd == "over":
+        over(a.out, a.file, a.mib)
     elif a.cmd == "reader":
         reader(a.mnt, a.start, a.shuffle, a.only)
     elif a.cmd == "check":

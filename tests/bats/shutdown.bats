@@ -9,8 +9,16 @@ load helpers
 
 HT="$PY $ROOT/tests/hang_tools.py"
 
-setup() { common_setup; }
-teardown() { common_teardown; }
+setup() {
+	common_setup
+	INNER_PID=
+}
+teardown() {
+	# A daemon stopped by a test must run again before anything looks at
+	# its mount.
+	[ -z "$INNER_PID" ] || kill -CONT "$INNER_PID" 2>/dev/null || true
+	common_teardown
+}
 
 # Processes of this test in D state (uninterruptible), one per line.
 d_state() {
@@ -83,4 +91,42 @@ one_round() {	# ROUND SIG MS
 	done
 	echo "$bad of 50 rounds failed"
 	[ "$bad" -eq 0 ]
+}
+
+@test "a shutdown stuck on a read that never returns: after 3 s one line says so, the connection is aborted, the daemon exits 1" {
+	# The data file lies on another ckptfs mount, whose daemon is then
+	# stopped: a read of it waits forever.
+	$HT big "$TMP/inner-ckpt" --keys 2 --mib 4
+	mkdir -p "$TMP/inner"
+	"$CKPTFS" mount "$TMP/inner-ckpt" "$TMP/inner" -f >>"$TMP/inner.log" 2>&1 &
+	INNER_PID=$!
+	for _ in $(seq 200); do mountpoint -q "$TMP/inner" && break; sleep 0.05; done
+	mountpoint -q "$TMP/inner"
+	$HT over "$TMP/ckpt" "$TMP/inner/k0" --mib 4
+	start_mount "$TMP/ckpt" "$MNT" -o follow_symlinks
+	# A first close on the inner mount: the kernel learns that it needs no
+	# FLUSH, so the daemon's exit does not wait on the stopped one.
+	head -c 1 "$TMP/inner/k1" >/dev/null
+	kill -STOP "$INNER_PID"
+	cat "$MNT/x" >/dev/null 2>&1 &
+	rpid=$!
+	sleep 1
+	kill -TERM "$DAEMON_PID"
+	for _ in $(seq 200); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
+	not kill -0 "$DAEMON_PID"
+	status=0
+	wait "$DAEMON_PID" || status=$?
+	DAEMON_PID=
+	cat "$TMP/daemon.log"
+	[ "$status" -eq 1 ]
+	grep -q "shutdown stuck for 3 s waiting for the serving threads to finish their requests (1 reads in progress); aborted the FUSE connection (/sys/fs/fuse/connections/[0-9]*/abort)" "$TMP/daemon.log"
+	[ "$(grep -c . "$TMP/daemon.log")" -eq 1 ]
+	# The reader was answered (with an error), and the mount is gone.
+	for _ in $(seq 100); do kill -0 "$rpid" 2>/dev/null || break; sleep 0.05; done
+	not kill -0 "$rpid"
+	not mountpoint -q "$MNT"
+	kill -CONT "$INNER_PID"
+	fusermount3 -u "$TMP/inner"
+	wait "$INNER_PID"
+	INNER_PID=
 }
