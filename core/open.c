@@ -103,8 +103,9 @@ static int rank_local_name(const char *s, unsigned long *rank)
  * no .metadata, but one pickled __R.metadata per rank, each listing that
  * rank's chunks.  Each is indexed like a .metadata and parsed as a part;
  * the parts are merged into one native image (model/merge.c), which the
- * caller parses and tiles as usual.  -ENOENT when there are no such
- * files.
+ * caller parses and tiles as usual.  Every part stays parsed until the
+ * merge, so their pickles may hold CKPT_LOCAL_META_MAX_BYTES (1 GiB) in
+ * all.  -ENOENT when there are no such files.
  */
 struct rank_scan {
 	unsigned long *ranks;
@@ -136,7 +137,7 @@ static int rank_local_image(struct ckpt_store *s, uint8_t **img,
 	struct ckpt_meta **parts = NULL;
 	struct rank_scan rs = { 0 };
 	char **names = NULL;
-	size_t n, i;
+	size_t n, i, total = 0;
 	int rc = 0;
 
 	rc = ckpt_store_list(s, scan_rank, &rs, err, errlen);
@@ -182,6 +183,16 @@ static int rank_local_image(struct ckpt_store *s, uint8_t **img,
 					  &len, &fi, err, errlen);
 		if (rc)
 			goto out_free;
+		/* Every part stays parsed until the merge: bound them all. */
+		total += len;
+		if (total > CKPT_LOCAL_META_MAX_BYTES) {
+			free(pkl);
+			rc = ckpt_errf(err, errlen, -EFBIG,
+				       "%s: the rank-local metadata files up to this one hold %zu bytes, more than the %zu MiB all of them may hold",
+				       names[i], total,
+				       CKPT_LOCAL_META_MAX_BYTES >> 20);
+			goto out_free;
+		}
 		if (i == 0 || fi.mtime_sec > mtime->tv_sec ||
 		    (fi.mtime_sec == mtime->tv_sec &&
 		     fi.mtime_nsec > mtime->tv_nsec))

@@ -121,12 +121,32 @@ static int set_str(char **slot, const char *what, const char *val, char *err,
  * cannot ask for gigabytes of view. */
 #define RANKS_PER_RANGE 65536u
 
-/* "0-7" or "0,2,4-6": into o->ranks, refusing duplicates (checked against
- * the world later). */
+/* A range of ranks as given; at: its place in the list. */
+struct rank_range {
+	uint64_t a, b;
+	size_t at;
+};
+
+static int cmp_range(const void *x, const void *y)
+{
+	const struct rank_range *p = x, *q = y;
+
+	return p->a < q->a ? -1 : p->a > q->a;
+}
+
+/*
+ * "0-7" or "0,2,4-6": into o->ranks in the order given, refusing
+ * duplicates (checked against the world later).  The ranges are sorted
+ * and each compared with the ones before it, so a long list costs
+ * O(n log n), not a comparison of every rank with every other.
+ */
 static int parse_ranks(struct mount_opts *o, char *err, size_t errlen)
 {
 	const char *s = o->ranks_spec;
-	size_t cap = 0;
+	struct rank_range *rg = NULL, *sorted = NULL;
+	size_t n = 0, cap = 0, i;
+	uint64_t total = 0, last = 0, r;
+	int rc = -1;
 
 	free(o->ranks);
 	o->ranks = NULL;
@@ -134,7 +154,6 @@ static int parse_ranks(struct mount_opts *o, char *err, size_t errlen)
 	while (*s) {
 		unsigned long long a, b;
 		char *end;
-		uint32_t i;
 
 		if (*s < '0' || *s > '9')
 			goto bad;
@@ -151,47 +170,68 @@ static int parse_ranks(struct mount_opts *o, char *err, size_t errlen)
 			snprintf(err, errlen,
 				 "ranks '%s': rank %llu is more than the largest rank, %u",
 				 o->ranks_spec, b, UINT32_MAX - 1);
-			return -1;
+			goto out_free;
 		}
 		if (b - a >= RANKS_PER_RANGE) {
 			snprintf(err, errlen,
 				 "ranks '%s': the range %llu-%llu holds %llu ranks; a range may hold at most %u",
 				 o->ranks_spec, a, b, b - a + 1, RANKS_PER_RANGE);
-			return -1;
+			goto out_free;
 		}
-		for (; a <= b; a++) {
-			for (i = 0; i < o->nranks; i++) {
-				if (o->ranks[i] == a) {
-					snprintf(err, errlen,
-						 "ranks '%s': rank %llu is listed twice",
-						 o->ranks_spec, a);
-					return -1;
-				}
-			}
-			if (o->nranks == cap) {
-				uint32_t *p;
+		if (n == cap) {
+			struct rank_range *p;
 
-				cap = cap ? cap * 2 : 16;
-				p = realloc(o->ranks, cap * sizeof(*p));
-				if (!p) {
-					snprintf(err, errlen, "out of memory");
-					return -1;
-				}
-				o->ranks = p;
-			}
-			o->ranks[o->nranks++] = (uint32_t)a;
+			cap = cap ? cap * 2 : 16;
+			p = realloc(rg, cap * sizeof(*p));
+			if (!p)
+				goto oom;
+			rg = p;
 		}
+		rg[n] = (struct rank_range){ a, b, n };
+		n++;
+		total += b - a + 1;
 		s = *end ? end + 1 : end;
 		if (*end == ',' && !*s)
 			goto bad;
 	}
-	if (o->nranks)
-		return 0;
+	if (!n || total > UINT32_MAX)
+		goto bad;
+	sorted = malloc(n * sizeof(*sorted));
+	if (!sorted)
+		goto oom;
+	memcpy(sorted, rg, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), cmp_range);
+	for (i = 0; i < n; i++) {
+		/* Sorted by start: a range overlaps one before it exactly
+		 * when it starts at or below the highest rank so far. */
+		if (i && sorted[i].a <= last) {
+			snprintf(err, errlen,
+				 "ranks '%s': rank %llu is listed twice",
+				 o->ranks_spec, (unsigned long long)sorted[i].a);
+			goto out_free;
+		}
+		if (!i || sorted[i].b > last)
+			last = sorted[i].b;
+	}
+	o->ranks = malloc(total * sizeof(*o->ranks));
+	if (!o->ranks)
+		goto oom;
+	for (i = 0; i < n; i++)
+		for (r = rg[i].a; r <= rg[i].b; r++)
+			o->ranks[o->nranks++] = (uint32_t)r;
+	rc = 0;
+	goto out_free;
 bad:
 	snprintf(err, errlen,
 		 "ranks must be a list such as 0-7 or 0,2,4-6, got '%s'",
 		 o->ranks_spec);
-	return -1;
+	goto out_free;
+oom:
+	snprintf(err, errlen, "out of memory");
+out_free:
+	free(rg);
+	free(sorted);
+	return rc;
 }
 
 static int set_format(struct mount_opts *o, const char *val, char *err,

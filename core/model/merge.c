@@ -15,6 +15,7 @@
 #include "common/errbuf.h"
 #include "common/grow.h"
 #include "common/mpout.h"
+#include "common/strtab.h"
 #include "model/transforms.h"
 
 static void str(struct ckpt_mpout *o, const char *s, size_t len)
@@ -22,12 +23,38 @@ static void str(struct ckpt_mpout *o, const char *s, size_t len)
 	msgpack_pack_str_with_body(&o->pk, s, len);
 }
 
-/* A chunk of part p. */
+/* A chunk of part p; order: where it was gathered, which settles ties. */
 struct pick {
 	const struct ckpt_meta *m;
 	const struct ckpt_entry *e;
 	const struct ckpt_chunk *c;
+	size_t order;
 };
+
+/* Picks by box (offsets, then sizes), then by order: identical boxes end
+ * up next to each other, the first part's first. */
+static int cmp_pick(const void *a, const void *b)
+{
+	const struct pick *x = a, *y = b;
+	unsigned n = x->e->ndim, i;
+	int d = 0;
+
+	for (i = 0; i < n && !d; i++) {
+		uint64_t p = ckpt_chunk_offsets(x->m, x->c)[i];
+		uint64_t q = ckpt_chunk_offsets(y->m, y->c)[i];
+
+		d = p < q ? -1 : p > q;
+	}
+	for (i = 0; i < n && !d; i++) {
+		uint64_t p = ckpt_chunk_sizes(x->m, x->e, x->c)[i];
+		uint64_t q = ckpt_chunk_sizes(y->m, y->e, y->c)[i];
+
+		d = p < q ? -1 : p > q;
+	}
+	if (!d)
+		d = x->order < y->order ? -1 : x->order > y->order;
+	return d;
+}
 
 static bool same_box(const struct pick *a, const struct pick *b)
 {
@@ -40,16 +67,33 @@ static bool same_box(const struct pick *a, const struct pick *b)
 		       ckpt_chunk_sizes(b->m, b->e, b->c), n * sizeof(uint64_t));
 }
 
-/* The first part (< upto) that has key fqn, or -1. */
-static long first_with(struct ckpt_meta *const *parts, size_t upto,
-		       const char *fqn, size_t len)
-{
-	size_t i;
+/* A key: its first part and entry there. */
+struct key {
+	size_t part;
+	const struct ckpt_entry *e;
+};
 
-	for (i = 0; i < upto; i++)
-		if (ckpt_meta_find(parts[i], fqn, len))
-			return (long)i;
-	return -1;
+/* Every key's appearances, in part order. */
+struct seen {
+	uint32_t key;
+	uint32_t part;
+	const struct ckpt_entry *e;
+};
+
+struct keytab {
+	struct ckpt_meta *const *parts;
+	const struct key *keys;
+};
+
+static void key_of(const void *ctx, uint32_t idx, uint64_t *seed,
+		   const char **s, size_t *len)
+{
+	const struct keytab *t = ctx;
+	const struct key *k = &t->keys[idx];
+
+	*seed = 0;
+	*s = ckpt_entry_fqn(t->parts[k->part], k->e);
+	*len = k->e->fqn_len;
 }
 
 static int agree(struct ckpt_meta *const *parts, const char *const *names,
@@ -136,45 +180,68 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 		    size_t errlen)
 {
 	struct ckpt_mpout o;
+	struct ckpt_strtab tab = { 0 };
 	struct pick *picks = NULL;
-	size_t npicks = 0, cap = 0, nkeys = 0, npd = 0, i, j, k;
-	const struct ckpt_entry **keys = NULL;	/* first part's entry */
-	size_t *key_part = NULL;
+	size_t npicks = 0, cap = 0, nkeys = 0, nseen = 0, npd = 0, i, j, k;
+	struct key *keys = NULL;
+	struct seen *seen = NULL;
+	size_t *at = NULL, *by_key = NULL;
+	struct keytab kt = { parts, NULL };
+	bool packing = false;
 	int rc = 0;
 
 	*img = NULL;
 	*len = 0;
 	for (i = 0; i < n; i++)
-		nkeys += parts[i]->nentries;
-	keys = malloc((nkeys ? nkeys : 1) * sizeof(*keys));
-	key_part = malloc((nkeys ? nkeys : 1) * sizeof(*key_part));
-	if (!keys || !key_part) {
+		nseen += parts[i]->nentries;
+	if (nseen >= UINT32_MAX || n >= UINT32_MAX)
+		return ckpt_errf(err, errlen, -E2BIG,
+				 "%s: too many keys across the rank-local parts",
+				 n ? names[0] : "");
+	keys = malloc((nseen ? nseen : 1) * sizeof(*keys));
+	seen = malloc((nseen ? nseen : 1) * sizeof(*seen));
+	at = calloc(nseen + 1, sizeof(*at));
+	by_key = malloc((nseen ? nseen : 1) * sizeof(*by_key));
+	kt.keys = keys;
+	if (!keys || !seen || !at || !by_key ||
+	    ckpt_strtab_init(&tab, nseen, key_of, &kt)) {
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 		goto out_free;
 	}
-	/* Keys in order of first appearance; shapes must agree. */
-	nkeys = 0;
+	/* Keys in order of first appearance, found through one FQN table;
+	 * shapes must agree with the first part that has the key. */
+	nseen = 0;
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < parts[i]->nentries; j++) {
 			const struct ckpt_entry *e = &parts[i]->entries[j];
-			const char *fqn = ckpt_entry_fqn(parts[i], e);
-			long f = first_with(parts, i, fqn, e->fqn_len);
+			uint32_t f;
 
-			if (f >= 0) {
-				rc = agree(parts, names, (size_t)f, i,
-					   ckpt_meta_find(parts[f], fqn, e->fqn_len),
-					   e, err, errlen);
+			keys[nkeys] = (struct key){ i, e };
+			f = ckpt_strtab_insert(&tab, (uint32_t)nkeys);
+			if (f == UINT32_MAX) {
+				f = (uint32_t)nkeys++;
+				if (e->ncomps)
+					npd++;
+			} else {
+				rc = agree(parts, names, keys[f].part, i,
+					   keys[f].e, e, err, errlen);
 				if (rc)
 					goto out_free;
-				continue;
 			}
-			keys[nkeys] = e;
-			key_part[nkeys++] = i;
-			if (e->ncomps)
-				npd++;
+			seen[nseen++] = (struct seen){ f, (uint32_t)i, e };
+			at[f + 1]++;
 		}
 	}
+	/* Each key's appearances together, still in part order. */
+	for (k = 0; k < nkeys; k++)
+		at[k + 1] += at[k];
+	for (j = 0; j < nseen; j++)
+		by_key[at[seen[j].key]++] = j;
+	for (k = nkeys; k > 0; k--)
+		at[k] = at[k - 1];
+	at[0] = 0;
 	ckpt_mpout_init(&o);
+	packing = true;
 	msgpack_pack_map(&o.pk, npd ? 5 : 4);
 	ckpt_pack_cstr(&o.pk, "format");
 	ckpt_pack_cstr(&o.pk, CKPT_FORMAT_NAME);
@@ -183,35 +250,36 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 	ckpt_pack_cstr(&o.pk, "state_dict_metadata");
 	msgpack_pack_map(&o.pk, nkeys);
 	for (k = 0; k < nkeys; k++) {
-		const struct ckpt_meta *m0 = parts[key_part[k]];
-		const struct ckpt_entry *e0 = keys[k];
+		const struct ckpt_meta *m0 = parts[keys[k].part];
+		const struct ckpt_entry *e0 = keys[k].e;
 		const char *fqn = ckpt_entry_fqn(m0, e0);
-		size_t first = npicks;
+		size_t first = npicks, q, kept;
 
-		/* Gather the chunks of every part, identical boxes once. */
-		for (i = key_part[k]; i < n; i++) {
-			const struct ckpt_entry *e =
-				ckpt_meta_find(parts[i], fqn, e0->fqn_len);
+		/* Gather the chunks of every part, then sort them by box
+		 * and keep the first of each run of identical boxes. */
+		for (q = at[k]; q < at[k + 1]; q++) {
+			const struct seen *sn = &seen[by_key[q]];
+			const struct ckpt_meta *pm = parts[sn->part];
 
-			for (j = 0; e && j < e->nchunks; j++) {
-				struct pick p = { parts[i], e,
-						  &parts[i]->chunks[e->chunk_first + j] };
-				size_t q;
-
-				for (q = first; q < npicks; q++)
-					if (same_box(&picks[q], &p))
-						break;
-				if (q < npicks)
-					continue;
+			for (j = 0; j < sn->e->nchunks; j++) {
 				if (ckpt_grow((void **)&picks, &cap, npicks + 1,
 					      sizeof(*picks))) {
 					rc = ckpt_errf(err, errlen, -ENOMEM,
 						       "out of memory");
 					goto out_buf;
 				}
-				picks[npicks++] = p;
+				picks[npicks] = (struct pick){
+					pm, sn->e,
+					&pm->chunks[sn->e->chunk_first + j],
+					npicks };
+				npicks++;
 			}
 		}
+		qsort(picks + first, npicks - first, sizeof(*picks), cmp_pick);
+		for (q = first, kept = first; q < npicks; q++)
+			if (q == first || !same_box(&picks[kept - 1], &picks[q]))
+				picks[kept++] = picks[q];
+		npicks = kept;
 		str(&o, fqn, e0->fqn_len);
 		if (e0->kind == CKPT_KIND_BYTES) {
 			msgpack_pack_map(&o.pk, 1);
@@ -244,8 +312,8 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 		ckpt_pack_cstr(&o.pk, "planner_data");
 		msgpack_pack_map(&o.pk, npd);
 		for (k = 0; k < nkeys; k++) {
-			const struct ckpt_meta *m0 = parts[key_part[k]];
-			const struct ckpt_entry *e0 = keys[k];
+			const struct ckpt_meta *m0 = parts[keys[k].part];
+			const struct ckpt_entry *e0 = keys[k].e;
 
 			if (!e0->ncomps)
 				continue;
@@ -266,10 +334,14 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 	if (ckpt_mpout_finish(&o, img, len))
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 out_buf:
-	ckpt_mpout_destroy(&o);
+	if (packing)
+		ckpt_mpout_destroy(&o);
 out_free:
+	ckpt_strtab_destroy(&tab);
 	free(picks);
 	free(keys);
-	free(key_part);
+	free(seen);
+	free(at);
+	free(by_key);
 	return rc;
 }

@@ -27,6 +27,8 @@
 #include "model/transforms.h"
 
 #define CKPT_META_MAX_BYTES ((size_t)512 << 20)	/* .metadata size cap */
+#define CKPT_LOCAL_META_MAX_BYTES ((size_t)1 << 30)	/* all __R.metadata
+							 * of a checkpoint */
 #ifndef CKPT_LIB_VERSION	/* the Makefile passes its VERSION */
 #define CKPT_LIB_VERSION "unknown"
 #endif

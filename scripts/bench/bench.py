@@ -841,6 +841,29 @@ def mount_figures(args, t, work):
     t.add("daemon peak RSS after that mount", rss, unit="MiB")
 
 
+def ranklocal_figure(args, t, work):
+    """Mounting a rank-local torch checkpoint (one __R.metadata per rank)
+    of many parts x many keys: every part indexed, then merged (chunks
+    sorted per key, replicated ones dropped)."""
+    parts, keys = (64, 8) if args.quick else (2048, 32)
+    d = os.path.join(work, f"ranklocal-{parts}x{keys}")
+    if not os.path.exists(os.path.join(d, f"__{parts - 1}.metadata")):
+        print(f"writing a rank-local checkpoint of {parts} parts x "
+              f"{2 * keys} keys...", flush=True)
+        subprocess.check_call(["/usr/bin/python3",
+                               os.path.join(ROOT, "tests", "make_ranklocal.py"),
+                               "write", d, "--parts", str(parts),
+                               "--keys", str(keys)])
+    warm([os.path.join(d, f) for f in os.listdir(d)])
+    secs = []
+    for _ in range(args.reps):
+        with ckptfs_mount(args, d, os.path.join(work, "mnt"), 1, 0) as m:
+            secs.append(m.ready)
+    t.add(f"mount, rank-local torch checkpoint, {parts} parts x {2 * keys} "
+          f"keys ({parts * 2 * keys} chunks before the merge)", secs,
+          unit="s")
+
+
 def rss_growth(args, t, ckpt, work):
     res = []
     for _ in range(max(1, args.reps // 2)):
@@ -931,6 +954,7 @@ def main(argv):
     zstd_figure(args, t, args.work)
     zstd_rss_figures(args, t, args.work)
     mount_figures(args, t, args.work)
+    ranklocal_figure(args, t, args.work)
     rss_growth(args, t, ckpts["dim0"], args.work)
     note = torch_figures(args, t, args.work)
     direct_figures(args, t, args.work)

@@ -185,6 +185,24 @@ PY
 	stop_mount
 }
 
+@test "--ranks: 16 ranges of 65536 ranks are checked at once (sorted, not rank by rank), duplicates still named, the per-range cap kept" {
+	spec=$(for i in $(seq 0 15); do printf '%d-%d,' $((i * 65536)) $((i * 65536 + 65535)); done)
+	spec=${spec%,}
+	# The options are fine: what fails is the missing checkpoint, after
+	# they were parsed.  (Compared pairwise, they took minutes.)
+	run timeout 60 "$CKPTFS" mount "$TMP/none" "$MNT" --world 1048576 --ranks "$spec"
+	echo "$output"
+	[ "$status" -eq 1 ]; [[ "$output" == *"$TMP/none: No such file"* ]]
+	run timeout 60 "$CKPTFS" mount "$TMP/none" "$MNT" --world 1048576 --ranks "$spec,1048575"
+	[ "$status" -eq 2 ]; [[ "$output" == *"rank 1048575 is listed twice"* ]]
+	run timeout 60 "$CKPTFS" mount "$TMP/none" "$MNT" --world 1048576 --ranks "70000,$spec"
+	[ "$status" -eq 2 ]; [[ "$output" == *"rank 70000 is listed twice"* ]]
+	run timeout 60 "$CKPTFS" mount "$TMP/none" "$MNT" --world 1048576 --ranks 5-9,0-4,9
+	[ "$status" -eq 2 ]; [[ "$output" == *"rank 9 is listed twice"* ]]
+	run "$CKPTFS" mount "$TMP/none" "$MNT" --world 1048576 --ranks 0-65536
+	[ "$status" -ne 0 ]; [[ "$output" == *"the range 0-65536 holds 65537 ranks; a range may hold at most 65536"* ]]
+}
+
 @test "--ranks: duplicates, ranks >= world, bad syntax, with --rank" {
 	$BAD ok "$TMP/ckpt"
 	run "$CKPTFS" mount "$TMP/ckpt" "$MNT" --world 8 --ranks 0,1,1

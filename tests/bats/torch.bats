@@ -246,3 +246,14 @@ teardown() { common_teardown; }
 	start_mount "$TMP/z64" "$MNT" --world 2 --rank 0
 	head -c 65536 "$MNT/big/bytes" | cmp - <(head -c 65536 "$TMP/z64/ends.bin")
 }
+
+@test "torch: a rank-local checkpoint of 512 parts x 64 keys (32768 chunks: rows of 32 keys to sort, 512 copies of 32 replicated ones to drop) mounts and matches" {
+	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rl" --parts 512 --keys 32
+	start_mount "$TMP/rl" "$MNT"
+	run $PY "$ROOT/tests/make_ranklocal.py" check "$MNT" --parts 512 --keys 32
+	echo "$output"
+	stop_mount
+	[ "$status" -eq 0 ]
+	run "$CKPTFS" info "$TMP/rl"
+	[[ "$output" == *"chunks	16416"* ]]
+}
