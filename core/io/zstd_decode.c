@@ -289,6 +289,48 @@ static int declared_size(const uint8_t *src, size_t len, uint64_t *n)
 }
 
 /*
+ * Decode the len bytes at src with one call straight into a new buffer of
+ * size bytes (no window buffer).  Returns 0 with *buf (size bytes, taken
+ * from the budget; freed and NULL when nothing came out) and *got, 1 when
+ * zstd refused the input (its error in *zerr, nothing left taken), or
+ * -errno when memory was refused or short (said in why).
+ */
+static int decode_flat(struct mem *m, const uint8_t *src, size_t len,
+		       size_t size, uint64_t cap, uint8_t **buf, size_t *got,
+		       size_t *zerr, char *why, size_t whylen)
+{
+	ZSTD_DCtx *dc;
+	size_t n;
+
+	*buf = mem_alloc(m, size);
+	if (!*buf)
+		return no_memory(m, cap, why, whylen);
+	dc = dctx_new(m);
+	if (!dc) {
+		mem_free(m, *buf, size);
+		*buf = NULL;
+		return no_memory(m, cap, why, whylen);
+	}
+	n = ZSTD_decompressDCtx(dc, *buf, size, src, len);
+	ZSTD_freeDCtx(dc);
+	if (ZSTD_isError(n)) {
+		mem_free(m, *buf, size);
+		*buf = NULL;
+		if (m->refused ||
+		    ZSTD_getErrorCode(n) == ZSTD_error_memory_allocation)
+			return no_memory(m, cap, why, whylen);
+		*zerr = n;
+		return 1;
+	}
+	if (n == 0) {
+		mem_free(m, *buf, size);
+		*buf = NULL;
+	}
+	*got = n;
+	return 0;
+}
+
+/*
  * One zstd layer whose frames all declare their size (what zstd's one-shot
  * compressors and torch's writer give): decoded in one call straight into
  * a buffer of that size; a declared size past the cap fails at once.
@@ -300,10 +342,10 @@ static int zstd_oneshot(struct mem *m, const uint8_t *src, size_t len,
 			uint64_t cap, bool keep, uint8_t **out,
 			uint64_t *outlen, char *why, size_t whylen)
 {
-	uint64_t n;
-	ZSTD_DCtx *dc;
+	size_t got = 0, zerr = 0;
 	uint8_t *buf;
-	size_t got;
+	uint64_t n;
+	int rc;
 
 	if (declared_size(src, len, &n))
 		return 1;
@@ -313,30 +355,18 @@ static int zstd_oneshot(struct mem *m, const uint8_t *src, size_t len,
 				 n, cap);
 	if (!keep || n > SIZE_MAX)
 		return 1;
-	buf = mem_alloc(m, (size_t)n);
-	if (!buf)
-		return no_memory(m, cap, why, whylen);
-	dc = dctx_new(m);
-	if (!dc) {
+	rc = decode_flat(m, src, len, (size_t)n, cap, &buf, &got, &zerr, why,
+			 whylen);
+	if (rc < 0)
+		return rc;
+	if (rc == 0 && got != n)
 		mem_free(m, buf, (size_t)n);
-		return no_memory(m, cap, why, whylen);
-	}
-	got = ZSTD_decompressDCtx(dc, buf, (size_t)n, src, len);
-	ZSTD_freeDCtx(dc);
-	if (ZSTD_isError(got) || got != n) {
-		mem_free(m, buf, (size_t)n);
-		if (ZSTD_isError(got) && (m->refused ||
-		    ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation))
-			return no_memory(m, cap, why, whylen);
+	if (rc || got != n)
 		return ckpt_errf(why, whylen, -EBADMSG, "zstd: %s",
-				 ZSTD_isError(got) ? ZSTD_getErrorName(got) :
+				 rc ? ZSTD_getErrorName(zerr) :
 				 "frames decode to another size than they declare");
-	}
 	*outlen = n;
-	if (n)
-		*out = buf;
-	else
-		mem_free(m, buf, 0);
+	*out = buf;
 	return 0;
 }
 
@@ -351,33 +381,17 @@ static int zstd_into(struct mem *m, const uint8_t *src, size_t len,
 		     uint64_t expect, uint64_t cap, uint8_t **out,
 		     uint64_t *outlen, char *why, size_t whylen)
 {
-	ZSTD_DCtx *dc;
+	size_t got = 0, zerr = 0;
 	uint8_t *buf, *p;
-	size_t got;
+	int rc;
 
 	if (expect > cap || expect > SIZE_MAX || expect == 0)
 		return 1;
-	buf = mem_alloc(m, (size_t)expect);
-	if (!buf)
-		return no_memory(m, cap, why, whylen);
-	dc = dctx_new(m);
-	if (!dc) {
-		mem_free(m, buf, (size_t)expect);
-		return no_memory(m, cap, why, whylen);
-	}
-	got = ZSTD_decompressDCtx(dc, buf, (size_t)expect, src, len);
-	ZSTD_freeDCtx(dc);
-	if (ZSTD_isError(got)) {
-		mem_free(m, buf, (size_t)expect);
-		if (m->refused ||
-		    ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation)
-			return no_memory(m, cap, why, whylen);
-		return 1;
-	}
-	if (got == 0) {
-		mem_free(m, buf, (size_t)expect);
-		buf = NULL;
-	} else if (got < expect) {
+	rc = decode_flat(m, src, len, (size_t)expect, cap, &buf, &got, &zerr,
+			 why, whylen);
+	if (rc)
+		return rc;
+	if (buf && got < expect) {
 		p = ckpt_big_realloc(buf, (size_t)expect, got);
 		if (!p) {
 			mem_free(m, buf, (size_t)expect);

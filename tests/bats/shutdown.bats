@@ -25,21 +25,27 @@ d_state() {
 	ps -eo pid=,stat=,wchan:32=,args= | awk -v t="$TMP" '$2 ~ /^D/ && index($0, t)'
 }
 
+# Wait up to 5 s for process PID to end; fails if it has not.
+gone_within_5s() {	# PID
+	local i
+	for i in $(seq 100); do
+		kill -0 "$1" 2>/dev/null || return 0
+		sleep 0.05
+	done
+	not kill -0 "$1" 2>/dev/null
+}
+
 # One round: mount with -o prefetch, start a reader that evicts what it
 # reads, send SIG after MS milliseconds.  Fails naming what went wrong;
 # a daemon still there after 5 s has its connection aborted and is killed.
 one_round() {	# ROUND SIG MS
-	local round=$1 sig=$2 ms=$3 rpid status=0 i
+	local round=$1 sig=$2 ms=$3 rpid status=0
 	start_mount "$TMP/ckpt" "$MNT" -o prefetch
 	$HT reader "$MNT" &
 	rpid=$!
 	sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
 	kill -"$sig" "$DAEMON_PID"
-	for i in $(seq 100); do
-		kill -0 "$DAEMON_PID" 2>/dev/null || break
-		sleep 0.05
-	done
-	if kill -0 "$DAEMON_PID" 2>/dev/null; then
+	if ! gone_within_5s "$DAEMON_PID" >/dev/null; then
 		echo "round $round: SIG$sig after $ms ms: the daemon is still there after 5 s"
 		ps -o pid=,stat=,wchan:32=,args= -p "$DAEMON_PID,$rpid"
 		d_state
@@ -53,11 +59,7 @@ one_round() {	# ROUND SIG MS
 	wait "$DAEMON_PID" || status=$?
 	DAEMON_PID=
 	# The reader's next read fails; then it exits by itself.
-	for i in $(seq 100); do
-		kill -0 "$rpid" 2>/dev/null || break
-		sleep 0.05
-	done
-	if kill -0 "$rpid" 2>/dev/null; then
+	if ! gone_within_5s "$rpid" >/dev/null; then
 		echo "round $round: SIG$sig after $ms ms: the reader is still there 5 s after the daemon exited"
 		ps -o pid=,stat=,wchan:32=,args= -p "$rpid"
 		kill -9 "$rpid"
@@ -122,8 +124,7 @@ one_round() {	# ROUND SIG MS
 	grep -q "shutdown stuck for 3 s waiting for the serving threads to finish their requests (1 reads in progress); aborted the FUSE connection (/sys/fs/fuse/connections/[0-9]*/abort)" "$TMP/daemon.log"
 	[ "$(grep -c . "$TMP/daemon.log")" -eq 1 ]
 	# The reader was answered (with an error), and the mount is gone.
-	for _ in $(seq 100); do kill -0 "$rpid" 2>/dev/null || break; sleep 0.05; done
-	not kill -0 "$rpid"
+	gone_within_5s "$rpid"
 	not mountpoint -q "$MNT"
 	kill -CONT "$INNER_PID"
 	fusermount3 -u "$TMP/inner"

@@ -457,6 +457,26 @@ static void run_threads(struct ckpt_meta *m, struct reader *r, unsigned n,
 	pthread_join(sth, NULL);
 }
 
+/* After run_threads(): every read was right, and loaded + reserved
+ * stayed within cap while they ran, not only once they were done.  The
+ * cache's accounting into *st. */
+static void check_run(struct ckpt_meta *m, const struct reader *r,
+		      unsigned n, const struct sampler *s, uint64_t cap,
+		      struct ckpt_record_cache_stats *st)
+{
+	unsigned i;
+	int bad = 0;
+
+	for (i = 0; i < n; i++)
+		bad += r[i].bad;
+	CHECK(bad == 0);
+	ckpt_record_cache_stats(m, st);
+	CHECK(s->samples > 0);
+	CHECK(s->worst <= cap);
+	CHECK(st->high_water <= cap);
+	CHECK(st->used <= cap && st->reserved == 0);
+}
+
 static void test_cache_threads(void)
 {
 	char *dir = zstd_ckpt();
@@ -466,7 +486,7 @@ static void test_cache_threads(void)
 	uint64_t cap = cap_for(2, ELEMS);
 	struct reader r[8];
 	struct sampler s;
-	int i, bad = 0;
+	int i;
 
 	CHECK(dir && open_all(dir, cap, &m, &v) == 0);
 	if (!v)
@@ -474,19 +494,24 @@ static void test_cache_threads(void)
 	for (i = 0; i < 8; i++)
 		r[i] = (struct reader){ v, (unsigned)i * 7919u + 1, 0, 0, 0 };
 	run_threads(m, r, 8, reader_main, &s);
-	for (i = 0; i < 8; i++)
-		bad += r[i].bad;
-	CHECK(bad == 0);
-	/* The bound held while they ran, not only once they were done. */
-	ckpt_record_cache_stats(m, &st);
-	CHECK(s.samples > 0);
-	CHECK(s.worst <= cap);
-	CHECK(st.high_water <= cap);
-	CHECK(st.high_water > 0 && st.used <= cap && st.reserved == 0);
+	check_run(m, r, 8, &s, cap, &st);
+	CHECK(st.high_water > 0);
 out:
 	ckpt_view_free(v);
 	ckpt_meta_free(m);
 	cd_remove(dir);
+}
+
+#define BIG_ELEMS (64 * 1024)	/* 256 KiB records */
+
+/* MAXKEYS records of BIG_ELEMS floats, opened with a cache that holds one
+ * decoded record and one decode but not two (its size into *cap). */
+static int open_big(char **dir, uint64_t *cap, struct ckpt_meta **m,
+		    struct ckpt_view **v)
+{
+	*dir = zstd_ckpt_n(MAXKEYS, BIG_ELEMS);
+	*cap = cap_for(1, BIG_ELEMS) + BIG_ELEMS * 2;
+	return *dir ? open_all(*dir, *cap, m, v) : -1;
 }
 
 /*
@@ -498,18 +523,17 @@ out:
  */
 static void test_cache_bound_16_readers(void)
 {
-	const uint64_t elems = 64 * 1024;
-	char *dir = zstd_ckpt_n(MAXKEYS, elems);
+	const uint64_t elems = BIG_ELEMS;
 	struct ckpt_meta *m = NULL;
 	struct ckpt_view *v = NULL;
 	struct ckpt_record_cache_stats st;
-	uint64_t cap = cap_for(1, elems) + elems * 2;
 	struct reader r[MAXKEYS];
 	struct sampler s;
+	uint64_t cap;
+	char *dir;
 	unsigned i;
-	int bad = 0;
 
-	CHECK(dir && open_all(dir, cap, &m, &v) == 0);
+	CHECK(open_big(&dir, &cap, &m, &v) == 0);
 	if (!v)
 		goto out;
 	alarm(120);
@@ -517,16 +541,9 @@ static void test_cache_bound_16_readers(void)
 		r[i] = (struct reader){ v, 0, i, elems, 0 };
 	run_threads(m, r, MAXKEYS, big_reader_main, &s);
 	alarm(0);
-	for (i = 0; i < MAXKEYS; i++)
-		bad += r[i].bad;
-	CHECK(bad == 0);
-	ckpt_record_cache_stats(m, &st);
-	CHECK(s.samples > 0);
-	CHECK(s.worst <= cap);
-	CHECK(st.high_water <= cap);
+	check_run(m, r, MAXKEYS, &s, cap, &st);
 	CHECK(st.high_water > elems * 4);	/* it did decode */
 	CHECK(st.waits > 0);			/* and had to take turns */
-	CHECK(st.reserved == 0);
 out:
 	ckpt_view_free(v);
 	ckpt_meta_free(m);
@@ -551,17 +568,16 @@ static void *warm_main(void *arg)
  * is already loaded is not decoded again. */
 static void test_warm_is_race_free(void)
 {
-	const uint64_t elems = 64 * 1024;
-	char *dir = zstd_ckpt_n(MAXKEYS, elems);
 	struct ckpt_meta *m = NULL;
 	struct ckpt_view *v = NULL;
 	struct ckpt_record_cache_stats st;
-	uint64_t cap = cap_for(1, elems) + elems * 2;
 	struct warmer w[MAXKEYS];
 	pthread_t th[MAXKEYS];
+	uint64_t cap;
 	unsigned i, n;
+	char *dir;
 
-	CHECK(dir && open_all(dir, cap, &m, &v) == 0);
+	CHECK(open_big(&dir, &cap, &m, &v) == 0);
 	if (!v)
 		goto out;
 	for (i = 0; i < MAXKEYS; i++) {
