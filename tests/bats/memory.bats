@@ -3,8 +3,8 @@
 # The decoded-record cache bounds memory (issue 18): 16 concurrent readers
 # of 16 zstd records of 48 MiB each with a 64 MiB cache.  The daemon's peak
 # RSS (VmHWM) stays within the cap plus a fixed overhead of 32 MiB (serving
-# threads' buffers, libfuse, the metadata: 5 to 20 MiB measured, 24 under
-# ASan); ckptfs.load's within the tensors it returns, the cap and 8 MiB
+# threads' buffers, libfuse, the metadata: 5 to 20 MiB measured), 48 MiB
+# for the ASan daemon (its runtime's own memory: 24 to 37 measured); ckptfs.load's within the tensors it returns, the cap and 8 MiB
 # (its threads' scratch: measured 1 to 5).  Before the cache reserved what
 # it decodes, the daemon peaked at about 700 MiB, ckptfs.load at 75 to 100
 # MiB over.
@@ -14,15 +14,20 @@ load helpers
 HT="$PY $ROOT/tests/hang_tools.py"
 CACHE_MB=64
 DAEMON_OVERHEAD_MB=32
+ASAN_OVERHEAD_MB=16	# more, for the ASan daemon's runtime
 LOAD_OVERHEAD_MB=8
 
 setup() { common_setup; }
 teardown() { common_teardown; }
 
 # 16 readers of 16 zstd records of MIB MiB each at once through a mount
-# with -o cache_mb=CACHE: the daemon's peak RSS is within CACHE + 32 MiB.
+# with -o cache_mb=CACHE: the daemon's peak RSS is within CACHE + 32 MiB
+# (+ 16 for the ASan daemon).
 daemon_peak_within() {	# MIB CACHE
-	local mib=$1 cache=$2 peak
+	local mib=$1 cache=$2 peak bound=$((${2} + DAEMON_OVERHEAD_MB))
+	if nm -D "$CKPTFS" 2>/dev/null | grep -q __asan_init; then
+		bound=$((bound + ASAN_OVERHEAD_MB))
+	fi
 	$HT zstd "$TMP/ckpt" --keys 16 --mib "$mib"
 	# ASan's quarantine keeps freed memory: not what is measured here.
 	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0:thread_local_quarantine_size_kb=0" \
@@ -31,9 +36,9 @@ daemon_peak_within() {	# MIB CACHE
 	echo "$output"
 	[ "$status" -eq 0 ]
 	peak=$(awk '/^VmHWM:/ { print int($2 / 1024) }' "/proc/$DAEMON_PID/status")
-	echo "daemon peak RSS: $peak MiB, bound $((cache + DAEMON_OVERHEAD_MB)) MiB"
+	echo "daemon peak RSS: $peak MiB, bound $bound MiB"
 	stop_mount
-	[ "$peak" -le $((cache + DAEMON_OVERHEAD_MB)) ]
+	[ "$peak" -le "$bound" ]
 }
 
 @test "-o cache_mb=64, 16 readers of 48 MiB zstd records at once: the daemon's peak RSS is within 64 + 32 MiB" {
