@@ -65,7 +65,13 @@ def full_tensor(ckpt, fqn, entry, records):
     for ch in entry["chunks"]:
         rec = records[(fqn, tuple(ch["offsets"]))]
         part = np.frombuffer(read_record(ckpt, rec), dtype=dt)
-        part = part.reshape(tuple(ch["sizes"]))
+        if rec.get("strides") is not None and 0 not in ch["sizes"]:
+            # element (l0, l1, ...) is at sum(l[d] * strides[d])
+            part = np.lib.stride_tricks.as_strided(
+                part, shape=tuple(ch["sizes"]),
+                strides=tuple(s * dt.itemsize for s in rec["strides"]))
+        else:
+            part = part.reshape(tuple(ch["sizes"]))
         sl = tuple(slice(o, o + s) for o, s in zip(ch["offsets"], ch["sizes"]))
         out[sl] = part
     return out

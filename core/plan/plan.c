@@ -30,12 +30,18 @@ void ckpt_planner_init(struct ckpt_planner *p, const struct ckpt_meta *m,
 	p->e = e;
 	p->box = box;
 	p->hint = 0;
+	p->boxes = false;
 	if (e->kind == CKPT_KIND_BYTES)
 		size = e->nbytes;
 	else
 		size = ckpt_box_numel(box) * ckpt_dtype_size(e->dtype);
 	p->pos = off < size ? off : size;
 	p->end = (len < size - p->pos) ? p->pos + len : size;
+}
+
+void ckpt_planner_want_boxes(struct ckpt_planner *p)
+{
+	p->boxes = true;
 }
 
 static int contains(const struct ckpt_meta *m, const struct ckpt_entry *e,
@@ -91,6 +97,59 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
+/* Chunk c spans the box's whole extent in dim d, and g starts it. */
+static bool full_dim(const struct ckpt_box *b, const uint64_t *co,
+		     const uint64_t *cs, const uint64_t *g, unsigned d)
+{
+	return g[d] == b->off[d] && co[d] <= b->off[d] &&
+	       co[d] + cs[d] >= b->off[d] + b->size[d];
+}
+
+/*
+ * The longest stretch of whole view elements from g (rem of them left)
+ * that lies in strided chunk c, as a box of c: dims d > dd whole (the
+ * box's extent), dim dd from g[dd] for k elements, dims before dd just
+ * g.  dd is the outermost dim the stretch can vary in; if less than one
+ * step of it is left, the next dim in.  Example: box [0,0]+[4,6] inside
+ * c, g = [1,2], rem = 15: row 1 cols 2-5 (dd = 1, k = 4), then from
+ * [2,0] with rem 11: rows 2 (dd = 0, k = 1, 6 elements), then [3,0]+5.
+ */
+static uint64_t strided_box(struct ckpt_planner *p, const struct ckpt_chunk *c,
+			    const uint64_t *co, const uint64_t *cs,
+			    const uint64_t *g, uint64_t rem)
+{
+	const struct ckpt_entry *e = p->e;
+	const struct ckpt_box *b = p->box;
+	const uint64_t *st = ckpt_chunk_strides(p->m, c);
+	struct ckpt_gather *gt = &p->gather;
+	uint64_t inner = 1, k, dst = 1;
+	unsigned n = e->ndim, dd = n - 1, d;
+
+	while (dd > 0 && full_dim(b, co, cs, g, dd)) {
+		inner *= b->size[dd];
+		dd--;
+	}
+	for (;;) {
+		k = min_u64(min_u64(co[dd] + cs[dd], b->off[dd] + b->size[dd]) -
+			    g[dd], rem / inner);
+		if (k)
+			break;
+		dd++;
+		inner /= b->size[dd];
+	}
+	gt->ndim = n;
+	gt->base = 0;
+	gt->dbase = 0;
+	for (d = n; d-- > 0;) {
+		gt->size[d] = d < dd ? 1 : d == dd ? k : b->size[d];
+		gt->stride[d] = st[d];
+		gt->dstride[d] = dst;
+		dst *= gt->size[d];
+		gt->base += (g[d] - co[d]) * st[d];
+	}
+	return k * inner;
+}
+
 int ckpt_planner_next(struct ckpt_planner *p, struct ckpt_run *run)
 {
 	const struct ckpt_meta *m = p->m;
@@ -110,6 +169,7 @@ int ckpt_planner_next(struct ckpt_planner *p, struct ckpt_run *run)
 		run->file = c->file;
 		run->foff = c->foff + p->pos;
 		run->len = p->end - p->pos;
+		run->gather = false;
 		p->pos = p->end;
 		return 1;
 	}
@@ -133,6 +193,17 @@ int ckpt_planner_next(struct ckpt_planner *p, struct ckpt_run *run)
 		 * innermost dim with stride 1 is contiguous. */
 		const uint64_t *st = ckpt_chunk_strides(m, c);
 
+		if (p->boxes && !skip && p->end - p->pos >= isz) {
+			L = strided_box(p, c, co, cs, g,
+					(p->end - p->pos) / isz);
+			run->chunk = e->chunk_first + k;
+			run->file = c->file;
+			run->foff = c->foff;
+			run->len = L * isz;
+			run->gather = true;
+			p->pos += run->len;
+			return 1;
+		}
 		d = (int)e->ndim - 1;
 		L = st[d] == 1 ? min_u64(co[d] + cs[d],
 					 b->off[d] + b->size[d]) - g[d] : 1;
@@ -161,6 +232,7 @@ emit:
 	bytes = min_u64(L * isz - skip, p->end - p->pos);
 	run->chunk = e->chunk_first + k;
 	run->file = c->file;
+	run->gather = false;
 	run->foff = c->foff + lin * isz + skip;
 	run->len = bytes;
 	p->pos += bytes;

@@ -11,12 +11,13 @@
  * bytes needed.  Either way the ranges of one flush go to the store as
  * one batch (io/store.h), which may run them at once (S3).
  *
- * Runs of strided chunks (non-row-major records, e.g. a transposed tensor)
- * are scattered over their record: they are sorted by file offset, merged
- * while an extent stays at most twice the bytes it serves, read into a
- * staging buffer and copied into place.  Memory stays bounded by the
- * request and the bytes read by twice those delivered, however the file is
- * read.
+ * The elements of a strided chunk (a non-row-major record, e.g. a
+ * transposed tensor) are scattered over its record: the planner gives
+ * them as boxes of the chunk, and each is gathered in blocks
+ * (plan/gather.h): spans of the record read into a staging buffer of at
+ * most GATHER_STAGE bytes, each at most twice the bytes it serves, then
+ * one tiled strided copy into place.  Memory stays bounded by the stage
+ * and the bytes read by twice those delivered, however the file is read.
  */
 #include "view/data_read.h"
 
@@ -28,6 +29,7 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/strides.h"
 #include "io/datafiles.h"
 #include "io/store.h"
 #include "plan/plan.h"
@@ -39,7 +41,7 @@
 #define BATCH_RUNS 4096		/* runs gathered per staged batch */
 #define DIRECT_MAX 8		/* at most this many runs: pread directly */
 #define OPEN_EXTENTS 64		/* chunks tracked at once while merging */
-#define STRIDED_BATCH 65536	/* strided runs sorted and merged at once */
+#define GATHER_STAGE ((uint64_t)8 << 20)	/* staging for a strided gather */
 
 struct pending {
 	uint32_t file;
@@ -67,8 +69,7 @@ void ckpt_scratch_free(struct ckpt_scratch *s)
 	free(s->runs);
 	free(s->stage);
 	free(s->conv);
-	free(s->sruns);
-	free(s->sorder);
+	free(s->gext);
 	free(s->sstage);
 	free(s->ranges);
 	free(s);
@@ -280,135 +281,105 @@ static int check_record(const struct ckpt_view *v, uint32_t ci)
 	return -EIO;
 }
 
-static int cmp_foff_r(const void *a, const void *b, void *ctx)
+/* A gather in progress: the strided chunk's record and the destination. */
+struct gather_ctx {
+	struct ckpt_meta *m;
+	struct ckpt_scratch *s;
+	uint32_t file;
+	uint64_t foff;		/* the record's element 0 */
+	size_t isz;
+	char *dst;
+};
+
+/* Read a batch's extents into the stage, side by side, and copy. */
+static int gather_batch(void *ctx, const struct ckpt_gather_batch *b)
 {
-	const struct pending *r = ctx;
-	const struct pending *x = &r[*(const uint32_t *)a];
-	const struct pending *y = &r[*(const uint32_t *)b];
-
-	if (x->file != y->file)
-		return x->file < y->file ? -1 : 1;
-	return x->foff < y->foff ? -1 : x->foff > y->foff ? 1 : 0;
-}
-
-/*
- * The extent that starts at sorted run i of the n pending strided runs:
- * it grows over the next run while its span stays at most twice the
- * bytes its runs need.  Sets [*start, *end) and returns the index after
- * its last run.
- */
-static uint32_t extent_at(const struct pending *r, const uint32_t *order,
-			  uint32_t n, uint32_t i, uint64_t *start,
-			  uint64_t *end)
-{
-	const struct pending *x = &r[order[i]];
-	uint64_t need = x->len;
-
-	*start = x->foff;
-	*end = x->foff + x->len;
-	for (i++; i < n; i++) {
-		const struct pending *y = &r[order[i]];
-		uint64_t yend = y->foff + y->len;
-		uint64_t e = yend > *end ? yend : *end;
-
-		if (y->file != x->file || e - *start > 2 * (need + y->len))
-			break;
-		*end = e;
-		need += y->len;
-	}
-	return i;
-}
-
-/*
- * Read n runs of strided chunks into buf: sorted by (file, offset) and
- * merged into extents (extent_at()), so no more than 2x the delivered
- * bytes are read; the extents are read as one batch into the staging
- * buffer and the runs copied into place.
- */
-static int flush_strided(struct ckpt_meta *m, struct ckpt_scratch *s,
-			 uint32_t n, char *buf)
-{
-	struct pending *r = s->sruns;
+	struct gather_ctx *g = ctx;
+	struct ckpt_scratch *s = g->s;
 	struct ckpt_store_range *rr;
-	uint64_t total = 0, start, end;
-	uint32_t i, next, k, ne = 0;
+	uint64_t at = 0, bytes = b->stage * g->isz;
+	uint32_t i;
 	int rc;
 
-	if (!n)
-		return 0;
-	for (i = 0; i < n; i++)
-		s->sorder[i] = i;
-	qsort_r(s->sorder, n, sizeof(uint32_t), cmp_foff_r, r);
-	for (i = 0; i < n; i = next, ne++) {	/* staging: every extent */
-		next = extent_at(r, s->sorder, n, i, &start, &end);
-		total += end - start;
-	}
-	rr = ranges_for(s, ne);
-	s->sstage = reserve(s->sstage, &s->cap_sstage, total);
+	rr = ranges_for(s, b->next);
+	s->sstage = reserve(s->sstage, &s->cap_sstage, bytes);
 	if (!rr || !s->sstage)
 		return -ENOMEM;
-	for (i = 0, ne = 0, total = 0; i < n; i = next, ne++) {
-		next = extent_at(r, s->sorder, n, i, &start, &end);
-		rr[ne] = (struct ckpt_store_range){ r[s->sorder[i]].file, start,
-			end - start, s->sstage + total };
-		total += end - start;
+	for (i = 0; i < b->next; i++) {	/* one batch for the store */
+		rr[i] = (struct ckpt_store_range){ g->file,
+			g->foff + b->ext[i].at * g->isz,
+			b->ext[i].count * g->isz, s->sstage + at };
+		at += b->ext[i].count * g->isz;
 	}
-	rc = read_ranges(m, rr, ne);
+	rc = read_ranges(g->m, rr, b->next);
 	if (rc)
 		return rc;
-	s->strided_read += total;
-	for (i = 0, total = 0; i < n; i = next) {
-		next = extent_at(r, s->sorder, n, i, &start, &end);
-		for (k = i; k < next; k++) {
-			const struct pending *y = &r[s->sorder[k]];
-
-			memcpy(buf + y->dst,
-			       s->sstage + total + (y->foff - start), y->len);
-		}
-		total += end - start;
-	}
+	s->strided_read += bytes;
+	ckpt_strided_copy(g->dst + b->copy.dbase * g->isz, b->copy.dstride,
+			  s->sstage + b->copy.base * g->isz, b->copy.stride,
+			  b->copy.size, b->copy.ndim, g->isz);
 	return 0;
 }
 
-/* Queue a run of a strided chunk; read the queue when it is full. */
-static int add_strided(struct ckpt_meta *m, struct ckpt_scratch *s,
-		       uint32_t *n, const struct ckpt_run *run, uint64_t dst,
-		       char *buf)
+int ckpt_data_gather(struct ckpt_meta *m, const struct ckpt_run *run,
+		     const struct ckpt_gather *gt, size_t isz, void *dst,
+		     struct ckpt_scratch *s)
 {
-	struct pending *r;
-	int rc;
+	struct gather_ctx g = {
+		.m = m, .s = s, .file = run->file, .foff = run->foff,
+		.isz = isz, .dst = dst,
+	};
 
-	if (!s) {	/* no scratch: exact, one pread per run */
-		return ckpt_record_pread(m, run->file, buf + dst, run->len,
-					run->foff);
-	}
-	if (!s->sruns) {
-		s->sruns = malloc(STRIDED_BATCH * sizeof(struct pending));
-		s->sorder = malloc(STRIDED_BATCH * sizeof(uint32_t));
-		if (!s->sruns || !s->sorder)
+	if (!s->gext) {
+		s->gext = malloc(CKPT_GATHER_MAX_EXT *
+				 sizeof(struct ckpt_gather_ext));
+		if (!s->gext)
 			return -ENOMEM;
-		s->cap_sruns = STRIDED_BATCH;
 	}
-	r = s->sruns;
-	if (*n && r[*n - 1].file == run->file &&
-	    r[*n - 1].foff + r[*n - 1].len == run->foff &&
-	    r[*n - 1].dst + r[*n - 1].len == dst) {
-		r[*n - 1].len += run->len;
-		return 0;
-	}
-	if (*n == s->cap_sruns) {
-		rc = flush_strided(m, s, *n, buf);
-		if (rc)
-			return rc;
-		*n = 0;
-	}
-	r[*n].file = run->file;
-	r[*n].chunk = run->chunk;
-	r[*n].foff = run->foff;
-	r[*n].len = run->len;
-	r[*n].dst = dst;
-	(*n)++;
-	return 0;
+	return ckpt_gather_plan(gt, isz, GATHER_STAGE, s->gext, gather_batch,
+				&g);
+}
+
+bool ckpt_data_whole_gather(struct ckpt_meta *m, const struct ckpt_entry *e,
+			    const struct ckpt_box *box, struct ckpt_run *run,
+			    struct ckpt_gather *g)
+{
+	struct ckpt_planner p;
+
+	if (e->kind != CKPT_KIND_TENSOR)
+		return false;
+	ckpt_planner_init(&p, m, e, box, 0, UINT64_MAX);
+	ckpt_planner_want_boxes(&p);
+	if (ckpt_planner_next(&p, run) != 1 || !run->gather ||
+	    p.pos != p.end)
+		return false;
+	*g = p.gather;
+	return true;
+}
+
+bool ckpt_data_whole_gather_view(const struct ckpt_view *v, uint32_t slot,
+				 uint32_t node, uint64_t off, uint64_t len,
+				 struct ckpt_run *run, struct ckpt_gather *g)
+{
+	const struct ckpt_entry *e;
+	const struct ckpt_geom *geom;
+	struct ckpt_box box;
+
+	if (node >= v->nnodes || !ckpt_node_is_key(&v->nodes[node]) ||
+	    slot >= v->nslots)
+		return false;
+	e = &v->meta->entries[v->nodes[node].entry];
+	geom = ckpt_view_geom(v, slot, node);
+	if (geom->npy_len || geom->dtype != e->dtype || off != 0 ||
+	    len != geom->size)
+		return false;
+	ckpt_geom_box(v, geom, &box);
+	return ckpt_data_whole_gather(v->meta, e, &box, run, g);
+}
+
+int ckpt_data_check_chunk(const struct ckpt_view *v, uint32_t chunk)
+{
+	return v->verify ? check_record(v, chunk) : 0;
 }
 
 /* Bytes [off, off+len) of entry e's box as stored, into buf. */
@@ -418,7 +389,7 @@ static int read_raw(struct ckpt_meta *m, const struct ckpt_view *v,
 		    char *buf, size_t *got, struct ckpt_scratch *s)
 {
 	struct pending local[DIRECT_MAX + 1], *r = local;
-	uint32_t cap = DIRECT_MAX + 1, n = 0, ns = 0;
+	uint32_t cap = DIRECT_MAX + 1, n = 0;
 	struct ckpt_planner p;
 	struct ckpt_run run;
 	uint64_t dst = 0;
@@ -440,21 +411,35 @@ static int read_raw(struct ckpt_meta *m, const struct ckpt_view *v,
 		cap = BATCH_RUNS;
 	}
 	ckpt_planner_init(&p, m, e, box, off, len);
+	if (s)
+		ckpt_planner_want_boxes(&p);
 	while ((rc = ckpt_planner_next(&p, &run)) > 0) {
 		if (v && v->verify) {
 			rc = check_record(v, run.chunk);
 			if (rc)
 				return rc;
 		}
-		if (m->chunks[run.chunk].strides_at != CKPT_NONE) {
-			rc = add_strided(m, s, &ns, &run, dst, buf);
+		if (run.gather || m->chunks[run.chunk].strides_at != CKPT_NONE) {
+			/* a strided chunk's box, or an element cut by the
+			 * range's ends (or no scratch): exact */
+			rc = run.gather ?
+				ckpt_data_gather(m, &run, &p.gather,
+						 ckpt_dtype_size((enum ckpt_dtype)e->dtype),
+						 buf + dst, s) :
+				ckpt_record_pread(m, run.file, buf + dst,
+						  run.len, run.foff);
 			if (rc)
 				return rc;
 			dst += run.len;
 			continue;
 		}
+		/* Merge only runs adjacent in the buffer too: a strided
+		 * chunk's run may lie between two that are adjacent in
+		 * their file (a row of a grid's plain chunk, then the row
+		 * of its strided neighbour, then the plain one's next). */
 		if (n && run.file == r[n - 1].file &&
-		    r[n - 1].foff + r[n - 1].len == run.foff) {
+		    r[n - 1].foff + r[n - 1].len == run.foff &&
+		    r[n - 1].dst + r[n - 1].len == dst) {
 			r[n - 1].len += run.len;
 			r[n - 1].chunk = run.chunk;
 		} else {
@@ -476,12 +461,107 @@ static int read_raw(struct ckpt_meta *m, const struct ckpt_view *v,
 	if (rc < 0)
 		return rc;
 	rc = flush(m, r, n, buf, s);
-	if (!rc && s)
-		rc = flush_strided(m, s, ns, buf);
 	if (rc)
 		return rc;
 	*got = dst;
 	return 0;
+}
+
+/* Hints: each batch's extents, as runs of the chunk's file. */
+struct extents_ctx {
+	int (*fn)(void *ctx, const struct ckpt_run *run);
+	void *ctx;
+	struct ckpt_run run;	/* the gather's: chunk, file, foff */
+	size_t isz;
+};
+
+static int extents_batch(void *ctx, const struct ckpt_gather_batch *b)
+{
+	struct extents_ctx *x = ctx;
+	struct ckpt_run r = x->run;
+	uint32_t i;
+	int rc;
+
+	r.gather = false;
+	for (i = 0; i < b->next; i++) {
+		r.foff = x->run.foff + b->ext[i].at * x->isz;
+		r.len = b->ext[i].count * x->isz;
+		rc = x->fn(x->ctx, &r);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int ckpt_data_extents(struct ckpt_meta *m, const struct ckpt_entry *e,
+		      const struct ckpt_box *box, uint64_t off, uint64_t len,
+		      int (*fn)(void *ctx, const struct ckpt_run *run),
+		      void *ctx)
+{
+	struct ckpt_gather_ext *ext = NULL;
+	struct extents_ctx x = { .fn = fn, .ctx = ctx };
+	struct ckpt_planner p;
+	struct ckpt_run run;
+	int rc;
+
+	ckpt_planner_init(&p, m, e, box, off, len);
+	ckpt_planner_want_boxes(&p);
+	while ((rc = ckpt_planner_next(&p, &run)) > 0) {
+		if (!run.gather) {
+			rc = fn(ctx, &run);
+			if (rc)
+				break;
+			continue;
+		}
+		if (!ext) {
+			ext = malloc(CKPT_GATHER_MAX_EXT * sizeof(*ext));
+			if (!ext) {
+				rc = -ENOMEM;
+				break;
+			}
+		}
+		x.run = run;
+		x.isz = ckpt_dtype_size((enum ckpt_dtype)e->dtype);
+		rc = ckpt_gather_plan(&p.gather, x.isz, GATHER_STAGE, ext,
+				      extents_batch, &x);
+		if (rc)
+			break;
+	}
+	free(ext);
+	return rc;
+}
+
+int ckpt_data_gather_extents(const struct ckpt_run *run,
+			      const struct ckpt_gather *g, size_t isz,
+			      int (*fn)(void *ctx, const struct ckpt_run *run),
+			      void *ctx)
+{
+	struct extents_ctx x = { .fn = fn, .ctx = ctx, .run = *run,
+				 .isz = isz };
+	struct ckpt_gather_ext *ext;
+	int rc;
+
+	ext = malloc(CKPT_GATHER_MAX_EXT * sizeof(*ext));
+	if (!ext)
+		return -ENOMEM;
+	rc = ckpt_gather_plan(g, isz, GATHER_STAGE, ext, extents_batch, &x);
+	free(ext);
+	return rc;
+}
+
+int ckpt_data_extents_view(const struct ckpt_view *v, uint32_t slot,
+			   uint32_t node, uint64_t off, uint64_t len,
+			   int (*fn)(void *ctx, const struct ckpt_run *run),
+			   void *ctx)
+{
+	struct ckpt_box box;
+
+	if (node >= v->nnodes || !ckpt_node_is_key(&v->nodes[node]) ||
+	    slot >= v->nslots)
+		return -EISDIR;
+	ckpt_geom_box(v, ckpt_view_geom(v, slot, node), &box);
+	return ckpt_data_extents(v->meta, &v->meta->entries[v->nodes[node].entry],
+				 &box, off, len, fn, ctx);
 }
 
 /* A dtype view: read whole source elements covering the range, convert,

@@ -7,9 +7,11 @@
 #ifndef CKPT_DATA_READ_H
 #define CKPT_DATA_READ_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plan/plan.h"
 #include "plan/reshard.h"
 #include "view/view_types.h"
 
@@ -23,10 +25,8 @@ struct ckpt_scratch {
 	size_t cap_stage;
 	char *conv;		/* source elements of a dtype view */
 	size_t cap_conv;
-	void *sruns;		/* pending runs of strided chunks */
-	uint32_t *sorder;
-	uint32_t cap_sruns;
-	char *sstage;		/* staging for strided extents */
+	void *gext;		/* a strided gather's extents */
+	char *sstage;		/* staging for strided gathers */
 	size_t cap_sstage;
 	void *ranges;		/* struct ckpt_store_range[cap_ranges]:
 				 * one flush's batch for the store */
@@ -51,5 +51,58 @@ int ckpt_data_read_raw(const struct ckpt_view *v, uint32_t slot,
 int ckpt_data_read_box(struct ckpt_meta *m, const struct ckpt_entry *e,
 		       const struct ckpt_box *box, uint64_t off, size_t len,
 		       void *buf, size_t *got, struct ckpt_scratch *s);
+
+/*
+ * The file ranges a read of [off, off + len) of box (row-major, as saved)
+ * of entry e would read, without reading: plain runs as planned, and for
+ * strided chunks the spans their gathers read.  fn gets each (gather
+ * false); returns 0 to go on, else stops (then returned).  Returns 0,
+ * fn's value, -EIO or -ENOMEM.  For WILLNEED hints.
+ */
+int ckpt_data_extents(struct ckpt_meta *m, const struct ckpt_entry *e,
+		      const struct ckpt_box *box, uint64_t off, uint64_t len,
+		      int (*fn)(void *ctx, const struct ckpt_run *run),
+		      void *ctx);
+
+/* The same for key file node of slot's view (its raw bytes: no .npy
+ * header, no conversion). */
+int ckpt_data_extents_view(const struct ckpt_view *v, uint32_t slot,
+			   uint32_t node, uint64_t off, uint64_t len,
+			   int (*fn)(void *ctx, const struct ckpt_run *run),
+			   void *ctx);
+
+/*
+ * A request that is all of a box lying in one strided chunk can be
+ * gathered in pieces of its own choosing (along the record's layout)
+ * rather than in view order.  ckpt_data_whole_gather() says whether
+ * box of e is such: true with *run (chunk, file, foff of the record's
+ * element 0, len) and *g (the box's gather, dst row-major from 0).
+ * The _view form takes a request of view file node ([off, off + len)
+ * must be the whole file, with no .npy header or conversion).
+ */
+bool ckpt_data_whole_gather(struct ckpt_meta *m, const struct ckpt_entry *e,
+			    const struct ckpt_box *box, struct ckpt_run *run,
+			    struct ckpt_gather *g);
+bool ckpt_data_whole_gather_view(const struct ckpt_view *v, uint32_t slot,
+				 uint32_t node, uint64_t off, uint64_t len,
+				 struct ckpt_run *run, struct ckpt_gather *g);
+
+/* Gather g (elements of isz bytes) of run's record into dst (see
+ * plan/gather.h), staging in s.  Returns 0, -EIO or -ENOMEM with
+ * ckpt_last_error() set. */
+int ckpt_data_gather(struct ckpt_meta *m, const struct ckpt_run *run,
+		     const struct ckpt_gather *g, size_t isz, void *dst,
+		     struct ckpt_scratch *s);
+
+/* The extents ckpt_data_gather() would read, to fn (as in
+ * ckpt_data_extents()). */
+int ckpt_data_gather_extents(const struct ckpt_run *run,
+			     const struct ckpt_gather *g, size_t isz,
+			     int (*fn)(void *ctx, const struct ckpt_run *run),
+			     void *ctx);
+
+/* -o verify: 0 when chunk's record may be read, -EIO when it is
+ * corrupt (checked on first use). */
+int ckpt_data_check_chunk(const struct ckpt_view *v, uint32_t chunk);
 
 #endif

@@ -30,10 +30,15 @@
 #define AHEAD 8			/* pieces hinted ahead of the readers */
 #define MAX_THREADS 256
 
-/* One piece: [off, off + len) of request req. */
+/* One piece: [off, off + len) of request req; or, when the request is a
+ * box in one strided chunk (gather), indices [off, off + len) of its
+ * gather's dim gdim (the record's outermost), in whatever order they lie
+ * in the view. */
 struct piece {
 	size_t req;
 	uint64_t off, len;
+	bool gather;
+	unsigned gdim;
 };
 
 struct job {
@@ -69,6 +74,54 @@ static void fail(struct job *j, int rc)
 static bool cancelled(const struct job *j)
 {
 	return j->cancel && *j->cancel;
+}
+
+/* Request i as one strided chunk's gather: *run, *g, *isz; or false. */
+static bool req_gather(const struct job *j, size_t i, struct ckpt_run *run,
+		       struct ckpt_gather *g, size_t *isz)
+{
+	struct ckpt_meta *m = j->v ? ckpt_view_meta(j->v) : j->m;
+	bool ok;
+
+	if (j->v) {
+		const struct ckpt_read_req *r = &j->vreqs[i];
+
+		ok = ckpt_data_whole_gather_view(j->v, r->slot, r->node, r->off,
+						 r->len, run, g);
+	} else {
+		ok = ckpt_data_whole_gather(j->m, j->bent[i], &j->boxes[i], run,
+					    g);
+	}
+	if (ok)
+		*isz = ckpt_dtype_size(
+			(enum ckpt_dtype)ckpt_meta_chunk_entry(m, run->chunk)->dtype);
+	return ok;
+}
+
+/* The dim a gather is cut along: the record's outermost (largest
+ * stride), so each piece is a contiguous part of the record. */
+static unsigned gather_dim(const struct ckpt_gather *g)
+{
+	unsigned d, dd = 0;
+
+	for (d = 1; d < g->ndim; d++)
+		if (g->size[d] > 1 && (g->size[dd] <= 1 ||
+				       g->stride[d] > g->stride[dd]))
+			dd = d;
+	return dd;
+}
+
+/* Piece p's part of request p->req's gather (p->gather). */
+static bool piece_gather(const struct job *j, const struct piece *p,
+			 struct ckpt_run *run, struct ckpt_gather *g,
+			 size_t *isz)
+{
+	if (!req_gather(j, p->req, run, g, isz))
+		return false;
+	g->size[p->gdim] = p->len;
+	g->base += p->off * g->stride[p->gdim];
+	g->dbase += p->off * g->dstride[p->gdim];
+	return true;
 }
 
 /* Runs of one piece, coalesced per file, become WILLNEED hints; with
@@ -108,15 +161,8 @@ static void hint_run(struct hint *h, uint32_t file, uint64_t off,
 	h->len = len;
 }
 
-static int hint_view_run(void *ctx, const struct ckpt_read_run *r)
+static int hint_extent(void *ctx, const struct ckpt_run *r)
 {
-	struct hint *h = ctx;
-
-	if (r->decoded) {	/* r->file is where the stored bytes are */
-		if (h->warm)
-			ckpt_record_warm(h->m, h->m->chunks[r->chunk].file);
-		return 0;
-	}
 	hint_run(ctx, r->file, r->foff, r->len);
 	return 0;
 }
@@ -136,23 +182,51 @@ static void hint_piece(struct job *j, size_t i, bool warm)
 	if (i >= j->npieces)
 		return;
 	p = &j->pieces[i];
-	if (j->v) {
+	if (p->gather) {
+		struct ckpt_gather g;
+		struct ckpt_run run;
+		size_t isz;
+
+		h.m = j->v ? ckpt_view_meta(j->v) : j->m;
+		if (piece_gather(j, p, &run, &g, &isz))
+			ckpt_data_gather_extents(&run, &g, isz, hint_extent, &h);
+	} else if (j->v) {
 		const struct ckpt_read_req *r = &j->vreqs[p->req];
 
 		h.m = ckpt_view_meta(j->v);
-		ckpt_view_plan(j->v, r->slot, r->node, r->off + p->off, p->len,
-			       hint_view_run, &h);
+		ckpt_data_extents_view(j->v, r->slot, r->node, r->off + p->off,
+				       p->len, hint_extent, &h);
 	} else {
-		struct ckpt_planner pl;
-		struct ckpt_run run;
-
 		h.m = j->m;
-		ckpt_planner_init(&pl, j->m, j->bent[p->req], &j->boxes[p->req],
-				  p->off, p->len);
-		while (ckpt_planner_next(&pl, &run) > 0)
-			hint_run(&h, run.file, run.foff, run.len);
+		ckpt_data_extents(j->m, j->bent[p->req], &j->boxes[p->req],
+				  p->off, p->len, hint_extent, &h);
 	}
 	hint_flush(&h);
+}
+
+/* A gather piece: straight from the record into the request's memory. */
+static int one_gather(struct job *j, const struct piece *p,
+		      struct ckpt_scratch *s)
+{
+	struct ckpt_meta *m = j->v ? ckpt_view_meta(j->v) : j->m;
+	void *dst = j->v ? j->vreqs[p->req].dst : j->breqs[p->req].dst;
+	struct ckpt_gather g;
+	struct ckpt_run run;
+	size_t isz;
+	int rc;
+
+	ckpt_clear_last_error();
+	if (!piece_gather(j, p, &run, &g, &isz)) {	/* cut() found one */
+		ckpt_set_last_error("a strided request is no longer one");
+		return -EIO;
+	}
+	rc = j->v ? ckpt_data_check_chunk(j->v, run.chunk) : 0;
+	if (!rc)
+		rc = ckpt_data_gather(m, &run, &g, isz, dst, s);
+	if (rc)
+		ckpt_last_error_add_key(ckpt_entry_fqn(m,
+					ckpt_meta_chunk_entry(m, run.chunk)));
+	return rc;
 }
 
 static int one_piece(struct job *j, const struct piece *p,
@@ -162,6 +236,8 @@ static int one_piece(struct job *j, const struct piece *p,
 	size_t got;
 	int rc;
 
+	if (p->gather)
+		return one_gather(j, p, s);
 	while (done < p->len) {
 		size_t want = (size_t)(p->len - done);
 
@@ -243,26 +319,58 @@ static void want_huge_pages(const struct ckpt_meta *m, void *dst,
 		madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
 }
 
+/* How a request is cut: PIECE bytes at a time (per = 0), or per indices
+ * of gather dim gdim (of nidx) at a time. */
+struct cutting {
+	uint64_t per, nidx;
+	unsigned gdim;
+};
+
+/* Request i (len bytes): how it is cut (*c), and into how many pieces. */
+static size_t cut_one(const struct job *j, size_t i, uint64_t len,
+		      struct cutting *c)
+{
+	struct ckpt_gather g;
+	struct ckpt_run run;
+	uint64_t slice;
+	size_t isz;
+
+	c->per = 0;
+	if (!len || !req_gather(j, i, &run, &g, &isz))
+		return (size_t)((len + PIECE - 1) / PIECE);
+	c->gdim = gather_dim(&g);
+	c->nidx = g.size[c->gdim];
+	slice = len / c->nidx;
+	c->per = slice >= PIECE ? 1 : PIECE / slice;
+	return (size_t)((c->nidx + c->per - 1) / c->per);
+}
+
 /* Cut requests of sizes len[0..n) into pieces. */
 static int cut(struct job *j, const uint64_t *len, size_t n)
 {
-	size_t k, np = 0, i;
-	uint64_t off;
+	size_t k = 0, np = 0, i, q, cnt;
+	struct cutting c;
 
 	for (i = 0; i < n; i++)
-		np += (size_t)((len[i] + PIECE - 1) / PIECE);
+		np += cut_one(j, i, len[i], &c);
 	j->pieces = malloc((np ? np : 1) * sizeof(*j->pieces));
 	if (!j->pieces)
 		return -ENOMEM;
-	for (i = 0, k = 0; i < n; i++) {
-		for (off = 0; off < len[i]; off += PIECE, k++) {
-			j->pieces[k].req = i;
-			j->pieces[k].off = off;
-			j->pieces[k].len = len[i] - off < PIECE ? len[i] - off :
-								  PIECE;
+	for (i = 0; i < n; i++) {
+		cnt = cut_one(j, i, len[i], &c);
+		for (q = 0; q < cnt && k < np; q++, k++) {
+			struct piece *p = &j->pieces[k];
+			uint64_t whole = c.per ? c.nidx : len[i];
+			uint64_t step = c.per ? c.per : PIECE;
+
+			p->req = i;
+			p->gather = c.per != 0;
+			p->gdim = c.per ? c.gdim : 0;
+			p->off = q * step;
+			p->len = whole - p->off < step ? whole - p->off : step;
 		}
 	}
-	j->npieces = np;
+	j->npieces = k;
 	return 0;
 }
 
