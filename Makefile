@@ -188,6 +188,7 @@ $(O)/ceilfs: scripts/bench/ceilfs.c
 # Throughput against baselines measured in the same run; not part of check.
 bench: deps $(BIN) $(O)/ceilfs
 	$(Q)command -v gnuplot >/dev/null || scripts/install-deps.sh gnuplot-nox
+	$(Q)command -v fio >/dev/null || scripts/install-deps.sh fio
 	$(Q)command -v xxh64sum >/dev/null || scripts/install-deps.sh xxhash
 	$(Q)/usr/bin/python3 scripts/bench/bench.py --ckptfs $(abspath $(BIN)) \
 		--ceilfs $(abspath $(O)/ceilfs) $(BENCH_ARGS)

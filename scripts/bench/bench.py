@@ -32,11 +32,11 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 class Mount:
     """A FUSE daemon in the foreground, in the background."""
 
-    def __init__(self, argv, mnt):
+    def __init__(self, argv, mnt, popen=subprocess.Popen):
         self.mnt = mnt
         os.makedirs(mnt, exist_ok=True)
-        self.proc = subprocess.Popen(argv + ["-f"], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
+        self.proc = popen(argv + ["-f"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE)
         self.t0 = time.perf_counter()
         deadline = time.monotonic() + 60
         while not os.path.ismount(mnt):
@@ -588,6 +588,162 @@ def cold_figures(args, t, work, tdir, data, w, r, run):
               note=f"device read {amp:.2f} bytes per byte delivered")
 
 
+def _merged_ranges(ckptfs, ckpt, w, r, align=4096):
+    """The byte ranges rank r of w needs (ckptfs plan's reads), widened
+    to align and merged where they touch: {path: [(off, end)]}."""
+    plan = subprocess.check_output([ckptfs, "plan", ckpt, "--world", str(w),
+                                    "--rank", str(r)], text=True)
+    per = {}
+    for line in plan.splitlines():
+        f = line.split("\t")
+        if len(f) == 5 and f[1] == "read":
+            off, ln = int(f[3]), int(f[4])
+            per.setdefault(os.path.join(ckpt, f[2]), []).append(
+                (off // align * align, -(-(off + ln) // align) * align))
+    out = {}
+    for path, rs in per.items():
+        rs.sort()
+        merged = [list(rs[0])]
+        for a, b in rs[1:]:
+            if a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        out[path] = merged
+    return out
+
+
+def _fio_log(ranges, path, bs=MiB):
+    """An fio iolog (version 2) reading every range in bs requests."""
+    lines = ["fio version 2 iolog"]
+    for f in sorted(ranges):
+        lines += [f"{f} add", f"{f} open"]
+        for a, b in ranges[f]:
+            lines += [f"{f} read {o} {min(bs, b - o)}" for o in range(a, b, bs)]
+        lines.append(f"{f} close")
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    return sum(b - a for rs in ranges.values() for a, b in rs)
+
+
+def _fio(dev, log):
+    """The deep-queue reader: fio replaying log with O_DIRECT, libaio,
+    32 requests in flight, in the throttled group; (bytes, seconds)."""
+    import json
+    out = dev.run(["fio", "--name=deepq", f"--read_iolog={log}",
+                   "--ioengine=libaio", "--direct=1", "--iodepth=32",
+                   "--replay_no_stall=1", "--output-format=json"])
+    j = json.loads(out[out.index("{"):])["jobs"][0]
+    return j["read"]["total_ios"], j["job_runtime"] / 1e3
+
+
+def device_figures(args, t, work, w=8, r=3):
+    """Issue 22's cold rows on a device whose speed the bench sets
+    (scripts/bench/device.py): the torch checkpoint of direct_figures on
+    a throttled loop device, page cache of its files dropped before each
+    run; rank r of w read by a deep-queue reader (fio, the baseline), by
+    ckptfs.load, and by cat of a mount's view files.  At two settings:
+    bandwidth-bound (args.device_bps) and IOPS-bound (args.device_iops),
+    each alone."""
+    import device
+    why = device.available()
+    if why is None and subprocess.call(["sh", "-c", "command -v fio"],
+                                       stdout=subprocess.DEVNULL):
+        why = "fio is not installed"
+    if why:
+        print(f"  throttled device: {why}; not measured")
+        return
+    src = _torch_ckpt(args, work, 2 if args.quick else 4, 0)
+    size = sum(os.path.getsize(os.path.join(src, f)) for f in os.listdir(src))
+    tb = os.path.join(HERE, "torch_baseline.py")
+    env = lib_env(args)
+    with device.Device(os.path.join(work, "device"),
+                       mib=size * 5 // 2 // MiB + 256) as dev:
+        ckpt = os.path.join(dev.root, "ckpt")
+        shutil.copytree(src, ckpt)
+        dev.seal()
+        ranges = _merged_ranges(args.ckptfs, ckpt, w, r)
+        log = os.path.join(work, "deepq.iolog")
+        need = _fio_log(ranges, log)
+        mnt = os.path.join(work, "mnt")
+
+        def cold(fn):
+            dev.drop_cache()
+            b0, n0 = dev.read_bytes(), dev.read_ios()
+            got, secs = fn()
+            db, dn = dev.read_bytes() - b0, dev.read_ios() - n0
+            return got, secs, db, dn
+
+        def fio_run():
+            ios, secs = _fio(dev, log)
+            return need, secs
+
+        def load_run(d=ckpt):
+            o = dev.run(["/usr/bin/python3", tb, "direct", d, "--world",
+                         str(w), "--rank", str(r)], env=env).split()
+            return int(o[1]), float(o[0])
+
+        # The same checkpoint with its index written (`ckptfs index`):
+        # opening it reads one file instead of every record's header.
+        ickpt = os.path.join(dev.root, "indexed")
+        shutil.copytree(src, ickpt)
+        subprocess.check_call([args.ckptfs, "index", ickpt],
+                              stdout=subprocess.DEVNULL)
+        dev.seal()
+
+        def cat_run(m):
+            def one():
+                paths = files_of(m.mnt)
+                n = sum(os.path.getsize(p) for p in paths)
+                t0 = time.perf_counter()
+                subprocess.run(["cat", *paths], stdout=subprocess.DEVNULL,
+                               check=True)
+                return n, time.perf_counter() - t0
+            return one
+
+        settings = [("unthrottled", 0, 0),
+                    (f"bandwidth-bound {args.device_bps / 1e9:g} GB/s",
+                     args.device_bps, 0),
+                    (f"IOPS-bound {args.device_iops} IOPS", 0,
+                     args.device_iops)]
+        for label, bps, iops in settings:
+            dev.throttle(bps=bps, iops=iops)
+            rows = {"fio": [], "load": [], "iload": [], "cat": []}
+            for _ in range(args.reps):
+                rows["fio"].append(cold(fio_run))
+                rows["load"].append(cold(load_run))
+                rows["iload"].append(cold(lambda: load_run(ickpt)))
+                with Mount([args.ckptfs, "mount", ckpt, mnt, "--world",
+                            str(w), "--rank", str(r)], mnt,
+                           popen=dev.popen) as m:
+                    rows["cat"].append(cold(cat_run(m)))
+
+            def note(name):
+                s = rows[name]
+                amp = statistics.median(db / got for got, _, db, _ in s)
+                req = statistics.median(db / dn / 1024 if dn else 0
+                                        for _, _, db, dn in s)
+                return (f"device read {amp:.2f} bytes per byte delivered, "
+                        f"{req:.0f} KiB per request")
+            base = t.add(f"device {label}: fio iodepth=32 O_DIRECT 1 MiB "
+                         f"reads of rank {r} of {w}'s bytes ({need / MiB:.0f} "
+                         "MiB, baseline)",
+                         [g / s / 1e9 for g, s, _, _ in rows["fio"]],
+                         note=note("fio"))
+            t.add(f"device {label}: ckptfs.load, rank {r} of {w}",
+                  [g / s / 1e9 for g, s, _, _ in rows["load"]],
+                  base=(base, "fio"), note=note("load") +
+                  "; opening indexes every record's zip header")
+            t.add(f"device {label}: ckptfs.load, rank {r} of {w}, "
+                  "checkpoint indexed (ckptfs index)",
+                  [g / s / 1e9 for g, s, _, _ in rows["iload"]],
+                  base=(base, "fio"), note=note("iload"))
+            t.add(f"device {label}: cat of the mount's view files",
+                  [g / s / 1e9 for g, s, _, _ in rows["cat"]],
+                  base=(base, "fio"), note=note("cat"))
+        dev.throttle()
+
+
 def zip64_figure(args, t, work):
     """A real torch.save record larger than 4 GiB (zip64), written by
     torch's save_state_dict: mount time and a check of its last MiB."""
@@ -614,50 +770,91 @@ def zip64_figure(args, t, work):
 def strided_figure(args, t, work, n=2048):
     """A transposed float32 tensor (record strides [1, n], as torch saves
     a transposed replicated tensor) read through the mount with 128 KiB
-    and 1 MiB reads: throughput against reading its data file, and the
-    bytes the daemon read (rchar in /proc/PID/io) per byte delivered."""
+    and 1 MiB reads and by ckptfs.load: throughput against reading its
+    data file, and against the same tensor saved row-major read the same
+    way; the bytes the daemon read (rchar in /proc/PID/io) per byte
+    delivered."""
     import msgpack
     import numpy as np
     if args.quick:
         n = 256
-    d = os.path.join(work, f"strided-{n}")
     a = np.arange(n * n, dtype="<f4").reshape(n, n)
-    if not os.path.exists(os.path.join(d, ".metadata")):
+    dirs = {}
+    for kind, data, extra in (("strided", a.T, {"strides": [1, n]}),
+                              ("rowmajor", a, {})):
+        d = dirs[kind] = os.path.join(work, f"{kind}-{n}")
+        if os.path.exists(os.path.join(d, ".metadata")):
+            continue
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "data"), "wb") as fh:
-            fh.write(np.ascontiguousarray(a.T).tobytes())
+            fh.write(np.ascontiguousarray(data).tobytes())
         with open(os.path.join(d, ".metadata"), "wb") as fh:
             msgpack.dump({
                 "format": "tensorplay-dcp", "version": 1,
                 "state_dict_metadata": {"t": {
                     "type": "tensor", "dtype": "float32", "size": [n, n],
                     "chunks": [{"offsets": [0, 0], "sizes": [n, n]}]}},
-                "storage_data": [{
+                "storage_data": [dict({
                     "fqn": "t", "offsets": [0, 0], "relative_path": "data",
-                    "offset": 0, "length": n * n * 4,
-                    "strides": [1, n]}]}, fh)
-    raw = os.path.join(d, "data")
-    warm([raw])
+                    "offset": 0, "length": n * n * 4}, **extra)]}, fh)
+    raw = os.path.join(dirs["strided"], "data")
+    warm([raw, os.path.join(dirs["rowmajor"], "data")])
     nbytes = n * n * 4
     base = t.add(f"strided record, {nbytes >> 20} MiB: read of its data "
                  f"file (baseline)",
                  gbps(timed(lambda: _timed_read([raw]), args.reps)))
     for bs in (128 << 10, MiB):
-        samples, amp = [], []
-        for _ in range(args.reps):
-            with ckptfs_mount(args, d, os.path.join(work, "mnt"), 1, 0) as m:
-                path = os.path.join(m.mnt, "t")
-                before = _rchar(m.proc.pid)
-                t0 = time.perf_counter()
-                got = read_all([path], bs)
-                samples.append(got / (time.perf_counter() - t0) / 1e9)
-                amp.append((_rchar(m.proc.pid) - before) / got)
-                with open(path, "rb") as fh:
-                    ok = fh.read() == a.tobytes()
+        res = {}
+        for kind in ("rowmajor", "strided"):
+            samples, amp, ok = [], [], True
+            for _ in range(args.reps):
+                with ckptfs_mount(args, dirs[kind], os.path.join(work, "mnt"),
+                                  1, 0) as m:
+                    path = os.path.join(m.mnt, "t")
+                    before = _rchar(m.proc.pid)
+                    t0 = time.perf_counter()
+                    got = read_all([path], bs)
+                    samples.append(got / (time.perf_counter() - t0) / 1e9)
+                    amp.append((_rchar(m.proc.pid) - before) / got)
+                    with open(path, "rb") as fh:
+                        ok = ok and fh.read() == a.tobytes()
+            res[kind] = (samples, amp, ok)
+        rm = t.add(f"the same tensor saved row-major through the mount, "
+                   f"{bs >> 10} KiB reads", res["rowmajor"][0],
+                   base=(base, "its file"))
+        samples, amp, ok = res["strided"]
         t.add(f"strided record through the mount, {bs >> 10} KiB reads",
               samples, base=(base, "its file"),
-              note=f"daemon read {statistics.median(amp):.2f} bytes per "
+              note=f"{statistics.median(samples) / rm:.2f}x row-major; "
+                   f"daemon read {statistics.median(amp):.2f} bytes per "
                    f"byte delivered; bytes {'match' if ok else 'DIFFER'}")
+    env = lib_env(args)
+    code = ("import sys, time; sys.path.insert(0, sys.argv[2]); "
+            "import ckptfs, numpy as np; ckptfs.load(sys.argv[1], "
+            "backend='numpy'); t0 = time.perf_counter(); "
+            "sd = ckptfs.load(sys.argv[1], backend='numpy'); "
+            "dt = time.perf_counter() - t0; n = int(sys.argv[3]); "
+            "ok = (sd['t'] == np.arange(n * n, dtype='<f4')"
+            ".reshape(n, n)).all(); print(sd['t'].nbytes, dt, int(ok))")
+    res = {}
+    for kind in ("rowmajor", "strided"):
+        out = []
+        for _ in range(args.reps):
+            o = subprocess.run(["/usr/bin/python3", "-c", code, dirs[kind],
+                                os.path.dirname(HERE), str(n)],
+                               capture_output=True, text=True, env=env,
+                               check=True).stdout.split()
+            out.append((int(o[0]), float(o[1]), o[2] == "1"))
+        res[kind] = out
+    rm = t.add("the same tensor saved row-major: ckptfs.load (new memory, "
+               f"{os.cpu_count()} threads)",
+               gbps([(g, s) for g, s, _ in res["rowmajor"]]),
+               base=(base, "its file"))
+    s = gbps([(g, s) for g, s, _ in res["strided"]])
+    t.add("strided record: ckptfs.load (new memory)", s,
+          base=(base, "its file"),
+          note=f"{statistics.median(s) / rm:.2f}x row-major; values "
+               f"{'match' if all(k for _, _, k in res['strided']) else 'DIFFER'}")
 
 
 def zstd_figure(args, t, work):
@@ -913,12 +1110,22 @@ def main(argv):
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--torch-gib", type=float, default=1.05)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--device-bps", type=float, default=1e9,
+                    help="the throttled device's bandwidth-bound setting")
+    ap.add_argument("--device-iops", type=int, default=2000,
+                    help="the throttled device's IOPS-bound setting")
+    ap.add_argument("--only", choices=["device", "strided"],
+                    help="run only these rows (no chart, results.md kept)")
     ap.add_argument("--out", default=os.path.join(HERE, "results.md"))
     args = ap.parse_args(argv)
     if args.quick:
         args.gib, args.reps, args.torch_gib = 0.02, 1, 0.01
     os.makedirs(args.work, exist_ok=True)
     t = Table()
+    if args.only:
+        {"device": device_figures, "strided": strided_figure}[args.only](
+            args, t, args.work)
+        return 0
     ckpts = {}
     for tiling in ("dim0", "dim1"):
         d = os.path.join(args.work, f"{tiling}-{args.gib}-v2")
@@ -958,6 +1165,7 @@ def main(argv):
     rss_growth(args, t, ckpts["dim0"], args.work)
     note = torch_figures(args, t, args.work)
     direct_figures(args, t, args.work)
+    device_figures(args, t, args.work)
     if not args.quick:
         zip64_figure(args, t, args.work)
     header = (f"# ckptfs benchmark\n\n{time.strftime('%Y-%m-%d %H:%M')}, "
