@@ -542,6 +542,34 @@ int ckpt_view_plan(const struct ckpt_view *v, uint32_t slot, uint32_t node,
 		   void *ctx);
 
 /* ------------------------------------------------------------------ */
+/* Read-ahead windows for in-order readers of strided view files       */
+
+struct ckpt_readahead;
+
+/*
+ * Read-ahead for view files whose bytes come from strided records (a
+ * transposed tensor, say): a reader that reads such a file in order gets
+ * a window read ahead of it at once, in large blocks of the record, and
+ * its next reads are copied from it.  The window is the request plus
+ * what the reader already read in order, at most window bytes, so it
+ * about doubles each time and a reader reads at most twice what it is
+ * served (once when it reads to the end).  All windows together hold at
+ * most budget bytes.  Other files, and readers that jump, read directly.
+ * Returns NULL when window or budget is 0 or out of memory (then
+ * ckpt_readahead_read() reads directly).  Caller frees with
+ * ckpt_readahead_free() (accepts NULL) once no read runs.
+ */
+struct ckpt_readahead *ckpt_readahead_new(uint64_t window, uint64_t budget);
+void ckpt_readahead_free(struct ckpt_readahead *ra);
+
+/* ckpt_view_read() through ra: the same contract and errors.  A window
+ * is read with its own working memory, freed after.  Thread-safe: the
+ * reads of one file wait for its window rather than read it twice. */
+int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
+			uint32_t slot, uint32_t node, uint64_t off, size_t len,
+			void *buf, size_t *got, struct ckpt_scratch *s);
+
+/* ------------------------------------------------------------------ */
 /* Parallel direct reads: many byte ranges into caller memory at once */
 
 /* len bytes at off of view file node (as slot's rank sees it) into dst. */

@@ -709,8 +709,9 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	atomic_fetch_add_explicit(&fs->busy, 1, memory_order_relaxed);
-	rc = ckpt_view_read(fs->view, r.slot, r.node, (uint64_t)off, size,
-			    tb->data, &got, tb->scratch);
+	rc = ckpt_readahead_read(fs->ra, fs->view, r.slot, r.node,
+				 (uint64_t)off, size, tb->data, &got,
+				 tb->scratch);
 	atomic_fetch_sub_explicit(&fs->busy, 1, memory_order_relaxed);
 	if (rc) {
 		if (rc != -ENOMEM)

@@ -31,6 +31,7 @@ struct ckfs {
 	char readahead_path[128];	/* sysfs knob, "" = leave it */
 	unsigned readahead_kb;
 	int tuned;			/* atomic; set once readahead is set */
+	struct ckpt_readahead *ra;	/* -o ahead_kb; borrowed, or NULL */
 	/* -o prefetch: a thread that pushes the view into the kernel's page
 	 * cache after mounting (see ckfs_prefetch_start()). */
 	struct fuse_session *se;

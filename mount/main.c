@@ -47,6 +47,8 @@ static void usage(FILE *f)
 "  -o verify                check each record's xxh3 when first read; EIO if bad\n"
 "  -o follow_symlinks       allow data-file symlinks leading outside CKPT\n"
 "  -o readahead_kb=N        the mount's readahead (default 1024; needs root)\n"
+"  -o ahead_kb=N            in-order readers of strided (e.g. transposed) records:\n"
+"                           windows of up to N KiB read ahead (default 8192; 0 off)\n"
 "  -f                       stay in the foreground\n"
 "  -d                       FUSE debug output (implies -f)\n"
 "  -s                       single-threaded\n"

@@ -268,7 +268,7 @@ static int set_prefix(struct mount_opts *o, const char *val, char *err,
 enum {
 	K_WORLD, K_RANK, K_READAHEAD, K_PREFIX, K_LAYOUT, K_INDEX, K_RANKS,
 	K_DTYPE, K_FORMAT, K_VERIFY, K_PREFETCH, K_FOLLOW, K_DEBUG,
-	K_MAX_THREADS, K_MAX_IDLE, K_CACHE_MB,
+	K_MAX_THREADS, K_MAX_IDLE, K_CACHE_MB, K_AHEAD,
 };
 
 static const struct fuse_opt o_spec[] = {
@@ -288,6 +288,7 @@ static const struct fuse_opt o_spec[] = {
 	FUSE_OPT_KEY("max_threads=", K_MAX_THREADS),
 	FUSE_OPT_KEY("max_idle_threads=", K_MAX_IDLE),
 	FUSE_OPT_KEY("cache_mb=", K_CACHE_MB),
+	FUSE_OPT_KEY("ahead_kb=", K_AHEAD),
 	FUSE_OPT_END
 };
 
@@ -350,6 +351,9 @@ static int take_o(void *data, const char *arg, int key,
 	case K_MAX_THREADS:
 		return set_num("max_threads", val, &o->max_threads, &has,
 			       c->err, c->errlen);
+	case K_AHEAD:
+		return set_num("ahead_kb", val, &o->ahead_kb, &has, c->err,
+			       c->errlen);
 	case K_CACHE_MB:
 		return set_num("cache_mb", val, &o->cache_mb, &has, c->err,
 			       c->errlen);
@@ -503,6 +507,7 @@ int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
 
 	memset(o, 0, sizeof(*o));
 	o->readahead_kb = 1024;
+	o->ahead_kb = 8192;
 	o->max_threads = 64;
 	o->max_idle_threads = 16;
 	o->cache_mb = CKPT_CACHE_MB;

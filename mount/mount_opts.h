@@ -22,6 +22,9 @@ struct mount_opts {
 	bool foreground, debug, single_thread, allow_other, help;
 	bool follow_symlinks;	/* -o follow_symlinks */
 	uint32_t readahead_kb;	/* -o readahead_kb=N; 0 keeps the kernel's */
+	uint32_t ahead_kb;	/* -o ahead_kb=N: read-ahead windows for
+				 * in-order readers of strided files (8192;
+				 * all windows: 4x that) */
 	uint32_t max_threads;	/* -o max_threads=N (64) */
 	uint32_t max_idle_threads;	/* -o max_idle_threads=N (16) */
 	uint32_t cache_mb;	/* -o cache_mb=N: decoded (zstd) records

@@ -233,6 +233,8 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		fprintf(stderr, "ckptfs: out of memory\n");
 		goto out_fs;
 	}
+	fs.ra = ckpt_readahead_new((uint64_t)o->ahead_kb << 10,
+				   (uint64_t)4 * o->ahead_kb << 10);
 	se = fuse_session_new(&args, &ckfs_ops, sizeof(ckfs_ops), &fs);
 	if (!se) {
 		fprintf(stderr, "ckptfs: cannot start FUSE with these options (see above)\n");
@@ -276,6 +278,7 @@ out_unmount:
 out_session:
 	fuse_session_destroy(se);
 out_args:
+	ckpt_readahead_free(fs.ra);
 	fuse_opt_free_args(&args);
 out_fs:
 	ckfs_prefetch_destroy(&fs);

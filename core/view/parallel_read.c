@@ -141,29 +141,26 @@ static void hint_flush(struct hint *h)
 	h->len = 0;
 }
 
-static void hint_run(struct hint *h, uint32_t file, uint64_t off,
-		     uint64_t len)
+/* A ckpt_data_extents() callback: add run to the hint ctx. */
+static int hint_run(void *ctx, const struct ckpt_run *run)
 {
-	if (ckpt_is_zrec(file)) {
+	struct hint *h = ctx;
+
+	if (ckpt_is_zrec(run->file)) {
 		if (h->warm)
-			ckpt_record_warm(h->m, file);
-		return;
+			ckpt_record_warm(h->m, run->file);
+		return 0;
 	}
-	if (h->len && file == h->file && off >= h->off &&
-	    off <= h->off + h->len + (64 << 10)) {
-		if (off + len > h->off + h->len)
-			h->len = off + len - h->off;
-		return;
+	if (h->len && run->file == h->file && run->foff >= h->off &&
+	    run->foff <= h->off + h->len + (64 << 10)) {
+		if (run->foff + run->len > h->off + h->len)
+			h->len = run->foff + run->len - h->off;
+		return 0;
 	}
 	hint_flush(h);
-	h->file = file;
-	h->off = off;
-	h->len = len;
-}
-
-static int hint_extent(void *ctx, const struct ckpt_run *r)
-{
-	hint_run(ctx, r->file, r->foff, r->len);
+	h->file = run->file;
+	h->off = run->foff;
+	h->len = run->len;
 	return 0;
 }
 
@@ -189,17 +186,18 @@ static void hint_piece(struct job *j, size_t i, bool warm)
 
 		h.m = j->v ? ckpt_view_meta(j->v) : j->m;
 		if (piece_gather(j, p, &run, &g, &isz))
-			ckpt_data_gather_extents(&run, &g, isz, hint_extent, &h);
+			ckpt_data_gather_extents(&run, &g, isz, hint_run,
+						 &h);
 	} else if (j->v) {
 		const struct ckpt_read_req *r = &j->vreqs[p->req];
 
 		h.m = ckpt_view_meta(j->v);
 		ckpt_data_extents_view(j->v, r->slot, r->node, r->off + p->off,
-				       p->len, hint_extent, &h);
+				       p->len, hint_run, &h);
 	} else {
 		h.m = j->m;
 		ckpt_data_extents(j->m, j->bent[p->req], &j->boxes[p->req],
-				  p->off, p->len, hint_extent, &h);
+				  p->off, p->len, hint_run, &h);
 	}
 	hint_flush(&h);
 }

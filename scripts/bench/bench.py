@@ -741,6 +741,7 @@ def device_figures(args, t, work, w=8, r=3):
             t.add(f"device {label}: cat of the mount's view files",
                   [g / s / 1e9 for g, s, _, _ in rows["cat"]],
                   base=(base, "fio"), note=note("cat"))
+
         dev.throttle()
 
 
@@ -805,11 +806,13 @@ def strided_figure(args, t, work, n=2048):
                  gbps(timed(lambda: _timed_read([raw]), args.reps)))
     for bs in (128 << 10, MiB):
         res = {}
-        for kind in ("rowmajor", "strided"):
+        for kind, extra in (("rowmajor", ()), ("strided", ()),
+                            ("nowindow", ("-o", "ahead_kb=0"))):
             samples, amp, ok = [], [], True
+            d = dirs["strided" if kind == "nowindow" else kind]
             for _ in range(args.reps):
-                with ckptfs_mount(args, dirs[kind], os.path.join(work, "mnt"),
-                                  1, 0) as m:
+                with ckptfs_mount(args, d, os.path.join(work, "mnt"),
+                                  1, 0, extra) as m:
                     path = os.path.join(m.mnt, "t")
                     before = _rchar(m.proc.pid)
                     t0 = time.perf_counter()
@@ -822,12 +825,15 @@ def strided_figure(args, t, work, n=2048):
         rm = t.add(f"the same tensor saved row-major through the mount, "
                    f"{bs >> 10} KiB reads", res["rowmajor"][0],
                    base=(base, "its file"))
-        samples, amp, ok = res["strided"]
-        t.add(f"strided record through the mount, {bs >> 10} KiB reads",
-              samples, base=(base, "its file"),
-              note=f"{statistics.median(samples) / rm:.2f}x row-major; "
-                   f"daemon read {statistics.median(amp):.2f} bytes per "
-                   f"byte delivered; bytes {'match' if ok else 'DIFFER'}")
+        for kind, label in (("strided", ""),
+                            ("nowindow", ", no read-ahead windows "
+                                         "(-o ahead_kb=0)")):
+            samples, amp, ok = res[kind]
+            t.add(f"strided record through the mount, {bs >> 10} KiB "
+                  f"reads{label}", samples, base=(base, "its file"),
+                  note=f"{statistics.median(samples) / rm:.2f}x row-major; "
+                       f"daemon read {statistics.median(amp):.2f} bytes per "
+                       f"byte delivered; bytes {'match' if ok else 'DIFFER'}")
     env = lib_env(args)
     code = ("import sys, time; sys.path.insert(0, sys.argv[2]); "
             "import ckptfs, numpy as np; ckptfs.load(sys.argv[1], "

@@ -85,3 +85,20 @@ PYEOF
 		cmp "$TMP/out" "$MNT/$path"
 	done
 }
+
+rchar() { awk '/^rchar:/ { print $2 }' "/proc/$DAEMON_PID/io"; }
+
+@test "strided records: in-order reads use read-ahead windows (-o ahead_kb), read at most 2x, right bytes" {
+	for opts in "" "-o ahead_kb=0" "-o ahead_kb=64"; do
+		start_mount "$STRIDED" "$MNT" --world 2 --rank 1 $opts
+		"$CKPTFS" cat "$STRIDED" big.t2 --world 2 --rank 1 > "$TMP/want"
+		size=$(stat -c %s "$TMP/want")
+		before=$(rchar)
+		dd if="$MNT/big/t2" of="$TMP/got" bs=128k status=none
+		read=$(( $(rchar) - before ))
+		stop_mount
+		echo "opts '$opts': $size bytes served, daemon read $read"
+		cmp "$TMP/want" "$TMP/got"
+		[ "$read" -le $((2 * size)) ]
+	done
+}

@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Read-ahead windows for in-order readers of strided view files: see
+ * readahead.h and ckptfs.h.  A small table of streams (reader x file),
+ * replaced least recently used, each with its own lock held while its
+ * window is filled or copied from, so that the kernel's concurrent
+ * requests for one file wait for the window rather than read it twice.
+ * Window memory is reserved from a budget before it is allocated; when
+ * the budget is spent, reads go direct.
+ */
+#include "view/readahead.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckptfs.h"
+
+#define STREAMS 16		/* readers followed at once */
+
+struct ckpt_readahead {
+	uint64_t window;	/* most bytes per window */
+	uint64_t budget;	/* all windows together */
+	pthread_mutex_t lock;	/* guards used, tick, fresh and the
+				 * streams' slot, node and tick */
+	uint64_t used;
+	uint64_t tick;
+	bool fresh[STREAMS];	/* taken over: reset before use */
+	pthread_mutex_t slock[STREAMS];	/* guard each stream's position
+					 * and window */
+	struct ckpt_ra_stream s[STREAMS];
+};
+
+enum ckpt_ra_action ckpt_ra_decide(struct ckpt_ra_stream *st, uint64_t off,
+				   uint64_t len, uint64_t size, uint64_t max,
+				   uint64_t *wlen)
+{
+	uint64_t before = off == st->next ? st->seq : 0;
+
+	st->seq = before + len;
+	st->next = off + len;
+	if (st->buf && off >= st->boff && off + len <= st->boff + st->blen)
+		return CKPT_RA_HIT;
+	if (!before || len >= max)
+		return CKPT_RA_DIRECT;
+	/* capped to whole requests, so that a steady reader's requests
+	 * do not straddle windows */
+	*wlen = len + (before < max - len ? before : (max - len) / len * len);
+	if (*wlen > size - off)
+		*wlen = size - off;
+	return *wlen > len ? CKPT_RA_FILL : CKPT_RA_DIRECT;
+}
+
+struct ckpt_readahead *ckpt_readahead_new(uint64_t window, uint64_t budget)
+{
+	struct ckpt_readahead *ra;
+	int i;
+
+	if (!window || !budget)
+		return NULL;
+	ra = calloc(1, sizeof(*ra));
+	if (!ra)
+		return NULL;
+	ra->window = window;
+	ra->budget = budget;
+	pthread_mutex_init(&ra->lock, NULL);
+	for (i = 0; i < STREAMS; i++)
+		pthread_mutex_init(&ra->slock[i], NULL);
+	return ra;
+}
+
+void ckpt_readahead_free(struct ckpt_readahead *ra)
+{
+	int i;
+
+	if (!ra)
+		return;
+	for (i = 0; i < STREAMS; i++) {
+		free(ra->s[i].buf);
+		pthread_mutex_destroy(&ra->slock[i]);
+	}
+	pthread_mutex_destroy(&ra->lock);
+	free(ra);
+}
+
+/* Whether node's file has a strided chunk (worth a window). */
+static bool has_strided(const struct ckpt_view *v, uint32_t slot,
+			uint32_t node)
+{
+	const struct ckpt_meta *m = ckpt_view_meta(v);
+	struct ckpt_chunk_info c;
+	const uint32_t *used;
+	uint32_t n, k;
+
+	n = ckpt_view_chunks(v, slot, node, &used);
+	for (k = 0; k < n; k++)
+		if (!ckpt_meta_chunk(m, used[k], &c) && c.strided)
+			return true;
+	return false;
+}
+
+/* The stream of (slot, node), its lock held: the least recently used
+ * one taken over if none is.  Returns its index. */
+static int stream_of(struct ckpt_readahead *ra, const struct ckpt_view *v,
+		     uint32_t slot, uint32_t node)
+{
+	struct ckpt_ra_stream *st;
+	int i, old;
+
+	for (;;) {
+		pthread_mutex_lock(&ra->lock);
+		for (i = 0, old = 0; i < STREAMS; i++) {
+			if (ra->s[i].tick && ra->s[i].slot == slot &&
+			    ra->s[i].node == node)
+				break;
+			if (ra->s[i].tick < ra->s[old].tick)
+				old = i;
+		}
+		if (i == STREAMS) {	/* take over: reset under its lock */
+			i = old;
+			ra->s[i].slot = slot;
+			ra->s[i].node = node;
+			ra->fresh[i] = true;
+		}
+		ra->s[i].tick = ++ra->tick;
+		pthread_mutex_unlock(&ra->lock);
+		pthread_mutex_lock(&ra->slock[i]);
+		st = &ra->s[i];
+		pthread_mutex_lock(&ra->lock);
+		if (st->slot != slot || st->node != node) {
+			/* taken over again meanwhile */
+			pthread_mutex_unlock(&ra->lock);
+			pthread_mutex_unlock(&ra->slock[i]);
+			continue;
+		}
+		if (ra->fresh[i]) {
+			ra->fresh[i] = false;
+			ra->used -= st->blen;
+			free(st->buf);
+			st->buf = NULL;
+			st->boff = st->blen = 0;
+			st->seq = 0;
+			st->next = UINT64_MAX;	/* no read yet */
+			pthread_mutex_unlock(&ra->lock);
+			st->strided = has_strided(v, slot, node);
+			return i;
+		}
+		pthread_mutex_unlock(&ra->lock);
+		return i;
+	}
+}
+
+int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
+			uint32_t slot, uint32_t node, uint64_t off, size_t len,
+			void *buf, size_t *got, struct ckpt_scratch *s)
+{
+	struct ckpt_ra_stream *st;
+	struct ckpt_scratch *fs;
+	enum ckpt_ra_action act;
+	uint64_t size, wlen = 0;
+	size_t wgot;
+	char *w;
+	int i, rc;
+
+	if (!ra || ckpt_view_size(v, slot, node, &size) || off >= size)
+		return ckpt_view_read(v, slot, node, off, len, buf, got, s);
+	i = stream_of(ra, v, slot, node);
+	st = &ra->s[i];
+	act = st->strided ? ckpt_ra_decide(st, off, len, size, ra->window,
+					   &wlen) : CKPT_RA_DIRECT;
+	if (act == CKPT_RA_FILL) {
+		pthread_mutex_lock(&ra->lock);
+		if (ra->used - st->blen + wlen > ra->budget) {
+			act = CKPT_RA_DIRECT;	/* no room: read alone */
+		} else {
+			ra->used += wlen;	/* reserved before allocating */
+			ra->used -= st->blen;
+			free(st->buf);
+			st->buf = NULL;
+			st->blen = 0;
+		}
+		pthread_mutex_unlock(&ra->lock);
+	}
+	if (act == CKPT_RA_FILL) {
+		/* its own scratch: a window's staging is freed with it */
+		w = malloc(wlen);
+		fs = ckpt_scratch_new();
+		rc = w && fs ? ckpt_view_read(v, slot, node, off, wlen, w,
+					      &wgot, fs) : -ENOMEM;
+		ckpt_scratch_free(fs);
+		if (!rc && wgot == wlen) {
+			st->buf = w;
+			st->boff = off;
+			st->blen = wlen;
+			act = CKPT_RA_HIT;
+		} else {
+			free(w);
+			pthread_mutex_lock(&ra->lock);
+			ra->used -= wlen;
+			pthread_mutex_unlock(&ra->lock);
+			act = CKPT_RA_DIRECT;	/* the read says why */
+		}
+	}
+	if (act == CKPT_RA_HIT) {
+		memcpy(buf, st->buf + (off - st->boff), len);
+		*got = len;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&ra->slock[i]);
+	if (act != CKPT_RA_HIT)
+		rc = ckpt_view_read(v, slot, node, off, len, buf, got, s);
+	return rc;
+}
