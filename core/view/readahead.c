@@ -102,8 +102,8 @@ static bool has_strided(const struct ckpt_view *v, uint32_t slot,
 
 /* The stream of (slot, node), its lock held: the least recently used
  * one taken over if none is.  Returns its index. */
-static int stream_of(struct ckpt_readahead *ra, const struct ckpt_view *v,
-		     uint32_t slot, uint32_t node)
+static int stream_of(struct ckpt_readahead *ra, uint32_t slot,
+		     uint32_t node)
 {
 	struct ckpt_ra_stream *st;
 	int i, old;
@@ -143,7 +143,6 @@ static int stream_of(struct ckpt_readahead *ra, const struct ckpt_view *v,
 			st->seq = 0;
 			st->next = UINT64_MAX;	/* no read yet */
 			pthread_mutex_unlock(&ra->lock);
-			st->strided = has_strided(v, slot, node);
 			return i;
 		}
 		pthread_mutex_unlock(&ra->lock);
@@ -163,12 +162,12 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 	char *w;
 	int i, rc;
 
-	if (!ra || ckpt_view_size(v, slot, node, &size) || off >= size)
+	if (!ra || ckpt_view_size(v, slot, node, &size) || off >= size ||
+	    !has_strided(v, slot, node))
 		return ckpt_view_read(v, slot, node, off, len, buf, got, s);
-	i = stream_of(ra, v, slot, node);
+	i = stream_of(ra, slot, node);
 	st = &ra->s[i];
-	act = st->strided ? ckpt_ra_decide(st, off, len, size, ra->window,
-					   &wlen) : CKPT_RA_DIRECT;
+	act = ckpt_ra_decide(st, off, len, size, ra->window, &wlen);
 	if (act == CKPT_RA_FILL) {
 		pthread_mutex_lock(&ra->lock);
 		if (ra->used - st->blen + wlen > ra->budget) {

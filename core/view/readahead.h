@@ -16,7 +16,6 @@
 /* One reader of one view file. */
 struct ckpt_ra_stream {
 	uint32_t slot, node;
-	bool strided;		/* the file has strided chunks */
 	uint64_t next;		/* end of its last read */
 	uint64_t seq;		/* bytes it read in order so far */
 	uint64_t boff, blen;	/* the window it holds */
