@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ckptfs.h"
+#include "view/view_types.h"
 
 #define STREAMS 16		/* readers followed at once */
 
@@ -88,14 +89,12 @@ void ckpt_readahead_free(struct ckpt_readahead *ra)
 static bool has_strided(const struct ckpt_view *v, uint32_t slot,
 			uint32_t node)
 {
-	const struct ckpt_meta *m = ckpt_view_meta(v);
-	struct ckpt_chunk_info c;
 	const uint32_t *used;
 	uint32_t n, k;
 
 	n = ckpt_view_chunks(v, slot, node, &used);
 	for (k = 0; k < n; k++)
-		if (!ckpt_meta_chunk(m, used[k], &c) && c.strided)
+		if (v->meta->chunks[used[k]].strides_at != CKPT_NONE)
 			return true;
 	return false;
 }
