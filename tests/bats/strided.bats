@@ -3,12 +3,12 @@
 # Strided records (tensors saved from non-contiguous views: transposed,
 # permuted, padded, broadcast; tests/make_strided.py), which are gathered
 # in blocks: every view equals the independent numpy reference through
-# the mount (read, mmap, and reads at random offsets and lengths) and
-# through ckptfs.load, for many worlds and ranks.
+# the mount (read, mmap, reads at random offsets and lengths, in-order
+# reads through read-ahead windows), through ckptfs.load and through
+# ckptfs.StorageReader, for many worlds and ranks.
 
 load helpers
 
-MK="$PY $ROOT/tests/make_strided.py"
 DIRECT="$PY $ROOT/tests/direct_checks.py"
 
 setup_file() {
@@ -101,4 +101,11 @@ rchar() { awk '/^rchar:/ { print $2 }' "/proc/$DAEMON_PID/io"; }
 		cmp "$TMP/want" "$TMP/got"
 		[ "$read" -le $((2 * size)) ]
 	done
+}
+
+@test "strided records: ckptfs.StorageReader loads them into ShardedTensors (3 gloo ranks) equal to the reference" {
+	$PY -c 'import torch' 2>/dev/null || skip "python3-torch is not installed"
+	run timeout 600 $DIRECT dcp-native "$STRIDED" 3
+	echo "$output"
+	[ "$status" -eq 0 ]
 }
