@@ -706,6 +706,8 @@ def device_figures(args, t, work, w=8, r=3):
                      args.device_bps, 0),
                     (f"IOPS-bound {args.device_iops} IOPS", 0,
                      args.device_iops)]
+        if args.quick:          # the smoke run: one setting
+            settings = settings[2:]
         for label, bps, iops in settings:
             dev.throttle(bps=bps, iops=iops)
             rows = {"fio": [], "load": [], "iload": [], "cat": []}
