@@ -669,6 +669,9 @@ def device_figures(args, t, work, w=8, r=3):
 
         def cold(fn):
             dev.drop_cache()
+            # idle past blk-throttle's slice, so that every run starts
+            # with the same allowance (a slice's worth at once)
+            time.sleep(0.25)
             b0, n0 = dev.read_bytes(), dev.read_ios()
             got, secs = fn()
             db, dn = dev.read_bytes() - b0, dev.read_ios() - n0
