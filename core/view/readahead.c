@@ -37,14 +37,20 @@ enum ckpt_ra_action ckpt_ra_decide(struct ckpt_ra_stream *st, uint64_t off,
 				   uint64_t len, uint64_t size, uint64_t max,
 				   uint64_t *wlen)
 {
-	uint64_t before = off == st->next ? st->seq : 0;
+	uint64_t before = 0;
 
+	/* in order: from where the reader's furthest read ended, give or
+	 * take what the kernel's concurrent requests reorder */
+	if (st->next != UINT64_MAX && off + CKPT_RA_SLACK >= st->next &&
+	    off <= st->next + CKPT_RA_SLACK)
+		before = st->seq;
+	if (!before || off + len > st->next)
+		st->next = off + len;
 	st->seq = before + len;
-	st->next = off + len;
 	if (st->buf && off >= st->boff && off + len <= st->boff + st->blen)
 		return CKPT_RA_HIT;
-	if (!before || len >= max)
-		return CKPT_RA_DIRECT;
+	if (!before || len >= max || off < st->next - len)
+		return CKPT_RA_DIRECT;	/* new, or a straggler: alone */
 	/* capped to whole requests, so that a steady reader's requests
 	 * do not straddle windows */
 	*wlen = len + (before < max - len ? before : (max - len) / len * len);

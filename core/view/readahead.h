@@ -25,11 +25,17 @@ struct ckpt_ra_stream {
 
 enum ckpt_ra_action { CKPT_RA_DIRECT, CKPT_RA_HIT, CKPT_RA_FILL };
 
+/* Requests this close to where a reader's furthest read ended still
+ * continue it: the kernel sends a reader's readahead requests to several
+ * threads at once, so they arrive a little out of order. */
+#define CKPT_RA_SLACK ((uint64_t)2 << 20)
+
 /*
  * A read of [off, off + len) of a file of size bytes by stream st: serve
  * it from the window (HIT), read a new window [off, off + *wlen) first
  * (FILL), or read it alone (DIRECT).  A reader continues its stream when
- * it reads from where its last read ended; such a reader gets a window
+ * it reads from about where its furthest read ended (CKPT_RA_SLACK); the
+ * request that reaches furthest gets a window
  * of its request plus as much as it already read in order (so the
  * window about doubles each time, as the kernel's readahead does), at
  * most max bytes, never past the end: all told it reads at most twice
