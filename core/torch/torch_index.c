@@ -733,6 +733,67 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 	return 0;
 }
 
+/*
+ * Opening a record's archive reads its first and last TZ_WINDOW bytes,
+ * one record after another: on a cold device, two small requests per
+ * record, each waited for.  Ask for all of them first (WILLNEED, a
+ * hint: errors are left to the reads that follow), with a record's tail
+ * and the next one's head, adjacent in the file, as one range: the
+ * device then reads them at once, in half the requests.
+ */
+static void prefetch_heads(struct tctx *t, const struct pk_value *sd)
+{
+	uint64_t at = 0, len = 0, o, l, w;
+	uint32_t i, fid = 0;
+
+	for (i = 0; t->store && i + 1 < sd->n; i += 2) {
+		const struct pk_value *mi = state_of(sd->u.items[i], TG_INDEX);
+		const struct pk_value *si = state_of(sd->u.items[i + 1],
+						     TG_STORAGE_INFO);
+		const struct pk_value *fqn, *path, *ov, *lv;
+
+		if (!mi || !si)
+			continue;
+		fqn = pk_dict_get(mi, "fqn");
+		path = pk_dict_get(si, "relative_path");
+		ov = pk_dict_get(si, "offset");
+		lv = pk_dict_get(si, "length");
+		if (!fqn || fqn->type != PK_STR || !path ||
+		    path->type != PK_STR || !ov || ov->type != PK_INT ||
+		    ov->u.i < 0 || !lv || lv->type != PK_INT || lv->u.i <= 0 ||
+		    open_file(t, fqn, path))
+			continue;
+		o = (uint64_t)ov->u.i;
+		l = (uint64_t)lv->u.i;
+		if (o > t->fsize || l > t->fsize - o)
+			continue;
+		w = l < 2 * TZ_WINDOW ? l : TZ_WINDOW;
+		if (len && t->fid == fid && o <= at + len + TZ_WINDOW &&
+		    o >= at) {
+			len = o + w - at > len ? o + w - at : len;
+		} else {
+			if (len)
+				ckpt_store_willneed(t->store, fid, at, len);
+			fid = t->fid;
+			at = o;
+			len = w;
+		}
+		if (l > w) {	/* the tail, joined to the head if near */
+			if (o + l - w > at + len + TZ_WINDOW) {
+				ckpt_store_willneed(t->store, fid, at, len);
+				at = o + l - w;
+				len = w;
+			} else {
+				len = o + l - at;
+			}
+		}
+	}
+	if (len)
+		ckpt_store_willneed(t->store, fid, at, len);
+	if (t->errlen)
+		t->err[0] = '\0';	/* the records' own reads report */
+}
+
 static int put_storage_data(struct tctx *t, const struct pk_value *sd)
 {
 	uint32_t i;
@@ -755,6 +816,7 @@ static int put_storage_data(struct tctx *t, const struct pk_value *sd)
 		ckpt_pack_cstr(&t->w.pk, "length");
 		msgpack_pack_uint64(&t->w.pk, t->side_size[i]);
 	}
+	prefetch_heads(t, sd);
 	for (i = 0; i + 1 < sd->n; i += 2) {
 		rc = put_record(t, sd->u.items[i], sd->u.items[i + 1], i / 2);
 		if (rc)
