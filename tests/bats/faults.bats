@@ -208,17 +208,22 @@ print("old", old, "eio", eio)' "$MNT" "$TMP/exp.pkl"
 
 @test "-o prefetch stopped by SIGTERM while it fills the page cache, beside a reader evicting what it reads: exits 0 at once" {
 	$HT big "$TMP/ckpt" --keys 3 --mib 128
-	start_mount "$TMP/ckpt" "$MNT" -o prefetch
-	$HT reader "$MNT" --only k0 &
-	rpid=$!
-	# Stop it once part, not all, of k1 and k2 (which the reader leaves
-	# alone) is in the page cache: while it is prefetching.
 	total=$((2 * 128 << 20))
-	cached=$($HT cached --wait-some "$MNT/k1" "$MNT/k2")
-	echo "when stopped: $cached of $total bytes of k1 and k2 in the page cache"
-	stop_by_signal TERM
-	wait "$rpid"
-	[ "$cached" -gt 0 ]
+	# Stop it once part, not all, of k1 and k2 (which the reader leaves
+	# alone) is in the page cache: while it is prefetching.  On a busy
+	# machine the prefetch may win the race and finish first; such a round
+	# proves nothing, so it is tried again (at most 5 rounds).
+	for round in 1 2 3 4 5; do
+		start_mount "$TMP/ckpt" "$MNT" -o prefetch
+		$HT reader "$MNT" --only k0 &
+		rpid=$!
+		cached=$($HT cached --wait-some "$MNT/k1" "$MNT/k2")
+		echo "round $round: when stopped: $cached of $total bytes of k1 and k2 in the page cache"
+		stop_by_signal TERM
+		wait "$rpid"
+		[ "$cached" -gt 0 ]
+		[ "$cached" -lt "$total" ] && break
+	done
 	[ "$cached" -lt "$total" ]
 }
 
