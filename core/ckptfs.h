@@ -172,9 +172,17 @@ struct ckpt_s3_opts {
 	uint64_t merge_gap;	/* ranges at most this far apart are
 				 * fetched by one GET (default: see README) */
 	uint32_t retries;	/* per request, after the first try
-				 * (default 5) */
+				 * (0: the default, 5;
+				 * CKPT_S3_NO_RETRIES: none) */
 	uint32_t timeout_ms;	/* per request (default 30000) */
+	const char *credentials_file;	/* instead of
+					 * AWS_SHARED_CREDENTIALS_FILE or
+					 * ~/.aws/credentials */
+	const char *config_file;	/* instead of AWS_CONFIG_FILE or
+					 * ~/.aws/config */
 };
+
+#define CKPT_S3_NO_RETRIES UINT32_MAX	/* ckpt_s3_opts.retries: none */
 
 struct ckpt_open_opts {
 	const char *index;	/* a `ckptfs index` file to use for a torch
@@ -217,9 +225,39 @@ int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
 			  size_t *imglen, struct ckpt_meta **parsed, char *err,
 			  size_t errlen);
+/* The same with open options (o->follow_symlinks, o->s3 for an s3://
+ * dir; the others are ignored).  o may be NULL. */
+int ckpt_meta_build_index_opts(const char *dir,
+			       const struct ckpt_open_opts *o, uint8_t **img,
+			       size_t *imglen, struct ckpt_meta **parsed,
+			       char *err, size_t errlen);
 
 /* Close the data files and free everything.  Accepts NULL. */
 void ckpt_meta_free(struct ckpt_meta *m);
+
+/*
+ * For shutdown: every read of m's checkpoint that waits on an object
+ * store (s3://) ends as soon as it can, failing with -EINTR ("cancelled"
+ * in ckpt_last_error()), and so does every later read.  Reads of a
+ * local directory are left to finish (a pread ends by itself).  Call it
+ * from any thread (not from a signal handler) while others read; m must
+ * still be freed with ckpt_meta_free() once they have returned.
+ * Accepts NULL.
+ */
+void ckpt_meta_cancel(struct ckpt_meta *m);
+
+/* What m's reads fetched so far (monotonic counters, all threads). */
+struct ckpt_io_stats {
+	uint64_t bytes_fetched;	/* from the disk or the server: merge gaps
+				 * and retries included */
+	uint64_t bytes_delivered;	/* into the library's buffers */
+	uint64_t requests;	/* preads, or HTTP requests */
+	uint64_t retries;	/* HTTP requests sent again */
+};
+
+/* Fill *out with m's counters (zeros for a meta parsed from memory).
+ * Thread-safe. */
+void ckpt_meta_io_stats(const struct ckpt_meta *m, struct ckpt_io_stats *out);
 
 enum {
 	/* Allow symlinks that lead outside the checkpoint directory. */

@@ -414,9 +414,38 @@ void ckpt_meta_free(struct ckpt_meta *m)
 	ckpt_meta_free_parsed(m);
 }
 
+void ckpt_meta_cancel(struct ckpt_meta *m)
+{
+	if (m && m->store)
+		ckpt_store_cancel(m->store);
+}
+
+void ckpt_meta_io_stats(const struct ckpt_meta *m, struct ckpt_io_stats *out)
+{
+	struct ckpt_store_stats st = { 0 };
+
+	if (m && m->store)
+		ckpt_store_stats(m->store, &st);
+	out->bytes_fetched = st.bytes_fetched;
+	out->bytes_delivered = st.bytes_delivered;
+	out->requests = st.requests;
+	out->retries = st.retries;
+}
+
 int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
 			  size_t *imglen, struct ckpt_meta **parsed, char *err,
 			  size_t errlen)
+{
+	struct ckpt_open_opts o = { .follow_symlinks = follow };
+
+	return ckpt_meta_build_index_opts(dir, &o, img, imglen, parsed, err,
+					  errlen);
+}
+
+int ckpt_meta_build_index_opts(const char *dir,
+			       const struct ckpt_open_opts *o, uint8_t **img,
+			       size_t *imglen, struct ckpt_meta **parsed,
+			       char *err, size_t errlen)
 {
 	struct timespec mtime;
 	struct ckpt_store *s;
@@ -427,7 +456,8 @@ int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
 
 	*img = NULL;
 	*parsed = NULL;
-	rc = open_store(dir, follow, NULL, &s, err, errlen);
+	rc = open_store(dir, o && o->follow_symlinks, o ? o->s3 : NULL, &s,
+			err, errlen);
 	if (rc)
 		return rc;
 	rc = read_dot_metadata(s, &path, &buf, &len, &mtime, err, errlen);

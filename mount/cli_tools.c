@@ -23,6 +23,7 @@
 
 #include "ckptfs.h"
 #include "mount_opts.h"
+#include "s3_opts.h"
 #include "out_beneath.h"
 
 #define BUF_SIZE ((size_t)1 << 20)
@@ -34,14 +35,17 @@ struct tool_args {
 	bool has_world, has_rank, help, npy;
 	bool force;		/* --force (extract) */
 	const char *prefix;
-	const char *out;	/* -o FILE (index) */
+	const char *out;	/* -o FILE, --index FILE (index) */
 	uint32_t jobs;
 	uint32_t max_open;	/* data files kept open (0: as many as
 				 * RLIMIT_NOFILE allows) */
+	struct s3_cli s3;	/* --s3-NAME V; owned */
+	struct ckpt_s3_opts s3o;	/* from s3 */
+	struct ckpt_open_opts mo;	/* .s3 = &s3o */
 };
 
 /* Options only some subcommands take. */
-#define TOOL_O_FILE	1u	/* -o FILE */
+#define TOOL_O_FILE	1u	/* -o FILE, --index FILE */
 #define TOOL_FORCE	2u	/* --force */
 
 struct tool {
@@ -66,6 +70,7 @@ static int parse_num(const char *what, const char *s, uint32_t *out)
 
 enum {
 	OPT_WORLD = 256, OPT_RANK, OPT_PREFIX, OPT_JOBS, OPT_FORMAT, OPT_FORCE,
+	OPT_INDEX,
 };
 
 static const struct option tool_options[] = {
@@ -76,6 +81,8 @@ static const struct option tool_options[] = {
 	{ "jobs", required_argument, NULL, OPT_JOBS },
 	{ "format", required_argument, NULL, OPT_FORMAT },
 	{ "force", no_argument, NULL, OPT_FORCE },
+	{ "index", required_argument, NULL, OPT_INDEX },
+	S3_CLI_LONG_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -83,6 +90,13 @@ static const struct option tool_options[] = {
 static int take_option(const struct tool *t, int c, char **argv,
 		       struct tool_args *a)
 {
+	char err[512];
+	int s3 = s3_cli_take_opt(&a->s3, c, optarg, err, sizeof(err));
+
+	if (s3 < 0)
+		fprintf(stderr, "ckptfs %s: %s\n", t->name, err);
+	if (s3)
+		return s3 < 0 ? -1 : 0;
 	switch (c) {
 	case 'h':
 		a->help = true;
@@ -107,6 +121,7 @@ static int take_option(const struct tool *t, int c, char **argv,
 		a->npy = !strcmp(optarg, "npy");
 		return 0;
 	case 'o':
+	case OPT_INDEX:
 		if (t->extra & TOOL_O_FILE) {
 			a->out = optarg;
 			return 0;
@@ -179,6 +194,8 @@ static int parse_args(const struct tool *t, int argc, char **argv,
 			a->rank, a->world);
 		return -1;
 	}
+	s3_cli_fill(&a->s3, &a->s3o);
+	a->mo.s3 = &a->s3o;
 	return 0;
 }
 
@@ -190,7 +207,7 @@ static int open_view(const struct tool_args *a, bool files,
 	char err[1024];
 
 	*v = NULL;
-	if (ckpt_meta_open(a->pos[0], m, err, sizeof(err)))
+	if (ckpt_meta_open_opts(a->pos[0], &a->mo, m, err, sizeof(err)))
 		goto out_err;
 	if (ckpt_meta_warning(*m))
 		fprintf(stderr, "ckptfs: warning: %s\n", ckpt_meta_warning(*m));
@@ -1131,7 +1148,8 @@ static void print_record(const struct ckpt_chunk_info *c)
  * one line per record that differs; returns how many did (-1: the
  * checkpoint could not be indexed, said).
  */
-static long verify_index(const struct ckpt_meta *m, const char *dir)
+static long verify_index(const struct ckpt_meta *m, const char *dir,
+			 const struct ckpt_open_opts *mo)
 {
 	struct ckpt_chunk_info c, f;
 	struct ckpt_meta_info mi, fi;
@@ -1143,8 +1161,8 @@ static long verify_index(const struct ckpt_meta *m, const char *dir)
 	long bad = 0;
 	uint32_t i;
 
-	if (ckpt_meta_build_index(dir, false, &img, &len, &fresh, err,
-				  sizeof(err))) {
+	if (ckpt_meta_build_index_opts(dir, mo, &img, &len, &fresh, err,
+				       sizeof(err))) {
 		fprintf(stderr, "ckptfs: %s\n", err);
 		return -1;
 	}
@@ -1196,7 +1214,7 @@ static int tool_verify(const struct tool_args *a)
 		return 1;
 	ckpt_meta_info(m, &mi);
 	if (mi.origin == CKPT_ORIGIN_TORCH_INDEX) {
-		index_bad = verify_index(m, mi.dir);
+		index_bad = verify_index(m, mi.dir, &a->mo);
 		if (index_bad < 0) {
 			ckpt_view_free(v);
 			ckpt_meta_free(m);
@@ -1327,8 +1345,13 @@ static int tool_index(const struct tool_args *a)
 	size_t len;
 	int rc = 1, wrc;
 
-	if (ckpt_meta_build_index(a->pos[0], false, &img, &len, &m, err,
-				  sizeof(err))) {
+	if (!out && !strncmp(a->pos[0], "s3://", 5)) {
+		fprintf(stderr, "ckptfs index: %s: an object store is not written to; give --index FILE (a local file, for mount --index FILE)\n",
+			a->pos[0]);
+		return 1;
+	}
+	if (ckpt_meta_build_index_opts(a->pos[0], &a->mo, &img, &len, &m, err,
+				       sizeof(err))) {
 		fprintf(stderr, "ckptfs: %s\n", err);
 		return 1;
 	}
@@ -1397,14 +1420,15 @@ static const struct tool tools[] = {
 	  "  bfloat16, float16 and float8 included\n",
 	  tool_stats },
 	{ "index", 1, 1, false, TOOL_O_FILE,
-	  "usage: ckptfs index CKPT [-o FILE]\n"
+	  "usage: ckptfs index CKPT [-o FILE | --index FILE]\n"
 	  "  for a PyTorch distributed checkpoint (pickled .metadata, .distcp files):\n"
 	  "  locate every record's raw bytes inside the .distcp files and write the\n"
 	  "  result in the native format (default FILE: CKPT/.ckptfs-index; '-' for\n"
 	  "  stdout).  Its stamp covers .metadata, each data file's size and version\n"
 	  "  and its own records: mounts use it while all match, and refuse it once\n"
 	  "  stale or edited (run this again).  Optional: mounts index by\n"
-	  "  themselves when there is none\n",
+	  "  themselves when there is none.  For an s3:// CKPT, FILE is required\n"
+	  "  (a local file; mount with --index FILE)\n",
 	  tool_index },
 	{ "verify", 1, 1, false, 0,
 	  "usage: ckptfs verify CKPT [--jobs N]\n"
@@ -1420,17 +1444,25 @@ int cli_tool_run(int argc, char **argv)
 {
 	struct tool_args a;
 	size_t i;
+	int rc;
 
 	for (i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
 		if (strcmp(tools[i].name, argv[0]))
 			continue;
-		if (parse_args(&tools[i], argc, argv, &a))
+		if (parse_args(&tools[i], argc, argv, &a)) {
+			s3_cli_destroy(&a.s3);
 			return 2;
+		}
 		if (a.help) {
 			fputs(tools[i].usage, stdout);
+			fputs("CKPT may be s3://BUCKET/PREFIX.\n" S3_CLI_HELP,
+			      stdout);
+			s3_cli_destroy(&a.s3);
 			return 0;
 		}
-		return tools[i].run(&a);
+		rc = tools[i].run(&a);
+		s3_cli_destroy(&a.s3);
+		return rc;
 	}
 	return -1;
 }

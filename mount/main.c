@@ -13,6 +13,7 @@
 #include "cli_tools.h"
 #include "mount_opts.h"
 #include "mount_run.h"
+#include "s3_opts.h"
 
 
 static void usage(FILE *f)
@@ -53,7 +54,10 @@ static void usage(FILE *f)
 "  -d                       FUSE debug output (implies -f)\n"
 "  -s                       single-threaded\n"
 "  -o OPTS                  FUSE options (allow_other adds default_permissions);\n"
-"                           fstab's rw,ro,nodev,nosuid,noauto,user,_netdev,x-* are ignored\n");
+"                           fstab's rw,ro,nodev,nosuid,noauto,user,_netdev,x-* are ignored\n"
+"\n"
+"CKPT may be s3://BUCKET/PREFIX (S3, Ceph radosgw, MinIO, ...).\n"
+S3_CLI_HELP);
 }
 
 static int do_umount(int argc, char **argv)

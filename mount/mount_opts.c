@@ -325,6 +325,22 @@ static int add_rank_item(struct o_ctx *c, const char *item)
 	return 0;
 }
 
+/* An S3 key of an -o list ("s3_endpoint=URL"): 1 taken, 0 not one,
+ * -1 with err. */
+static int take_s3_o(struct mount_opts *o, const char *arg, char *err,
+		     size_t errlen)
+{
+	const char *eq = strchr(arg, '=');
+	char name[64];
+	size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+
+	if (n >= sizeof(name))
+		return 0;
+	memcpy(name, arg, n);
+	name[n] = '\0';
+	return s3_cli_take(&o->s3, name, eq ? eq + 1 : NULL, err, errlen);
+}
+
 /* fuse_opt's callback: one option of an -o list.  Returns 0 (taken,
  * dropped from the list) or -1 (error in c->err). */
 static int take_o(void *data, const char *arg, int key,
@@ -334,6 +350,7 @@ static int take_o(void *data, const char *arg, int key,
 	struct mount_opts *o = c->o;
 	const char *val = strchr(arg, '=');
 	bool was_ranks = c->in_ranks, has;
+	int s3;
 
 	(void)outargs;
 	val = val ? val + 1 : NULL;
@@ -394,6 +411,9 @@ static int take_o(void *data, const char *arg, int key,
 		c->in_ranks = true;
 		return add_rank_item(c, arg);
 	}
+	s3 = take_s3_o(o, arg, c->err, c->errlen);
+	if (s3)
+		return s3 < 0 ? -1 : 0;
 	if (strcmp(arg, "allow_other") == 0)
 		o->allow_other = true;
 	if (is_ignored(arg) || !*arg)
@@ -442,6 +462,7 @@ static const struct option long_opts[] = {
 	{ "ranks", required_argument, NULL, L_RANKS },
 	{ "format", required_argument, NULL, L_FORMAT },
 	{ "dtype", required_argument, NULL, L_DTYPE },
+	S3_CLI_LONG_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -449,6 +470,10 @@ static const struct option long_opts[] = {
 static int take_arg(struct mount_opts *o, int c, char **argv, char *err,
 		    size_t errlen)
 {
+	int s3 = s3_cli_take_opt(&o->s3, c, optarg, err, errlen);
+
+	if (s3)
+		return s3 < 0 ? -1 : 0;
 	switch (c) {
 	case 'h':
 		o->help = true;
@@ -606,5 +631,6 @@ void mount_opts_destroy(struct mount_opts *o)
 	free(o->ranks);
 	free(o->ranks_spec);
 	free(o->dtype);
+	s3_cli_destroy(&o->s3);
 	memset(o, 0, sizeof(*o));
 }

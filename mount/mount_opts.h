@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "s3_opts.h"
+
 struct mount_opts {
 	const char *src;	/* borrowed from argv */
 	const char *mnt;	/* borrowed from argv */
@@ -39,6 +41,7 @@ struct mount_opts {
 	char *ranks_spec;	/* as given, for messages; owned */
 	char *dtype;		/* --dtype NAME, owned */
 	char *fuse_opts;	/* owned: comma-separated, or NULL */
+	struct s3_cli s3;	/* -o s3_NAME=V, --s3-NAME V */
 };
 
 /*

@@ -146,6 +146,7 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	char src[PATH_MAX], mnt_abs[PATH_MAX];
 	char err[1024];
 	struct ckpt_open_opts mo = { 0 };
+	struct ckpt_s3_opts s3o;
 	struct ckpt_meta_info mi;
 	struct shutdown sd = { 0 };
 	unsigned maj = 0, min = 0;
@@ -172,6 +173,8 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	}
 	memset(&fs, 0, sizeof(fs));	/* ckfs_prefetch_init() below */
 	fs.use_syslog = !o->foreground;
+	s3_cli_fill(&o->s3, &s3o);
+	mo.s3 = &s3o;
 	mo.index = o->index;
 	mo.follow_symlinks = o->follow_symlinks;
 	mo.cache_bytes = (uint64_t)o->cache_mb << 20;
@@ -256,7 +259,7 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	}
 	fs.se = se;
 	fs.mnt = mnt_abs;
-	if (shutdown_start(&sd, se, &fs, mnt_abs, dev_known, maj, min)) {
+	if (shutdown_start(&sd, se, &fs, meta, mnt_abs, dev_known, maj, min)) {
 		fprintf(stderr, "ckptfs: cannot start the control thread\n");
 		goto out_unmount;
 	}

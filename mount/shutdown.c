@@ -157,6 +157,10 @@ static void *control_main(void *arg)
 	deadline_in(&deadline, SHUTDOWN_SECONDS);
 	if (sig > 0) {
 		atomic_store(&s->signo, sig);
+		/* Reads waiting on an object store end now (EINTR), so that
+		 * the workers and the prefetch thread answer within the
+		 * deadline instead of after the store's timeouts. */
+		ckpt_meta_cancel(s->meta);
 		shutdown_stage(s, "waiting for the prefetch thread to stop");
 		if (ckfs_prefetch_stop_wait(s->fs, &deadline))
 			stuck(s);
@@ -184,8 +188,8 @@ static void *control_main(void *arg)
 }
 
 int shutdown_start(struct shutdown *s, struct fuse_session *se,
-		   struct ckfs *fs, const char *mnt, bool dev_known,
-		   unsigned major, unsigned minor)
+		   struct ckfs *fs, struct ckpt_meta *meta, const char *mnt,
+		   bool dev_known, unsigned major, unsigned minor)
 {
 	pthread_condattr_t ca;
 	int rc;
@@ -193,6 +197,7 @@ int shutdown_start(struct shutdown *s, struct fuse_session *se,
 	memset(s, 0, sizeof(*s));
 	s->se = se;
 	s->fs = fs;
+	s->meta = meta;
 	s->mnt = mnt;
 	s->main = pthread_self();
 	atomic_init(&s->signo, 0);

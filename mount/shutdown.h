@@ -2,8 +2,10 @@
 /*
  * The daemon's signals and a shutdown that cannot hang the host.  SIGINT,
  * SIGTERM and SIGHUP are blocked in every thread and taken by one control
- * thread, which shuts down in order: stop the prefetch thread and wait for
- * it while the FUSE workers still serve, then end the session loop.
+ * thread, which shuts down in order: cancel the reads that wait on an
+ * object store (they would wait for the server's timeouts and retries),
+ * stop the prefetch thread and wait for it while the FUSE workers still
+ * serve, then end the session loop.
  * Every wait from then on has a deadline; past it, one line says what was
  * stuck, the FUSE connection is aborted through fusectl and the process
  * exits with status 1.
@@ -24,6 +26,8 @@
 struct shutdown {
 	struct fuse_session *se;	/* borrowed */
 	struct ckfs *fs;		/* borrowed */
+	struct ckpt_meta *meta;		/* borrowed: its store's reads are
+					 * cancelled at a stop signal */
 	const char *mnt;		/* borrowed, absolute */
 	char abort_path[96];	/* the connection's fusectl abort file, or
 				 * "" when it is not known */
@@ -51,8 +55,8 @@ void shutdown_block_signals(void);
  * loop, after fuse_daemonize() and before the loop.  Returns 0 or -errno.
  */
 int shutdown_start(struct shutdown *s, struct fuse_session *se,
-		   struct ckfs *fs, const char *mnt, bool dev_known,
-		   unsigned major, unsigned minor);
+		   struct ckfs *fs, struct ckpt_meta *meta, const char *mnt,
+		   bool dev_known, unsigned major, unsigned minor);
 
 /* The session loop returned (by a signal, or the mount went away): the
  * deadline starts now if no signal started it. */

@@ -162,10 +162,11 @@ static int parse_aws_file(char *text, const char *profile, bool config_style,
 }
 
 /* Read profile's values from the AWS file at path into v.  A missing
- * file is no error (v->found stays false). */
+ * file is no error (v->found stays false) unless named is set: the name
+ * came from an option (named names that option for the message). */
 static int read_aws_file(const char *path, const char *profile,
-			 bool config_style, struct aws_vals *v, char *err,
-			 size_t errlen)
+			 bool config_style, const char *named,
+			 struct aws_vals *v, char *err, size_t errlen)
 {
 	struct stat st;
 	char *text;
@@ -174,8 +175,12 @@ static int read_aws_file(const char *path, const char *profile,
 
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
+		if ((errno == ENOENT || errno == ENOTDIR) && !named)
 			return 0;
+		if (named)
+			return ckpt_errf(err, errlen, -errno, "%s (from the %s "
+					 "option): %s", path, named,
+					 strerror(errno));
 		return ckpt_errf(err, errlen, -errno, "%s: %s", path,
 				 strerror(errno));
 	}
@@ -317,6 +322,8 @@ static int pick_numbers(const struct ckpt_s3_opts *o, struct ckpt_s3_cfg *cfg,
 	if (!(o && o->merge_gap) && cfg->merge_gap > cfg->part_bytes / 2)
 		cfg->merge_gap = cfg->part_bytes / 2;
 	cfg->retries = o && o->retries ? o->retries : CKPT_S3_DEFAULT_RETRIES;
+	if (cfg->retries == CKPT_S3_NO_RETRIES)
+		cfg->retries = 0;
 	cfg->timeout_ms = o && o->timeout_ms ? o->timeout_ms :
 			  CKPT_S3_DEFAULT_TIMEOUT_MS;
 	if (cfg->parallel > 256)
@@ -361,19 +368,30 @@ int ckpt_s3_config_load(const struct ckpt_s3_opts *o,
 	named = profile != NULL;
 	if (!profile)
 		profile = "default";
-	cred_path = expand_home(env("AWS_SHARED_CREDENTIALS_FILE") ?
-				env("AWS_SHARED_CREDENTIALS_FILE") :
-				"~/.aws/credentials");
-	conf_path = expand_home(env("AWS_CONFIG_FILE") ?
-				env("AWS_CONFIG_FILE") : "~/.aws/config");
+	if (o && o->credentials_file && o->credentials_file[0])
+		cred_path = expand_home(o->credentials_file);
+	else if (env("AWS_SHARED_CREDENTIALS_FILE"))
+		cred_path = expand_home(env("AWS_SHARED_CREDENTIALS_FILE"));
+	else
+		cred_path = expand_home("~/.aws/credentials");
+	if (o && o->config_file && o->config_file[0])
+		conf_path = expand_home(o->config_file);
+	else if (env("AWS_CONFIG_FILE"))
+		conf_path = expand_home(env("AWS_CONFIG_FILE"));
+	else
+		conf_path = expand_home("~/.aws/config");
 	if (!cred_path || !conf_path) {
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 		goto out_fail;
 	}
-	rc = read_aws_file(cred_path, profile, false, &cred, err, errlen);
+	rc = read_aws_file(cred_path, profile, false,
+			   o && o->credentials_file && o->credentials_file[0] ?
+			   "credentials_file" : NULL, &cred, err, errlen);
 	if (rc)
 		goto out_fail;
-	rc = read_aws_file(conf_path, profile, true, &conf, err, errlen);
+	rc = read_aws_file(conf_path, profile, true,
+			   o && o->config_file && o->config_file[0] ?
+			   "config_file" : NULL, &conf, err, errlen);
 	if (rc)
 		goto out_fail;
 	if (named && !cred.found && !conf.found) {

@@ -15,9 +15,11 @@
  *                profile in the credentials file, the profile in the
  *                config file; none at all: unsigned (anonymous) requests
  *   profile      opts, AWS_PROFILE, then "default"
- *   files        AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials
- *                ("[name]" sections), AWS_CONFIG_FILE or ~/.aws/config
- *                ("[profile name]" sections, "[default]")
+ *   files        opts' credentials_file, AWS_SHARED_CREDENTIALS_FILE or
+ *                ~/.aws/credentials ("[name]" sections); opts'
+ *                config_file, AWS_CONFIG_FILE or ~/.aws/config
+ *                ("[profile name]" sections, "[default]"); a file an
+ *                option names must exist
  *
  * Secrets live only in the resolved struct and are wiped when it is
  * destroyed; no message this module writes holds one.

@@ -182,6 +182,12 @@ int ckpt_store_read_local(const char *path, size_t max, uint8_t **buf,
 	return rc;
 }
 
+void ckpt_store_cancel(struct ckpt_store *s)
+{
+	if (s && s->ops->cancel)
+		s->ops->cancel(s);
+}
+
 void ckpt_store_stats(const struct ckpt_store *s,
 		      struct ckpt_store_stats *out)
 {

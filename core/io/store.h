@@ -183,6 +183,16 @@ int ckpt_store_read_local(const char *path, size_t max, uint8_t **buf,
 void ckpt_store_willneed(struct ckpt_store *s, uint32_t id, uint64_t off,
 			 uint64_t len);
 
+/*
+ * For shutdown (a daemon told to stop while reads wait on a server that
+ * does not answer): every read of s in progress ends as soon as it can
+ * with -EINTR, and so does every later one.  A local store's reads are
+ * left alone (a pread is not interruptible; it ends by itself).
+ * Thread-safe, async-signal-unsafe; s must still be freed with
+ * ckpt_store_free().
+ */
+void ckpt_store_cancel(struct ckpt_store *s);
+
 /* What a store has done so far (monotonic counters). */
 struct ckpt_store_stats {
 	uint64_t bytes_fetched;	/* from the device or the server, gaps and

@@ -35,6 +35,9 @@ struct ckpt_store_ops {
 	/* ckpt_store_set_opts(); may be NULL (nothing to change). */
 	int (*set_opts)(struct ckpt_store *s, const struct ckpt_store_opts *o,
 			char *err, size_t errlen);
+	/* ckpt_store_cancel(); may be NULL (reads never wait on anything
+	 * but the local kernel). */
+	void (*cancel)(struct ckpt_store *s);
 };
 
 struct ckpt_store {

@@ -21,7 +21,6 @@
 #include "io/s3_list.h"
 #include "io/s3_url.h"
 #include "io/store_impl.h"
-#include "io/store_s3.h"
 
 #define CHUNK_OBJS 1024u	/* objects per chunk of the table */
 #define MAX_CHUNKS 4096u	/* so at most 4M objects open */
@@ -372,7 +371,7 @@ static void s3_destroy(struct ckpt_store *s)
 	free(st);
 }
 
-void ckpt_store_s3_cancel(struct ckpt_store *s)
+static void s3_cancel(struct ckpt_store *s)
 {
 	ckpt_s3_http_cancel(((struct s3_store *)s)->http);
 }
@@ -385,6 +384,7 @@ static const struct ckpt_store_ops s3_ops = {
 	.name = s3_name,
 	.read = s3_read,
 	.willneed = NULL,
+	.cancel = s3_cancel,
 };
 
 /*

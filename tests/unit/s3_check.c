@@ -30,7 +30,6 @@
 #include "io/s3_http.h"
 #include "io/s3_list.h"
 #include "io/store_impl.h"
-#include "io/store_s3.h"
 #include "testhelp.h"
 
 #define MiB (1u << 20)
@@ -1180,7 +1179,7 @@ static void test_cancel(void)
 	}
 	while (proxy_stat("requests") < 2)
 		usleep(10000);
-	ckpt_store_s3_cancel(s);
+	ckpt_store_cancel(s);
 	for (i = 0; i < 4; i++) {
 		pthread_join(t[i], NULL);
 		CHECK(wt[i].rc == -EINTR);

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/* The S3 settings as command-line and -o options: see s3_opts.h. */
+#include "s3_opts.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NO_SECRETS \
+	"S3 credentials are never taken from options (a command line shows in ps); set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or use a profile of the AWS files (s3_profile, s3_credentials_file)"
+
+enum kind { STR, U32, SIZE };
+
+struct s3_key {
+	const char *name;	/* without "s3_" */
+	enum kind kind;
+	size_t at;		/* offset of the field in struct s3_cli */
+};
+
+#define F(field) offsetof(struct s3_cli, field)
+
+static const struct s3_key keys[] = {
+	{ "endpoint", STR, F(endpoint) },
+	{ "region", STR, F(region) },
+	{ "profile", STR, F(profile) },
+	{ "credentials_file", STR, F(credentials_file) },
+	{ "config_file", STR, F(config_file) },
+	{ "parallel", U32, F(parallel) },
+	{ "retries", U32, F(retries) },
+	{ "timeout_ms", U32, F(timeout_ms) },
+	{ "part_size", SIZE, F(part_bytes) },
+	{ "merge_gap", SIZE, F(merge_gap) },
+};	/* in the order of S3_CLI_LONG_OPTIONS' codes */
+
+/* Names that would carry a credential (after "s3_" or "aws_"). */
+static const char *const secret_names[] = {
+	"access_key", "access_key_id", "secret_key", "secret_access_key",
+	"secret", "session_token", "token", NULL,
+};
+
+/* "123", "64K", "8M", "1G" (powers of 1024): 0, or -1. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	default: break;
+	}
+	if ((*end == 'i' || *end == 'B') && shift)
+		end += *end == 'i' && end[1] == 'B' ? 2 : 1;
+	if (*end || v > (UINT64_MAX >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static bool is_secret(const char *name)
+{
+	int i;
+
+	if (!strncmp(name, "s3_", 3) || !strncmp(name, "aws_", 4))
+		name += name[0] == 's' ? 3 : 4;
+	else
+		return false;
+	for (i = 0; secret_names[i]; i++)
+		if (!strcmp(name, secret_names[i]))
+			return true;
+	return false;
+}
+
+int s3_cli_take(struct s3_cli *c, const char *name, const char *val,
+		char *err, size_t errlen)
+{
+	const struct s3_key *k = NULL;
+	unsigned long long n;
+	char *end, **sp;
+	size_t i;
+
+	if (is_secret(name)) {
+		snprintf(err, errlen, "%s: " NO_SECRETS, name);
+		return -1;
+	}
+	if (strncmp(name, "s3_", 3))
+		return 0;
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (!strcmp(name + 3, keys[i].name))
+			k = &keys[i];
+	if (!k) {
+		snprintf(err, errlen, "unknown S3 option '%s' (see --help)",
+			 name);
+		return -1;
+	}
+	if (!val || !*val) {
+		snprintf(err, errlen, "%s needs a value", name);
+		return -1;
+	}
+	switch (k->kind) {
+	case STR:
+		sp = (char **)((char *)c + k->at);
+		free(*sp);
+		*sp = strdup(val);
+		if (!*sp) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		return 1;
+	case U32:
+		errno = 0;
+		n = strtoull(val, &end, 10);
+		if (*val < '0' || *val > '9' || errno || *end ||
+		    n >= UINT32_MAX) {
+			snprintf(err, errlen, "%s must be a whole number, got '%s'",
+				 name, val);
+			return -1;
+		}
+		/* retries=0 is asked for, unlike the library's 0 (default) */
+		if (!strcmp(k->name, "retries") && n == 0)
+			n = CKPT_S3_NO_RETRIES;
+		if (n == 0) {
+			snprintf(err, errlen, "%s must be at least 1, got '%s'",
+				 name, val);
+			return -1;
+		}
+		*(uint32_t *)((char *)c + k->at) = (uint32_t)n;
+		return 1;
+	case SIZE:
+		if (parse_size(val, (uint64_t *)((char *)c + k->at)) ||
+		    !*(uint64_t *)((char *)c + k->at)) {
+			snprintf(err, errlen, "%s must be a size such as 262144, 256K or 8M, got '%s'",
+				 name, val);
+			return -1;
+		}
+		return 1;
+	}
+	return 0;
+}
+
+int s3_cli_take_opt(struct s3_cli *c, int code, const char *val, char *err,
+		    size_t errlen)
+{
+	char name[64];
+
+	if (code == S3_CLI_OPT_SECRET) {
+		snprintf(err, errlen, "%s", NO_SECRETS);
+		return -1;
+	}
+	if (code < S3_CLI_OPT ||
+	    code >= S3_CLI_OPT + (int)(sizeof(keys) / sizeof(keys[0])))
+		return 0;
+	snprintf(name, sizeof(name), "s3_%s", keys[code - S3_CLI_OPT].name);
+	return s3_cli_take(c, name, val, err, errlen);
+}
+
+void s3_cli_fill(const struct s3_cli *c, struct ckpt_s3_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->endpoint = c->endpoint;
+	o->region = c->region;
+	o->profile = c->profile;
+	o->credentials_file = c->credentials_file;
+	o->config_file = c->config_file;
+	o->parallel = c->parallel;
+	o->retries = c->retries;
+	o->timeout_ms = c->timeout_ms;
+	o->part_bytes = c->part_bytes;
+	o->merge_gap = c->merge_gap;
+}
+
+void s3_cli_destroy(struct s3_cli *c)
+{
+	free(c->endpoint);
+	free(c->region);
+	free(c->profile);
+	free(c->credentials_file);
+	free(c->config_file);
+	memset(c, 0, sizeof(*c));
+}

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The S3 settings as options of the mount and of the subcommands: -o keys
+ * (`-o s3_endpoint=URL,s3_region=R`, which fstab lines use) and the same
+ * names as long options (`--s3-endpoint URL`, or `--s3_endpoint URL`).
+ * Credentials are never options: a command line shows in `ps` and
+ * /proc/PID/cmdline, so they come from the AWS environment variables or
+ * files only, and an option that tries to give one is refused without
+ * echoing its value.
+ */
+#ifndef CKFS_S3_OPTS_H
+#define CKFS_S3_OPTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <getopt.h>
+#include <stdint.h>
+
+#include "ckptfs.h"
+
+/* What the options said; strings owned.  Zero: not given. */
+struct s3_cli {
+	char *endpoint, *region, *profile, *credentials_file, *config_file;
+	uint32_t parallel, retries, timeout_ms;
+	uint64_t part_bytes, merge_gap;
+};
+
+/*
+ * Take option name (an -o key "s3_endpoint", or a long option's name with
+ * its dashes as underscores) with value val.  Returns 1 when it is one of
+ * ours and was taken, 0 when name is not an S3 option, -1 with a one-line
+ * reason in err (a bad value, a missing one, or a credential).
+ */
+int s3_cli_take(struct s3_cli *c, const char *name, const char *val,
+		char *err, size_t errlen);
+
+/*
+ * The same as getopt_long() entries: S3_CLI_LONG_OPTIONS goes into a
+ * struct option table (each name in both spellings, and the credential
+ * names, so that those are refused without their value being shown), and
+ * s3_cli_take_opt() takes what getopt_long() returned for them: 1 taken,
+ * 0 code is not one of these, -1 with err.
+ */
+#define S3_CLI_OPT 0x5300	/* getopt_long codes from here */
+#define S3_CLI_OPT_SECRET (S3_CLI_OPT + 0xff)
+#define S3_CLI_LONG(name, i) \
+	{ "s3-" name, required_argument, NULL, S3_CLI_OPT + (i) }
+#define S3_CLI_LONG_OPTIONS \
+	S3_CLI_LONG("endpoint", 0), S3_CLI_LONG("region", 1), \
+	S3_CLI_LONG("profile", 2), S3_CLI_LONG("credentials-file", 3), \
+	S3_CLI_LONG("config-file", 4), S3_CLI_LONG("parallel", 5), \
+	S3_CLI_LONG("retries", 6), S3_CLI_LONG("timeout-ms", 7), \
+	S3_CLI_LONG("part-size", 8), S3_CLI_LONG("merge-gap", 9), \
+	{ "s3_endpoint", required_argument, NULL, S3_CLI_OPT + 0 }, \
+	{ "s3_region", required_argument, NULL, S3_CLI_OPT + 1 }, \
+	{ "s3_profile", required_argument, NULL, S3_CLI_OPT + 2 }, \
+	{ "s3_credentials_file", required_argument, NULL, S3_CLI_OPT + 3 }, \
+	{ "s3_config_file", required_argument, NULL, S3_CLI_OPT + 4 }, \
+	{ "s3_parallel", required_argument, NULL, S3_CLI_OPT + 5 }, \
+	{ "s3_retries", required_argument, NULL, S3_CLI_OPT + 6 }, \
+	{ "s3_timeout_ms", required_argument, NULL, S3_CLI_OPT + 7 }, \
+	{ "s3_part_size", required_argument, NULL, S3_CLI_OPT + 8 }, \
+	{ "s3_merge_gap", required_argument, NULL, S3_CLI_OPT + 9 }, \
+	{ "s3-access-key", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
+	{ "s3-access-key-id", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
+	{ "s3-secret-key", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
+	{ "s3-secret-access-key", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
+	{ "s3-session-token", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
+	{ "aws-access-key-id", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
+	{ "aws-secret-access-key", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
+	{ "aws-session-token", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
+	{ "s3_access_key", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
+	{ "s3_secret_key", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
+	{ "s3_session_token", optional_argument, NULL, S3_CLI_OPT_SECRET }
+
+int s3_cli_take_opt(struct s3_cli *c, int code, const char *val, char *err,
+		    size_t errlen);
+
+/* The library's settings for c (strings borrowed from c). */
+void s3_cli_fill(const struct s3_cli *c, struct ckpt_s3_opts *o);
+
+void s3_cli_destroy(struct s3_cli *c);
+
+/* The options' help lines, for the usage texts. */
+#define S3_CLI_HELP \
+"  s3:// checkpoints (credentials only from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/\n" \
+"  AWS_SESSION_TOKEN or the AWS files, never from options); each also -o s3_NAME=V:\n" \
+"  --s3-endpoint URL        e.g. http://127.0.0.1:7480 (AWS_ENDPOINT_URL)\n" \
+"  --s3-region R            (AWS_REGION; default us-east-1)\n" \
+"  --s3-profile P           profile of the AWS files (AWS_PROFILE)\n" \
+"  --s3-credentials-file F  (AWS_SHARED_CREDENTIALS_FILE; ~/.aws/credentials)\n" \
+"  --s3-config-file F       (AWS_CONFIG_FILE; ~/.aws/config)\n" \
+"  --s3-parallel N          GETs in flight (16)\n" \
+"  --s3-part-size SIZE      large ranges split into parts of SIZE (8M)\n" \
+"  --s3-merge-gap SIZE      ranges at most SIZE apart fetched by one GET (256K)\n" \
+"  --s3-retries N           per request, after the first try (5)\n" \
+"  --s3-timeout-ms N        per request (30000)\n"
+
+#endif
