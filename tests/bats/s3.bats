@@ -9,49 +9,15 @@
 # stops the proxy, then radosgw, the OSD and the monitor.
 
 load helpers
+load ../s3/suite
 
 S3CHECK=$(dirname "$CKPTFS")/tests/s3_check
 
-setup_file() {
-	S3TMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/ckptfs-s3.XXXXXX")
-	export S3TMP
-	"$ROOT/tests/s3/rgw.sh" start "$S3TMP/rgw" || return 1
-	# shellcheck disable=SC1091
-	. "$S3TMP/rgw/env"
-	export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_ENDPOINT_URL AWS_REGION
-	export S3CHECK_RGW="$ROOT/tests/s3/rgw.sh" S3CHECK_DIR="$S3TMP/rgw"
-	setsid $PY "$ROOT/tests/s3/faultproxy.py" --upstream "$AWS_ENDPOINT_URL" \
-		--port-file "$S3TMP/proxy.port" --max-seconds 1800 \
-		</dev/null >"$S3TMP/proxy.log" 2>&1 &
-	echo $! >"$S3TMP/proxy.pid"
-	local deadline=$((SECONDS + 10))
-	until [ -s "$S3TMP/proxy.port" ]; do
-		[ $SECONDS -lt $deadline ] || { cat "$S3TMP/proxy.log"; return 1; }
-		sleep 0.05
-	done
-	export S3CHECK_PROXY="http://127.0.0.1:$(cat "$S3TMP/proxy.port")"
-}
-
-teardown_file() {
-	if [ -s "$S3TMP/proxy.pid" ]; then
-		kill "$(cat "$S3TMP/proxy.pid")" 2>/dev/null || true
-	fi
-	"$ROOT/tests/s3/rgw.sh" stop "$S3TMP/rgw"
-	rm -rf "$S3TMP"
-}
+setup_file() { s3_setup_file; }
+teardown_file() { s3_teardown_file; }
 
 setup() { common_setup; }
 teardown() { common_teardown; }
-
-# upload DIR BUCKET/PREFIX: every file of DIR (dot files too) as objects.
-upload() {
-	local f
-	"$ROOT/tests/s3/rgw.sh" mkbucket "$S3TMP/rgw" "${2%%/*}"
-	for f in "$1"/* "$1"/.[!.]*; do
-		[ -f "$f" ] || continue
-		"$ROOT/tests/s3/rgw.sh" put "$S3TMP/rgw" "$2/$(basename "$f")" "$f"
-	done
-}
 
 s3check() {
 	run "$S3CHECK" "$1"
@@ -132,13 +98,6 @@ s3check() {
 	done
 }
 
-# sums MNT: "sha256  path" of every view file (not .ckptfs/, which names
-# the source).
-sums() {
-	(cd "$1" && find . -path ./.ckptfs -prune -o -type f -print | sort |
-		xargs -r sha256sum)
-}
-
 @test "s3: a PyTorch distributed checkpoint (torch 1.13, gloo) mounted from s3:// shows the local mount's bytes" {
 	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TMP/t" --world 3 --seed 4 >"$TMP/gen.log" 2>&1 ||
 		{ cat "$TMP/gen.log"; false; }
@@ -158,16 +117,11 @@ sums() {
 }
 
 @test "s3: ckptfs.load of s3://bucket/prefix equals load_view of a mount of the local copy" {
-	local lib direct="$PY $ROOT/tests/direct_checks.py"
-	lib="$(dirname "$CKPTFS")/libckptfs.so"
-	# The sanitized build's library needs its runtimes loaded first.
-	if nm -D "$lib" | grep -q __asan_; then
-		direct="env LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so) ASAN_OPTIONS=detect_leaks=0 $direct"
-	fi
+	local direct="$(direct_env) $PY $ROOT/tests/direct_checks.py"
 	$GEN --seed 12 --keys 25 --files 3 "$TMP/ck" >/dev/null
 	upload "$TMP/ck" ck-load/run
 	start_mount "$TMP/ck" "$MNT" --world 3 --rank 1
-	run env CKPTFS_LIB="$lib" $direct same s3://ck-load/run "$MNT" 3 1
+	run $direct same s3://ck-load/run "$MNT" 3 1
 	echo "$output"
 	stop_mount
 	[ "$status" -eq 0 ]
