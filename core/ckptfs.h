@@ -44,7 +44,8 @@ const char *ckpt_version(void);
  * function's signature below changes.  A binding checks, at load, the
  * version and the size and field offsets of every struct it mirrors.
  */
-#define CKPT_ABI_VERSION 1
+#define CKPT_ABI_VERSION 2	/* 2: ckpt_s3_opts.credentials_file,
+				 * config_file; ckpt_io_stats */
 
 /* CKPT_ABI_VERSION as the library was built. */
 unsigned ckpt_abi_version(void);

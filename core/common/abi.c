@@ -45,6 +45,8 @@ static const struct field s3_opts_fields[] = {
 	F(ckpt_s3_opts, merge_gap),
 	F(ckpt_s3_opts, retries),
 	F(ckpt_s3_opts, timeout_ms),
+	F(ckpt_s3_opts, credentials_file),
+	F(ckpt_s3_opts, config_file),
 	{ NULL, 0 }
 };
 
@@ -190,10 +192,19 @@ static const struct field batch_opts_fields[] = {
 	{ NULL, 0 }
 };
 
+static const struct field io_stats_fields[] = {
+	F(ckpt_io_stats, bytes_fetched),
+	F(ckpt_io_stats, bytes_delivered),
+	F(ckpt_io_stats, requests),
+	F(ckpt_io_stats, retries),
+	{ NULL, 0 }
+};
+
 static const struct abi_struct structs[] = {
 	S(ckpt_error, error_fields),
 	S(ckpt_s3_opts, s3_opts_fields),
 	S(ckpt_open_opts, open_opts_fields),
+	S(ckpt_io_stats, io_stats_fields),
 	S(ckpt_meta_info, meta_info_fields),
 	S(ckpt_key_info, key_info_fields),
 	S(ckpt_chunk_info, chunk_info_fields),

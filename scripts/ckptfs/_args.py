@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import operator
 import os
-from typing import Iterable, List, Optional, Union
+from typing import Dict, Iterable, List, Optional, Union
 
 from .errors import CheckpointError
 
@@ -96,6 +96,40 @@ def threads(value: object) -> Optional[int]:
     return integer("threads", value, 0, 4096) or None
 
 
+#: The S3 settings as keyword arguments (the mount's -o keys of the same
+#: names), and each one's kind: "str", "count" (an int >= 1), "size"
+#: (bytes, an int >= 1) or "retries" (an int >= 0).  Credentials are not
+#: among them: they come from the AWS environment variables or files.
+S3_OPTIONS: Dict[str, str] = {
+    "s3_endpoint": "str", "s3_region": "str", "s3_profile": "str",
+    "s3_credentials_file": "str", "s3_config_file": "str",
+    "s3_parallel": "count", "s3_part_size": "size", "s3_merge_gap": "size",
+    "s3_retries": "retries", "s3_timeout_ms": "count",
+}
+
+
+def s3_options(values: Dict[str, object]) -> Dict[str, Union[bytes, int]]:
+    """The S3 keyword arguments given (not None), checked: strings as
+    bytes (no NUL, not empty), numbers in the C fields' ranges (the
+    library checks the real bounds and names them).  A name that is not
+    an S3 option is a TypeError, as for any unexpected keyword."""
+    out: Dict[str, Union[bytes, int]] = {}
+    for name, v in values.items():
+        kind = S3_OPTIONS.get(name)
+        if kind is None:
+            raise TypeError(f"unexpected keyword argument {name!r}")
+        if v is None:
+            continue
+        if kind == "str":
+            out[name] = path(name, v)
+        elif kind == "size":
+            out[name] = integer(name, v, 1, U64_MAX)
+        else:
+            out[name] = integer(name, v, 0 if kind == "retries" else 1,
+                                U32_MAX - 1)
+    return out
+
+
 def cache_mb(value: object) -> Optional[int]:
     """None (libckptfs's default, 1024), or MiB in [1, 2**44 - 1]."""
     if value is None:
@@ -112,10 +146,15 @@ def choice(name: str, value: object, allowed: tuple[Optional[str], ...]
     return value  # type: ignore[return-value]
 
 
-def default_threads() -> int:
+def default_threads(path: Optional[bytes] = None) -> int:
     """This process's share of the CPUs: the CPUs it may run on divided
     by the processes of the job on this node (LOCAL_WORLD_SIZE, as
-    torchrun sets it), at least 1."""
+    torchrun sets it), at least 1.  For an object store (path
+    ``s3://...``) 0: libckptfs then runs as many readers as GETs may be
+    in flight (s3_parallel), since they wait on the network, not on a
+    CPU."""
+    if path is not None and path.startswith(b"s3://"):
+        return 0
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

@@ -19,7 +19,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 #: The ABI of core/ckptfs.h this module mirrors (CKPT_ABI_VERSION).
-ABI_VERSION = 1
+ABI_VERSION = 2
 MAX_DIMS = 16
 NONE = 0xFFFFFFFF
 NO_OFFSET = 0xFFFFFFFFFFFFFFFF
@@ -29,6 +29,7 @@ DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn",
           "float8_e5m2", "int64", "int32", "int16", "int8", "uint8", "bool")
 KIND_TENSOR, KIND_BYTES = 0, 1
 FILES_FOLLOW_SYMLINKS, FILES_RAISE_NOFILE, FILES_HUGE_PAGES = 1, 2, 4
+S3_NO_RETRIES = 0xFFFFFFFF     # CKPT_S3_NO_RETRIES
 NODE_DIR, NODE_KEY, NODE_META = 0, 1, 2
 ORIGINS = ("native", "torch", "torch-index", "torch-rank-local",
            "safetensors", "safetensors-dcp-sharded")
@@ -45,7 +46,16 @@ class S3Opts(C.Structure):
                 ("secret_key", C.c_char_p), ("session_token", C.c_char_p),
                 ("parallel", C.c_uint32), ("part_bytes", C.c_uint64),
                 ("merge_gap", C.c_uint64), ("retries", C.c_uint32),
-                ("timeout_ms", C.c_uint32)]
+                ("timeout_ms", C.c_uint32),
+                ("credentials_file", C.c_char_p),
+                ("config_file", C.c_char_p)]
+
+
+class IoStats(C.Structure):
+    """struct ckpt_io_stats."""
+    _fields_ = [("bytes_fetched", C.c_uint64),
+                ("bytes_delivered", C.c_uint64),
+                ("requests", C.c_uint64), ("retries", C.c_uint64)]
 
 
 class OpenOpts(C.Structure):
@@ -156,6 +166,7 @@ class BatchOpts(C.Structure):
 #: Every struct mirrored here, by its C name: checked at load.
 STRUCTS: Dict[str, Type[C.Structure]] = {
     "ckpt_s3_opts": S3Opts, "ckpt_open_opts": OpenOpts,
+    "ckpt_io_stats": IoStats,
     "ckpt_error": Error, "ckpt_meta_info": MetaInfo,
     "ckpt_key_info": KeyInfo, "ckpt_chunk_info": ChunkInfo,
     "ckpt_view_opts": ViewOpts, "ckpt_view_info": ViewInfo,
@@ -172,6 +183,8 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "ckpt_version": (_cp, []),
     "ckpt_meta_open_opts": (_int, [_cp, _P(OpenOpts), _P(_vp), _cp, _sz]),
     "ckpt_meta_free": (None, [_vp]),
+    "ckpt_meta_cancel": (None, [_vp]),
+    "ckpt_meta_io_stats": (None, [_vp, _P(IoStats)]),
     "ckpt_files_open": (_int, [_vp, C.c_uint, _u32, _cp, _sz]),
     "ckpt_meta_info": (None, [_vp, _P(MetaInfo)]),
     "ckpt_meta_key": (_int, [_vp, _u32, _P(KeyInfo)]),

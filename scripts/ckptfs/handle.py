@@ -108,12 +108,13 @@ class Checkpoint:
     def __init__(self, path: PathArg, *, cache_mb: Optional[int] = None,
                  threads: Optional[int] = None,
                  follow_symlinks: bool = False,
-                 _fresh_memory: bool = True) -> None:
+                 _fresh_memory: bool = True, **s3: Any) -> None:
         self._bpath = _args.path("path", path)
+        s3opts = _s3_struct(_args.s3_options(s3))
         self.path: str = os.fsdecode(self._bpath)
         cache = _args.cache_mb(cache_mb)
         self.threads: int = _args.threads(threads) or \
-            _args.default_threads()
+            _args.default_threads(self._bpath)
         self._lock = threading.Condition()
         self._busy = 0
         self._m: Optional[C.c_void_p] = None
@@ -122,6 +123,8 @@ class Checkpoint:
         oo.follow_symlinks = bool(follow_symlinks)
         if cache is not None:
             oo.cache_bytes = cache << 20
+        if s3opts is not None:
+            oo.s3 = C.pointer(s3opts)
         m = C.c_void_p()
         lib = _lib.lib
         if lib.ckpt_meta_open_opts(self._bpath, C.byref(oo), C.byref(m), err,
@@ -139,6 +142,19 @@ class Checkpoint:
             raise e
         self._m = m
         self._keys: Optional[Dict[str, int]] = None
+
+    def io_stats(self) -> Dict[str, int]:
+        """What this handle's reads fetched so far, all threads: a dict
+        of ``bytes_fetched`` (from the disk or the server, merge gaps and
+        retries included), ``bytes_delivered``, ``requests`` (preads, or
+        HTTP requests) and ``retries``."""
+        st = _lib.IoStats()
+        m = self._acquire()
+        try:
+            _lib.lib.ckpt_meta_io_stats(m, C.byref(st))
+        finally:
+            self._release()
+        return {name: int(getattr(st, name)) for name, _ in st._fields_}
 
     # -- lifetime ----------------------------------------------------
     @property
@@ -297,24 +313,48 @@ class Checkpoint:
         return out
 
 
+def _s3_struct(given: Dict[str, Union[bytes, int]]) -> Optional[Any]:
+    """struct ckpt_s3_opts for the checked S3 keyword arguments, or None
+    when none was given (the AWS environment and files)."""
+    if not given:
+        return None
+    o = _lib.S3Opts()
+    for name, v in given.items():
+        field = {"s3_part_size": "part_bytes"}.get(name, name[3:])
+        if name == "s3_retries" and v == 0:
+            v = _lib.S3_NO_RETRIES
+        setattr(o, field, v)
+    return o
+
+
 def open(path: PathArg, *, cache_mb: Optional[int] = None,
          threads: Optional[int] = None,
-         follow_symlinks: bool = False) -> Checkpoint:
-    """Open checkpoint directory ``path`` (any format ckptfs mounts):
-    parse and validate its metadata and check its data files.
+         follow_symlinks: bool = False, **s3: Any) -> Checkpoint:
+    """Open checkpoint directory ``path`` (any format ckptfs mounts), or
+    an object-store prefix ``s3://bucket/prefix``: parse and validate its
+    metadata and check its data files.
 
     cache_mb: memory for decoded zstd records, and the most one may
         decode to (default 1024), as ``-o cache_mb``.
     threads: the read pool of every load on this handle (default: this
         process's share of the CPUs, CPUs / ``LOCAL_WORLD_SIZE``).
     follow_symlinks: data files may lead outside the directory.
+    s3_endpoint, s3_region, s3_profile, s3_credentials_file,
+    s3_config_file (str), s3_parallel (GETs in flight), s3_part_size,
+    s3_merge_gap (bytes), s3_retries (0: none), s3_timeout_ms: for an
+        ``s3://`` checkpoint, the mount's ``-o`` keys of the same names;
+        None or absent: ``AWS_ENDPOINT_URL``, ``AWS_REGION``,
+        ``AWS_PROFILE``, ``~/.aws`` files..., then the defaults (16
+        GETs, 8 MiB parts, 256 KiB gap, 5 retries, 30 s).  Credentials
+        come only from ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``
+        / ``AWS_SESSION_TOKEN`` or the AWS files, never from arguments.
 
     Use it as a context manager (``with ckptfs.open(p) as c:``) or call
     ``close()``: that releases the file descriptors and caches at once.
     Raises CheckpointError naming the file, key and problem for a bad
     checkpoint."""
     return Checkpoint(path, cache_mb=cache_mb, threads=threads,
-                      follow_symlinks=follow_symlinks)
+                      follow_symlinks=follow_symlinks, **s3)
 
 
 PathOrCheckpoint = Union[PathArg, Checkpoint]

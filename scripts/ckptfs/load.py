@@ -202,7 +202,7 @@ def load(ckpt: PathArg, world: int = 1, rank: Optional[int] = None, *,
          layout: Optional[PathArg] = None, dtype: Optional[str] = None,
          backend: str = "torch", threads: Optional[int] = None,
          trust_pickles: bool = False,
-         cache_mb: Optional[int] = None) -> Any:
+         cache_mb: Optional[int] = None, **s3: Any) -> Any:
     """The view rank ``rank`` of a world of ``world`` sees of checkpoint
     directory ``ckpt``, as the nested dict :func:`ckptfs.load_view` gives
     for a mount made with the same options, read straight from the data
@@ -224,6 +224,8 @@ def load(ckpt: PathArg, world: int = 1, rank: Optional[int] = None, *,
     trust_pickles: bytes entries come back as ``bytes`` unless True (then
         ``torch.load``-ed: runs pickled code).
     cache_mb: as ``-o cache_mb``: memory for decoded zstd records.
+    s3_endpoint, s3_region, ... s3_timeout_ms: for ``ckpt`` =
+        ``s3://bucket/prefix``, as for :func:`ckptfs.open`.
 
     Raises CheckpointError (a ValueError) naming the file, key and problem
     for a bad checkpoint or argument value, TypeError for an argument of
@@ -239,7 +241,8 @@ def load(ckpt: PathArg, world: int = 1, rank: Optional[int] = None, *,
     if ranks is not None and not isinstance(ranks, (str, bytes)):
         ranks = list(ranks)
     _args.world_rank(world, rank, ranks)
-    with Checkpoint(ckpt, cache_mb=cache_mb, threads=threads) as ck:
+    _args.s3_options(s3)
+    with Checkpoint(ckpt, cache_mb=cache_mb, threads=threads, **s3) as ck:
         return load_from(ck, world, rank, ranks=ranks, prefix=prefix,
                          layout=layout, dtype=dtype, backend=backend,
                          threads=threads, trust_pickles=trust_pickles)

@@ -105,6 +105,8 @@ class StorageReader(_Base):  # type: ignore[misc]
     threads: libckptfs's read pool (default: this process's share of the
         CPUs, CPUs / ``LOCAL_WORLD_SIZE``).
     cache_mb: memory for decoded zstd records (default 1024).
+    s3_endpoint, s3_region, ... s3_timeout_ms: for an ``s3://`` path, as
+        for :func:`ckptfs.open`.
 
     The open checkpoint (fds, caches) is kept from ``read_metadata`` on;
     :meth:`close` (or a ``with`` block) releases it at once.
@@ -112,12 +114,16 @@ class StorageReader(_Base):  # type: ignore[misc]
 
     def __init__(self, path: Optional[PathArg] = None,
                  threads: Optional[int] = None,
-                 cache_mb: Optional[int] = None) -> None:
+                 cache_mb: Optional[int] = None, **s3: Any) -> None:
         super().__init__()
+        _args.s3_options(s3)          # checked now, not at first use
+        self.s3: Dict[str, Any] = dict(s3)
         self.path: Optional[str] = None if path is None else \
             os.fsdecode(_args.path("path", path))
-        self.threads: int = _args.threads(threads) or \
-            _args.default_threads()
+        self._threads_arg = _args.threads(threads)
+        self.threads: int = self._threads_arg or \
+            _args.default_threads(None if path is None else
+                                  _args.path("path", path))
         self.cache_mb = _args.cache_mb(cache_mb)
         self._ck: Optional[Checkpoint] = None
         self._keys: Dict[str, Tuple[int, int, Any, int]] = {}
@@ -164,8 +170,11 @@ class StorageReader(_Base):  # type: ignore[misc]
             if self.path is None:
                 raise ValueError("ckptfs.StorageReader: no checkpoint path "
                                  "(give one, or a checkpoint_id)")
+            if self._threads_arg is None:   # the path may have changed
+                self.threads = _args.default_threads(os.fsencode(self.path))
             self._ck = Checkpoint(self.path, cache_mb=self.cache_mb,
-                                  threads=self.threads, _fresh_memory=False)
+                                  threads=self.threads, _fresh_memory=False,
+                                  **self.s3)
         return self._ck
 
     # -- torch's StorageReader API -----------------------------------

@@ -63,9 +63,12 @@ def test_package_mirrors_every_struct_it_passes_with_all_fields():
     assert L.lib.cdll.ckpt_abi_version() == L.ABI_VERSION
 
 
-def build_stub(tmp_path, abi=1, size_delta=0, exports_abi=True):
+def build_stub(tmp_path, abi=None, size_delta=0, exports_abi=True):
     """A libckptfs stand-in: the real library's ABI answers, but with
     another ABI version or one struct's size off."""
+    import ckptfs._lib as L
+    if abi is None:
+        abi = L.ABI_VERSION
     src = tmp_path / "stub.c"
     body = f"""
 #include <stddef.h>
@@ -106,15 +109,18 @@ IMPORT = "import ckptfs"
 @pytest.mark.parametrize("kind", ["abi", "size", "none"])
 def test_mismatched_library_is_an_import_error_naming_both_versions(
         tmp_path, kind):
+    import ckptfs._lib as L
     if kind == "abi":
         stub = build_stub(tmp_path, abi=99)
-        want = ["ABI version is 99", "package's is 1", "9.9.9-stub"]
+        want = ["ABI version is 99", f"package's is {L.ABI_VERSION}",
+                "9.9.9-stub"]
     elif kind == "size":
         stub = build_stub(tmp_path, size_delta=8)
-        want = ["struct ckpt_view_opts has", "9.9.9-stub", "ABI 1"]
+        want = ["struct ckpt_view_opts has", "9.9.9-stub",
+                f"ABI {L.ABI_VERSION}"]
     else:
         stub = build_stub(tmp_path, exports_abi=False)
-        want = ["exports no ckpt_abi_version", "ABI 1"]
+        want = ["exports no ckpt_abi_version", f"ABI {L.ABI_VERSION}"]
     p = run_py(IMPORT, env={"CKPTFS_LIB": stub}, check=False)
     assert p.returncode != 0
     last = p.stderr.strip().splitlines()[-1]
