@@ -35,6 +35,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${CKPTFS_SID:-/var/cache/ckptfs/sid}
 APT_ETC=${CKPTFS_APT_ETC:-/etc/apt}
 PKGS=python3-torch,python3-numpy,python3-safetensors,python3-zstandard,python3-msgpack,libxxhash0,zlib1g
+# Added since the first chroots were built (libckptfs links libcurl; the
+# S3 benchmark's FsspecReader needs s3fs): installed into a cached chroot
+# that lacks them.
+EXTRA="libcurl4t64 python3-s3fs"
 
 # Debian's release suites, by code name and by alias: an entry for one
 # of them is the Debian archive itself (not a security, updates or
@@ -132,9 +136,35 @@ mirror() {
 	return 1
 }
 
+# Install the EXTRA packages a cached chroot lacks, with its own apt (a
+# mirror's snapshot may carry an expired Release date: not checked).
+# Under a lock, as two runs may start at once.
+ensure() {
+	local p missing=()
+	for p in $EXTRA; do
+		chroot "$DIR" dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+			grep -q "ok installed" || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	(
+		flock 9
+		echo "sid-chroot: installing ${missing[*]} into $DIR" >&2
+		mount --bind /proc "$DIR/proc"
+		trap 'umount "$DIR/proc" 2>/dev/null || umount -l "$DIR/proc"' EXIT
+		chroot "$DIR" apt-get -q -o Acquire::Check-Valid-Until=false \
+			update >&2
+		chroot "$DIR" /usr/bin/env DEBIAN_FRONTEND=noninteractive \
+			apt-get -q -y -o Acquire::Check-Valid-Until=false \
+			install --no-install-recommends "${missing[@]}" >&2
+	) 9>"$DIR.lock"
+}
+
 build() {
 	local m
-	[ -f "$DIR/.ckptfs-ready" ] && return 0
+	if [ -f "$DIR/.ckptfs-ready" ]; then
+		ensure
+		return 0
+	fi
 	m=$(mirror)
 	if ! command -v debootstrap >/dev/null; then
 		"$ROOT/scripts/install-deps.sh" debootstrap >&2
@@ -143,7 +173,8 @@ build() {
 	mkdir -p "$(dirname "$DIR")"
 	echo "sid-chroot: debootstrap sid into $DIR (2-3 minutes, once)" >&2
 	echo "sid-chroot: from $m" >&2
-	debootstrap --variant=minbase --include="$PKGS" sid "$DIR.tmp" "$m" >&2
+	debootstrap --variant=minbase --include="$PKGS,${EXTRA// /,}" sid \
+		"$DIR.tmp" "$m" >&2
 	chroot "$DIR.tmp" /usr/bin/python3 -c 'import torch, numpy; print("sid-chroot: torch", torch.__version__)' >&2
 	touch "$DIR.tmp/.ckptfs-ready"
 	rm -rf "$DIR"

@@ -15,11 +15,12 @@
         ckptfs.load with the soft RLIMIT_NOFILE set low (64, below the
         hard limit) equals the numpy reference and leaves the limit as it
         was: the library does not change its host process.
-    direct_checks.py dcp-torch CKPT SEED SAVED_W NEW_W [--threads N]
+    direct_checks.py dcp-torch CKPT SEED SAVED_W NEW_W [THREADS] [--from SRC]
         NEW_W gloo processes load the state torch's gen_torch_ckpt.py
         saved (seed SEED, SAVED_W ranks) resharded for NEW_W ranks, with
         torch's FileSystemReader and with ckptfs.StorageReader: every local
-        shard, plain tensor and bytes entry equal.
+        shard, plain tensor and bytes entry equal.  With --from SRC,
+        StorageReader reads SRC (a copy of CKPT: s3://bucket/prefix).
     direct_checks.py dcp-native CKPT NEW_W
         NEW_W gloo processes load a native checkpoint with
         ckptfs.StorageReader into ShardedTensors split along dim 0; every
@@ -233,7 +234,7 @@ def _dcp_worker(rank, world, port, job):
                             rank=rank, world_size=world)
     try:
         if job[0] == "torch":
-            _, ckpt, seed, threads = job
+            _, ckpt, seed, threads, src = job
             import gen_torch_ckpt as g
 
             def fresh():
@@ -242,7 +243,8 @@ def _dcp_worker(rank, world, port, job):
                 return sd
             want, got = fresh(), fresh()
             dcp.load_state_dict(want, dcp.FileSystemReader(ckpt))
-            dcp.load_state_dict(got, ckptfs.StorageReader(ckpt, threads=threads))
+            dcp.load_state_dict(got, ckptfs.StorageReader(src or ckpt,
+                                                          threads=threads))
             bad = []
             for k in want:
                 a, b = want[k], got[k]
@@ -325,8 +327,13 @@ def main(argv):
     if cmd == "rlimit":
         return rlimit(*argv[1:4])
     if cmd == "dcp-torch":
+        src = None
+        if "--from" in argv:
+            i = argv.index("--from")
+            src = argv[i + 1]
+            del argv[i:i + 2]
         threads = int(argv[5]) if len(argv) > 5 else 0
-        return dcp_run(("torch", argv[1], int(argv[2]), threads),
+        return dcp_run(("torch", argv[1], int(argv[2]), threads, src),
                        int(argv[4]))
     if cmd == "dcp-native":
         return dcp_run(("native", argv[1]), int(argv[2]))

@@ -29,12 +29,14 @@ binds the work tree there.
     torch2_check.py overlap SRC DST
         DST: the rank-local SRC with rank 1's model.w1 chunk overlapping
         rank 0's.
-    torch2_check.py load CKPT NEW_W MESH [ref]
+    torch2_check.py load CKPT NEW_W MESH [ref] [--from SRC]
         NEW_W gloo ranks dcp.load the state into DTensors on MESH ("8",
         "3", or "2x4": (Shard(0), Shard(1))) with torch's FileSystemReader
         and with ckptfs.StorageReader; every local tensor and bytes entry
         must be equal.  With ref (or without .metadata), the tensors
         StorageReader loads are compared with the ones saved instead.
+        With --from SRC, StorageReader reads SRC (a copy of CKPT, e.g.
+        s3://bucket/prefix) while FileSystemReader reads CKPT.
 """
 import json
 import os
@@ -229,7 +231,7 @@ def other_writers(torch, dcp, sd, out):
         enable_consolidation=True))
 
 
-def load_worker(rank, world, port, ckpt, mesh_spec, ref=False):
+def load_worker(rank, world, port, ckpt, mesh_spec, ref=False, src=None):
     import torch
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
@@ -285,7 +287,7 @@ def load_worker(rank, world, port, ckpt, mesh_spec, ref=False):
                                                  w.placements))
                 else:
                     want[k] = t
-        dcp.load(got, storage_reader=ckptfs.StorageReader(ckpt))
+        dcp.load(got, storage_reader=ckptfs.StorageReader(src or ckpt))
         bad = []
         for k in want:
             a, b = want[k], got[k]
@@ -389,8 +391,13 @@ def main(argv):
         return 0
     if argv[0] == "load":
         world = int(argv[2])
+        src = None
+        if "--from" in argv:
+            i = argv.index("--from")
+            src = argv[i + 1]
+            del argv[i:i + 2]
         tmp.spawn(load_worker, args=(world, free_port(), argv[1], argv[3],
-                                     argv[4:5] == ["ref"]),
+                                     argv[4:5] == ["ref"], src),
                   nprocs=world, join=True)
         return 0
     print(__doc__)

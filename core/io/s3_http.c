@@ -19,6 +19,7 @@
 
 #include "common/errbuf.h"
 #include "common/grow.h"
+#include "io/s3_url.h"
 #include "io/s3_xml.h"
 #include "io/store_impl.h"
 
@@ -458,7 +459,6 @@ static int easy_setup(struct ckpt_s3_http *h, struct s3_worker *w,
 	SET(CURLOPT_HEADERFUNCTION, on_header);
 	SET(CURLOPT_PROTOCOLS_STR, "http,https");
 	SET(CURLOPT_FOLLOWLOCATION, 0L);
-	SET(CURLOPT_PATH_AS_IS, 1L);
 	SET(CURLOPT_BUFFERSIZE, (long)RECV_BUFFER);
 	SET(CURLOPT_TCP_KEEPALIVE, 1L);
 	SET(CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
@@ -645,6 +645,10 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 #define SET(opt, val) \
 	do { if (rc == CURLE_OK) rc = curl_easy_setopt(k, opt, val); } while (0)
 	SET(CURLOPT_URL, q->url);
+	/* Only a path with a "." or ".." segment needs it: libcurl 8
+	 * refuses it together with SigV4 (the request then fails, naming
+	 * the reason), and libcurl would otherwise remove those segments. */
+	SET(CURLOPT_PATH_AS_IS, ckpt_s3_url_has_dot_segment(q->url) ? 1L : 0L);
 	if (q->head) {
 		SET(CURLOPT_NOBODY, 1L);
 	} else {

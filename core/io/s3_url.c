@@ -251,3 +251,23 @@ char *ckpt_s3_endpoint_norm(const char *url, const char *source, char *err,
 		len--;
 	return strndup(url, len);
 }
+
+bool ckpt_s3_url_has_dot_segment(const char *url)
+{
+	const char *p = strstr(url, "://"), *end;
+
+	p = p ? strchr(p + 3, '/') : NULL;	/* the path, after the host */
+	if (!p)
+		return false;
+	end = p + strcspn(p, "?#");
+	while (p < end) {
+		const char *seg = p + 1;
+		size_t n = strcspn(seg, "/?#");
+
+		if ((n == 1 && seg[0] == '.') ||
+		    (n == 2 && seg[0] == '.' && seg[1] == '.'))
+			return true;
+		p = seg + n;
+	}
+	return false;
+}

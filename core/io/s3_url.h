@@ -53,6 +53,9 @@ int ckpt_s3_root_parse(const char *root, char **bucket, char **prefix,
  * prefix is "".  Returns a new string (caller frees) or NULL (ENOMEM). */
 char *ckpt_s3_key(const char *prefix, const char *name);
 
+/* Does url's path (before any '?') hold a "." or ".." segment? */
+bool ckpt_s3_url_has_dot_segment(const char *url);
+
 /*
  * The path-style URL "ENDPOINT/BUCKET[/KEY][?QUERY]": key encoded with
  * its '/' kept (NULL: the bucket itself); query already canonical, or

@@ -293,6 +293,14 @@ static void test_encoding(void)
 	s = ckpt_s3_pct_encode("+&=?#%\xc3\xbc", 8, true);
 	CHECK(s && strcmp(s, "%2B%26%3D%3F%23%25%C3%BC") == 0);
 	free(s);
+	/* Only such URLs are sent with CURLOPT_PATH_AS_IS (which libcurl 8
+	 * refuses with SigV4). */
+	CHECK(!ckpt_s3_url_has_dot_segment("http://h:1/b/a.b/.c/.../x"));
+	CHECK(!ckpt_s3_url_has_dot_segment("http://h:1/b/k?prefix=./.."));
+	CHECK(!ckpt_s3_url_has_dot_segment("http://h.x:1"));
+	CHECK(ckpt_s3_url_has_dot_segment("http://h:1/b/./x"));
+	CHECK(ckpt_s3_url_has_dot_segment("http://h:1/b/a/.."));
+	CHECK(ckpt_s3_url_has_dot_segment("https://h/b/../k?x=1"));
 
 	{
 		char out[32];
