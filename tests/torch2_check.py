@@ -23,9 +23,12 @@ binds the work tree there.
     torch2_check.py gen-large OUT GIB
         4 gloo ranks dcp.save GIB GiB of Shard(0) float32 state (the
         benchmark's resume figure).
-    torch2_check.py resume CKPT NEW_W fs|ckptfs
+    torch2_check.py resume CKPT NEW_W fs|ckptfs|fsspec [THREADS]
         NEW_W ranks dcp.load it into Shard(0) DTensors with torch's
-        FileSystemReader or ckptfs.StorageReader; prints the wall time.
+        FileSystemReader, ckptfs.StorageReader (THREADS threads, default
+        1; 0: the library's choice) or torch's FsspecReader (CKPT
+        s3://bucket/prefix, s3fs with AWS_ENDPOINT_URL); prints the wall
+        time.
     torch2_check.py overlap SRC DST
         DST: the rank-local SRC with rank 1's model.w1 chunk overlapping
         rank 0's.
@@ -335,7 +338,27 @@ def large_worker(rank, world, port, out, gib):
     dist.destroy_process_group()
 
 
-def resume_worker(rank, world, port, ckpt, reader, q):
+def fsspec_s3_fixup():
+    """s3fs in Debian sid: aiobotocore 2.25 calls botocore 1.43's
+    ClientArgsCreator.compute_endpoint_resolver_builtin_defaults without
+    the argument s3_disable_express_session_auth that botocore made
+    required; give it its default so that s3fs works at all."""
+    import inspect
+    from botocore.args import ClientArgsCreator
+    f = ClientArgsCreator.compute_endpoint_resolver_builtin_defaults
+    if "s3_disable_express_session_auth" not in \
+            inspect.signature(f).parameters or getattr(f, "_fixed", False):
+        return
+
+    def wrapped(self, *a, **kw):
+        if len(a) < 9:
+            kw.setdefault("s3_disable_express_session_auth", None)
+        return f(self, *a, **kw)
+    wrapped._fixed = True
+    ClientArgsCreator.compute_endpoint_resolver_builtin_defaults = wrapped
+
+
+def resume_worker(rank, world, port, ckpt, reader, q, threads=1):
     """dcp.load into Shard(0) DTensors on world ranks: the wall time until
     the last rank is done."""
     import time
@@ -348,7 +371,10 @@ def resume_worker(rank, world, port, ckpt, reader, q):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
     mesh = init_device_mesh("cpu", (world,))
-    md = dcp.FileSystemReader(ckpt).read_metadata()
+    if reader == "fsspec":
+        fsspec_s3_fixup()
+    md = (dcp.FileSystemReader(ckpt) if not ckpt.startswith("s3://") else
+          ckptfs.StorageReader(ckpt)).read_metadata()
     sd = {}
     for k, v in md.state_dict_metadata.items():
         rows, cols = v.size
@@ -359,8 +385,14 @@ def resume_worker(rank, world, port, ckpt, reader, q):
                                    stride=(cols, 1))
     dist.barrier()
     t0 = time.perf_counter()
-    r = (dcp.FileSystemReader(ckpt) if reader == "fs" else
-         ckptfs.StorageReader(ckpt, threads=1))
+    if reader == "fs":
+        r = dcp.FileSystemReader(ckpt)
+    elif reader == "fsspec":
+        from torch.distributed.checkpoint._fsspec_filesystem import \
+            FsspecReader
+        r = FsspecReader(ckpt)
+    else:
+        r = ckptfs.StorageReader(ckpt, threads=threads or None)
     dcp.load(sd, storage_reader=r)
     dist.barrier()
     q.put(time.perf_counter() - t0)
@@ -381,8 +413,9 @@ def main(argv):
         world = int(argv[2])
         ctx = tmp.get_context("spawn")
         q = ctx.SimpleQueue()
+        threads = int(argv[4]) if len(argv) > 4 else 1
         tmp.start_processes(resume_worker, args=(world, free_port(), argv[1],
-                                                 argv[3], q),
+                                                 argv[3], q, threads),
                             nprocs=world, join=True, start_method="spawn")
         print(f"{max(q.get() for _ in range(world)):.4f}")
         return 0

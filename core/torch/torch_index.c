@@ -47,6 +47,30 @@
 static const char *const side_files[] = { "common.pt", "metadata.json" };
 #define NSIDE (sizeof(side_files) / sizeof(side_files[0]))
 
+/*
+ * On an object store, each read is a round trip: locating a record reads
+ * its first and last TZ_WINDOW bytes (tz_open's windows; a zstd frame's
+ * magic), two requests per record one after the other.  So for a store
+ * that keeps requests in flight (ckpt_store_parallelism() > 0), the
+ * windows of the next PF_RECORDS records are fetched first in one batch
+ * (the store merges near ones and runs them at once), and reads that
+ * fall inside a window are served from it.  Memory: at most
+ * PF_RECORDS * 2 * TZ_WINDOW bytes.
+ */
+#define PF_RECORDS 4096u
+
+struct pf_win {
+	uint32_t fid;
+	uint64_t off, len;	/* in the file */
+	uint8_t *buf;		/* inside the prefetch's mem */
+};
+
+struct prefetch {
+	struct pf_win *w;	/* sorted by fid, off */
+	size_t n;
+	uint8_t *mem;
+};
+
 struct tctx {
 	const char *dir, *name;	/* the store's root, .metadata's path */
 	struct ckpt_store *store;	/* NULL: no data files (fuzzing) */
@@ -68,6 +92,7 @@ struct tctx {
 	const char *side[NSIDE];
 	uint64_t side_size[NSIDE];
 	unsigned nside;
+	struct prefetch pf;	/* the current records' windows */
 };
 
 static int find_side_files(struct tctx *t)
@@ -97,6 +122,7 @@ struct blob {
 	struct ckpt_store *store;
 	uint32_t id;
 	uint64_t base;
+	const struct prefetch *pf;	/* or NULL */
 };
 
 bool ckpt_torch_is_pickle(const uint8_t *buf, size_t len)
@@ -313,11 +339,136 @@ static void fqn_key(const void *ctx, uint32_t idx, uint64_t *seed,
 	*len = k->u.str.len;
 }
 
+/* The prefetched window of file fid holding [off, off + len), or NULL. */
+static const struct pf_win *pf_find(const struct prefetch *pf, uint32_t fid,
+				    uint64_t off, size_t len)
+{
+	size_t lo = 0, hi = pf ? pf->n : 0;
+
+	while (lo < hi) {	/* the first window after (fid, off) */
+		size_t mid = lo + (hi - lo) / 2;
+		const struct pf_win *w = &pf->w[mid];
+
+		if (w->fid < fid || (w->fid == fid && w->off <= off))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Windows may overlap (a record's head and tail): look back a few. */
+	while (lo-- > 0) {
+		const struct pf_win *w = &pf->w[lo];
+
+		if (w->fid != fid)
+			break;
+		if (off >= w->off && off + len <= w->off + w->len)
+			return w;
+		if (w->off + 2 * TZ_WINDOW <= off)
+			break;
+	}
+	return NULL;
+}
+
 static int blob_read(void *ctx, uint64_t off, void *buf, size_t len)
 {
 	const struct blob *b = ctx;
+	const struct pf_win *w = pf_find(b->pf, b->id, b->base + off, len);
 
+	if (w) {
+		memcpy(buf, w->buf + (b->base + off - w->off), len);
+		return 0;
+	}
 	return ckpt_store_pread(b->store, b->id, buf, len, b->base + off);
+}
+
+static int cmp_win(const void *a, const void *b)
+{
+	const struct pf_win *x = a, *y = b;
+
+	if (x->fid != y->fid)
+		return x->fid < y->fid ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static void pf_clear(struct prefetch *pf)
+{
+	free(pf->w);
+	free(pf->mem);
+	memset(pf, 0, sizeof(*pf));
+}
+
+/*
+ * Fetch the windows of storage records [first, first + PF_RECORDS) of sd
+ * into t->pf (see PF_RECORDS).  Best effort: a record that does not
+ * parse, a file that does not open or a read that fails leaves its
+ * windows out, and locating the record reads (and reports) as usual.
+ */
+static void pf_load(struct tctx *t, const struct pk_value *sd, uint32_t first)
+{
+	struct prefetch *pf = &t->pf;
+	struct ckpt_store_range *r = NULL;
+	uint32_t i, end = sd->n / 2;
+	size_t n = 0, k;
+	uint64_t at = 0;
+
+	pf_clear(pf);
+	if (!t->store || !ckpt_store_parallelism(t->store))
+		return;
+	if (end - first > PF_RECORDS)
+		end = first + PF_RECORDS;
+	pf->w = calloc(2 * (size_t)(end - first) + 1, sizeof(*pf->w));
+	if (!pf->w)
+		return;
+	for (i = first; i < end; i++) {
+		const struct pk_value *si = state_of(sd->u.items[2 * i + 1],
+						     TG_STORAGE_INFO);
+		const struct pk_value *path, *o, *l;
+		struct ckpt_store_file_info fi;
+		uint64_t off, len, head;
+		uint32_t id;
+		char *name;
+		int rc;
+
+		path = si ? pk_dict_get(si, "relative_path") : NULL;
+		o = si ? pk_dict_get(si, "offset") : NULL;
+		l = si ? pk_dict_get(si, "length") : NULL;
+		if (!path || path->type != PK_STR || !o || o->type != PK_INT ||
+		    o->u.i < 0 || !l || l->type != PK_INT || l->u.i <= 0 ||
+		    !ckpt_relpath_is_safe(path->u.str.s, path->u.str.len))
+			continue;
+		name = strndup(path->u.str.s, path->u.str.len);
+		rc = name ? ckpt_store_open(t->store, name, &id, &fi, NULL, 0) :
+		     -ENOMEM;
+		free(name);
+		off = (uint64_t)o->u.i;
+		len = (uint64_t)l->u.i;
+		if (rc || off > fi.size || len > fi.size - off)
+			continue;
+		/* tz_open reads a record of up to two windows whole */
+		head = len <= 2 * TZ_WINDOW ? len : TZ_WINDOW;
+		pf->w[n++] = (struct pf_win){ id, off, head, NULL };
+		if (len > head)
+			pf->w[n++] = (struct pf_win){ id, off + len - TZ_WINDOW,
+						      TZ_WINDOW, NULL };
+	}
+	pf->mem = malloc(n ? n * 2 * TZ_WINDOW : 1);
+	r = calloc(n ? n : 1, sizeof(*r));
+	if (!pf->mem || !r)
+		goto out_fail;
+	for (k = 0; k < n; k++) {
+		pf->w[k].buf = pf->mem + at;
+		r[k] = (struct ckpt_store_range){ pf->w[k].fid, pf->w[k].off,
+						  pf->w[k].len, pf->w[k].buf };
+		at += pf->w[k].len;
+	}
+	if (ckpt_store_read(t->store, r, n))
+		goto out_fail;
+	free(r);
+	qsort(pf->w, n, sizeof(*pf->w), cmp_win);
+	pf->n = n;
+	return;
+out_fail:
+	free(r);
+	pf_clear(pf);
 }
 
 /* Make the record's file the current one. */
@@ -444,6 +595,7 @@ static int open_record(struct tctx *t, const struct pk_value *fqn,
 	b->store = t->store;
 	b->id = t->fid;
 	b->base = boff;
+	b->pf = &t->pf;
 	return 0;
 }
 
@@ -797,7 +949,7 @@ static void prefetch_heads(struct tctx *t, const struct pk_value *sd)
 static int put_storage_data(struct tctx *t, const struct pk_value *sd)
 {
 	uint32_t i;
-	int rc;
+	int rc = 0;
 
 	ckpt_pack_cstr(&t->w.pk, "storage_data");
 	msgpack_pack_array(&t->w.pk, sd->n / 2 + t->nside);
@@ -818,11 +970,14 @@ static int put_storage_data(struct tctx *t, const struct pk_value *sd)
 	}
 	prefetch_heads(t, sd);
 	for (i = 0; i + 1 < sd->n; i += 2) {
+		if ((i / 2) % PF_RECORDS == 0)
+			pf_load(t, sd, i / 2);
 		rc = put_record(t, sd->u.items[i], sd->u.items[i + 1], i / 2);
 		if (rc)
-			return rc;
+			break;
 	}
-	return 0;
+	pf_clear(&t->pf);
+	return rc;
 }
 
 static int cmp_pk_str(const void *a, const void *b)
