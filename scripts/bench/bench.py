@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+import s3bench
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MiB = 1 << 20
@@ -1112,6 +1114,14 @@ plot "{dat}" using ($3/2):1:($3/2):(0.35) with boxxyerror notitle, \\
         return False
 
 
+def s3_rows(args, t, work):
+    """Issue 20's object-store rows (scripts/bench/s3bench.py), against a
+    radosgw of the bench's own."""
+    s3bench.s3_figures(args, t, lib_env(args), args.s3_gib,
+                       dict(Mount=Mount, files_of=files_of,
+                            read_all=read_all))
+
+
 def main(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckptfs", required=True)
@@ -1120,6 +1130,8 @@ def main(argv):
     ap.add_argument("--gib", type=float, default=2)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--torch-gib", type=float, default=1.05)
+    ap.add_argument("--s3-gib", type=float, default=2,
+                    help="the checkpoint of the S3 rows (issue 20)")
     ap.add_argument("--quick", action="store_true")
     # blk-throttle lets a group that was idle dispatch one slice (100 ms)
     # worth at once, so a setting must make the run last well over that:
@@ -1128,16 +1140,18 @@ def main(argv):
                     help="the throttled device's bandwidth-bound setting")
     ap.add_argument("--device-iops", type=int, default=500,
                     help="the throttled device's IOPS-bound setting")
-    ap.add_argument("--only", choices=["device", "strided"],
+    ap.add_argument("--only", choices=["device", "strided", "s3"],
                     help="run only these rows (no chart, results.md kept)")
     ap.add_argument("--out", default=os.path.join(HERE, "results.md"))
     args = ap.parse_args(argv)
     if args.quick:
         args.gib, args.reps, args.torch_gib = 0.02, 1, 0.01
+        args.s3_gib = 0.02
     os.makedirs(args.work, exist_ok=True)
     t = Table()
     if args.only:
-        {"device": device_figures, "strided": strided_figure}[args.only](
+        {"device": device_figures, "strided": strided_figure,
+         "s3": s3_rows}[args.only](
             args, t, args.work)
         return 0
     ckpts = {}
@@ -1180,6 +1194,7 @@ def main(argv):
     note = torch_figures(args, t, args.work)
     direct_figures(args, t, args.work)
     device_figures(args, t, args.work)
+    s3_rows(args, t, args.work)
     if not args.quick:
         zip64_figure(args, t, args.work)
     header = (f"# ckptfs benchmark\n\n{time.strftime('%Y-%m-%d %H:%M')}, "

@@ -1,0 +1,301 @@
+# SPDX-License-Identifier: MIT
+"""`make bench`'s object-store rows (issue 20), against a radosgw the bench
+starts itself (tests/s3/rgw.sh) with the fault proxy in front of it as a
+byte counter (tests/s3/faultproxy.py).  The checkpoint is the one the
+newest-torch resume row uses (dcp.save from 4 ranks, Shard(0) float32,
+in the sid chroot), uploaded to the bucket.  All in one run:
+
+- ceiling: N parallel `curl` ranged GETs of exactly the byte ranges rank
+  3 of 8 needs (`ckptfs plan`'s reads), N = the store's parallel GETs;
+- ckptfs.load of rank 3 of 8 from s3:// (the open, which indexes the
+  torch checkpoint, timed apart);
+- `cat` of every file of an s3:// mount of rank 3 of 8;
+- bytes fetched per byte delivered: the library's counters, and what the
+  proxy sent for the same load;
+- resume on 8 ranks from 4 with torch 2.x: dcp.load with torch's
+  FsspecReader (s3fs) against ckptfs.StorageReader, and the ceiling for
+  the same bytes (all ranks' ranges);
+"""
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+RGW = os.path.join(ROOT, "tests", "s3", "rgw.sh")
+PROXY = os.path.join(ROOT, "tests", "s3", "faultproxy.py")
+SID = os.path.join(ROOT, "scripts", "sid-chroot.sh")
+PARALLEL = 16           # the S3 store's default parallel GETs
+BUCKET = "ckptfs-bench"
+
+
+class Radosgw:
+    """A radosgw of the bench's own, and the proxy; stopped on exit."""
+
+    def __init__(self, work):
+        self.dir = os.path.join(work, "rgw")
+        shutil.rmtree(self.dir, ignore_errors=True)
+        subprocess.check_call([RGW, "start", self.dir])
+        self.env = {}
+        with open(os.path.join(self.dir, "env")) as fh:
+            for line in fh:
+                if line.startswith("export "):
+                    k, _, v = line[7:].strip().partition("=")
+                    self.env[k] = v
+        self.proxy = None
+        port = os.path.join(self.dir, "proxy.port")
+        self.proxy = subprocess.Popen(
+            ["/usr/bin/python3", PROXY, "--upstream",
+             self.env["AWS_ENDPOINT_URL"], "--port-file", port,
+             "--max-seconds", "7200"], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while not os.path.exists(port):
+            if time.monotonic() > deadline:
+                raise RuntimeError("faultproxy did not start")
+            time.sleep(0.05)
+        with open(port) as fh:
+            self.proxy_url = f"http://127.0.0.1:{int(fh.read())}"
+
+    def environ(self, base=None):
+        env = dict(base if base is not None else os.environ)
+        for k in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL_S3",
+                  "AWS_DEFAULT_REGION"):
+            env.pop(k, None)
+        env.update(self.env)
+        return env
+
+    def put_dir(self, src, prefix):
+        subprocess.check_call([RGW, "mkbucket", self.dir, BUCKET])
+        for f in sorted(os.listdir(src)):
+            p = os.path.join(src, f)
+            if os.path.isfile(p):
+                subprocess.check_call([RGW, "put", self.dir,
+                                       f"{BUCKET}/{prefix}/{f}", p])
+
+    def proxy_bytes(self):
+        import json
+        import urllib.request
+        with urllib.request.urlopen(self.proxy_url +
+                                    "/__faultproxy/stats") as r:
+            return json.load(r)["bytes"]
+
+    def proxy_reset(self):
+        import urllib.request
+        req = urllib.request.Request(self.proxy_url + "/__faultproxy/reset",
+                                     data=b"{}", method="POST")
+        urllib.request.urlopen(req).read()
+
+    def close(self):
+        if self.proxy is not None:
+            self.proxy.terminate()
+            self.proxy.wait()
+        subprocess.call([RGW, "stop", self.dir])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def plan_ranges(ckptfs, root, world, rank, env):
+    """`ckptfs plan`'s reads: [(file, offset, length)]."""
+    out = subprocess.check_output([ckptfs, "plan", root, "--world",
+                                   str(world), "--rank", str(rank)],
+                                  env=env, text=True)
+    reads = []
+    for line in out.splitlines():
+        f = line.split("\t")
+        if len(f) == 5 and f[1] == "read":
+            reads.append((f[2], int(f[3]), int(f[4])))
+    return reads
+
+
+def curl_ceiling(rgw, prefix, reads, n=PARALLEL):
+    """Seconds for `curl --parallel --parallel-max n` to GET exactly the
+    given ranges (a config file, so no credential is on a command line)."""
+    env = rgw.env
+    with tempfile.NamedTemporaryFile("w", suffix=".curl", delete=False) as c:
+        os.chmod(c.name, 0o600)
+        for i, (f, off, ln) in enumerate(reads):
+            if i:
+                c.write("next\n")
+            c.write(f'url = "{env["AWS_ENDPOINT_URL"]}/{BUCKET}/{prefix}/{f}"\n'
+                    f'range = "{off}-{off + ln - 1}"\noutput = "/dev/null"\n'
+                    f'aws-sigv4 = "aws:amz:{env["AWS_REGION"]}:s3"\n'
+                    f'user = "{env["AWS_ACCESS_KEY_ID"]}:'
+                    f'{env["AWS_SECRET_ACCESS_KEY"]}"\n'
+                    'header = "x-amz-content-sha256: UNSIGNED-PAYLOAD"\n'
+                    'fail\nsilent\n')
+    try:
+        t0 = time.perf_counter()
+        subprocess.check_call(["curl", "--parallel", "--parallel-immediate",
+                               "--parallel-max", str(n),
+                               "--no-progress-meter", "-K", c.name])
+        return time.perf_counter() - t0
+    finally:
+        os.unlink(c.name)
+
+
+LOAD = """
+import json, sys, time, ckptfs
+root, w, r = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+kw = {"s3_endpoint": sys.argv[4]} if len(sys.argv) > 4 else {}
+t0 = time.perf_counter()
+with ckptfs.open(root, **kw) as ck:
+    t1 = time.perf_counter()
+    s0 = ck.io_stats()
+    sd = ck.load(w, r, backend="numpy")
+    t2 = time.perf_counter()
+    s1 = ck.io_stats()
+print(json.dumps({"open": t1 - t0, "load": t2 - t1,
+                  "fetched": s1["bytes_fetched"] - s0["bytes_fetched"],
+                  "delivered": s1["bytes_delivered"] - s0["bytes_delivered"],
+                  "requests": s1["requests"] - s0["requests"]}))
+"""
+
+
+def load_once(env, root, w, r, endpoint=None):
+    import json
+    argv = ["/usr/bin/python3", "-c", LOAD, root, str(w), str(r)]
+    if endpoint:
+        argv.append(endpoint)
+    return json.loads(subprocess.check_output(
+        argv, env=env, cwd=os.path.join(ROOT, "scripts")).split(b"\n")[-2])
+
+
+def cat_mount(args, env, root, mnt, w, r, bench):
+    """Bytes and seconds to read every file of a fresh mount once, 1 MiB
+    reads as `cat` makes them (bench: bench.py's Mount, files_of and
+    read_all)."""
+    os.makedirs(mnt, exist_ok=True)
+    saved = dict(os.environ)
+    os.environ.update(env)         # the daemon's AWS settings
+    try:
+        m = bench["Mount"]([args.ckptfs, "mount", root, mnt, "--world",
+                            str(w), "--rank", str(r)], mnt)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    with m:
+        paths = bench["files_of"](m.mnt)
+        t0 = time.perf_counter()
+        n = bench["read_all"](paths)
+        return n, time.perf_counter() - t0
+
+
+def s3_figures(args, t, lib_env, gib, bench):
+    """The object-store rows (see the module's docstring); bench: the
+    helpers of bench.py that cat_mount uses."""
+    if not shutil.which("radosgw") or not shutil.which("curl"):
+        print("  S3: radosgw or curl missing (make deps); not measured")
+        return
+    sid = subprocess.check_output([SID, "path"], text=True).strip()
+    if not os.path.exists(os.path.join(sid, ".ckptfs-ready")):
+        print("  S3: no sid chroot (make sid-chroot); not measured")
+        return
+    subprocess.check_call([SID, "build"])      # python3-s3fs in it
+    inside = f"/tmp/ckptfs-bench-resume-{gib}"
+    check = "@ROOT@/tests/torch2_check.py"
+    if not os.path.exists(os.path.join(sid + inside, ".metadata")):
+        subprocess.check_call([SID, "run", "/usr/bin/python3", check,
+                               "gen-large", inside, str(gib)],
+                              stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    reps = args.reps
+    w, r, prefix = 8, 3, f"resume-{gib}"
+    root = f"s3://{BUCKET}/{prefix}"
+    mnt = os.path.join(args.work, "mnt")
+    with Radosgw(args.work) as rgw:
+        env = rgw.environ(lib_env)
+        rgw.put_dir(sid + inside, prefix)
+        reads = plan_ranges(args.ckptfs, root, w, r, env)
+        need = sum(x[2] for x in reads)
+        ceil = [(need, curl_ceiling(rgw, prefix, reads)) for _ in range(reps)]
+        base = t.add(f"S3 ceiling: {PARALLEL} parallel curl ranged GETs of "
+                     f"the {need / 2**20:.0f} MiB rank {r} of {w} needs "
+                     f"({len(reads)} ranges, radosgw on loopback)",
+                     [b / s / 1e9 for b, s in ceil])
+        loads = [load_once(env, root, w, r) for _ in range(reps)]
+        t.add(f"S3: ckptfs.load of rank {r} of {w} (open apart)",
+              [x["delivered"] / x["load"] / 1e9 for x in loads],
+              base=(base, "curl ceiling"),
+              note=f"{statistics.median(x['requests'] for x in loads):.0f} "
+                   "GETs")
+        t.add("S3: opening it (indexing the torch checkpoint: its records' "
+              "zip windows, one parallel batch)",
+              [x["open"] for x in loads], unit="s")
+        # Bytes fetched per byte delivered, by the library and by the
+        # proxy that carried the same load.
+        rgw.proxy_reset()
+        px = load_once(env, root, w, r, endpoint=rgw.proxy_url)
+        sent = rgw.proxy_bytes()
+        t.add("S3: bytes fetched per byte delivered by ckptfs.load "
+              "(library's count)",
+              [x["fetched"] / x["delivered"] for x in loads], unit="x",
+              note=f"proxy: {sent / px['delivered']:.3f}x for the same "
+                   "load, open included "
+                   f"(library {px['fetched'] / px['delivered']:.3f}x "
+                   "without the open)")
+        cats = [cat_mount(args, env, root, mnt, w, r, bench)
+                for _ in range(reps)]
+        t.add(f"S3: cat of every file of an s3:// mount, rank {r} of {w}",
+              [b / s / 1e9 for b, s in cats], base=(base, "curl ceiling"))
+        resume_rows(args, t, rgw, env, root, prefix, reads, w)
+
+
+def resume_rows(args, t, rgw, env, root, prefix, reads, world):
+    """Resume on world ranks from 4 with torch 2.x in the chroot: torch's
+    FsspecReader against ckptfs.StorageReader, and the curl ceiling for
+    all the bytes the ranks read."""
+    allr = set()
+    for k in range(world):
+        allr.update(plan_ranges(args.ckptfs, root, world, k, env))
+    allr = sorted(allr)
+    need = sum(x[2] for x in allr)
+    reps = max(1, min(args.reps, 3))
+    ceil = statistics.median(curl_ceiling(rgw, prefix, allr)
+                             for _ in range(reps))
+    check = "@ROOT@/tests/torch2_check.py"
+    res = {"fsspec": [], "ckptfs": []}
+    for _ in range(reps):
+        for reader in res:
+            out = subprocess.check_output(
+                [SID, "run", "/usr/bin/python3", check, "resume", root,
+                 str(world), reader, "0"], text=True, env=env,
+                stderr=subprocess.DEVNULL)
+            res[reader].append(float(out.split()[-1]))
+    t.add(f"S3 ceiling for the resume's bytes: {PARALLEL} parallel curl "
+          f"GETs of all {world} ranks' ranges ({need / 2**30:.2f} GiB)",
+          [ceil], unit="s")
+    fs = t.add(f"S3 resume on {world} ranks from 4, torch 2.x: dcp.load with "
+               "torch's FsspecReader (s3fs)", res["fsspec"], unit="s")
+    ck = statistics.median(res["ckptfs"])
+    t.add(f"S3 resume on {world} ranks: dcp.load with "
+          "ckptfs.StorageReader(\"s3://...\")", res["ckptfs"], unit="s",
+          note=f"{fs / ck:.1f}x faster than FsspecReader; "
+               f"{ck / ceil:.2f}x the ceiling's time")
+    # With the index built once and kept in the bucket, each rank's open
+    # is one GET instead of reading every record's zip windows.
+    idx = os.path.join(args.work, "s3-index")
+    subprocess.check_call([args.ckptfs, "index", root, "--index", idx],
+                          env=env, stdout=subprocess.DEVNULL)
+    subprocess.check_call([RGW, "put", rgw.dir,
+                           f"{BUCKET}/{prefix}/.ckptfs-index", idx])
+    res2 = []
+    for _ in range(reps):
+        out = subprocess.check_output(
+            [SID, "run", "/usr/bin/python3", check, "resume", root,
+             str(world), "ckptfs", "0"], text=True, env=env,
+            stderr=subprocess.DEVNULL)
+        res2.append(float(out.split()[-1]))
+    ck2 = statistics.median(res2)
+    t.add(f"S3 resume on {world} ranks: ckptfs.StorageReader with "
+          "`ckptfs index` output in the bucket (.ckptfs-index)", res2,
+          unit="s", note=f"{fs / ck2:.1f}x faster than FsspecReader; "
+                         f"{ck2 / ceil:.2f}x the ceiling's time")
+    subprocess.call([RGW, "rm", rgw.dir, f"{BUCKET}/{prefix}/.ckptfs-index"])
