@@ -581,15 +581,17 @@ int ckpt_view_plan(const struct ckpt_view *v, uint32_t slot, uint32_t node,
 		   void *ctx);
 
 /* ------------------------------------------------------------------ */
-/* Read-ahead windows for in-order readers of strided view files       */
+/* Read-ahead windows for in-order readers of strided or remote files  */
 
 struct ckpt_readahead;
 
 /*
  * Read-ahead for view files whose bytes come from strided records (a
- * transposed tensor, say): a reader that reads such a file in order gets
- * a window read ahead of it at once, in large blocks of the record, and
- * its next reads are copied from it.  The window is the request plus
+ * transposed tensor, say) or from an object store (s3://): a reader that
+ * reads such a file in order gets a window read ahead of it at once (in
+ * large blocks of a strided record; from an object store, in 1 MiB
+ * pieces fetched by many GETs at once), and its next reads are copied
+ * from it.  The window is the request plus
  * what the reader already read in order, at most window bytes, so it
  * about doubles each time and a reader reads at most twice what it is
  * served (once when it reads to the end).  All windows together hold at

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ckptfs.h"
+#include "io/store.h"
 #include "view/view_types.h"
 
 #define STREAMS 16		/* readers followed at once */
@@ -91,13 +92,23 @@ void ckpt_readahead_free(struct ckpt_readahead *ra)
 	free(ra);
 }
 
-/* Whether node's file has a strided chunk (worth a window). */
-static bool has_strided(const struct ckpt_view *v, uint32_t slot,
-			uint32_t node)
+/* Whether the checkpoint's bytes come from a store where each request is
+ * a round trip that many others may overlap (an object store). */
+static bool is_remote(const struct ckpt_view *v)
+{
+	return v->meta->store && ckpt_store_parallelism(v->meta->store) > 0;
+}
+
+/* Whether node's file is worth a window: it has a strided chunk, or its
+ * bytes come from an object store. */
+static bool wants_window(const struct ckpt_view *v, uint32_t slot,
+			 uint32_t node)
 {
 	const uint32_t *used;
 	uint32_t n, k;
 
+	if (is_remote(v))
+		return true;
 	n = ckpt_view_chunks(v, slot, node, &used);
 	for (k = 0; k < n; k++)
 		if (v->meta->chunks[used[k]].strides_at != CKPT_NONE)
@@ -155,6 +166,36 @@ static int stream_of(struct ckpt_readahead *ra, uint32_t slot,
 	}
 }
 
+/*
+ * An object store's window is read as REMOTE_PART pieces at once by the
+ * parallel engine, so that it arrives over as many GETs in flight (an
+ * 8 MiB window: 8 GETs of 1 MiB) rather than one after the other.
+ */
+#define REMOTE_PART ((uint64_t)1 << 20)
+#define REMOTE_PARTS 64
+
+static int fill_remote(const struct ckpt_view *v, uint32_t slot,
+		       uint32_t node, uint64_t off, uint64_t wlen, char *w,
+		       size_t *got)
+{
+	struct ckpt_read_req r[REMOTE_PARTS];
+	uint64_t part = REMOTE_PART, at;
+	char err[512];
+	size_t n = 0;
+
+	while (wlen / part >= REMOTE_PARTS)
+		part *= 2;
+	for (at = 0; at < wlen; at += part, n++)
+		r[n] = (struct ckpt_read_req){ slot, node, off + at,
+					       wlen - at < part ? wlen - at :
+					       part, w + at };
+	*got = 0;
+	if (ckpt_view_read_batch(v, r, n, 0, err, sizeof(err)))
+		return -EIO;	/* the caller reads alone, and says why */
+	*got = (size_t)wlen;
+	return 0;
+}
+
 int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 			uint32_t slot, uint32_t node, uint64_t off, size_t len,
 			void *buf, size_t *got, struct ckpt_scratch *s)
@@ -168,7 +209,7 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 	int i, rc;
 
 	if (!ra || ckpt_view_size(v, slot, node, &size) || off >= size ||
-	    !has_strided(v, slot, node))
+	    !wants_window(v, slot, node))
 		return ckpt_view_read(v, slot, node, off, len, buf, got, s);
 	i = stream_of(ra, slot, node);
 	st = &ra->s[i];
@@ -190,8 +231,13 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 		/* its own scratch: a window's staging is freed with it */
 		w = malloc(wlen);
 		fs = ckpt_scratch_new();
-		rc = w && fs ? ckpt_view_read(v, slot, node, off, wlen, w,
-					      &wgot, fs) : -ENOMEM;
+		if (!w || !fs)
+			rc = -ENOMEM;
+		else if (is_remote(v))
+			rc = fill_remote(v, slot, node, off, wlen, w, &wgot);
+		else
+			rc = ckpt_view_read(v, slot, node, off, wlen, w, &wgot,
+					    fs);
 		ckpt_scratch_free(fs);
 		if (!rc && wgot == wlen) {
 			st->buf = w;

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Read-ahead for in-order readers of view files whose bytes come from
- * strided records (ckptfs.h's ckpt_readahead_*): a window of the file
- * ahead of the reader is read at once, so the record is gathered in
- * large blocks (plan/gather.h) instead of one stored row per request,
- * and the reader's next requests are served from it.  This header holds
+ * strided records or from an object store (ckptfs.h's ckpt_readahead_*):
+ * a window of the file ahead of the reader is read at once, so the record
+ * is gathered in large blocks (plan/gather.h) instead of one stored row
+ * per request, or fetched by many GETs in flight instead of one round
+ * trip per request, and the reader's next requests are served from it.  This header holds
  * the policy, pure so it can be tested alone.
  */
 #ifndef CKPT_READAHEAD_H

@@ -347,3 +347,51 @@ except Exception as e:
 	not grep -q "$s" "$all"
 	not grep -rq "$s" "$TMP" --exclude=all --exclude=creds
 }
+
+@test "s3 read-ahead: cat of a view file reads ahead in windows fetched by many GETs at once, within 2x the bytes it serves; -o ahead_kb=0 turns it off" {
+	big_ckpt ck-ahead
+	local f=optim/state/layers.0.weight/exp_avg size
+	"$CKPTFS" cat "$TMP/big" optim.state.layers.0.weight.exp_avg --world 1 --rank 0 >"$TMP/want"
+	size=$(stat -c %s "$TMP/want")
+	[ "$size" -gt $((8 << 20)) ]
+	# Each GET waits 30 ms at the proxy: GETs in flight at once show.
+	proxy config '{"mode":"delay","delay_ms":30,"only":"get"}'
+	start_mount s3://ck-ahead/run "$MNT" --world 1 --rank 0 -o s3_endpoint=$S3CHECK_PROXY
+	proxy reset '{}'
+	cmp "$MNT/$f" "$TMP/want"
+	echo "read-ahead: $(proxy_stat inflight_max) GETs at once, $(proxy_stat bytes) bytes for $size"
+	[ "$(proxy_stat inflight_max)" -ge 6 ]
+	[ "$(proxy_stat bytes)" -le $((2 * size)) ]
+	stop_mount
+	start_mount s3://ck-ahead/run "$MNT" --world 1 --rank 0 -o s3_endpoint=$S3CHECK_PROXY,ahead_kb=0
+	proxy reset '{}'
+	cmp "$MNT/$f" "$TMP/want"
+	echo "without: $(proxy_stat inflight_max) GETs at once, $(proxy_stat bytes) bytes"
+	[ "$(proxy_stat inflight_max)" -le 3 ]
+	stop_mount
+}
+
+@test "s3 -o prefetch: the view is fetched into the page cache after mounting, and reads then fetch nothing more" {
+	big_ckpt ck-prefetch
+	start_mount "$TMP/big" "$MNT" --world 3 --rank 1
+	sums "$MNT" >"$TMP/local.sums"
+	local total
+	total=$(du -sb --apparent-size "$MNT" --exclude=.ckptfs | cut -f1)
+	stop_mount
+	proxy reset '{}'
+	start_mount s3://ck-prefetch/run "$MNT" --world 3 --rank 1 -o s3_endpoint=$S3CHECK_PROXY,prefetch
+	for _ in $(seq 400); do
+		[ "$(proxy_stat bytes)" -ge "$total" ] && break
+		sleep 0.05
+	done
+	sleep 0.5
+	local before=$(proxy_stat bytes)
+	echo "prefetched $before bytes for a view of $total"
+	[ "$before" -ge "$total" ]
+	sums "$MNT" >"$TMP/s3.sums"
+	diff "$TMP/local.sums" "$TMP/s3.sums"
+	echo "after reading: $(proxy_stat bytes)"
+	# Served from the page cache: at most a few stray pages more.
+	[ "$(proxy_stat bytes)" -le $((before + total / 10)) ]
+	stop_mount
+}

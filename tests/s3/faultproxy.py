@@ -26,6 +26,8 @@ Control (JSON over HTTP on the same port):
        "seed": 1}      set the fault (mode "none": forward everything);
                        resets the count of faults injected
   GET  /__faultproxy/stats   {"requests", "faults", "bytes", "by_status",
+                              "inflight_max" (the most requests served at
+                              once, control requests not counted),
                               "log": [[method, path, range, status,
                               bytes, signed headers, has token], ...]
                               (the last 20000; "signed headers" is the
@@ -72,6 +74,8 @@ class State:
         self.bytes = 0
         self.by_status = {}
         self.log = []
+        self.inflight = getattr(self, "inflight", 0)
+        self.inflight_max = 0
 
     def configure(self, cfg):
         with self.lock:
@@ -126,7 +130,17 @@ class State:
         with self.lock:
             return {"requests": self.requests, "faults": self.faults,
                     "bytes": self.bytes, "by_status": dict(self.by_status),
+                    "inflight_max": self.inflight_max,
                     "log": list(self.log)}
+
+    def enter(self):
+        with self.lock:
+            self.inflight += 1
+            self.inflight_max = max(self.inflight_max, self.inflight)
+
+    def leave(self):
+        with self.lock:
+            self.inflight -= 1
 
 
 STATE = State()
@@ -153,6 +167,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_any(self):
         if self.path.startswith("/__faultproxy/"):
             return self.control()
+        STATE.enter()
+        try:
+            self.serve()
+        finally:
+            STATE.leave()
+
+    def serve(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         rng = self.headers.get("Range")
