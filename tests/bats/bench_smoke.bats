@@ -18,4 +18,6 @@ teardown() { common_teardown; }
 	[[ "$output" == *"view first read, tiling dim1, W=8 R=3"* ]]
 	[[ "$output" == *"daemon RSS growth"* ]]
 	[[ "$output" == *"zstd records through the mount, first read"* ]]
+	[[ "$output" == *"S3: ckptfs.load of rank 3 of 8"* ]]
+	[[ "$output" == *"S3: cat of every file of an s3:// mount"* ]]
 }
