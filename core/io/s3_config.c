@@ -72,6 +72,15 @@ static char *expand_home(const char *path)
 	return out;
 }
 
+/* An AWS file's path: the option's, else the variable's, else dflt
+ * (each with ~ expanded).  NULL when out of memory. */
+static char *aws_file_path(const char *opt, const char *var, const char *dflt)
+{
+	if (opt && opt[0])
+		return expand_home(opt);
+	return expand_home(env(var) ? env(var) : dflt);
+}
+
 static char *trim(char *s)
 {
 	char *e;
@@ -368,18 +377,11 @@ int ckpt_s3_config_load(const struct ckpt_s3_opts *o,
 	named = profile != NULL;
 	if (!profile)
 		profile = "default";
-	if (o && o->credentials_file && o->credentials_file[0])
-		cred_path = expand_home(o->credentials_file);
-	else if (env("AWS_SHARED_CREDENTIALS_FILE"))
-		cred_path = expand_home(env("AWS_SHARED_CREDENTIALS_FILE"));
-	else
-		cred_path = expand_home("~/.aws/credentials");
-	if (o && o->config_file && o->config_file[0])
-		conf_path = expand_home(o->config_file);
-	else if (env("AWS_CONFIG_FILE"))
-		conf_path = expand_home(env("AWS_CONFIG_FILE"));
-	else
-		conf_path = expand_home("~/.aws/config");
+	cred_path = aws_file_path(o ? o->credentials_file : NULL,
+				  "AWS_SHARED_CREDENTIALS_FILE",
+				  "~/.aws/credentials");
+	conf_path = aws_file_path(o ? o->config_file : NULL,
+				  "AWS_CONFIG_FILE", "~/.aws/config");
 	if (!cred_path || !conf_path) {
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 		goto out_fail;
