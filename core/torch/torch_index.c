@@ -48,14 +48,17 @@ static const char *const side_files[] = { "common.pt", "metadata.json" };
 #define NSIDE (sizeof(side_files) / sizeof(side_files[0]))
 
 /*
- * On an object store, each read is a round trip: locating a record reads
- * its first and last TZ_WINDOW bytes (tz_open's windows; a zstd frame's
- * magic), two requests per record one after the other.  So for a store
- * that keeps requests in flight (ckpt_store_parallelism() > 0), the
- * windows of the next PF_RECORDS records are fetched first in one batch
- * (the store merges near ones and runs them at once), and reads that
- * fall inside a window are served from it.  Memory: at most
- * PF_RECORDS * 2 * TZ_WINDOW bytes.
+ * Locating a record reads its first and last TZ_WINDOW bytes (tz_open's
+ * windows; a zstd frame's magic), one record after another: two small
+ * requests per record, each waited for.  So the windows of the next
+ * PF_RECORDS records are asked for first.  A local store gets them as
+ * WILLNEED hints, a record's tail and the next one's head (adjacent in a
+ * .distcp file) as one range, so that a cold device reads them in a deep
+ * queue and in half the requests.  A store that keeps requests in flight
+ * (an object store: ckpt_store_parallelism() > 0) fetches them in one
+ * batch (it merges near ones and runs them at once) into memory, from
+ * which reads inside a window are then served: at most PF_RECORDS * 2 *
+ * TZ_WINDOW bytes.
  */
 #define PF_RECORDS 4096u
 
@@ -396,11 +399,37 @@ static void pf_clear(struct prefetch *pf)
 	memset(pf, 0, sizeof(*pf));
 }
 
+/* Hint the windows w[0..n) (in record order) to a local store, joining
+ * a window to the one before when they are near in the same file. */
+static void pf_hint(struct ckpt_store *s, const struct pf_win *w, size_t n)
+{
+	uint64_t at = 0, len = 0;
+	uint32_t fid = 0;
+	size_t k;
+
+	for (k = 0; k < n; k++) {
+		if (len && w[k].fid == fid && w[k].off >= at &&
+		    w[k].off <= at + len + TZ_WINDOW) {
+			if (w[k].off + w[k].len - at > len)
+				len = w[k].off + w[k].len - at;
+			continue;
+		}
+		if (len)
+			ckpt_store_willneed(s, fid, at, len);
+		fid = w[k].fid;
+		at = w[k].off;
+		len = w[k].len;
+	}
+	if (len)
+		ckpt_store_willneed(s, fid, at, len);
+}
+
 /*
- * Fetch the windows of storage records [first, first + PF_RECORDS) of sd
- * into t->pf (see PF_RECORDS).  Best effort: a record that does not
- * parse, a file that does not open or a read that fails leaves its
- * windows out, and locating the record reads (and reports) as usual.
+ * Ask for the windows of storage records [first, first + PF_RECORDS) of
+ * sd (see PF_RECORDS): hinted, or fetched into t->pf.  Best effort: a
+ * record that does not parse, a file that does not open or a read that
+ * fails leaves its windows out, and locating the record reads (and
+ * reports) as usual.
  */
 static void pf_load(struct tctx *t, const struct pk_value *sd, uint32_t first)
 {
@@ -411,7 +440,7 @@ static void pf_load(struct tctx *t, const struct pk_value *sd, uint32_t first)
 	uint64_t at = 0;
 
 	pf_clear(pf);
-	if (!t->store || !ckpt_store_parallelism(t->store))
+	if (!t->store)
 		return;
 	if (end - first > PF_RECORDS)
 		end = first + PF_RECORDS;
@@ -449,6 +478,11 @@ static void pf_load(struct tctx *t, const struct pk_value *sd, uint32_t first)
 		if (len > head)
 			pf->w[n++] = (struct pf_win){ id, off + len - TZ_WINDOW,
 						      TZ_WINDOW, NULL };
+	}
+	if (!ckpt_store_parallelism(t->store)) {
+		pf_hint(t->store, pf->w, n);
+		pf_clear(pf);
+		return;
 	}
 	pf->mem = malloc(n ? n * 2 * TZ_WINDOW : 1);
 	r = calloc(n ? n : 1, sizeof(*r));
@@ -885,67 +919,6 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 	return 0;
 }
 
-/*
- * Opening a record's archive reads its first and last TZ_WINDOW bytes,
- * one record after another: on a cold device, two small requests per
- * record, each waited for.  Ask for all of them first (WILLNEED, a
- * hint: errors are left to the reads that follow), with a record's tail
- * and the next one's head, adjacent in the file, as one range: the
- * device then reads them at once, in half the requests.
- */
-static void prefetch_heads(struct tctx *t, const struct pk_value *sd)
-{
-	uint64_t at = 0, len = 0, o, l, w;
-	uint32_t i, fid = 0;
-
-	for (i = 0; t->store && i + 1 < sd->n; i += 2) {
-		const struct pk_value *mi = state_of(sd->u.items[i], TG_INDEX);
-		const struct pk_value *si = state_of(sd->u.items[i + 1],
-						     TG_STORAGE_INFO);
-		const struct pk_value *fqn, *path, *ov, *lv;
-
-		if (!mi || !si)
-			continue;
-		fqn = pk_dict_get(mi, "fqn");
-		path = pk_dict_get(si, "relative_path");
-		ov = pk_dict_get(si, "offset");
-		lv = pk_dict_get(si, "length");
-		if (!fqn || fqn->type != PK_STR || !path ||
-		    path->type != PK_STR || !ov || ov->type != PK_INT ||
-		    ov->u.i < 0 || !lv || lv->type != PK_INT || lv->u.i <= 0 ||
-		    open_file(t, fqn, path))
-			continue;
-		o = (uint64_t)ov->u.i;
-		l = (uint64_t)lv->u.i;
-		if (o > t->fsize || l > t->fsize - o)
-			continue;
-		w = l < 2 * TZ_WINDOW ? l : TZ_WINDOW;
-		if (len && t->fid == fid && o <= at + len + TZ_WINDOW &&
-		    o >= at) {
-			len = o + w - at > len ? o + w - at : len;
-		} else {
-			if (len)
-				ckpt_store_willneed(t->store, fid, at, len);
-			fid = t->fid;
-			at = o;
-			len = w;
-		}
-		if (l > w) {	/* the tail, joined to the head if near */
-			if (o + l - w > at + len + TZ_WINDOW) {
-				ckpt_store_willneed(t->store, fid, at, len);
-				at = o + l - w;
-				len = w;
-			} else {
-				len = o + l - at;
-			}
-		}
-	}
-	if (len)
-		ckpt_store_willneed(t->store, fid, at, len);
-	if (t->errlen)
-		t->err[0] = '\0';	/* the records' own reads report */
-}
-
 static int put_storage_data(struct tctx *t, const struct pk_value *sd)
 {
 	uint32_t i;
@@ -968,7 +941,6 @@ static int put_storage_data(struct tctx *t, const struct pk_value *sd)
 		ckpt_pack_cstr(&t->w.pk, "length");
 		msgpack_pack_uint64(&t->w.pk, t->side_size[i]);
 	}
-	prefetch_heads(t, sd);
 	for (i = 0; i + 1 < sd->n; i += 2) {
 		if ((i / 2) % PF_RECORDS == 0)
 			pf_load(t, sd, i / 2);
