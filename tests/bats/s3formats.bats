@@ -125,6 +125,6 @@ DIRECT="$PY $ROOT/tests/direct_checks.py"
 		run $(direct_env) $DIRECT dcp-torch "$TMP/t/$d" 6 4 3 --from "s3://ck-t1/$d"
 		echo "$d: $output"
 		[ "$status" -eq 0 ]
-		[ "$(grep -c ' 0 differ' <<<"$output")" -eq 3 ]
+		[ "$(grep -o ' 0 differ' <<<"$output" | wc -l)" -eq 3 ]
 	done
 }

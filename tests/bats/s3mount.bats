@@ -348,22 +348,33 @@ except Exception as e:
 	not grep -rq "$s" "$TMP" --exclude=all --exclude=creds
 }
 
-@test "s3 read-ahead: an in-order reader gets windows ahead of it, fetched by several GETs at once, within 2x the bytes it is served; -o ahead_kb=0 turns it off" {
+# gets BYTES: "N M" for the ranged GETs the proxy logged, N of them of
+# at least BYTES, M in all.
+gets() {
+	curl -sf "$S3CHECK_PROXY/__faultproxy/stats" | $PY -c '
+import json, sys
+log = [e for e in json.load(sys.stdin)["log"] if e[0] == "GET" and e[2]]
+big = sum(1 for e in log if e[4] >= int(sys.argv[1]))
+print(big, len(log))' "$1"
+}
+
+@test "s3 read-ahead: an in-order reader gets windows ahead of it, fetched as 1 MiB GETs, several at once, within 2x the bytes it is served; -o ahead_kb=0 turns it off" {
 	big_ckpt ck-ahead
-	local f=optim/state/layers.0.weight/exp_avg n=$((5 << 20))
+	local f=optim/state/layers.0.weight/exp_avg n=$((5 << 20)) g
 	"$CKPTFS" cat "$TMP/big" optim.state.layers.0.weight.exp_avg --world 1 --rank 0 >"$TMP/want"
 	# Each GET waits 30 ms at the proxy, so that GETs in flight at once
-	# show; O_DIRECT 128 KiB reads reach the daemon one at a time, without
-	# the kernel's own readahead.
+	# show; the reader's O_DIRECT reads are of 128 KiB.
 	proxy config '{"mode":"delay","delay_ms":30,"only":"get"}'
 	start_mount s3://ck-ahead/run "$MNT" --world 1 --rank 0 -o s3_endpoint=$S3CHECK_PROXY
 	proxy reset '{}'
 	dd if="$MNT/$f" of="$TMP/got" bs=128k count=40 iflag=direct status=none
 	cmp "$TMP/got" <(head -c $n "$TMP/want")
-	echo "read-ahead: $(proxy_stat inflight_max) GETs at once, $(proxy_stat bytes) bytes for $n"
+	g=$(gets $((1 << 20)))
+	echo "read-ahead: $(proxy_stat inflight_max) GETs at once, $(proxy_stat bytes) bytes for $n; 1 MiB GETs, all GETs: $g"
 	[ "$(proxy_stat inflight_max)" -ge 3 ]
 	[ "$(proxy_stat bytes)" -gt $((n + (1 << 20))) ]
 	[ "$(proxy_stat bytes)" -le $((2 * n + (8 << 20))) ]
+	[ "${g% *}" -ge 4 ]
 	# The whole file, as cat reads it.
 	cmp "$MNT/$f" "$TMP/want"
 	stop_mount
@@ -371,9 +382,10 @@ except Exception as e:
 	proxy reset '{}'
 	dd if="$MNT/$f" of="$TMP/got" bs=128k count=40 iflag=direct status=none
 	cmp "$TMP/got" <(head -c $n "$TMP/want")
-	echo "without: $(proxy_stat inflight_max) GETs at once, $(proxy_stat bytes) bytes"
-	[ "$(proxy_stat inflight_max)" -le 2 ]
+	g=$(gets $(((128 << 10) + 1)))
+	echo "without: $(proxy_stat bytes) bytes; GETs over 128 KiB, all GETs: $g"
 	[ "$(proxy_stat bytes)" -eq $n ]
+	[ "${g% *}" -eq 0 ]
 	cmp "$MNT/$f" "$TMP/want"
 	stop_mount
 }

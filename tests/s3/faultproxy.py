@@ -307,6 +307,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 STATE.configure(json.loads(body or b"{}"))
                 out = {"ok": True}
             elif what == "stats":
+                # A client that has its answer may ask before the thread
+                # that sent it has counted it: wait a little for the
+                # requests in progress (not for ones held by a delay).
+                deadline = time.monotonic() + 0.5
+                while STATE.inflight and time.monotonic() < deadline:
+                    time.sleep(0.005)
                 out = STATE.stats()
             elif what == "reset":
                 with STATE.lock:
