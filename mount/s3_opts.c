@@ -121,8 +121,9 @@ int s3_cli_take(struct s3_cli *c, const char *name, const char *val,
 		n = strtoull(val, &end, 10);
 		if (*val < '0' || *val > '9' || errno || *end ||
 		    n >= UINT32_MAX) {
-			snprintf(err, errlen, "%s must be a whole number, got '%s'",
-				 name, val);
+			snprintf(err, errlen,
+				 "%s must be a whole number, got '%s'", name,
+				 val);
 			return -1;
 		}
 		/* retries=0 is asked for, unlike the library's 0 (default) */

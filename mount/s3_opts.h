@@ -44,34 +44,27 @@ int s3_cli_take(struct s3_cli *c, const char *name, const char *val,
 #define S3_CLI_OPT 0x5300	/* getopt_long codes from here */
 #define S3_CLI_OPT_SECRET (S3_CLI_OPT + 0xff)
 #define S3_CLI_LONG(name, i) \
-	{ "s3-" name, required_argument, NULL, S3_CLI_OPT + (i) }
+	{ name, required_argument, NULL, S3_CLI_OPT + (i) }
+#define S3_CLI_SECRET(name) \
+	{ name, optional_argument, NULL, S3_CLI_OPT_SECRET }
 #define S3_CLI_LONG_OPTIONS \
-	S3_CLI_LONG("endpoint", 0), S3_CLI_LONG("region", 1), \
-	S3_CLI_LONG("profile", 2), S3_CLI_LONG("credentials-file", 3), \
-	S3_CLI_LONG("config-file", 4), S3_CLI_LONG("parallel", 5), \
-	S3_CLI_LONG("retries", 6), S3_CLI_LONG("timeout-ms", 7), \
-	S3_CLI_LONG("part-size", 8), S3_CLI_LONG("merge-gap", 9), \
-	{ "s3_endpoint", required_argument, NULL, S3_CLI_OPT + 0 }, \
-	{ "s3_region", required_argument, NULL, S3_CLI_OPT + 1 }, \
-	{ "s3_profile", required_argument, NULL, S3_CLI_OPT + 2 }, \
-	{ "s3_credentials_file", required_argument, NULL, S3_CLI_OPT + 3 }, \
-	{ "s3_config_file", required_argument, NULL, S3_CLI_OPT + 4 }, \
-	{ "s3_parallel", required_argument, NULL, S3_CLI_OPT + 5 }, \
-	{ "s3_retries", required_argument, NULL, S3_CLI_OPT + 6 }, \
-	{ "s3_timeout_ms", required_argument, NULL, S3_CLI_OPT + 7 }, \
-	{ "s3_part_size", required_argument, NULL, S3_CLI_OPT + 8 }, \
-	{ "s3_merge_gap", required_argument, NULL, S3_CLI_OPT + 9 }, \
-	{ "s3-access-key", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
-	{ "s3-access-key-id", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
-	{ "s3-secret-key", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
-	{ "s3-secret-access-key", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
-	{ "s3-session-token", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
-	{ "aws-access-key-id", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
-	{ "aws-secret-access-key", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
-	{ "aws-session-token", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
-	{ "s3_access_key", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
-	{ "s3_secret_key", optional_argument, NULL, S3_CLI_OPT_SECRET }, \
-	{ "s3_session_token", optional_argument, NULL, S3_CLI_OPT_SECRET }
+	S3_CLI_LONG("s3-endpoint", 0), S3_CLI_LONG("s3-region", 1), \
+	S3_CLI_LONG("s3-profile", 2), S3_CLI_LONG("s3-credentials-file", 3), \
+	S3_CLI_LONG("s3-config-file", 4), S3_CLI_LONG("s3-parallel", 5), \
+	S3_CLI_LONG("s3-retries", 6), S3_CLI_LONG("s3-timeout-ms", 7), \
+	S3_CLI_LONG("s3-part-size", 8), S3_CLI_LONG("s3-merge-gap", 9), \
+	S3_CLI_LONG("s3_endpoint", 0), S3_CLI_LONG("s3_region", 1), \
+	S3_CLI_LONG("s3_profile", 2), S3_CLI_LONG("s3_credentials_file", 3), \
+	S3_CLI_LONG("s3_config_file", 4), S3_CLI_LONG("s3_parallel", 5), \
+	S3_CLI_LONG("s3_retries", 6), S3_CLI_LONG("s3_timeout_ms", 7), \
+	S3_CLI_LONG("s3_part_size", 8), S3_CLI_LONG("s3_merge_gap", 9), \
+	S3_CLI_SECRET("s3-access-key"), S3_CLI_SECRET("s3-access-key-id"), \
+	S3_CLI_SECRET("s3-secret-key"), S3_CLI_SECRET("s3-secret-access-key"), \
+	S3_CLI_SECRET("s3-session-token"), \
+	S3_CLI_SECRET("aws-access-key-id"), \
+	S3_CLI_SECRET("aws-secret-access-key"), \
+	S3_CLI_SECRET("aws-session-token"), S3_CLI_SECRET("s3_access_key"), \
+	S3_CLI_SECRET("s3_secret_key"), S3_CLI_SECRET("s3_session_token")
 
 int s3_cli_take_opt(struct s3_cli *c, int code, const char *val, char *err,
 		    size_t errlen);
