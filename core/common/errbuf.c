@@ -28,29 +28,48 @@ int ckpt_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
 	return rc;
 }
 
+void ckpt_msg_put(char *buf, size_t room, size_t *at, const char *s,
+		  size_t n)
+{
+	size_t k;
+
+	if (room == 0 || *at >= room)
+		return;
+	k = room - 1 - *at < n ? room - 1 - *at : n;
+	memcpy(buf + *at, s, k);
+	*at += k;
+	buf[*at] = '\0';
+}
+
+void ckpt_msg_put_u64(char *buf, size_t room, size_t *at, uint64_t v)
+{
+	char num[24], *p = num + sizeof(num);
+
+	do {
+		*--p = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	ckpt_msg_put(buf, room, at, p, (size_t)(num + sizeof(num) - p));
+}
+
+/* Without snprintf: indexing a checkpoint formats the dims of every
+ * chunk it names, and vfprintf's machinery cost more than the rest. */
 char *ckpt_fmt_dims(char *buf, size_t buflen, const uint64_t *dims,
 		    unsigned ndim)
 {
 	size_t at = 0;
 	unsigned i;
-	int n;
 
 	if (buflen == 0)
 		return buf;
 	buf[0] = '\0';
-	n = snprintf(buf, buflen, "[");
-	for (i = 0; n >= 0 && i < ndim; i++) {
-		at += (size_t)n;
-		if (at >= buflen)
-			return buf;
-		n = snprintf(buf + at, buflen - at, "%s%" PRIu64,
-			     i ? "," : "", dims[i]);
+	ckpt_msg_put(buf, buflen, &at, "[", 1);
+	for (i = 0; i < ndim; i++) {
+		if (i)
+			ckpt_msg_put(buf, buflen, &at, ",", 1);
+		ckpt_msg_put_u64(buf, buflen, &at, dims[i]);
 	}
-	if (n >= 0) {
-		at += (size_t)n;
-		if (at < buflen)
-			snprintf(buf + at, buflen - at, "]");
-	}
+	ckpt_msg_put(buf, buflen, &at, "]", 1);
 	return buf;
 }
 

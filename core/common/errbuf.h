@@ -27,6 +27,16 @@ char *ckpt_fmt_dims(char *buf, size_t buflen, const uint64_t *dims,
 		    unsigned ndim);
 
 /*
+ * Append to a message without printf, for paths that name every record
+ * they pass (indexing a checkpoint): buf holds room bytes of which *at are
+ * used; appends the n bytes at s (or v in decimal), truncating, and keeps
+ * buf NUL-terminated.
+ */
+void ckpt_msg_put(char *buf, size_t room, size_t *at, const char *s,
+		  size_t n);
+void ckpt_msg_put_u64(char *buf, size_t room, size_t *at, uint64_t v);
+
+/*
  * The calling thread's last failure (struct ckpt_error, ckptfs.h): its
  * message, code, file, offset and key.  ckpt_errf() records its code and
  * message there too, so every action that fails leaves them; where a read

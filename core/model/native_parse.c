@@ -138,6 +138,19 @@ static int read_dims(struct parser *ps, struct mp_cursor *c,
 	return 0;
 }
 
+/* "name[i]" into buf, without snprintf: the parse names every chunk and
+ * record it passes, for messages only. */
+static void fmt_index(char *buf, size_t len, const char *name, uint32_t i)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	ckpt_msg_put(buf, len, &at, name, strlen(name));
+	ckpt_msg_put(buf, len, &at, "[", 1);
+	ckpt_msg_put_u64(buf, len, &at, i);
+	ckpt_msg_put(buf, len, &at, "]", 1);
+}
+
 /* {"offsets": [...], "sizes": [...]} of entry e. */
 static int parse_chunk(struct parser *ps, struct mp_cursor *c,
 		       struct ckpt_entry *e, uint32_t ci, const char *where)
@@ -149,7 +162,7 @@ static int parse_chunk(struct parser *ps, struct mp_cursor *c,
 	char cw[64];
 	int rc;
 
-	snprintf(cw, sizeof(cw), "chunks[%" PRIu32 "]", ci);
+	fmt_index(cw, sizeof(cw), "chunks", ci);
 	rc = mp_read_map(c, &n);
 	if (rc == -EPROTO)
 		return type_error(ps, where, cw, "map", c);
@@ -162,14 +175,18 @@ static int parse_chunk(struct parser *ps, struct mp_cursor *c,
 			bool is_off = k[0] == 'o';
 			uint32_t *slot = is_off ? &off_at : &size_at;
 			char fw[80];
+			size_t at = 0;
 
 			if (*slot != CKPT_NONE)
 				return ckpt_errf(ps->err, ps->errlen, -EINVAL,
 						 "%s: %s: %s: field '%s' given twice",
 						 ps->name, where, cw,
 						 is_off ? "offsets" : "sizes");
-			snprintf(fw, sizeof(fw), "%s.%s", cw,
-				 is_off ? "offsets" : "sizes");
+			fw[0] = '\0';
+			ckpt_msg_put(fw, sizeof(fw), &at, cw, strlen(cw));
+			ckpt_msg_put(fw, sizeof(fw), &at,
+				     is_off ? ".offsets" : ".sizes",
+				     is_off ? 8 : 6);
 			rc = read_dims(ps, c, where, fw, e->ndim, slot, NULL);
 			if (rc)
 				return rc;
@@ -616,7 +633,7 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 	char where[64];
 	int rc;
 
-	snprintf(where, sizeof(where), "storage_data[%" PRIu32 "]", ri);
+	fmt_index(where, sizeof(where), "storage_data", ri);
 	memset(r, 0, sizeof(*r));
 	r->payload = -1;
 	rc = open_map(ps, c, where, &n);
@@ -725,7 +742,7 @@ static int record_chunk(struct parser *ps, struct record *r, uint32_t ri,
 	uint32_t n, d, idx;
 	int rc;
 
-	snprintf(where, sizeof(where), "storage_data[%" PRIu32 "]", ri);
+	fmt_index(where, sizeof(where), "storage_data", ri);
 	/* Records of one key usually follow each other. */
 	if (*pe && (*pe)->fqn_len == r->fqn_len &&
 	    memcmp(m->strings + (*pe)->fqn, r->fqn, r->fqn_len) == 0)

@@ -74,6 +74,20 @@ struct prefetch {
 	uint8_t *mem;
 };
 
+/*
+ * The span of the current data file read last.  Locating a record reads
+ * its first bytes (its kind), its head window and its tail window; the
+ * tail's read continues into what follows, usually the next record's
+ * head.  So each record costs one pread instead of three.
+ */
+struct window {
+	bool valid;
+	uint32_t fid;		/* store id of the file */
+	uint64_t off;		/* where buf starts in it */
+	size_t len;
+	uint8_t buf[2 * TZ_WINDOW];
+};
+
 struct tctx {
 	const char *dir, *name;	/* the store's root, .metadata's path */
 	struct ckpt_store *store;	/* NULL: no data files (fuzzing) */
@@ -96,6 +110,7 @@ struct tctx {
 	uint64_t side_size[NSIDE];
 	unsigned nside;
 	struct prefetch pf;	/* the current records' windows */
+	struct window win;
 };
 
 static int find_side_files(struct tctx *t)
@@ -121,11 +136,14 @@ static int find_side_files(struct tctx *t)
 	return 0;
 }
 
+/* A record's bytes [base, base + len) of data file id (fsize bytes),
+ * read through win. */
 struct blob {
 	struct ckpt_store *store;
 	uint32_t id;
-	uint64_t base;
+	uint64_t base, len, fsize;
 	const struct prefetch *pf;	/* or NULL */
+	struct window *win;
 };
 
 bool ckpt_torch_is_pickle(const uint8_t *buf, size_t len)
@@ -371,16 +389,48 @@ static const struct pf_win *pf_find(const struct prefetch *pf, uint32_t fid,
 	return NULL;
 }
 
+/* tz_read_fn over a blob: from the prefetched windows (an object
+ * store) or its window when that holds the bytes;
+ * else a read at the record's start takes its whole head window, and one
+ * that ends at the record's end continues a window further (the next
+ * record's head), both kept in the window for the reads that follow. */
 static int blob_read(void *ctx, uint64_t off, void *buf, size_t len)
 {
 	const struct blob *b = ctx;
-	const struct pf_win *w = pf_find(b->pf, b->id, b->base + off, len);
+	struct window *w = b->win;
+	uint64_t at = b->base + off, want = len;
+	const struct pf_win *p = pf_find(b->pf, b->id, at, len);
+	int rc;
 
-	if (w) {
-		memcpy(buf, w->buf + (b->base + off - w->off), len);
+	if (p) {
+		memcpy(buf, p->buf + (at - p->off), len);
 		return 0;
 	}
-	return ckpt_store_pread(b->store, b->id, buf, len, b->base + off);
+	if (w->valid && w->fid == b->id && at >= w->off &&
+	    at - w->off <= w->len && len <= w->len - (at - w->off)) {
+		memcpy(buf, w->buf + (at - w->off), len);
+		return 0;
+	}
+	if (len > sizeof(w->buf) || at > b->fsize)
+		return ckpt_store_pread(b->store, b->id, buf, len, at);
+	if (off == 0 && want < TZ_WINDOW)
+		want = b->len < TZ_WINDOW ? b->len : TZ_WINDOW;
+	if (off + len == b->len)
+		want = sizeof(w->buf);
+	if (want > b->fsize - at)
+		want = b->fsize - at;
+	if (want < len)
+		return ckpt_store_pread(b->store, b->id, buf, len, at);
+	w->valid = false;
+	rc = ckpt_store_pread(b->store, b->id, w->buf, (size_t)want, at);
+	if (rc)
+		return rc;
+	w->valid = true;
+	w->fid = b->id;
+	w->off = at;
+	w->len = (size_t)want;
+	memcpy(buf, w->buf, len);
+	return 0;
 }
 
 static int cmp_win(const void *a, const void *b)
@@ -615,13 +665,24 @@ static int open_record(struct tctx *t, const struct pk_value *fqn,
 		       size_t wlen, struct blob *b)
 {
 	int rc = open_file(t, fqn, path);
+	size_t wat;
 
 	if (rc)
 		return rc;
-	snprintf(where, wlen, "%s/%.*s: offset %" PRIu64 ": key '%.*s'%s",
-		 t->dir, (int)path->u.str.len, path->u.str.s, boff,
-		 (int)(fqn->u.str.len > FQN_SHOWN ? FQN_SHOWN : fqn->u.str.len),
-		 fqn->u.str.s, suffix);
+	/* By hand, not snprintf: every record gets one, used on errors. */
+	wat = 0;
+	if (wlen)
+		where[0] = '\0';
+	ckpt_msg_put(where, wlen, &wat, t->dir, strlen(t->dir));
+	ckpt_msg_put(where, wlen, &wat, "/", 1);
+	ckpt_msg_put(where, wlen, &wat, path->u.str.s, path->u.str.len);
+	ckpt_msg_put(where, wlen, &wat, ": offset ", 9);
+	ckpt_msg_put_u64(where, wlen, &wat, boff);
+	ckpt_msg_put(where, wlen, &wat, ": key '", 7);
+	ckpt_msg_put(where, wlen, &wat, fqn->u.str.s,
+		     fqn->u.str.len > FQN_SHOWN ? FQN_SHOWN : fqn->u.str.len);
+	ckpt_msg_put(where, wlen, &wat, "'", 1);
+	ckpt_msg_put(where, wlen, &wat, suffix, strlen(suffix));
 	if (boff > t->fsize || blen > t->fsize - boff)
 		return ckpt_errf(t->err, t->errlen, -EIO,
 				 "%s: record of %" PRIu64 " bytes runs past the end of the %" PRIu64 "-byte file",
@@ -630,6 +691,9 @@ static int open_record(struct tctx *t, const struct pk_value *fqn,
 	b->id = t->fid;
 	b->base = boff;
 	b->pf = &t->pf;
+	b->len = blen;
+	b->fsize = t->fsize;
+	b->win = &t->win;
 	return 0;
 }
 
@@ -743,7 +807,7 @@ static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 	uint64_t sizes[CKPT_MAX_DIMS], numel = 1, base, at, len;
 	enum ckpt_dtype dt;
 	struct blob b;
-	char where[512], a[256], chunk[272];
+	char where[512], chunk[272];
 	bool rg, rowmajor;
 	unsigned d, isz;
 	int rc;
@@ -753,8 +817,8 @@ static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 	/* Checked when state_dict_metadata was written out. */
 	if (props_of(pk_dict_get(entry, "properties"), &dt, &rg))
 		return fail(t, fqn, "TensorStorageMetadata.properties is not a TensorProperties with a known dtype");
-	snprintf(chunk, sizeof(chunk), " chunk %s",
-		 ckpt_fmt_dims(a, sizeof(a), off, n));
+	memcpy(chunk, " chunk ", 7);
+	ckpt_fmt_dims(chunk + 7, sizeof(chunk) - 7, off, n);
 	rc = open_record(t, fqn, path, boff, blen, chunk, where, sizeof(where),
 			 &b);
 	if (rc)

@@ -138,8 +138,10 @@ int torch_record_locate(tz_read_fn read, void *ctx, uint64_t len,
 	} else if (rc != -ENOENT) {
 		goto out_arena;
 	}
-	snprintf(dname, sizeof(dname), "data/%.*s", (int)key->u.str.len,
-		 key->u.str.s);
+	/* interpret() checked: 1 to 64 bytes, no '/' */
+	memcpy(dname, "data/", 5);
+	memcpy(dname + 5, key->u.str.s, key->u.str.len);
+	dname[5 + key->u.str.len] = '\0';
 	rc = tz_find(&z, pname, plen, dname, &data, NULL, NULL, err, errlen);
 	if (rc == -ENOENT)
 		rc = ckpt_errf(err, errlen, -EINVAL,

@@ -66,7 +66,14 @@ int tz_open(struct tz_archive *z, tz_read_fn read, void *ctx, uint64_t len,
 	const uint8_t *e;
 	int rc;
 
-	memset(z, 0, sizeof(*z));
+	/* Every field but the windows, which are read into below: clearing
+	 * 8 KiB per record was a fifth of indexing a checkpoint. */
+	z->head = z->tail = NULL;
+	z->head_len = z->tail_len = 0;
+	z->cd = NULL;
+	z->cd_off = 0;
+	z->cd_len = 0;
+	z->nent = 0;
 	z->read = read;
 	z->ctx = ctx;
 	z->len = len;

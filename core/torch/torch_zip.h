@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define TZ_CD_MAX ((size_t)1 << 20)	/* central directory size cap */
-#define TZ_WINDOW 4096			/* head and tail read at open; an
+#define TZ_WINDOW 1024			/* head and tail read at open; an
 					 * archive of up to twice this is
 					 * read whole, in one call */
 
