@@ -221,6 +221,9 @@ class Lib:
             fn = getattr(cdll, name)
             fn.restype = res
             fn.argtypes = args
+            # An attribute of its own: a lookup through __getattr__ cost
+            # more than some of the calls (read_metadata makes hundreds).
+            setattr(self, name, fn)
         self.version: str = cdll.ckpt_version().decode()
 
     def __getattr__(self, name: str) -> Any:

@@ -107,8 +107,7 @@ class Checkpoint:
 
     def __init__(self, path: PathArg, *, cache_mb: Optional[int] = None,
                  threads: Optional[int] = None,
-                 follow_symlinks: bool = False,
-                 _fresh_memory: bool = True, **s3: Any) -> None:
+                 follow_symlinks: bool = False, **s3: Any) -> None:
         self._bpath = _args.path("path", path)
         s3opts = _s3_struct(_args.s3_options(s3))
         self.path: str = os.fsdecode(self._bpath)
@@ -130,12 +129,12 @@ class Checkpoint:
         if lib.ckpt_meta_open_opts(self._bpath, C.byref(oo), C.byref(m), err,
                                    len(err)):
             raise from_lib(_lib.last_error())
-        # Loads fill tensors this package allocates: huge pages for them
-        # (faster first touch).  A StorageReader fills the caller's
-        # tensors, which the library leaves alone (_fresh_memory=False).
-        # RLIMIT_NOFILE is never raised: the library takes a share of it.
-        flags = (_lib.FILES_FOLLOW_SYMLINKS if follow_symlinks else 0) | \
-            (_lib.FILES_HUGE_PAGES if _fresh_memory else 0)
+        # Loads put the tensors they allocate on huge pages themselves
+        # (_dtypes.Arena); a StorageReader fills the caller's tensors,
+        # which are left alone: the library is not asked to advise any
+        # destination.  RLIMIT_NOFILE is never raised: the library takes a
+        # share of it.
+        flags = _lib.FILES_FOLLOW_SYMLINKS if follow_symlinks else 0
         if lib.ckpt_files_open(m, flags, 0, err, len(err)):
             e = from_lib(_lib.last_error())
             lib.ckpt_meta_free(m)
@@ -261,13 +260,14 @@ class Checkpoint:
              prefix: Optional[str] = None,
              layout: Optional[PathArg] = None, dtype: Optional[str] = None,
              backend: str = "torch", threads: Optional[int] = None,
-             trust_pickles: bool = False) -> Any:
+             trust_pickles: bool = False, huge_pages: bool = True) -> Any:
         """What :func:`ckptfs.load` returns, read from this open checkpoint
         (see there); may be called any number of times."""
         from .load import load_from
         return load_from(self, world, rank, ranks=ranks, prefix=prefix,
                          layout=layout, dtype=dtype, backend=backend,
-                         threads=threads, trust_pickles=trust_pickles)
+                         threads=threads, trust_pickles=trust_pickles,
+                         huge_pages=huge_pages)
 
     def plan(self, world: int = 1, rank: Optional[int] = None, *,
              ranks: Optional[Iterable[int]] = None,

@@ -173,7 +173,7 @@ class StorageReader(_Base):  # type: ignore[misc]
             if self._threads_arg is None:   # the path may have changed
                 self.threads = _args.default_threads(os.fsencode(self.path))
             self._ck = Checkpoint(self.path, cache_mb=self.cache_mb,
-                                  threads=self.threads, _fresh_memory=False,
+                                  threads=self.threads,
                                   **self.s3)
         return self._ck
 
