@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes as C
 import importlib
 import io
+import itertools
 import os
 from types import ModuleType
 from typing import Any, Dict, List, Optional, Tuple
@@ -17,7 +18,7 @@ from torch.futures import Future
 
 from . import _args, _lib
 from ._args import PathArg
-from ._dtypes import torch_dtype
+from ._dtypes import ITEMSIZE, torch_dtype
 from .handle import Checkpoint
 from .load import read_batch
 
@@ -94,7 +95,9 @@ class StorageReader(_Base):  # type: ignore[misc]
     size and mesh, planned by torch's own planner (the default one, or
     the ``planner=`` given), reading for each ReadItem only the bytes it
     needs, straight into the destination tensor when it is a contiguous
-    CPU tensor of the saved dtype.  Works on every checkpoint ckptfs
+    CPU tensor of the saved dtype; any other destination (strided, of
+    another dtype, on a GPU) is filled through host staging buffers of at
+    most ``staging_mb`` at a time.  Works on every checkpoint ckptfs
     opens: torch DCP (one ``.metadata`` or rank-local ``__R.metadata``
     files), safetensors, native.  The metadata comes from libckptfs's
     strict parse (its own unpickler for torch's ``.metadata``): no pickle
@@ -107,6 +110,10 @@ class StorageReader(_Base):  # type: ignore[misc]
     cache_mb: memory for decoded zstd records (default 1024).
     s3_endpoint, s3_region, ... s3_timeout_ms: for an ``s3://`` path, as
         for :func:`ckptfs.open`.
+    staging_mb: host memory for the bytes that cannot be read in place
+        (strided, converted or GPU destinations; bytes items), in MiB
+        (default 64): ReadItems are read in batches whose staging stays
+        within it, and an item larger than it in parts.
 
     The open checkpoint (fds, caches) is kept from ``read_metadata`` on;
     :meth:`close` (or a ``with`` block) releases it at once.
@@ -114,7 +121,8 @@ class StorageReader(_Base):  # type: ignore[misc]
 
     def __init__(self, path: Optional[PathArg] = None,
                  threads: Optional[int] = None,
-                 cache_mb: Optional[int] = None, **s3: Any) -> None:
+                 cache_mb: Optional[int] = None,
+                 staging_mb: Optional[int] = None, **s3: Any) -> None:
         super().__init__()
         _args.s3_options(s3)          # checked now, not at first use
         self.s3: Dict[str, Any] = dict(s3)
@@ -125,8 +133,10 @@ class StorageReader(_Base):  # type: ignore[misc]
             _args.default_threads(None if path is None else
                                   _args.path("path", path))
         self.cache_mb = _args.cache_mb(cache_mb)
+        self.staging_mb: int = STAGING_MB if staging_mb is None else \
+            _args.integer("staging_mb", staging_mb, 1, _args.U64_MAX >> 20)
         self._ck: Optional[Checkpoint] = None
-        self._keys: Dict[str, Tuple[int, int, Any, int]] = {}
+        self._keys: Dict[str, _Key] = {}
         self.metadata: Any = None
 
     # -- lifetime ----------------------------------------------------
@@ -183,29 +193,36 @@ class StorageReader(_Base):  # type: ignore[misc]
         ck = self._open()
         m = ck._acquire()
         try:
-            mi, ki, ci = _lib.MetaInfo(), _lib.KeyInfo(), _lib.ChunkInfo()
             lib = _lib.lib
+            mi, ki, ci = _lib.MetaInfo(), _lib.KeyInfo(), _lib.ChunkInfo()
+            pki, pci = C.byref(ki), C.byref(ci)
+            key_at, chunk_at = lib.ckpt_meta_key, lib.ckpt_meta_chunk
+            size, chunk_md = torch.Size, _md.ChunkStorageMetadata
             lib.ckpt_meta_info(m, C.byref(mi))
             sdm: Dict[str, Any] = {}
+            keys: Dict[str, _Key] = {}
             for k in range(mi.nkeys):
-                lib.ckpt_meta_key(m, k, C.byref(ki))
+                key_at(m, k, pki)
                 fqn = ki.fqn.decode("utf-8", "surrogateescape")
                 if ki.kind == _lib.KIND_BYTES:
                     sdm[fqn] = _md.BytesStorageMetadata()
+                    keys[fqn] = (k, None, int(ki.nbytes), 1)
                     continue
+                nd = ki.ndim
                 chunks = []
                 for c in range(ki.chunk_first, ki.chunk_first + ki.nchunks):
-                    lib.ckpt_meta_chunk(m, c, C.byref(ci))
-                    chunks.append(_md.ChunkStorageMetadata(
-                        offsets=torch.Size(ci.offsets[:ci.ndim]),
-                        sizes=torch.Size(ci.sizes[:ci.ndim])))
-                props = _TensorProperties(
-                    dtype=torch_dtype(_lib.DTYPES[ki.dtype], fqn))
+                    chunk_at(m, c, pci)
+                    chunks.append(chunk_md(offsets=size(ci.offsets[:nd]),
+                                           sizes=size(ci.sizes[:nd])))
+                dt = _saved_dtype(ki.dtype, fqn)
+                keys[fqn] = (k, dt, int(ki.nbytes),
+                             ITEMSIZE[_lib.DTYPES[ki.dtype]])
                 sdm[fqn] = _md.TensorStorageMetadata(
-                    properties=props, size=torch.Size(ki.shape[:ki.ndim]),
-                    chunks=chunks)
+                    properties=_TensorProperties(dtype=dt),
+                    size=size(ki.shape[:nd]), chunks=chunks)
         finally:
             ck._release()
+        self._keys = keys
         return _md.Metadata(state_dict_metadata=sdm)
 
     def set_up_storage_reader(self, metadata: Any, is_coordinator: bool,
@@ -224,7 +241,9 @@ class StorageReader(_Base):  # type: ignore[misc]
         """The plans as torch's planner made them."""
         return plans
 
-    def _key(self, fqn: str) -> Tuple[int, int, Any, int]:
+    def _key(self, fqn: str) -> _Key:
+        """(index, saved torch dtype or None for bytes, bytes, item size)
+        of key fqn."""
         k = self._keys.get(fqn)
         if k is None:
             ck = self._open()
@@ -235,60 +254,195 @@ class StorageReader(_Base):  # type: ignore[misc]
                 _lib.lib.ckpt_meta_key(m, idx, C.byref(ki))
             finally:
                 ck._release()
-            saved = torch_dtype(_lib.DTYPES[ki.dtype], fqn) \
-                if ki.kind == _lib.KIND_TENSOR else None
-            k = self._keys[fqn] = (idx, int(ki.kind), saved, int(ki.nbytes))
+            if ki.kind == _lib.KIND_TENSOR:
+                dt = _saved_dtype(ki.dtype, fqn)
+                k = (idx, dt, int(ki.nbytes),
+                     ITEMSIZE[_lib.DTYPES[ki.dtype]])
+            else:
+                k = (idx, None, int(ki.nbytes), 1)
+            self._keys[fqn] = k
         return k
 
     def read_data(self, plan: Any, planner: Any) -> Any:
-        """Read every item of plan: each tensor item as one box of its
-        saved tensor, all in one libckptfs batch (cancellable with
-        Ctrl-C), then hand them to the planner."""
-        ck = self._open()
-        items = plan.items
-        reqs = (_lib.BoxReq * max(len(items), 1))()
-        post: List[Tuple[Any, Optional[bytearray], Any, Any]] = []
-        n = 0
-        for it in items:
-            key, kind, saved, nbytes = self._key(it.storage_index.fqn)
-            r = reqs[n]
-            r.key = key
+        """Read every item of plan, each tensor item as one box of its
+        saved tensor, in libckptfs batches (cancellable with Ctrl-C):
+        straight into its destination when that is a contiguous CPU
+        tensor of the saved dtype, else into staging buffers copied into
+        it after their batch; a batch ends before its staging would pass
+        staging_mb.  Bytes items reach the planner as io.BytesIO objects
+        read in place."""
+        batch = _Batch(self._open(), self.threads)
+        budget = self.staging_mb << 20
+        cpu = torch.device("cpu")
+        for it in plan.items:
+            key, saved, nbytes, isz = self._key(it.storage_index.fqn)
             if it.type == _BYTE_IO:
-                buf = bytearray(nbytes)
-                if nbytes:
-                    r.dst = C.addressof((C.c_char * nbytes).from_buffer(buf))
-                    n += 1
-                post.append((it, buf, None, None))
+                batch.room(nbytes, budget, planner)
+                batch.add_bytes(it, key, nbytes)
                 continue
             target = planner.resolve_tensor(it).detach()
-            base = it.storage_index.offset
-            lengths = tuple(it.lengths)
-            for d, (o, so, ln) in enumerate(zip(base, it.storage_offsets,
-                                                lengths)):
-                r.off[d] = o + so
-                r.size[d] = ln
-            if (target.device.type == "cpu" and target.dtype == saved and
+            off = [o + so for o, so in zip(it.storage_index.offset,
+                                           it.storage_offsets)]
+            lengths = list(it.lengths)
+            if (target.dtype == saved and target.device == cpu and
                     target.is_contiguous() and
-                    tuple(target.shape) == lengths):
-                dst = target
-            else:
-                dst = torch.empty(lengths, dtype=saved)
-            if dst.numel():
-                r.dst = dst.data_ptr()
-                n += 1
-            post.append((it, None, target, dst))
-        m = ck._acquire()
-        try:
-            read_batch(m, reqs, n, self.threads, boxes=True)
-        finally:
-            ck._release()
-        for it, blob, target, dst in post:
-            if blob is not None:
-                planner.load_bytes(it, io.BytesIO(bytes(blob)))
-            else:
-                if dst is not target:
-                    target.copy_(dst)
-                planner.commit_tensor(it, target)
+                    list(target.shape) == lengths):
+                batch.add(key, off, lengths,
+                          target.data_ptr() if target.numel() else 0,
+                          (_COMMIT, it, target))
+                continue
+            parts = _parts(lengths, isz, budget) \
+                if list(target.shape) == lengths else [([0] * len(lengths),
+                                                        lengths)]
+            last = len(parts) - 1
+            for i, (poff, plen) in enumerate(parts):
+                n = isz
+                for x in plen:
+                    n *= x
+                batch.room(n, budget, planner)
+                stage = batch.stage(n, budget, saved, plen)
+                dest = target if len(parts) == 1 else target[tuple(
+                    slice(a, a + b) for a, b in zip(poff, plen))]
+                batch.add(key, [a + b for a, b in zip(off, poff)], plen,
+                          stage.data_ptr() if n else 0,
+                          (_STAGED, it, target, dest, stage, i == last),
+                          staged=n)
+        batch.run(planner)
         fut: Future[None] = Future()
         fut.set_result(None)
         return fut
+
+
+#: The default staging budget of a StorageReader, in MiB (staging_mb).
+STAGING_MB = 64
+
+# (index, saved torch dtype or None for bytes, bytes, item size) of a key
+_Key = Tuple[int, Any, int, int]
+_COMMIT, _STAGED, _BYTES = 0, 1, 2
+_DTYPES: Dict[int, Any] = {}
+
+
+def _saved_dtype(code: int, fqn: str) -> Any:
+    """The torch dtype of libckptfs dtype code (torch_dtype's fallback,
+    with its warning naming fqn, where this torch lacks it)."""
+    dt = _DTYPES.get(code)
+    if dt is None:
+        dt = torch_dtype(_lib.DTYPES[code], fqn)
+        if getattr(torch, _lib.DTYPES[code], None) is dt:
+            _DTYPES[code] = dt
+    return dt
+
+
+def _parts(lengths: List[int], isz: int, budget: int
+           ) -> List[Tuple[List[int], List[int]]]:
+    """A box of lengths (items of isz bytes) as boxes of at most budget
+    bytes each (offsets inside it, lengths), in order: whole when it
+    fits, else cut along the outermost dim whose inner slab fits (one
+    index of each dim outside it at a time).  E.g. [1000, 300] float32
+    and 1 MiB: 873 rows of 1,200 bytes per part, 2 parts."""
+    inner, d = isz, len(lengths)
+    while d > 0 and inner * lengths[d - 1] <= budget:
+        d -= 1
+        inner *= lengths[d]
+    if d == 0:
+        return [([0] * len(lengths), list(lengths))]
+    cut = d - 1                 # the dim cut, in steps of rows indices
+    rows = max(1, budget // inner)
+    out: List[Tuple[List[int], List[int]]] = []
+    for outer in itertools.product(*(range(n) for n in lengths[:cut])):
+        for a in range(0, lengths[cut], rows):
+            b = min(lengths[cut], a + rows)
+            out.append((list(outer) + [a] + [0] * (len(lengths) - d),
+                        [1] * cut + [b - a] + list(lengths[d:])))
+    return out
+
+
+class _Batch:
+    """ReadItems read together: their box requests, what to do with each
+    once read, and the staging bytes they hold: views of one buffer of at
+    most the budget, reused by every batch (its pages are touched only as
+    far as a batch reaches), and the bytes items' own buffers."""
+
+    def __init__(self, ck: Checkpoint, threads: int) -> None:
+        self.ck = ck
+        self.threads = threads
+        self.reqs: List[Tuple[int, List[int], List[int], int]] = []
+        self.post: List[Tuple[Any, ...]] = []
+        self.staged = 0         # bytes toward the budget
+        self.used = 0           # of buf
+        self.buf: Any = None
+
+    def stage(self, n: int, budget: int, dtype: Any, shape: List[int]
+              ) -> Any:
+        """A staging tensor of shape and dtype (n bytes) from the buffer,
+        or of its own when the buffer cannot hold it (a part of one item
+        larger than the budget: one element)."""
+        at = (self.used + 63) & ~63
+        if self.buf is None:
+            self.buf = torch.empty(budget, dtype=torch.uint8)
+        if at + n > self.buf.numel():
+            return torch.empty(shape, dtype=dtype)
+        self.used = at + n
+        return self.buf[at:at + n].view(dtype).view(shape)
+
+    def add(self, key: int, off: List[int], size: List[int], dst: int,
+            post: Tuple[Any, ...], staged: int = 0) -> None:
+        """One box of key (read when dst is not 0: an empty box has no
+        bytes), and what follows its read."""
+        if dst:
+            self.reqs.append((key, off, size, dst))
+        self.post.append(post)
+        self.staged += staged
+
+    def add_bytes(self, it: Any, key: int, nbytes: int) -> None:
+        """Bytes item it: read into a fresh io.BytesIO's own buffer."""
+        bio = io.BytesIO()
+        view = None
+        dst = 0
+        if nbytes:
+            bio.seek(nbytes - 1)
+            bio.write(b"\0")       # sizes its buffer, the only write
+            bio.seek(0)
+            view = bio.getbuffer()  # pins the buffer while it is read
+            c = C.c_char.from_buffer(view)
+            dst = C.addressof(c)
+            del c
+        self.add(key, [], [], dst, (_BYTES, it, bio, view), staged=nbytes)
+
+    def room(self, n: int, budget: int, planner: Any) -> None:
+        """Run the batch first when staging n more bytes would pass
+        budget (a batch holds at least one item)."""
+        if self.staged and self.staged + n > budget:
+            self.run(planner)
+
+    def run(self, planner: Any) -> None:
+        """Read the batch's boxes, then copy, commit or hand each item to
+        the planner, in order; start over empty."""
+        reqs = (_lib.BoxReq * max(len(self.reqs), 1))()
+        for r, (key, off, size, dst) in zip(reqs, self.reqs):
+            r.key = key
+            n = len(off)
+            if n:
+                r.off[:n] = off
+                r.size[:n] = size
+            r.dst = dst
+        m = self.ck._acquire()
+        try:
+            read_batch(m, reqs, len(self.reqs), self.threads, boxes=True)
+        finally:
+            self.ck._release()
+        post, self.post, self.reqs = self.post, [], []
+        self.staged = self.used = 0
+        for p in post:
+            if p[0] == _COMMIT:
+                planner.commit_tensor(p[1], p[2])
+            elif p[0] == _STAGED:
+                _, it, target, dest, stage, last = p
+                dest.copy_(stage)
+                if last:
+                    planner.commit_tensor(it, target)
+            else:
+                _, it, bio, view = p
+                if view is not None:
+                    view.release()
+                planner.load_bytes(it, bio)

@@ -3,8 +3,9 @@
 """ckptfs.StorageReader with torch 2.x, inside the sid chroot (run by
 test_torch2.py): get_state_dict/set_state_dict round trip through
 dcp.save and dcp.load(storage_reader=..., planner=...), checkpoint_id
-through reset(), rank-local metadata (use_collectives=False), and
-read_metadata without unpickling anything.
+through reset(), rank-local metadata (use_collectives=False),
+read_metadata without unpickling anything, and destinations that are
+strided or of another dtype, staged within staging_mb.
 
     torch2_reader.py TMPDIR
 """
@@ -104,6 +105,31 @@ def main(tmp):
     checks += 1
     assert ckptfs.StorageReader.validate_checkpoint_id(ck)
     assert not ckptfs.StorageReader.validate_checkpoint_id(tmp)
+
+    # Destinations not filled in place (transposed, float64 for float32,
+    # a strided slice): staged 1 MiB at a time (w in three parts), equal
+    # to FileSystemReader; the bytes item through its BytesIO.
+    big = os.path.join(tmp, "big")
+    g = torch.Generator().manual_seed(3)
+    dcp.save({"w": torch.randn(700, 900, generator=g),
+              "v": torch.randn(300, generator=g),
+              "i": torch.arange(40).reshape(8, 5),
+              "meta": {"k": [1, 2]}}, checkpoint_id=big)
+
+    def dests():
+        return {"w": torch.zeros(900, 700).t(),
+                "v": torch.zeros(300, dtype=torch.float64),
+                "i": torch.zeros(8, 10, dtype=torch.int64)[:, ::2],
+                "meta": {"k": []}}
+    want, got = dests(), dests()
+    dcp.load(want, storage_reader=dcp.FileSystemReader(big))
+    dcp.load(got, storage_reader=ckptfs.StorageReader(big, staging_mb=1))
+    assert got["meta"] == want["meta"] == {"k": [1, 2]}
+    for k in ("w", "v", "i"):
+        assert got[k].dtype == want[k].dtype and torch.equal(got[k],
+                                                             want[k]), k
+    assert not got["w"].is_contiguous()
+    checks += 1
     print(f"torch {torch.__version__}: {checks} StorageReader checks ok")
     return 0
 
