@@ -23,12 +23,13 @@ binds the work tree there.
     torch2_check.py gen-large OUT GIB
         4 gloo ranks dcp.save GIB GiB of Shard(0) float32 state (the
         benchmark's resume figure).
-    torch2_check.py resume CKPT NEW_W fs|ckptfs|fsspec [THREADS]
+    torch2_check.py resume CKPT NEW_W fs|ckptfs|fsspec|null|floor [THREADS]
         NEW_W ranks dcp.load it into Shard(0) DTensors with torch's
-        FileSystemReader, ckptfs.StorageReader (THREADS threads, default
-        1; 0: the library's choice) or torch's FsspecReader (CKPT
-        s3://bucket/prefix, s3fs with AWS_ENDPOINT_URL); prints the wall
-        time.
+        FileSystemReader, ckptfs.StorageReader (THREADS threads; default
+        or 0: its own default), torch's FsspecReader (CKPT
+        s3://bucket/prefix, s3fs with AWS_ENDPOINT_URL) or a reader that
+        reads nothing, or each rank preads its 1/NEW_W of the data files
+        (see resume_worker); prints the wall time.
     torch2_check.py overlap SRC DST
         DST: the rank-local SRC with rank 1's model.w1 chunk overlapping
         rank 0's.
@@ -358,42 +359,91 @@ def fsspec_s3_fixup():
     ClientArgsCreator.compute_endpoint_resolver_builtin_defaults = wrapped
 
 
-def resume_worker(rank, world, port, ckpt, reader, q, threads=1):
+def _floor_slice(ckpt, world, rank):
+    """Rank's eighth (1/world) of the concatenated data files: (fd, file
+    offset, length, offset in the rank's buffer) runs, and its size."""
+    files = sorted(f for f in os.listdir(ckpt) if f.endswith(".distcp"))
+    sizes = [os.path.getsize(os.path.join(ckpt, f)) for f in files]
+    per = -(-sum(sizes) // world)
+    lo, hi = rank * per, min(sum(sizes), (rank + 1) * per)
+    runs, at = [], 0
+    for f, n in zip(files, sizes):
+        a, b = max(lo, at), min(hi, at + n)
+        if a < b:
+            fd = os.open(os.path.join(ckpt, f), os.O_RDONLY)
+            runs.append((fd, a - at, b - a, a - lo))
+        at += n
+    return runs, max(0, hi - lo)
+
+
+def resume_worker(rank, world, port, ckpt, reader, q, threads=0):
     """dcp.load into Shard(0) DTensors on world ranks: the wall time until
-    the last rank is done."""
+    the last rank is done.  The state dict is allocated and zeroed before
+    the clock starts, as a resuming job's model and optimizer state is.
+    reader: fs (FileSystemReader), ckptfs (StorageReader, its default
+    threads with LOCAL_WORLD_SIZE set as torchrun sets it), null (a
+    FileSystemReader whose read_data resolves and commits every item and
+    reads nothing: torch's own metadata, planning and collectives, the
+    floor for any reader), floor (no dcp.load: the rank preads its
+    1/world of the data files into a buffer allocated and zeroed the same
+    way, the floor for the data)."""
     import time
     import torch
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Shard
+    from torch.futures import Future
     import ckptfs
+    os.environ["LOCAL_WORLD_SIZE"] = str(world)
+    storage_reader = ckptfs.StorageReader     # imported before the clock
+
+    class NullReader(dcp.FileSystemReader):
+        def read_data(self, plan, planner):
+            for it in plan.items:
+                if it.type != dcp.planner.LoadItemType.BYTE_IO:
+                    planner.commit_tensor(it, planner.resolve_tensor(it))
+            fut = Future()
+            fut.set_result(None)
+            return fut
+
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
     mesh = init_device_mesh("cpu", (world,))
     if reader == "fsspec":
         fsspec_s3_fixup()
     md = (dcp.FileSystemReader(ckpt) if not ckpt.startswith("s3://") else
-          ckptfs.StorageReader(ckpt)).read_metadata()
-    sd = {}
-    for k, v in md.state_dict_metadata.items():
-        rows, cols = v.size
-        cs = -(-rows // world)
-        lo, hi = min(rows, rank * cs), min(rows, (rank + 1) * cs)
-        sd[k] = DTensor.from_local(torch.empty((hi - lo, cols)), mesh,
-                                   [Shard(0)], shape=v.size,
-                                   stride=(cols, 1))
+          storage_reader(ckpt)).read_metadata()
+    sd, runs = {}, []
+    if reader == "floor":
+        runs, n = _floor_slice(ckpt, world, rank)
+        buf = torch.zeros(n, dtype=torch.uint8)
+        mv = memoryview(buf.numpy())
+    else:
+        for k, v in md.state_dict_metadata.items():
+            rows, cols = v.size
+            cs = -(-rows // world)
+            lo, hi = min(rows, rank * cs), min(rows, (rank + 1) * cs)
+            sd[k] = DTensor.from_local(torch.zeros((hi - lo, cols)), mesh,
+                                       [Shard(0)], shape=v.size,
+                                       stride=(cols, 1))
     dist.barrier()
     t0 = time.perf_counter()
-    if reader == "fs":
-        r = dcp.FileSystemReader(ckpt)
-    elif reader == "fsspec":
-        from torch.distributed.checkpoint._fsspec_filesystem import \
-            FsspecReader
-        r = FsspecReader(ckpt)
+    if reader == "floor":
+        for fd, off, n, at in runs:
+            got = 0
+            while got < n:
+                got += os.preadv(fd, [mv[at + got:at + n]], off + got)
     else:
-        r = ckptfs.StorageReader(ckpt, threads=threads or None)
-    dcp.load(sd, storage_reader=r)
+        if reader == "fsspec":
+            from torch.distributed.checkpoint._fsspec_filesystem import \
+                FsspecReader
+        r = {"fs": lambda: dcp.FileSystemReader(ckpt),
+             "fsspec": lambda: FsspecReader(ckpt),
+             "null": lambda: NullReader(ckpt),
+             "ckptfs": lambda: storage_reader(ckpt, threads=threads or None)
+             }[reader]()
+        dcp.load(sd, storage_reader=r)
     dist.barrier()
     q.put(time.perf_counter() - t0)
     dist.destroy_process_group()
@@ -413,7 +463,7 @@ def main(argv):
         world = int(argv[2])
         ctx = tmp.get_context("spawn")
         q = ctx.SimpleQueue()
-        threads = int(argv[4]) if len(argv) > 4 else 1
+        threads = int(argv[4]) if len(argv) > 4 else 0
         tmp.start_processes(resume_worker, args=(world, free_port(), argv[1],
                                                  argv[3], q, threads),
                             nprocs=world, join=True, start_method="spawn")
