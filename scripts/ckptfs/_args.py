@@ -146,21 +146,37 @@ def choice(name: str, value: object, allowed: tuple[Optional[str], ...]
     return value  # type: ignore[return-value]
 
 
+#: Where launchers say how many processes of the job run on this node:
+#: torchrun, Open MPI, MPICH and Intel MPI, MVAPICH, Slurm (one count).
+LOCAL_SIZE_VARS = ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                   "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE",
+                   "SLURM_NTASKS_PER_NODE")
+
+
+def local_processes() -> int:
+    """The processes of the job on this node, as the first of
+    LOCAL_SIZE_VARS set to a positive integer says; 1 when none is."""
+    for var in LOCAL_SIZE_VARS:
+        try:
+            n = int(os.environ.get(var, ""))
+        except ValueError:
+            continue
+        if n > 0:
+            return n
+    return 1
+
+
 def default_threads(path: Optional[bytes] = None) -> int:
     """This process's share of the CPUs: the CPUs it may run on divided
-    by the processes of the job on this node (LOCAL_WORLD_SIZE, as
-    torchrun sets it), at least 1.  For an object store (path
-    ``s3://...``) 0: libckptfs then runs as many readers as GETs may be
-    in flight (s3_parallel), since they wait on the network, not on a
-    CPU."""
+    by the processes of the job on this node (local_processes(): 8 ranks
+    on 2 CPUs start 8 readers, not 16 that contend), at least 1.  For an
+    object store (path ``s3://...``) 0: libckptfs then runs as many
+    readers as GETs may be in flight (s3_parallel), since they wait on
+    the network, not on a CPU."""
     if path is not None and path.startswith(b"s3://"):
         return 0
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    try:
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    except ValueError:
-        local = 1
-    return max(1, cpus // max(1, local))
+    return max(1, cpus // local_processes())

@@ -337,7 +337,8 @@ def open(path: PathArg, *, cache_mb: Optional[int] = None,
     cache_mb: memory for decoded zstd records, and the most one may
         decode to (default 1024), as ``-o cache_mb``.
     threads: the read pool of every load on this handle (default: this
-        process's share of the CPUs, CPUs / ``LOCAL_WORLD_SIZE``).
+        process's share of the CPUs: CPUs / the job's processes on this
+        node, ``LOCAL_WORLD_SIZE`` or its MPI and Slurm equivalents).
     follow_symlinks: data files may lead outside the directory.
     s3_endpoint, s3_region, s3_profile, s3_credentials_file,
     s3_config_file (str), s3_parallel (GETs in flight), s3_part_size,

@@ -220,7 +220,8 @@ def load(ckpt: PathArg, world: int = 1, rank: Optional[int] = None, *,
     for a mount made with the same options, read straight from the data
     files by libckptfs: every tensor freshly allocated, filled by a pool
     of ``threads`` threads (default: this process's share of the CPUs,
-    CPUs / ``LOCAL_WORLD_SIZE``) reading only the bytes it needs.  Opens
+    CPUs / ``LOCAL_WORLD_SIZE`` or its MPI and Slurm equivalents)
+    reading only the bytes it needs.  Opens
     and closes the checkpoint: to load several times, use
     :func:`ckptfs.open`.
 

@@ -106,7 +106,8 @@ class StorageReader(_Base):  # type: ignore[misc]
     path: the checkpoint directory (or None, then torch's
         ``checkpoint_id`` through :meth:`reset`).
     threads: libckptfs's read pool (default: this process's share of the
-        CPUs, CPUs / ``LOCAL_WORLD_SIZE``).
+        CPUs: CPUs / the job's processes on this node, ``LOCAL_WORLD_SIZE``
+        or its MPI and Slurm equivalents).
     cache_mb: memory for decoded zstd records (default 1024).
     s3_endpoint, s3_region, ... s3_timeout_ms: for an ``s3://`` path, as
         for :func:`ckptfs.open`.

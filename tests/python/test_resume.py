@@ -213,3 +213,26 @@ def test_load_puts_tensors_on_huge_pages_each_with_its_own_storage(
                 for line in fh}
     assert not maps & left, "the mappings outlived their tensors"
     assert torch.equal(kept, plain["d"])
+
+
+def test_default_threads_are_a_share_of_the_cpus_under_any_launcher(
+        native_ckpt):
+    # torchrun's LOCAL_WORLD_SIZE, else Open MPI's, MPICH's, MVAPICH's or
+    # Slurm's count of the job's processes on this node.
+    code = """
+import os, ckptfs
+print(len(os.sched_getaffinity(0)), ckptfs.open(os.environ["CK"]).threads)
+"""
+    clear = {v: "" for v in ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                             "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE",
+                             "SLURM_NTASKS_PER_NODE")}
+    for var, n in (("OMPI_COMM_WORLD_LOCAL_SIZE", 8), ("MPI_LOCALNRANKS", 2),
+                   ("MV2_COMM_WORLD_LOCAL_SIZE", 64),
+                   ("SLURM_NTASKS_PER_NODE", 4), ("LOCAL_WORLD_SIZE", 1)):
+        env = dict(clear, CK=native_ckpt, **{var: str(n)})
+        cpus, threads = map(int, run_py(code, env=env).stdout.split())
+        assert threads == max(1, cpus // n), (var, n, cpus, threads)
+    env = dict(clear, CK=native_ckpt, LOCAL_WORLD_SIZE="x",
+               SLURM_NTASKS_PER_NODE="2(x3)", MPI_LOCALNRANKS="2")
+    cpus, threads = map(int, run_py(code, env=env).stdout.split())
+    assert threads == max(1, cpus // 2)
