@@ -29,7 +29,8 @@ binds the work tree there.
         or 0: its own default), torch's FsspecReader (CKPT
         s3://bucket/prefix, s3fs with AWS_ENDPOINT_URL) or a reader that
         reads nothing, or each rank preads its 1/NEW_W of the data files
-        (see resume_worker); prints the wall time.
+        (see resume_worker); prints the wall time until the last rank is
+        done and the CPU time of all ranks until each was done.
     torch2_check.py overlap SRC DST
         DST: the rank-local SRC with rank 1's model.w1 chunk overlapping
         rank 0's.
@@ -429,6 +430,7 @@ def resume_worker(rank, world, port, ckpt, reader, q, threads=0):
                                        stride=(cols, 1))
     dist.barrier()
     t0 = time.perf_counter()
+    c0 = time.process_time()
     if reader == "floor":
         for fd, off, n, at in runs:
             got = 0
@@ -444,8 +446,9 @@ def resume_worker(rank, world, port, ckpt, reader, q, threads=0):
              "ckptfs": lambda: storage_reader(ckpt, threads=threads or None)
              }[reader]()
         dcp.load(sd, storage_reader=r)
+    cpu = time.process_time() - c0
     dist.barrier()
-    q.put(time.perf_counter() - t0)
+    q.put((time.perf_counter() - t0, cpu))
     dist.destroy_process_group()
 
 
@@ -467,7 +470,8 @@ def main(argv):
         tmp.start_processes(resume_worker, args=(world, free_port(), argv[1],
                                                  argv[3], q, threads),
                             nprocs=world, join=True, start_method="spawn")
-        print(f"{max(q.get() for _ in range(world)):.4f}")
+        res = [q.get() for _ in range(world)]
+        print(f"{max(r[0] for r in res):.4f} {sum(r[1] for r in res):.4f}")
         return 0
     if argv[0] == "overlap":
         overlap(argv[1], argv[2])

@@ -283,7 +283,7 @@ def resume_rows(args, t, rgw, env, root, prefix, reads, world):
                 [SID, "run", "/usr/bin/python3", check, "resume", root,
                  str(world), reader, "0"], text=True, env=env,
                 stderr=subprocess.DEVNULL)
-            res[reader].append(float(out.split()[-1]))
+            res[reader].append(float(out.split()[-2]))
     t.add(f"S3 ceiling for the resume's bytes: {PARALLEL} parallel curl "
           f"GETs of all {world} ranks' ranges ({need / 2**30:.2f} GiB)",
           [ceil], unit="s")
@@ -307,7 +307,7 @@ def resume_rows(args, t, rgw, env, root, prefix, reads, world):
             [SID, "run", "/usr/bin/python3", check, "resume", root,
              str(world), "ckptfs", "0"], text=True, env=env,
             stderr=subprocess.DEVNULL)
-        res2.append(float(out.split()[-1]))
+        res2.append(float(out.split()[-2]))
     ck2 = statistics.median(res2)
     t.add(f"S3 resume on {world} ranks: ckptfs.StorageReader with "
           "`ckptfs index` output in the bucket (.ckptfs-index)", res2,

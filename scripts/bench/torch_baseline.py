@@ -10,6 +10,11 @@ every file of the view), on the same tensors.
         default planner's resharding read items: every overlapping saved
         chunk is torch.load-ed whole); --whole loads each tensor whole and
         slices it (what a caller without ShardedTensors does); print seconds
+    torch_baseline.py direct TORCH_CKPT --world W --rank R [--threads N]
+        ckptfs.load of rank R in this fresh process; print seconds, bytes
+    torch_baseline.py rawpread TORCH_CKPT --world W --rank R
+        the same tensors allocated and the same bytes pread into them, in
+        a fresh process (the first-load baseline); print seconds, bytes
     torch_baseline.py view MNT
         numpy.fromfile every file of a mounted view; print seconds
     torch_baseline.py zip64 DIR
@@ -165,33 +170,48 @@ def direct(ckpt, world, rank, cold=False, threads=None):
     print(f"{dt:.4f} {n}{c.report()}")
 
 
-def rawpread(ckptfs_bin, ckpt, world, rank):
-    """The baseline of `direct`: exactly the bytes rank's view needs (the
-    merged reads of `ckptfs plan`), pread into fresh tensors, in a fresh
-    process like `direct`."""
-    import subprocess
+def rawpread(ckpt, world, rank):
+    """The baseline of `direct`, in a fresh process like it: allocate the
+    tensors ckptfs.load returns (torch.empty, each key file's shape and
+    dtype) and pread into them the bytes they hold (the plan's runs, in
+    order), one thread.  The plan is made before the clock starts."""
+    import ctypes
     import torch
-    out = subprocess.check_output([ckptfs_bin, "plan", ckpt, "--world",
-                                   str(world), "--rank", str(rank)], text=True)
-    reads = []
-    for line in out.splitlines():
-        f = line.split("\t")
-        if len(f) == 5 and f[1] == "read":
-            reads.append((os.path.join(ckpt, f[2]), int(f[3]), int(f[4])))
-    fds = {p: os.open(p, os.O_RDONLY) for p in {r[0] for r in reads}}
+    import ckptfs
+    with ckptfs.open(ckpt) as c:
+        keys = c.info().keys
+        plan = c.plan(world, rank)
+    todo, fds = [], {}
+    for e in plan:
+        k = keys[e.key]
+        if k.kind != "tensor":
+            continue
+        runs = []
+        for r in e.runs:
+            path = os.path.join(ckpt, r.file)
+            if path not in fds:
+                fds[path] = os.open(path, os.O_RDONLY)
+            runs.append((fds[path], r.offset, r.length))
+        todo.append((e.shape, getattr(torch, k.dtype), e.nbytes, runs))
     t0 = time.perf_counter()
     n, keep = 0, []
-    for path, off, ln in reads:
-        t = torch.empty(ln, dtype=torch.uint8)
-        mv = memoryview(t.numpy())
-        got = 0
-        while got < ln:
-            k = os.preadv(fds[path], [mv[got:]], off + got)
-            if k <= 0:
-                break
-            got += k
-        n += got
+    for shape, dtype, nbytes, runs in todo:
+        t = torch.empty(shape, dtype=dtype)
         keep.append(t)
+        if not nbytes:
+            continue
+        mv = memoryview((ctypes.c_char * nbytes).from_address(
+            t.data_ptr())).cast("B")
+        at = 0
+        for fd, off, ln in runs:
+            got = 0
+            while got < ln:
+                k = os.preadv(fd, [mv[at + got:at + ln]], off + got)
+                if k <= 0:
+                    raise OSError(f"short read at {off + got}")
+                got += k
+            at += ln
+        n += at
     dt = time.perf_counter() - t0
     print(f"{dt:.4f} {n}")
 
@@ -330,7 +350,7 @@ def main(argv):
     elif a.cmd == "zip64-check":
         return zip64_check(a.a)
     elif a.cmd == "rawpread":
-        rawpread(a.a, a.b, a.world, a.rank)
+        rawpread(a.a, a.world, a.rank)
     elif a.cmd == "direct":
         direct(a.a, a.world, a.rank, a.cold, a.threads)
     elif a.cmd == "resume":
