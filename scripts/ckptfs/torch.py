@@ -375,9 +375,10 @@ class _Batch:
 
     def stage(self, n: int, budget: int, dtype: Any, shape: List[int]
               ) -> Any:
-        """A staging tensor of shape and dtype (n bytes) from the buffer,
-        or of its own when the buffer cannot hold it (a part of one item
-        larger than the budget: one element)."""
+        """A staging tensor of shape and dtype (n bytes, at most the
+        budget) from the buffer, or of its own when the buffer's rest
+        cannot hold it (room() ran the batch first unless staging n more
+        bytes fit the budget: only alignment leaves it short)."""
         at = (self.used + 63) & ~63
         if self.buf is None:
             self.buf = torch.empty(budget, dtype=torch.uint8)
