@@ -20,4 +20,12 @@ teardown() { common_teardown; }
 	[[ "$output" == *"zstd records through the mount, first read"* ]]
 	[[ "$output" == *"S3: ckptfs.load of rank 3 of 8"* ]]
 	[[ "$output" == *"S3: cat of every file of an s3:// mount"* ]]
+	# issue 22's two ratios
+	[[ "$output" == *"(first-load baseline)"* ]]
+	[[ "$output" == *"ckptfs.load first call in a fresh process"*"x baseline"* ]]
+	if [[ "$output" != *"no sid chroot"* ]]; then
+		[[ "$output" == *"reader that reads nothing"* ]]
+		[[ "$output" == *"data floor: 8 processes"* ]]
+		[[ "$output" == *"ckptfs.StorageReader"*"x the limit (null "* ]]
+	fi
 }
