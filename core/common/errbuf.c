@@ -15,16 +15,59 @@ static void copy_text(char *dst, const char *src)
 	snprintf(dst, CKPT_ERROR_TEXT, "%s", src ? src : "");
 }
 
+/* The message and code of the last error, copied into err. */
+static void put_message(char *err, size_t errlen, int rc, const char *fmt,
+			va_list ap) __attribute__((format(printf, 4, 0)));
+static void put_message(char *err, size_t errlen, int rc, const char *fmt,
+			va_list ap)
+{
+	vsnprintf(last.message, sizeof(last.message), fmt, ap);
+	last.code = rc < 0 ? -rc : rc;
+	if (err && errlen > 0)
+		snprintf(err, errlen, "%s", last.message);
+}
+
 int ckpt_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(last.message, sizeof(last.message), fmt, ap);
+	put_message(err, errlen, rc, fmt, ap);
 	va_end(ap);
-	last.code = rc < 0 ? -rc : rc;
-	if (err && errlen > 0)
-		snprintf(err, errlen, "%s", last.message);
+	return rc;
+}
+
+/* At most keylen bytes of key, up to a NUL, into last.key; a key too long
+ * is cut before a UTF-8 continuation byte, so what is kept stays valid
+ * UTF-8 when the key was. */
+static void copy_key(const char *key, size_t keylen)
+{
+	size_t n;
+
+	if (!key) {
+		last.key[0] = '\0';
+		return;
+	}
+	n = strnlen(key, keylen < sizeof(last.key) ? keylen :
+					sizeof(last.key));
+	if (n >= sizeof(last.key)) {
+		n = sizeof(last.key) - 1;
+		while (n > 0 && ((unsigned char)key[n] & 0xc0) == 0x80)
+			n--;
+	}
+	memcpy(last.key, key, n);
+	last.key[n] = '\0';
+}
+
+int ckpt_errf_key(char *err, size_t errlen, int rc, const char *key,
+		  size_t keylen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	put_message(err, errlen, rc, fmt, ap);
+	va_end(ap);
+	copy_key(key, keylen);
 	return rc;
 }
 
@@ -103,7 +146,12 @@ void ckpt_last_error_file(const char *dir, const char *rel, uint64_t off)
 
 void ckpt_last_error_key(const char *fqn)
 {
-	copy_text(last.key, fqn);
+	copy_key(fqn, SIZE_MAX);
+}
+
+void ckpt_last_error_keyn(const char *key, size_t keylen)
+{
+	copy_key(key, keylen);
 }
 
 void ckpt_last_error_add_key(const char *fqn)

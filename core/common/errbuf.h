@@ -21,6 +21,19 @@ int ckpt_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
 /*
+ * ckpt_errf() for a message that names a key: also records the key in the
+ * calling thread's last error (ckpt_last_error_get()'s .key), so callers
+ * read it as a field.  key: at most keylen bytes, up to its first NUL
+ * (SIZE_MAX for a C string), the raw bytes as the checkpoint spells them
+ * (the message may cut or escape them), cut to CKPT_ERROR_TEXT - 1 bytes
+ * at a UTF-8 character boundary; NULL: no key ("").  When the message
+ * names two keys, key is the first.
+ */
+int ckpt_errf_key(char *err, size_t errlen, int rc, const char *key,
+		  size_t keylen, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+
+/*
  * Write dims as "[a,b,c]" into buf (truncated to buflen).  Returns buf.
  */
 char *ckpt_fmt_dims(char *buf, size_t buflen, const uint64_t *dims,
@@ -49,8 +62,12 @@ void ckpt_clear_last_error(void);
 /* The file of the last error: "dir/rel" (rel alone when dir is NULL), at
  * byte off (CKPT_NO_OFFSET: none). */
 void ckpt_last_error_file(const char *dir, const char *rel, uint64_t off);
-/* The key of the last error, which its message already names. */
+/* The key of the last error, which its message already names (fqn: a C
+ * string; keyn: at most keylen bytes, up to a NUL, as ckpt_errf_key()).
+ * For a caller whose callee's message names the key through a "where"
+ * string it was given. */
 void ckpt_last_error_key(const char *fqn);
+void ckpt_last_error_keyn(const char *key, size_t keylen);
 /* When the last error has no key yet: record fqn and prefix the message
  * with "key 'FQN': ". */
 void ckpt_last_error_add_key(const char *fqn);

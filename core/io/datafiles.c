@@ -27,32 +27,34 @@ int ckpt_files_open_one(struct ckpt_store *s, const char *name,
 		snprintf(k, sizeof(k), "key '%.*s': ",
 			 (int)(keylen > KEY_SHOWN ? KEY_SHOWN : keylen), key);
 	if (!s)
-		return ckpt_errf(err, errlen, -EBADF,
-				 "%s: %sparsed from memory, no directory to open data files in",
-				 name, k);
+		return ckpt_errf_key(err, errlen, -EBADF, key, keylen,
+				     "%s: %sparsed from memory, no directory to open data files in",
+				     name, k);
 	rc = ckpt_store_open(s, name, id, info, why, sizeof(why));
 	switch (rc) {
 	case 0:
 		return 0;
 	case -EXDEV:
-		return ckpt_errf(err, errlen, rc, "%s/%s: %sdata file " CKPT_STORE_OUTSIDE,
-				 root, name, k);
+		return ckpt_errf_key(err, errlen, rc, key, keylen,
+				     "%s/%s: %sdata file " CKPT_STORE_OUTSIDE,
+				     root, name, k);
 	case -EINVAL:
 		if (!ckpt_relpath_is_safe(name, (uint32_t)strnlen(name, 4096)))
 			return ckpt_errf(err, errlen, rc, "%s", why);
-		return ckpt_errf(err, errlen, rc,
-				 "%s/%s: %sdata file is not a regular file",
-				 root, name, k);
+		return ckpt_errf_key(err, errlen, rc, key, keylen,
+				     "%s/%s: %sdata file is not a regular file",
+				     root, name, k);
 	case -ENOENT:
 	case -EACCES:
 	case -EPERM:
 	case -ENOTDIR:
 	case -ELOOP:
-		return ckpt_errf(err, errlen, rc,
-				 "%s/%s: %scannot open data file: %s", root, name,
-				 k, strerror(-rc));
+		return ckpt_errf_key(err, errlen, rc, key, keylen,
+				     "%s/%s: %scannot open data file: %s", root,
+				     name, k, strerror(-rc));
 	default:	/* the store's own reason (S3: the server's answer) */
-		return ckpt_errf(err, errlen, rc, "%s%s", k, why);
+		return ckpt_errf_key(err, errlen, rc, key, keylen, "%s%s", k,
+				     why);
 	}
 }
 
@@ -96,10 +98,10 @@ static int files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 		if (rc)
 			goto out_free;
 		if (info.size < f->need) {
-			rc = ckpt_errf(err, errlen, -EINVAL,
-				       "%s/%s: key '%s': data file has %" PRIu64
-				       " bytes, its record ends at %" PRIu64,
-				       m->dir, rel, key, info.size, f->need);
+			rc = ckpt_errf_key(err, errlen, -EINVAL, key, SIZE_MAX,
+					   "%s/%s: key '%s': data file has %" PRIu64
+					   " bytes, its record ends at %" PRIu64,
+					   m->dir, rel, key, info.size, f->need);
 			goto out_free;
 		}
 		opened[i].size = info.size;

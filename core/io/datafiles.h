@@ -29,8 +29,9 @@ int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 		    char *err, size_t errlen);
 
 /*
- * Open data file name of s for key (keylen bytes of it shown; NULL: no
- * key), as ckpt_store_open(), with the message every reader gives:
+ * Open data file name of s for key (keylen bytes of it, shown cut and
+ * recorded as the last error's key on failure; NULL: no key), as
+ * ckpt_store_open(), with the message every reader gives:
  * "ROOT/NAME: key 'K': data file " CKPT_STORE_OUTSIDE, "... data file is
  * not a regular file", "... cannot open data file: REASON".  s may be
  * NULL (an image parsed from memory): then -EBADF.

@@ -320,22 +320,24 @@ int ckpt_layout_bind(struct ckpt_layout *l, const struct ckpt_meta *m,
 		if (e->numel == 1)
 			continue;	/* one-element tensors stay whole */
 		if (bx->ndim != e->ndim)
-			return ckpt_errf(err, errlen, -EINVAL,
-					 "%s:%u: parameter '%s': box has %u dims, key '%s' has %u",
-					 l->path, bx->line, bx->param, bx->ndim,
-					 ckpt_entry_fqn(m, e), e->ndim);
+			return ckpt_errf_key(err, errlen, -EINVAL,
+					     ckpt_entry_fqn(m, e), SIZE_MAX,
+					     "%s:%u: parameter '%s': box has %u dims, key '%s' has %u",
+					     l->path, bx->line, bx->param, bx->ndim,
+					     ckpt_entry_fqn(m, e), e->ndim);
 		for (d = 0; d < e->ndim; d++) {
 			uint64_t end;
 
 			if (__builtin_add_overflow(bx->off[d], bx->size[d], &end) ||
 			    end > shape[d])
-				return ckpt_errf(err, errlen, -EINVAL,
-						 "%s:%u: parameter '%s': box %s+%s lies outside key '%s' of shape %s",
-						 l->path, bx->line, bx->param,
-						 ckpt_fmt_dims(a, sizeof(a), bx->off, bx->ndim),
-						 ckpt_fmt_dims(b, sizeof(b), bx->size, bx->ndim),
-						 ckpt_entry_fqn(m, e),
-						 ckpt_fmt_dims(c, sizeof(c), shape, e->ndim));
+				return ckpt_errf_key(err, errlen, -EINVAL,
+						     ckpt_entry_fqn(m, e), SIZE_MAX,
+						     "%s:%u: parameter '%s': box %s+%s lies outside key '%s' of shape %s",
+						     l->path, bx->line, bx->param,
+						     ckpt_fmt_dims(a, sizeof(a), bx->off, bx->ndim),
+						     ckpt_fmt_dims(b, sizeof(b), bx->size, bx->ndim),
+						     ckpt_entry_fqn(m, e),
+						     ckpt_fmt_dims(c, sizeof(c), shape, e->ndim));
 		}
 		l->entry_box[i] = bi;
 	}

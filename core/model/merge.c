@@ -109,20 +109,20 @@ static int agree(struct ckpt_meta *const *parts, const char *const *names,
 				      memcmp(ckpt_entry_shape(parts[a], ea),
 					     ckpt_entry_shape(parts[b], eb),
 					     ea->ndim * sizeof(uint64_t)))))
-		return ckpt_errf(err, errlen, -EINVAL,
-				 "%s: key '%s' is %s %s%s, but %s says %s %s%s",
-				 names[b], fqn,
-				 eb->kind == CKPT_KIND_BYTES ? "bytes" :
-				 ckpt_dtype_name((enum ckpt_dtype)eb->dtype),
-				 eb->kind == CKPT_KIND_BYTES ? "" : "of shape ",
-				 eb->kind == CKPT_KIND_BYTES ? "" :
-				 ckpt_fmt_dims(y, sizeof(y), ckpt_entry_shape(parts[b], eb), eb->ndim),
-				 names[a],
-				 ea->kind == CKPT_KIND_BYTES ? "bytes" :
-				 ckpt_dtype_name((enum ckpt_dtype)ea->dtype),
-				 ea->kind == CKPT_KIND_BYTES ? "" : "of shape ",
-				 ea->kind == CKPT_KIND_BYTES ? "" :
-				 ckpt_fmt_dims(x, sizeof(x), ckpt_entry_shape(parts[a], ea), ea->ndim));
+		return ckpt_errf_key(err, errlen, -EINVAL, fqn, SIZE_MAX,
+				     "%s: key '%s' is %s %s%s, but %s says %s %s%s",
+				     names[b], fqn,
+				     eb->kind == CKPT_KIND_BYTES ? "bytes" :
+				     ckpt_dtype_name((enum ckpt_dtype)eb->dtype),
+				     eb->kind == CKPT_KIND_BYTES ? "" : "of shape ",
+				     eb->kind == CKPT_KIND_BYTES ? "" :
+				     ckpt_fmt_dims(y, sizeof(y), ckpt_entry_shape(parts[b], eb), eb->ndim),
+				     names[a],
+				     ea->kind == CKPT_KIND_BYTES ? "bytes" :
+				     ckpt_dtype_name((enum ckpt_dtype)ea->dtype),
+				     ea->kind == CKPT_KIND_BYTES ? "" : "of shape ",
+				     ea->kind == CKPT_KIND_BYTES ? "" :
+				     ckpt_fmt_dims(x, sizeof(x), ckpt_entry_shape(parts[a], ea), ea->ndim));
 	return 0;
 }
 

@@ -234,19 +234,20 @@ static int check_tensor_geometry(struct parser *ps, struct ckpt_entry *e,
 
 	for (d = 0; d < e->ndim; d++) {
 		if (__builtin_mul_overflow(numel, shape[d], &numel))
-			return ckpt_errf(ps->err, ps->errlen, -EOVERFLOW,
-					 "%s: key '%s': shape %s: element count overflows",
-					 ps->name, fqn,
-					 ckpt_fmt_dims(a, sizeof(a), shape,
-						       e->ndim));
+			return ckpt_errf_key(ps->err, ps->errlen, -EOVERFLOW,
+					     fqn, SIZE_MAX,
+					     "%s: key '%s': shape %s: element count overflows",
+					     ps->name, fqn,
+					     ckpt_fmt_dims(a, sizeof(a), shape,
+							   e->ndim));
 	}
 	e->numel = numel;
 	if (__builtin_mul_overflow(numel, ckpt_dtype_size(e->dtype),
 				   &e->nbytes) || e->nbytes > INT64_MAX)
-		return ckpt_errf(ps->err, ps->errlen, -EOVERFLOW,
-				 "%s: key '%s': shape %s: byte size overflows",
-				 ps->name, fqn,
-				 ckpt_fmt_dims(a, sizeof(a), shape, e->ndim));
+		return ckpt_errf_key(ps->err, ps->errlen, -EOVERFLOW, fqn, SIZE_MAX,
+				     "%s: key '%s': shape %s: byte size overflows",
+				     ps->name, fqn,
+				     ckpt_fmt_dims(a, sizeof(a), shape, e->ndim));
 	for (i = 0; i < e->nchunks; i++) {
 		const struct ckpt_chunk *c = &m->chunks[e->chunk_first + i];
 		const uint64_t *off = ckpt_chunk_offsets(m, c);
@@ -255,13 +256,14 @@ static int check_tensor_geometry(struct parser *ps, struct ckpt_entry *e,
 		for (d = 0; d < e->ndim; d++) {
 			if (__builtin_add_overflow(off[d], sz[d], &end) ||
 			    end > shape[d])
-				return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-						 "%s: key '%s': chunk %s+%s lies outside the shape %s",
-						 ps->name, fqn,
-						 ckpt_fmt_dims(a, sizeof(a), off, e->ndim),
-						 ckpt_fmt_dims(b, sizeof(b), sz, e->ndim),
-						 ckpt_fmt_dims(a + 128, sizeof(a) - 128,
-							       shape, e->ndim));
+				return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+						     fqn, SIZE_MAX,
+						     "%s: key '%s': chunk %s+%s lies outside the shape %s",
+						     ps->name, fqn,
+						     ckpt_fmt_dims(a, sizeof(a), off, e->ndim),
+						     ckpt_fmt_dims(b, sizeof(b), sz, e->ndim),
+						     ckpt_fmt_dims(a + 128, sizeof(a) - 128,
+								   shape, e->ndim));
 		}
 	}
 	return 0;
@@ -412,21 +414,24 @@ static void fqn_key(const void *ctx, uint32_t idx, uint64_t *seed,
 /*
  * Keys become file names, xattrs, JSON (view.json, view.safetensors) and
  * Python str: each must be valid UTF-8.  The message shows the string
- * with its bad bytes as \xNN.
+ * with its bad bytes as \xNN; when it is a key (is_key), the last error's
+ * key is its raw bytes.
  */
 static int check_utf8(struct parser *ps, const char *what, const char *s,
-		      uint32_t len)
+		      uint32_t len, bool is_key)
 {
 	size_t bad = ckpt_utf8_valid_prefix(s, len);
 	char shown[160];
 
 	if (bad == len)
 		return 0;
-	return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-			 "%s: %s '%s' is not valid UTF-8 (byte %zu)", ps->name,
-			 what, ckpt_escape_msg(s, len, false, shown,
-					 sizeof(shown)),
-			 bad);
+	return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+			     is_key ? s : NULL, len,
+			     "%s: %s '%s' is not valid UTF-8 (byte %zu)",
+			     ps->name, what,
+			     ckpt_escape_msg(s, len, false, shown,
+					     sizeof(shown)),
+			     bad);
 }
 
 static int parse_state_dict_metadata(struct parser *ps, struct mp_cursor *c)
@@ -464,7 +469,7 @@ static int parse_state_dict_metadata(struct parser *ps, struct mp_cursor *c)
 			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
 					 "%s: state_dict_metadata: key %" PRIu32
 					 " contains a NUL byte", ps->name, i);
-		rc = check_utf8(ps, "state_dict_metadata: key", k, len);
+		rc = check_utf8(ps, "state_dict_metadata: key", k, len, true);
 		if (rc)
 			return rc;
 		rc = add_string(ps, k, len, &e->fqn);
@@ -474,12 +479,16 @@ static int parse_state_dict_metadata(struct parser *ps, struct mp_cursor *c)
 		m->nentries = i + 1;
 		dup = ckpt_strtab_insert(&m->by_fqn, i);
 		if (dup != UINT32_MAX)
-			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-					 "%s: key '%s' appears twice in state_dict_metadata",
-					 ps->name, m->strings + e->fqn);
+			return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+					     m->strings + e->fqn, SIZE_MAX,
+					     "%s: key '%s' appears twice in state_dict_metadata",
+					     ps->name, m->strings + e->fqn);
 		rc = parse_entry(ps, c, e);
-		if (rc)
+		if (rc) {
+			/* Its messages name the key (as "key 'K'"). */
+			ckpt_last_error_keyn(k, len);
 			return rc;
+		}
 	}
 	return 0;
 }
@@ -551,12 +560,13 @@ static int order_and_tile(struct parser *ps)
 		qsort_r(c, e->nchunks, sizeof(*c), cmp_chunk_r, &sc);
 		for (j = 1; j < e->nchunks; j++) {
 			if (cmp_chunk_r(&c[j - 1], &c[j], &sc) == 0)
-				return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-						 "%s: key '%s': two chunks at offsets %s",
-						 ps->name, ckpt_entry_fqn(m, e),
-						 ckpt_fmt_dims(a, sizeof(a),
-							       ckpt_chunk_offsets(m, &c[j]),
-							       e->ndim));
+				return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+						     ckpt_entry_fqn(m, e), SIZE_MAX,
+						     "%s: key '%s': two chunks at offsets %s",
+						     ps->name, ckpt_entry_fqn(m, e),
+						     ckpt_fmt_dims(a, sizeof(a),
+								   ckpt_chunk_offsets(m, &c[j]),
+								   e->ndim));
 		}
 		if (ps->partial)
 			continue;
@@ -750,22 +760,25 @@ static int record_chunk(struct parser *ps, struct record *r, uint32_t ri,
 	else
 		idx = ckpt_strtab_find(&m->by_fqn, 0, r->fqn, r->fqn_len);
 	if (idx == UINT32_MAX)
-		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-				 "%s: %s: record for unknown key '%.*s'",
-				 ps->name, where,
-				 (int)(r->fqn_len > 96 ? 96 : r->fqn_len), r->fqn);
+		return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+				     r->fqn, r->fqn_len,
+				     "%s: %s: record for unknown key '%.*s'",
+				     ps->name, where,
+				     (int)(r->fqn_len > 96 ? 96 : r->fqn_len), r->fqn);
 	e = &m->entries[idx];
 	if (e->kind == CKPT_KIND_BYTES) {
 		if (r->has_offsets)
-			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-					 "%s: key '%s': bytes record has offsets (want nil)",
-					 ps->name, ckpt_entry_fqn(m, e));
+			return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+					     ckpt_entry_fqn(m, e), SIZE_MAX,
+					     "%s: key '%s': bytes record has offsets (want nil)",
+					     ps->name, ckpt_entry_fqn(m, e));
 		c = &m->chunks[e->chunk_first];
 	} else {
 		if (!r->has_offsets)
-			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-					 "%s: key '%s': %s: tensor record has no offsets",
-					 ps->name, ckpt_entry_fqn(m, e), where);
+			return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+					     ckpt_entry_fqn(m, e), SIZE_MAX,
+					     "%s: key '%s': %s: tensor record has no offsets",
+					     ps->name, ckpt_entry_fqn(m, e), where);
 		rc = mp_read_array(&r->offsets, &n);
 		if (rc == -EPROTO)
 			return type_error(ps, where, "offsets", "array or nil",
@@ -773,11 +786,12 @@ static int record_chunk(struct parser *ps, struct record *r, uint32_t ri,
 		if (rc)
 			return corrupt(ps, where);
 		if (n != e->ndim)
-			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-					 "%s: key '%s': %s: offsets have %" PRIu32
-					 " dims, the tensor has %u",
-					 ps->name, ckpt_entry_fqn(m, e), where, n,
-					 e->ndim);
+			return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+					     ckpt_entry_fqn(m, e), SIZE_MAX,
+					     "%s: key '%s': %s: offsets have %" PRIu32
+					     " dims, the tensor has %u",
+					     ps->name, ckpt_entry_fqn(m, e), where, n,
+					     e->ndim);
 		for (d = 0; d < n; d++) {
 			if (mp_read_uint(&r->offsets, &off[d]))
 				return type_error(ps, where, "offsets",
@@ -786,10 +800,11 @@ static int record_chunk(struct parser *ps, struct record *r, uint32_t ri,
 		}
 		c = find_chunk(m, e, off);
 		if (!c)
-			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-					 "%s: key '%s': record at offsets %s matches no chunk",
-					 ps->name, ckpt_entry_fqn(m, e),
-					 ckpt_fmt_dims(a, sizeof(a), off, n));
+			return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+					     ckpt_entry_fqn(m, e), SIZE_MAX,
+					     "%s: key '%s': record at offsets %s matches no chunk",
+					     ps->name, ckpt_entry_fqn(m, e),
+					     ckpt_fmt_dims(a, sizeof(a), off, n));
 	}
 	*pe = e;
 	*pc = c;
@@ -832,9 +847,10 @@ static int record_strides(struct parser *ps, struct record *r,
 	if (ckpt_strided_span(sz, m->dims + at, e->ndim, &span) ||
 	    __builtin_mul_overflow(span, (uint64_t)ckpt_dtype_size(e->dtype),
 				   &bytes) || bytes > r->length)
-		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-				 "%s: key '%s': record's strides address bytes past its length %" PRIu64,
-				 ps->name, ckpt_entry_fqn(m, e), r->length);
+		return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+				     ckpt_entry_fqn(m, e), SIZE_MAX,
+				     "%s: key '%s': record's strides address bytes past its length %" PRIu64,
+				     ps->name, ckpt_entry_fqn(m, e), r->length);
 	if (!ckpt_strides_row_major(sz, m->dims + at, e->ndim))
 		ch->strides_at = at;
 	return 0;
@@ -852,21 +868,23 @@ static int check_transformed(struct parser *ps, const struct record *r,
 
 	if (e->kind == CKPT_KIND_BYTES) {
 		if (r->payload == CKPT_PAYLOAD_TORCH_SAVE || !r->has_size)
-			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-					 "%s: key '%s': a bytes record with transforms needs 'size' and a raw payload",
-					 ps->name, fqn);
+			return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+					     fqn, SIZE_MAX,
+					     "%s: key '%s': a bytes record with transforms needs 'size' and a raw payload",
+					     ps->name, fqn);
 		if (r->size > INT64_MAX)
-			return ckpt_errf(ps->err, ps->errlen, -EOVERFLOW,
-					 "%s: key '%s': size %" PRIu64 " is too large",
-					 ps->name, fqn, r->size);
+			return ckpt_errf_key(ps->err, ps->errlen, -EOVERFLOW,
+					     fqn, SIZE_MAX,
+					     "%s: key '%s': size %" PRIu64 " is too large",
+					     ps->name, fqn, r->size);
 		e->nbytes = *decoded = r->size;
 		return 0;
 	}
 	*decoded = chunk_bytes(m, e, ch);
 	if (r->has_size && r->size != *decoded)
-		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-				 "%s: key '%s': record's size %" PRIu64 " is not the chunk's %" PRIu64 " bytes",
-				 ps->name, fqn, r->size, *decoded);
+		return ckpt_errf_key(ps->err, ps->errlen, -EINVAL, fqn, SIZE_MAX,
+				     "%s: key '%s': record's size %" PRIu64 " is not the chunk's %" PRIu64 " bytes",
+				     ps->name, fqn, r->size, *decoded);
 	return 0;
 }
 
@@ -934,16 +952,19 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 			snprintf(kw, sizeof(kw), "key '%.100s'",
 				 ckpt_entry_fqn(m, e));
 			rc = read_transforms(ps, &r.transforms_at, kw, &r);
-			if (rc)
+			if (rc) {
+				ckpt_last_error_key(ckpt_entry_fqn(m, e));
 				goto out_files;
+			}
 		}
 		if (ch->file != CKPT_NONE) {
-			rc = ckpt_errf(ps->err, ps->errlen, -EINVAL,
-				       "%s: key '%s': chunk at %s has two storage records",
-				       ps->name, ckpt_entry_fqn(m, e),
-				       ckpt_fmt_dims(a, sizeof(a),
-						     ckpt_chunk_offsets(m, ch),
-						     e->ndim));
+			rc = ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+					   ckpt_entry_fqn(m, e), SIZE_MAX,
+					   "%s: key '%s': chunk at %s has two storage records",
+					   ps->name, ckpt_entry_fqn(m, e),
+					   ckpt_fmt_dims(a, sizeof(a),
+							 ckpt_chunk_offsets(m, ch),
+							 e->ndim));
 			goto out_files;
 		}
 		if (r.ntransforms) {
@@ -952,20 +973,24 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 				goto out_files;
 		} else if (e->kind == CKPT_KIND_TENSOR && r.has_strides) {
 			rc = record_strides(ps, &r, e, ch);
-			if (rc)
+			if (rc) {
+				/* Its messages name the key ("record of 'K'"). */
+				ckpt_last_error_key(ckpt_entry_fqn(m, e));
 				goto out_files;
+			}
 		} else if (e->kind == CKPT_KIND_TENSOR) {
 			want = chunk_bytes(m, e, ch);
 			if (r.length != want) {
-				rc = ckpt_errf(ps->err, ps->errlen, -EINVAL,
-					       "%s: key '%s': record of chunk %s+%s has length %" PRIu64
-					       ", the chunk needs %" PRIu64 " bytes",
-					       ps->name, ckpt_entry_fqn(m, e),
-					       ckpt_fmt_dims(a, sizeof(a),
-							     ckpt_chunk_offsets(m, ch), e->ndim),
-					       ckpt_fmt_dims(b, sizeof(b),
-							     ckpt_chunk_sizes(m, e, ch), e->ndim),
-					       r.length, want);
+				rc = ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+						   ckpt_entry_fqn(m, e), SIZE_MAX,
+						   "%s: key '%s': record of chunk %s+%s has length %" PRIu64
+						   ", the chunk needs %" PRIu64 " bytes",
+						   ps->name, ckpt_entry_fqn(m, e),
+						   ckpt_fmt_dims(a, sizeof(a),
+								 ckpt_chunk_offsets(m, ch), e->ndim),
+						   ckpt_fmt_dims(b, sizeof(b),
+								 ckpt_chunk_sizes(m, e, ch), e->ndim),
+						   r.length, want);
 				goto out_files;
 			}
 		} else {
@@ -973,19 +998,21 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 		}
 		if (__builtin_add_overflow(r.offset, r.length, &end) ||
 		    end > INT64_MAX) {
-			rc = ckpt_errf(ps->err, ps->errlen, -EOVERFLOW,
-				       "%s: key '%s': record offset %" PRIu64
-				       " + length %" PRIu64 " overflows",
-				       ps->name, ckpt_entry_fqn(m, e), r.offset,
-				       r.length);
+			rc = ckpt_errf_key(ps->err, ps->errlen, -EOVERFLOW,
+					   ckpt_entry_fqn(m, e), SIZE_MAX,
+					   "%s: key '%s': record offset %" PRIu64
+					   " + length %" PRIu64 " overflows",
+					   ps->name, ckpt_entry_fqn(m, e), r.offset,
+					   r.length);
 			goto out_files;
 		}
 		if (!ckpt_relpath_is_safe(r.path, r.path_len)) {
-			rc = ckpt_errf(ps->err, ps->errlen, -EINVAL,
-				       "%s: key '%s': relative_path '%.*s' must be relative, inside the checkpoint, without '..' or NUL",
-				       ps->name, ckpt_entry_fqn(m, e),
-				       (int)strnlen(r.path, r.path_len > 200 ? 200 : r.path_len),
-				       r.path);
+			rc = ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+					   ckpt_entry_fqn(m, e), SIZE_MAX,
+					   "%s: key '%s': relative_path '%.*s' must be relative, inside the checkpoint, without '..' or NUL",
+					   ps->name, ckpt_entry_fqn(m, e),
+					   (int)strnlen(r.path, r.path_len > 200 ? 200 : r.path_len),
+					   r.path);
 			goto out_files;
 		}
 		/* Intern the path; records of one file often follow each
@@ -1049,16 +1076,18 @@ static int check_all_recorded(struct parser *ps)
 			if (c->file != CKPT_NONE)
 				continue;
 			if (e->kind == CKPT_KIND_BYTES)
-				return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-						 "%s: key '%s': bytes entry has no storage record",
-						 ps->name, ckpt_entry_fqn(m, e));
-			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-					 "%s: key '%s': chunk at %s size %s has no storage record",
-					 ps->name, ckpt_entry_fqn(m, e),
-					 ckpt_fmt_dims(a, sizeof(a),
-						       ckpt_chunk_offsets(m, c), e->ndim),
-					 ckpt_fmt_dims(b, sizeof(b),
-						       ckpt_chunk_sizes(m, e, c), e->ndim));
+				return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+						     ckpt_entry_fqn(m, e), SIZE_MAX,
+						     "%s: key '%s': bytes entry has no storage record",
+						     ps->name, ckpt_entry_fqn(m, e));
+			return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+					     ckpt_entry_fqn(m, e), SIZE_MAX,
+					     "%s: key '%s': chunk at %s size %s has no storage record",
+					     ps->name, ckpt_entry_fqn(m, e),
+					     ckpt_fmt_dims(a, sizeof(a),
+							   ckpt_chunk_offsets(m, c), e->ndim),
+					     ckpt_fmt_dims(b, sizeof(b),
+							   ckpt_chunk_sizes(m, e, c), e->ndim));
 		}
 	}
 	return 0;
@@ -1095,21 +1124,24 @@ static int parse_planner_data(struct parser *ps, struct mp_cursor *c)
 		}
 		e = &m->entries[idx];
 		if (e->ncomps)
-			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-					 "%s: planner_data: key '%s' appears twice",
-					 ps->name, ckpt_entry_fqn(m, e));
+			return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+					     ckpt_entry_fqn(m, e), SIZE_MAX,
+					     "%s: planner_data: key '%s' appears twice",
+					     ps->name, ckpt_entry_fqn(m, e));
 		rc = mp_read_array(c, &np);
 		if (rc == -EPROTO)
-			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-					 "%s: planner_data: key '%s': expected an array of strings and integers, got %s",
-					 ps->name, ckpt_entry_fqn(m, e),
-					 mp_type_name(c));
+			return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+					     ckpt_entry_fqn(m, e), SIZE_MAX,
+					     "%s: planner_data: key '%s': expected an array of strings and integers, got %s",
+					     ps->name, ckpt_entry_fqn(m, e),
+					     mp_type_name(c));
 		if (rc)
 			return corrupt(ps, "planner_data");
 		if (np == 0)
-			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-					 "%s: planner_data: key '%s': empty path",
-					 ps->name, ckpt_entry_fqn(m, e));
+			return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+					     ckpt_entry_fqn(m, e), SIZE_MAX,
+					     "%s: planner_data: key '%s': empty path",
+					     ps->name, ckpt_entry_fqn(m, e));
 		if (ckpt_grow((void **)&m->comps, &ps->cap_comps,
 			 (size_t)m->ncomps + np, sizeof(*m->comps)))
 			return oom(ps);
@@ -1136,14 +1168,15 @@ static int parse_planner_data(struct parser *ps, struct mp_cursor *c)
 				}
 				s = num;
 			} else if (mp_read_str(c, &s, &sl)) {
-				return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-						 "%s: planner_data: key '%s': component %" PRIu32
-						 " is a %s, not a string or integer",
-						 ps->name, ckpt_entry_fqn(m, e),
-						 j, mp_type_name(c));
+				return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+						     ckpt_entry_fqn(m, e), SIZE_MAX,
+						     "%s: planner_data: key '%s': component %" PRIu32
+						     " is a %s, not a string or integer",
+						     ps->name, ckpt_entry_fqn(m, e),
+						     j, mp_type_name(c));
 			}
 			rc = check_utf8(ps, "planner_data: path component", s,
-					sl);
+					sl, false);
 			if (!rc)
 				rc = add_string(ps, s, sl, &cp->str);
 			if (rc)

@@ -34,13 +34,13 @@ static int overlap_error(const struct ckpt_meta *m, const struct ckpt_entry *e,
 {
 	char a[128], b[128], c[128], d[128];
 
-	return ckpt_errf(err, errlen, -EINVAL,
-			 "%s: key '%s': chunk %s+%s overlaps chunk %s+%s", name,
-			 ckpt_entry_fqn(m, e),
-			 ckpt_fmt_dims(a, sizeof(a), ckpt_chunk_offsets(m, y), e->ndim),
-			 ckpt_fmt_dims(b, sizeof(b), ckpt_chunk_sizes(m, e, y), e->ndim),
-			 ckpt_fmt_dims(c, sizeof(c), ckpt_chunk_offsets(m, x), e->ndim),
-			 ckpt_fmt_dims(d, sizeof(d), ckpt_chunk_sizes(m, e, x), e->ndim));
+	return ckpt_errf_key(err, errlen, -EINVAL, ckpt_entry_fqn(m, e), SIZE_MAX,
+			     "%s: key '%s': chunk %s+%s overlaps chunk %s+%s", name,
+			     ckpt_entry_fqn(m, e),
+			     ckpt_fmt_dims(a, sizeof(a), ckpt_chunk_offsets(m, y), e->ndim),
+			     ckpt_fmt_dims(b, sizeof(b), ckpt_chunk_sizes(m, e, y), e->ndim),
+			     ckpt_fmt_dims(c, sizeof(c), ckpt_chunk_offsets(m, x), e->ndim),
+			     ckpt_fmt_dims(d, sizeof(d), ckpt_chunk_sizes(m, e, x), e->ndim));
 }
 
 /* Do x and y overlap in dims 1..ndim-1? */
@@ -96,10 +96,11 @@ int ckpt_tiling_check(const struct ckpt_meta *m, const struct ckpt_entry *e,
 		nactive = keep;
 		checks += nactive;
 		if (checks > MAX_PAIR_CHECKS) {
-			rc = ckpt_errf(err, errlen, -E2BIG,
-				       "%s: key '%s': %" PRIu32
-				       " chunks share dim-0 rows; too many to check the tiling",
-				       name, ckpt_entry_fqn(m, e), e->nchunks);
+			rc = ckpt_errf_key(err, errlen, -E2BIG,
+					   ckpt_entry_fqn(m, e), SIZE_MAX,
+					   "%s: key '%s': %" PRIu32
+					   " chunks share dim-0 rows; too many to check the tiling",
+					   name, ckpt_entry_fqn(m, e), e->nchunks);
 			goto out_free;
 		}
 		for (j = 0; j < nactive; j++) {
@@ -118,12 +119,13 @@ int ckpt_tiling_check(const struct ckpt_meta *m, const struct ckpt_entry *e,
 	if (covered != e->numel) {
 		char s[256];
 
-		rc = ckpt_errf(err, errlen, -EINVAL,
-			       "%s: key '%s': chunks cover %" PRIu64 " of the %" PRIu64
-			       " elements of shape %s: the tiling has a gap",
-			       name, ckpt_entry_fqn(m, e), covered, e->numel,
-			       ckpt_fmt_dims(s, sizeof(s), ckpt_entry_shape(m, e),
-					     e->ndim));
+		rc = ckpt_errf_key(err, errlen, -EINVAL,
+				   ckpt_entry_fqn(m, e), SIZE_MAX,
+				   "%s: key '%s': chunks cover %" PRIu64 " of the %" PRIu64
+				   " elements of shape %s: the tiling has a gap",
+				   name, ckpt_entry_fqn(m, e), covered, e->numel,
+				   ckpt_fmt_dims(s, sizeof(s), ckpt_entry_shape(m, e),
+						 e->ndim));
 	}
 out_free:
 	free(active);

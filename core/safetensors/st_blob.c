@@ -53,10 +53,13 @@ static int no_repeats(const struct ckpt_json_doc *doc,
 	if (ckpt_json_str(dup, name, sizeof(name)) < 0)
 		snprintf(name, sizeof(name), "%.*s",
 			 (int)(dup->len < 100 ? dup->len : 100), dup->s);
-	return ckpt_errf(err, errlen, -EINVAL,
-			 "%s: %s%s%sbyte %u: field '%s' appears twice",
-			 where, fqn ? "key '" : "", fqn ? fqn : "",
-			 fqn ? "': " : "", dup->at, name);
+	/* The header's own "__metadata__" is named like a key but is none. */
+	return ckpt_errf_key(err, errlen, -EINVAL,
+			     fqn && strcmp(fqn, "__metadata__") ? fqn : NULL,
+			     SIZE_MAX,
+			     "%s: %s%s%sbyte %u: field '%s' appears twice",
+			     where, fqn ? "key '" : "", fqn ? fqn : "",
+			     fqn ? "': " : "", dup->at, name);
 }
 
 /* One tensor entry of the header; data_at is where the data starts in
@@ -82,20 +85,20 @@ static int one_tensor(struct blob *b, const struct ckpt_json_doc *doc,
 		return rc;
 	if (!dt || ckpt_json_str(dt, name, sizeof(name)) < 0 || !sh ||
 	    sh->type != CKPT_JSON_ARR || !of || of->type != CKPT_JSON_ARR)
-		return ckpt_errf(b->err, b->errlen, -EINVAL,
-				 "%s: key '%s': needs dtype, shape and data_offsets",
-				 b->where, fqn);
+		return ckpt_errf_key(b->err, b->errlen, -EINVAL, fqn, SIZE_MAX,
+				     "%s: key '%s': needs dtype, shape and data_offsets",
+				     b->where, fqn);
 	for (k = 0; k < sizeof(dtypes) / sizeof(dtypes[0]); k++)
 		if (!strcmp(name, dtypes[k].name))
 			break;
 	if (k == sizeof(dtypes) / sizeof(dtypes[0]))
-		return ckpt_errf(b->err, b->errlen, -EINVAL,
-				 "%s: key '%s': dtype '%s' is not supported",
-				 b->where, fqn, name);
+		return ckpt_errf_key(b->err, b->errlen, -EINVAL, fqn, SIZE_MAX,
+				     "%s: key '%s': dtype '%s' is not supported",
+				     b->where, fqn, name);
 	if (sh->n > CKPT_MAX_DIMS)
-		return ckpt_errf(b->err, b->errlen, -EINVAL,
-				 "%s: key '%s': %u dims, more than %d",
-				 b->where, fqn, sh->n, CKPT_MAX_DIMS);
+		return ckpt_errf_key(b->err, b->errlen, -EINVAL, fqn, SIZE_MAX,
+				     "%s: key '%s': %u dims, more than %d",
+				     b->where, fqn, sh->n, CKPT_MAX_DIMS);
 	if (ckpt_grow((void **)&set->t, &set->cap, set->nt + 1,
 		      sizeof(*set->t)))
 		return ckpt_errf(b->err, b->errlen, -ENOMEM, "out of memory");
@@ -109,23 +112,24 @@ static int one_tensor(struct blob *b, const struct ckpt_json_doc *doc,
 
 		if (x->type != CKPT_JSON_INT ||
 		    __builtin_mul_overflow(numel, x->v, &numel))
-			return ckpt_errf(b->err, b->errlen, -EINVAL,
-					 "%s: key '%s': shape is not a list of sizes that fit 64 bits",
-					 b->where, fqn);
+			return ckpt_errf_key(b->err, b->errlen, -EINVAL,
+					     fqn, SIZE_MAX,
+					     "%s: key '%s': shape is not a list of sizes that fit 64 bits",
+					     b->where, fqn);
 		t->shape[d] = x->v;
 	}
 	lo = ckpt_json_at(doc, of, 0);
 	hi = ckpt_json_at(doc, of, 1);
 	if (of->n != 2 || lo->type != CKPT_JSON_INT ||
 	    hi->type != CKPT_JSON_INT || lo->v > hi->v || hi->v > data_len)
-		return ckpt_errf(b->err, b->errlen, -EINVAL,
-				 "%s: key '%s': data_offsets must be [begin, end] with begin <= end <= %" PRIu64 " (the data's length)",
-				 b->where, fqn, data_len);
+		return ckpt_errf_key(b->err, b->errlen, -EINVAL, fqn, SIZE_MAX,
+				     "%s: key '%s': data_offsets must be [begin, end] with begin <= end <= %" PRIu64 " (the data's length)",
+				     b->where, fqn, data_len);
 	if (__builtin_mul_overflow(numel, ckpt_dtype_size(dtypes[k].dt),
 				   &bytes) || bytes != hi->v - lo->v)
-		return ckpt_errf(b->err, b->errlen, -EINVAL,
-				 "%s: key '%s': data_offsets span %" PRIu64 " bytes, but %s x %u dims needs another size",
-				 b->where, fqn, hi->v - lo->v, name, sh->n);
+		return ckpt_errf_key(b->err, b->errlen, -EINVAL, fqn, SIZE_MAX,
+				     "%s: key '%s': data_offsets span %" PRIu64 " bytes, but %s x %u dims needs another size",
+				     b->where, fqn, hi->v - lo->v, name, sh->n);
 	t->foff = data_at + lo->v;
 	t->len = bytes;
 	t->fqn = strdup(fqn);
@@ -159,9 +163,10 @@ static int check_overlaps(struct blob *b, size_t from)
 
 	for (i = from + 1; i < set->nt; i++)
 		if (!strcmp(set->t[i - 1].fqn, set->t[i].fqn))
-			return ckpt_errf(b->err, b->errlen, -EINVAL,
-					 "%s: key '%s' appears twice",
-					 b->where, set->t[i].fqn);
+			return ckpt_errf_key(b->err, b->errlen, -EINVAL,
+					     set->t[i].fqn, SIZE_MAX,
+					     "%s: key '%s' appears twice",
+					     b->where, set->t[i].fqn);
 	if (n < 2)
 		return 0;
 	v = malloc(n * sizeof(*v));
@@ -173,9 +178,10 @@ static int check_overlaps(struct blob *b, size_t from)
 	for (i = 1; i < n && !rc; i++) {
 		if (v[i - 1]->len && v[i]->len &&
 		    v[i - 1]->foff + v[i - 1]->len > v[i]->foff)
-			rc = ckpt_errf(b->err, b->errlen, -EINVAL,
-				       "%s: keys '%s' and '%s': their data_offsets overlap",
-				       b->where, v[i - 1]->fqn, v[i]->fqn);
+			rc = ckpt_errf_key(b->err, b->errlen, -EINVAL,
+					   v[i - 1]->fqn, SIZE_MAX,
+					   "%s: keys '%s' and '%s': their data_offsets overlap",
+					   b->where, v[i - 1]->fqn, v[i]->fqn);
 	}
 	free(v);
 	return rc;
@@ -257,9 +263,10 @@ static int sharding_info(struct blob *b, const struct ckpt_json *s,
 		t = (struct ckpt_st_tensor *)ckpt_st_find(set, from, set->nt,
 							  fqn, strlen(fqn));
 		if (!t) {
-			rc = ckpt_errf(b->err, b->errlen, -EINVAL,
-				       "%s: key '%s' is not a tensor of the file",
-				       where, fqn);
+			rc = ckpt_errf_key(b->err, b->errlen, -EINVAL,
+					   fqn, SIZE_MAX,
+					   "%s: key '%s' is not a tensor of the file",
+					   where, fqn);
 			goto out_doc;
 		}
 		rc = no_repeats(&doc, v, where, fqn, b->err, b->errlen);
@@ -268,9 +275,10 @@ static int sharding_info(struct blob *b, const struct ckpt_json *s,
 		so = v->type == CKPT_JSON_OBJ ?
 		     ckpt_json_get(&doc, v, "saved_offsets") : NULL;
 		if (!so || so->type != CKPT_JSON_ARR || so->n != t->ndim) {
-			rc = ckpt_errf(b->err, b->errlen, -EINVAL,
-				       "%s: key '%s': saved_offsets must be a list of %u offsets",
-				       where, fqn, t->ndim);
+			rc = ckpt_errf_key(b->err, b->errlen, -EINVAL,
+					   fqn, SIZE_MAX,
+					   "%s: key '%s': saved_offsets must be a list of %u offsets",
+					   where, fqn, t->ndim);
 			goto out_doc;
 		}
 		for (d = 0; d < so->n; d++) {
@@ -279,9 +287,10 @@ static int sharding_info(struct blob *b, const struct ckpt_json *s,
 
 			if (x->type != CKPT_JSON_INT ||
 			    __builtin_add_overflow(x->v, t->shape[d], &end)) {
-				rc = ckpt_errf(b->err, b->errlen, -EINVAL,
-					       "%s: key '%s': saved_offsets[%u] is not an offset whose end fits 64 bits",
-					       where, fqn, d);
+				rc = ckpt_errf_key(b->err, b->errlen, -EINVAL,
+						   fqn, SIZE_MAX,
+						   "%s: key '%s': saved_offsets[%u] is not an offset whose end fits 64 bits",
+						   where, fqn, d);
 				goto out_doc;
 			}
 			t->saved[d] = x->v;
@@ -290,9 +299,10 @@ static int sharding_info(struct blob *b, const struct ckpt_json *s,
 	}
 	for (i = from; i < set->nt; i++) {
 		if (!set->t[i].has_saved) {
-			rc = ckpt_errf(b->err, b->errlen, -EINVAL,
-				       "%s: has no saved_offsets for key '%s'",
-				       where, set->t[i].fqn);
+			rc = ckpt_errf_key(b->err, b->errlen, -EINVAL,
+					   set->t[i].fqn, SIZE_MAX,
+					   "%s: has no saved_offsets for key '%s'",
+					   where, set->t[i].fqn);
 			goto out_doc;
 		}
 	}
@@ -412,8 +422,8 @@ int ckpt_st_read_blob(struct ckpt_store *s, uint32_t id, uint64_t base,
 			continue;
 		}
 		if (v->type != CKPT_JSON_OBJ) {
-			rc = ckpt_errf(err, errlen, -EINVAL,
-				       "%s: key '%s': not an object", where, fqn);
+			rc = ckpt_errf_key(err, errlen, -EINVAL, fqn, SIZE_MAX,
+					   "%s: key '%s': not an object", where, fqn);
 			goto out_doc;
 		}
 		rc = one_tensor(&b, &doc, v, fqn, base + 8 + hlen, data_len);

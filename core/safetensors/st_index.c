@@ -236,13 +236,15 @@ static int check_index(struct st *s, const struct ckpt_json_doc *doc,
 		hit = bsearch(&probe, s->set.t, s->set.nt, sizeof(*s->set.t),
 			      cmp_fqn);
 		if (!hit)
-			return ckpt_errf(s->err, s->errlen, -EINVAL,
-					 "%s/" INDEX_NAME ": key '%s' is in no safetensors file",
-					 s->dir, key);
+			return ckpt_errf_key(s->err, s->errlen, -EINVAL,
+					     key, SIZE_MAX,
+					     "%s/" INDEX_NAME ": key '%s' is in no safetensors file",
+					     s->dir, key);
 		if (strcmp(s->files[hit->file], file))
-			return ckpt_errf(s->err, s->errlen, -EINVAL,
-					 "%s/" INDEX_NAME ": key '%s' is in %s, but the index says %s",
-					 s->dir, key, s->files[hit->file], file);
+			return ckpt_errf_key(s->err, s->errlen, -EINVAL,
+					     key, SIZE_MAX,
+					     "%s/" INDEX_NAME ": key '%s' is in %s, but the index says %s",
+					     s->dir, key, s->files[hit->file], file);
 	}
 	return 0;
 }
@@ -276,12 +278,13 @@ static int group_keys(struct st *s, struct key_run **out, size_t *nout)
 				goto twice;
 			if (u->dtype != t->dtype || u->ndim != t->ndim) {
 				free(k);
-				return ckpt_errf(s->err, s->errlen, -EINVAL,
-						 "%s: key '%s': %s has %s x %u dims, %s has %s x %u dims",
-						 s->dir, t->fqn, s->files[t->file],
-						 ckpt_dtype_name(t->dtype), t->ndim,
-						 s->files[u->file],
-						 ckpt_dtype_name(u->dtype), u->ndim);
+				return ckpt_errf_key(s->err, s->errlen, -EINVAL,
+						     t->fqn, SIZE_MAX,
+						     "%s: key '%s': %s has %s x %u dims, %s has %s x %u dims",
+						     s->dir, t->fqn, s->files[t->file],
+						     ckpt_dtype_name(t->dtype), t->ndim,
+						     s->files[u->file],
+						     ckpt_dtype_name(u->dtype), u->ndim);
 			}
 		}
 		if (ckpt_grow((void **)&k, &cap, nk + 1, sizeof(*k))) {
@@ -308,10 +311,10 @@ static int group_keys(struct st *s, struct key_run **out, size_t *nout)
 	return 0;
 twice:
 	free(k);
-	return ckpt_errf(s->err, s->errlen, -EINVAL,
-			 "%s: key '%s' is in both %s and %s", s->dir,
-			 set->t[i].fqn, s->files[set->t[i].file],
-			 s->files[set->t[j].file]);
+	return ckpt_errf_key(s->err, s->errlen, -EINVAL, set->t[i].fqn, SIZE_MAX,
+			     "%s: key '%s' is in both %s and %s", s->dir,
+			     set->t[i].fqn, s->files[set->t[i].file],
+			     s->files[set->t[j].file]);
 }
 
 /* Is chunk c the same box as the one before it in its key? */
@@ -451,10 +454,11 @@ int ckpt_safetensors_index(struct ckpt_store *store, uint8_t **img,
 	 * Otherwise one key in two files is an error naming both. */
 	for (i = 0; s.set.sharded && i < s.set.nt; i++) {
 		if (!s.set.t[i].has_saved) {
-			rc = ckpt_errf(err, errlen, -EINVAL,
-				       "%s/%s: key '%s': no DCP_SHARDING_INFO saved_offsets, but other files have them",
-				       dir, s.files[s.set.t[i].file],
-				       s.set.t[i].fqn);
+			rc = ckpt_errf_key(err, errlen, -EINVAL,
+					   s.set.t[i].fqn, SIZE_MAX,
+					   "%s/%s: key '%s': no DCP_SHARDING_INFO saved_offsets, but other files have them",
+					   dir, s.files[s.set.t[i].file],
+					   s.set.t[i].fqn);
 			goto out_free;
 		}
 	}

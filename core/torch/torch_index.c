@@ -154,10 +154,11 @@ bool ckpt_torch_is_pickle(const uint8_t *buf, size_t len)
 static int fail(struct tctx *t, const struct pk_value *fqn, const char *what)
 {
 	if (fqn && fqn->type == PK_STR)
-		return ckpt_errf(t->err, t->errlen, -EINVAL,
-				 "%s: key '%.*s': %s", t->name,
-				 (int)(fqn->u.str.len > FQN_SHOWN ? FQN_SHOWN :
-				       fqn->u.str.len), fqn->u.str.s, what);
+		return ckpt_errf_key(t->err, t->errlen, -EINVAL,
+				     fqn->u.str.s, fqn->u.str.len,
+				     "%s: key '%.*s': %s", t->name,
+				     (int)(fqn->u.str.len > FQN_SHOWN ? FQN_SHOWN :
+					   fqn->u.str.len), fqn->u.str.s, what);
 	return ckpt_errf(t->err, t->errlen, -EINVAL, "%s: %s", t->name, what);
 }
 
@@ -877,6 +878,14 @@ static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 	return 0;
 }
 
+/* A record's location failed with rc: its messages name the key (as
+ * open_record()'s "where"), so the last error's key is fqn too. */
+static int located_key(const struct pk_value *fqn, int rc)
+{
+	ckpt_last_error_keyn(fqn->u.str.s, fqn->u.str.len);
+	return rc;
+}
+
 static int put_record(struct tctx *t, const struct pk_value *key,
 		      const struct pk_value *val, uint32_t ri)
 {
@@ -923,14 +932,14 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 		rc = locate_stored(t, fqn, path, tensor, (uint64_t)o->u.i,
 				   (uint64_t)l->u.i, &loc);
 		if (rc)
-			return rc;
+			return located_key(fqn, rc);
 	} else if (tensor) {
 		rc = locate_tensor(t, fqn, entry->u.call.state, off, n,
 				   idx && idx->type == PK_INT ? idx->u.i : -1,
 				   path, (uint64_t)o->u.i, (uint64_t)l->u.i,
 				   &loc);
 		if (rc)
-			return rc;
+			return located_key(fqn, rc);
 	} else {
 		loc.offset = (uint64_t)o->u.i;
 		loc.length = (uint64_t)l->u.i;

@@ -558,14 +558,14 @@ int ckpt_meta_read_boxes_opts(struct ckpt_meta *m,
 			    reqs[i].size[d] > shape[d] - reqs[i].off[d]) {
 				char a[256], b[256], c[256];
 
-				rc = ckpt_errf(err, errlen, -EINVAL,
-					       "%s: key '%s': box %s+%s lies outside the shape %s",
-					       m->dir ? m->dir : "checkpoint",
-					       ckpt_entry_fqn(m, e),
-					       ckpt_fmt_dims(a, sizeof(a), reqs[i].off, e->ndim),
-					       ckpt_fmt_dims(b, sizeof(b), reqs[i].size, e->ndim),
-					       ckpt_fmt_dims(c, sizeof(c), shape, e->ndim));
-				ckpt_last_error_key(ckpt_entry_fqn(m, e));
+				rc = ckpt_errf_key(err, errlen, -EINVAL,
+						   ckpt_entry_fqn(m, e), SIZE_MAX,
+						   "%s: key '%s': box %s+%s lies outside the shape %s",
+						   m->dir ? m->dir : "checkpoint",
+						   ckpt_entry_fqn(m, e),
+						   ckpt_fmt_dims(a, sizeof(a), reqs[i].off, e->ndim),
+						   ckpt_fmt_dims(b, sizeof(b), reqs[i].size, e->ndim),
+						   ckpt_fmt_dims(c, sizeof(c), shape, e->ndim));
 				goto out_free;
 			}
 			j->boxes[i].off[d] = reqs[i].off[d];

@@ -152,22 +152,22 @@ static int conflict(struct builder *b, const struct ckpt_meta *m,
 	const char *o;
 
 	if (n->owner == CKPT_NONE)
-		return ckpt_errf(b->err, b->errlen, -EINVAL,
-				 "%s: key '%s' needs '%s', which is reserved for the view's own files",
-				 m->meta_path ? m->meta_path : ".metadata", a,
-				 b->v->names + n->name);
+		return ckpt_errf_key(b->err, b->errlen, -EINVAL, a, SIZE_MAX,
+				     "%s: key '%s' needs '%s', which is reserved for the view's own files",
+				     m->meta_path ? m->meta_path : ".metadata", a,
+				     b->v->names + n->name);
 	o = ckpt_entry_fqn(m, &m->entries[n->owner]);
 
 	if (!want_dir && !ckpt_node_is_dir(n))
-		return ckpt_errf(b->err, b->errlen, -EINVAL,
-				 "%s: keys '%s' and '%s' both need the file '%s'",
-				 m->meta_path ? m->meta_path : ".metadata", o,
-				 a, b->v->names + n->name);
-	return ckpt_errf(b->err, b->errlen, -EINVAL,
-			 "%s: key '%s' needs '%s' as a %s, but key '%s' needs it as a %s",
-			 m->meta_path ? m->meta_path : ".metadata", a,
-			 b->v->names + n->name, want_dir ? "directory" : "file",
-			 o, want_dir ? "file" : "directory");
+		return ckpt_errf_key(b->err, b->errlen, -EINVAL, o, SIZE_MAX,
+				     "%s: keys '%s' and '%s' both need the file '%s'",
+				     m->meta_path ? m->meta_path : ".metadata", o,
+				     a, b->v->names + n->name);
+	return ckpt_errf_key(b->err, b->errlen, -EINVAL, a, SIZE_MAX,
+			     "%s: key '%s' needs '%s' as a %s, but key '%s' needs it as a %s",
+			     m->meta_path ? m->meta_path : ".metadata", a,
+			     b->v->names + n->name, want_dir ? "directory" : "file",
+			     o, want_dir ? "file" : "directory");
 }
 
 /* Place entry ei's file in the tree. */
@@ -189,11 +189,12 @@ static int place(struct builder *b, uint32_t ei, const struct comp *comps,
 			len += 4;
 		}
 		if (len > CKPT_NAME_MAX)
-			return ckpt_errf(b->err, b->errlen, -ENAMETOOLONG,
-					 "%s: key '%s': path component '%.40s...' is %zu bytes, longer than the %d a file name may have",
-					 m->meta_path ? m->meta_path : ".metadata",
-					 ckpt_entry_fqn(m, &m->entries[ei]),
-					 scratch, len, CKPT_NAME_MAX);
+			return ckpt_errf_key(b->err, b->errlen, -ENAMETOOLONG,
+					     ckpt_entry_fqn(m, &m->entries[ei]), SIZE_MAX,
+					     "%s: key '%s': path component '%.40s...' is %zu bytes, longer than the %d a file name may have",
+					     m->meta_path ? m->meta_path : ".metadata",
+					     ckpt_entry_fqn(m, &m->entries[ei]),
+					     scratch, len, CKPT_NAME_MAX);
 		found = ckpt_strtab_find(&v->by_name, cur, scratch, len);
 		if (found != UINT32_MAX) {
 			if (last || !ckpt_node_is_dir(&v->nodes[found]) ||
