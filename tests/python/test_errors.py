@@ -65,6 +65,64 @@ def test_bad_checkpoints_are_checkpoint_errors(tmp_path):
     assert ei.value.path.startswith(c + "/") and ei.value.key
 
 
+BAD_CASES = subprocess.run(
+    [PY, os.path.join(ROOT, "tests", "make_bad_ckpt.py"), "--list"],
+    check=True, capture_output=True, text=True).stdout.split()
+W = "optim.state.w.exp_avg"
+
+
+@pytest.mark.parametrize("case,key,code", [
+    ("chunk_outside", W, errno.EINVAL),      # model/native_parse.c
+    ("bad_dtype", W, errno.EINVAL),          # the entry's "where"
+    ("gap", W, errno.EINVAL),                # model/tiling.c
+    ("record_unknown_key", "optim.state.nope", errno.EINVAL),
+    ("offset_overflow", W, errno.EOVERFLOW),
+    ("file_missing", "optim.state.w.step", errno.ENOENT),  # io/
+    ("bad_version", None, errno.EOPNOTSUPP),  # names no key
+])
+def test_open_failures_carry_the_key(tmp_path, case, key, code):
+    """Issue 18 item 6: the key a refusal at open names is a field, not
+    only text; a path holding "key '" changes neither it nor the code."""
+    for d in (tmp_path / "plain", tmp_path / "a key 'x.y' b"):
+        c = bad(case, d)
+        with pytest.raises(ckptfs.CheckpointError) as ei:
+            ckptfs.open(c)
+        e = ei.value
+        assert (e.key, e.code) == (key, code), str(e)
+        assert e.path.startswith(c)
+
+
+@pytest.mark.parametrize("case", BAD_CASES)
+def test_the_key_field_is_the_key_the_message_names(tmp_path, case):
+    """Every refusal of make_bad_ckpt.py, at open or at load: the key is
+    set exactly when the message (less the path) names one, and is the
+    first one it names."""
+    c = bad(case, tmp_path / "c")
+    try:
+        ckptfs.load(c, 1, 0, backend="numpy")
+    except ckptfs.Error as e:
+        text = str(e).replace(c, "CKPT")
+        if e.key is None:
+            assert "key '" not in text
+        else:
+            at = min(i for i in (text.find("key '"), text.find("keys '"))
+                     if i >= 0)
+            assert text[at:].split("'")[1] == e.key, text
+    else:
+        assert case == "ok"
+
+
+def test_safetensors_open_failure_carries_the_key(tmp_path):
+    d = str(tmp_path / "st")
+    subprocess.check_call([PY, os.path.join(ROOT, "tests",
+                                            "make_safetensors.py"),
+                           "bad_dtype", d], stdout=subprocess.DEVNULL)
+    with pytest.raises(ckptfs.CheckpointError) as ei:
+        ckptfs.open(d)
+    assert (ei.value.key, ei.value.code) == ("x", errno.EINVAL)
+    assert "dtype 'C64' is not supported" in str(ei.value)
+
+
 def truncated_load(ckpt):
     """Load ckpt after cutting its first data file short once it is open:
     the ReadError.  One thread, so the first failing read (and so the key
