@@ -101,15 +101,40 @@ def test_the_key_field_is_the_key_the_message_names(tmp_path, case):
     try:
         ckptfs.load(c, 1, 0, backend="numpy")
     except ckptfs.Error as e:
-        text = str(e).replace(c, "CKPT")
-        if e.key is None:
-            assert "key '" not in text
-        else:
-            at = min(i for i in (text.find("key '"), text.find("keys '"))
-                     if i >= 0)
-            assert text[at:].split("'")[1] == e.key, text
+        assert e.key == first_key_named(str(e).replace(c, "CKPT")), str(e)
     else:
         assert case == "ok"
+
+
+def first_key_named(text):
+    """The first key a message names ("key 'K'" or "keys 'K' and"), or
+    None."""
+    at = [i for i in (text.find("key '"), text.find("keys '")) if i >= 0]
+    return text[min(at):].split("'")[1] if at else None
+
+
+def test_torch_refusals_carry_the_key_the_message_names(torch_ckpts,
+                                                         tmp_path):
+    """make_hostile_torch.py's cases, refused while indexing the pickle
+    or locating a record in a .distcp (the message names the key through
+    the record's "DIR/FILE: offset N: key 'K'" prefix): key is the key
+    named, or None; under a path holding "key '" alike."""
+    out = str(tmp_path / "key 'q' h")
+    subprocess.check_call([PY, os.path.join(ROOT, "tests",
+                                            "make_hostile_torch.py"),
+                           "cases", os.path.join(torch_ckpts, "per_rank"),
+                           out], stdout=subprocess.DEVNULL)
+    keyed = 0
+    with open(os.path.join(out, "expect.tsv")) as f:
+        cases = [line.split("\t")[0] for line in f if line.strip()]
+    for case in cases:
+        c = os.path.join(out, case)
+        with pytest.raises(ckptfs.Error) as ei:
+            ckptfs.load(c, 1, 0, backend="numpy")
+        e = ei.value
+        assert e.key == first_key_named(str(e).replace(c, "CKPT")), str(e)
+        keyed += e.key is not None
+    assert keyed >= 10
 
 
 def test_safetensors_open_failure_carries_the_key(tmp_path):
