@@ -137,15 +137,27 @@ def test_torch_refusals_carry_the_key_the_message_names(torch_ckpts,
     assert keyed >= 10
 
 
-def test_safetensors_open_failure_carries_the_key(tmp_path):
+@pytest.mark.parametrize("case,key", [
+    ("bad_dtype", "x"), ("offsets_overlap", "x"), ("field_twice", "x"),
+    ("index_missing_key", "model.ghost"),
+    ("sharded_gap", "model.embed.weight"),
+    ("sharded_missing_key", "model.embed.weight"),
+    ("sharded_unknown_key", "model.ghost"),
+    # the header's "__metadata__" is named like a key but is none
+    ("metadata_key_twice", None), ("metadata_not_object", None),
+    ("key_not_utf8", None), ("truncated_header", None),
+])
+def test_safetensors_refusals_carry_the_key(tmp_path, case, key):
     d = str(tmp_path / "st")
     subprocess.check_call([PY, os.path.join(ROOT, "tests",
                                             "make_safetensors.py"),
-                           "bad_dtype", d], stdout=subprocess.DEVNULL)
+                           case, d], stdout=subprocess.DEVNULL)
     with pytest.raises(ckptfs.CheckpointError) as ei:
-        ckptfs.open(d)
-    assert (ei.value.key, ei.value.code) == ("x", errno.EINVAL)
-    assert "dtype 'C64' is not supported" in str(ei.value)
+        ckptfs.load(d, 1, 0, backend="numpy")
+    assert (ei.value.key, ei.value.code) == (key, errno.EINVAL), \
+        str(ei.value)
+    if key:
+        assert first_key_named(str(ei.value)) == key
 
 
 def truncated_load(ckpt):
