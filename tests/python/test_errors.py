@@ -236,3 +236,33 @@ def test_a_prefix_matching_nothing_lists_the_prefixes(native_ckpt, prefix):
             c.plan(2, 0, prefix=prefix)
         assert c.load(2, 0, prefix="optim", backend="numpy").keys() == \
             {"optim"}
+
+
+def test_core_messages_naming_a_key_record_it():
+    """A lint of core/: every ckpt_errf() whose format names a key ("key
+    '") is a ckpt_errf_key(), which records it as the field (the header's
+    "__metadata__" and the format's top-level keys are no checkpoint
+    keys)."""
+    import glob
+    import re
+    found = []
+    for path in glob.glob(os.path.join(ROOT, "core", "**", "*.c"),
+                          recursive=True):
+        with open(path) as f:
+            src = f.read()
+        for m in re.finditer(r"\bckpt_errf\s*\(", src):
+            i, depth = m.end(), 1
+            while depth:
+                ch = src[i]
+                if ch == '"':
+                    i += 1
+                    while src[i] != '"':
+                        i += 2 if src[i] == "\\" else 1
+                depth += {"(": 1, ")": -1}.get(ch, 0)
+                i += 1
+            fmt = "".join(re.findall(r'"((?:\\.|[^"\\])*)"', src[m.end():i]))
+            if re.search(r"keys? '(?!__metadata__)", fmt) and \
+                    "top-level key" not in fmt:
+                found.append(f"{os.path.relpath(path, ROOT)}:"
+                             f"{src.count(chr(10), 0, m.start()) + 1}")
+    assert not found, found
