@@ -244,7 +244,8 @@ static int check_tensor_geometry(struct parser *ps, struct ckpt_entry *e,
 	e->numel = numel;
 	if (__builtin_mul_overflow(numel, ckpt_dtype_size(e->dtype),
 				   &e->nbytes) || e->nbytes > INT64_MAX)
-		return ckpt_errf_key(ps->err, ps->errlen, -EOVERFLOW, fqn, SIZE_MAX,
+		return ckpt_errf_key(ps->err, ps->errlen, -EOVERFLOW,
+				     fqn, SIZE_MAX,
 				     "%s: key '%s': shape %s: byte size overflows",
 				     ps->name, fqn,
 				     ckpt_fmt_dims(a, sizeof(a), shape, e->ndim));
@@ -882,7 +883,8 @@ static int check_transformed(struct parser *ps, const struct record *r,
 	}
 	*decoded = chunk_bytes(m, e, ch);
 	if (r->has_size && r->size != *decoded)
-		return ckpt_errf_key(ps->err, ps->errlen, -EINVAL, fqn, SIZE_MAX,
+		return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
+				     fqn, SIZE_MAX,
 				     "%s: key '%s': record's size %" PRIu64 " is not the chunk's %" PRIu64 " bytes",
 				     ps->name, fqn, r->size, *decoded);
 	return 0;

@@ -34,7 +34,8 @@ static int overlap_error(const struct ckpt_meta *m, const struct ckpt_entry *e,
 {
 	char a[128], b[128], c[128], d[128];
 
-	return ckpt_errf_key(err, errlen, -EINVAL, ckpt_entry_fqn(m, e), SIZE_MAX,
+	return ckpt_errf_key(err, errlen, -EINVAL,
+			     ckpt_entry_fqn(m, e), SIZE_MAX,
 			     "%s: key '%s': chunk %s+%s overlaps chunk %s+%s", name,
 			     ckpt_entry_fqn(m, e),
 			     ckpt_fmt_dims(a, sizeof(a), ckpt_chunk_offsets(m, y), e->ndim),

@@ -311,7 +311,8 @@ static int group_keys(struct st *s, struct key_run **out, size_t *nout)
 	return 0;
 twice:
 	free(k);
-	return ckpt_errf_key(s->err, s->errlen, -EINVAL, set->t[i].fqn, SIZE_MAX,
+	return ckpt_errf_key(s->err, s->errlen, -EINVAL,
+			     set->t[i].fqn, SIZE_MAX,
 			     "%s: key '%s' is in both %s and %s", s->dir,
 			     set->t[i].fqn, s->files[set->t[i].file],
 			     s->files[set->t[j].file]);

@@ -145,17 +145,19 @@ int ckpt_geom_build(struct ckpt_view *v, char *err, size_t errlen)
 		for (f = 0; f < v->nfiles; f++) {
 			struct ckpt_geom *g = &v->geom[(size_t)s * v->nfiles + f];
 
+			const char *fqn = ckpt_entry_fqn(v->meta,
+				&v->meta->entries[v->nodes[v->file_node[f]].entry]);
+
 			rc = one(v, &p, s, f, g);
 			if (rc == -EOVERFLOW ||
 			    (!rc && __builtin_add_overflow(v->total_bytes,
 							  g->size,
 							  &v->total_bytes)))
 				return ckpt_errf_key(err, errlen, -EOVERFLOW,
-						     ckpt_entry_fqn(v->meta, &v->meta->entries[v->nodes[v->file_node[f]].entry]), SIZE_MAX,
+						     fqn, SIZE_MAX,
 						     "%s: key '%s': view size overflows",
 						     v->meta->meta_path ? v->meta->meta_path : ".metadata",
-						     ckpt_entry_fqn(v->meta,
-								    &v->meta->entries[v->nodes[v->file_node[f]].entry]));
+						     fqn);
 			if (rc)
 				return ckpt_errf(err, errlen, rc,
 						 "out of memory building the view");
