@@ -36,7 +36,10 @@ class Error(Exception):
         code: the errno value libckptfs returned (``errno.EINVAL``,
             ``errno.EIO``, ...); 0 for a check made in Python.
         path: the file (or checkpoint directory) concerned, or None.
-        key: the checkpoint key (FQN) concerned, or None.
+        key: the checkpoint key (FQN) concerned, or None: set whenever
+            the message names one ("key 'K'"), refusals at open included,
+            as libckptfs recorded it (a key that is not UTF-8 decoded
+            with surrogateescape).
         offset: the byte offset in ``path`` concerned, or None.
     """
 
