@@ -44,8 +44,9 @@ const char *ckpt_version(void);
  * function's signature below changes.  A binding checks, at load, the
  * version and the size and field offsets of every struct it mirrors.
  */
-#define CKPT_ABI_VERSION 2	/* 2: ckpt_s3_opts.credentials_file,
-				 * config_file; ckpt_io_stats */
+#define CKPT_ABI_VERSION 3	/* 2: ckpt_s3_opts.credentials_file,
+				 * config_file; ckpt_io_stats; 3:
+				 * ckpt_open_opts.index_cache */
 
 /* CKPT_ABI_VERSION as the library was built. */
 unsigned ckpt_abi_version(void);
@@ -150,6 +151,8 @@ enum ckpt_origin {
 	CKPT_ORIGIN_SAFETENSORS,	/* a directory of .safetensors files */
 	CKPT_ORIGIN_SAFETENSORS_SHARDED,	/* DCP's sharded safetensors
 					 * (DCP_SHARDING_INFO) */
+	CKPT_ORIGIN_TORCH_INDEX_CACHE,	/* a torch DCP pickle, via this
+					 * node's index cache */
 };
 
 /*
@@ -194,7 +197,27 @@ struct ckpt_open_opts {
 				 * and the most one may decode to; 0: the
 				 * default, 1 GiB (-o cache_mb=) */
 	const struct ckpt_s3_opts *s3;	/* for s3:// checkpoints, or NULL */
+	const char *index_cache;	/* a directory of this node's indexes
+					 * of torch checkpoints without an
+					 * index (see below); NULL: none */
 };
+
+/*
+ * The index cache (ckpt_open_opts.index_cache): a torch DCP checkpoint
+ * with a pickled .metadata, no o->index and no current .ckptfs-index is
+ * indexed once per node: the image `ckptfs index` would write is kept as
+ * DIR/<xxh3-128 of the root and .metadata's version>.ckptfs-index.  An
+ * open finds it there (checked like o->index against every data file),
+ * or takes DIR/<hex>.lock, so that the processes opening the same
+ * checkpoint at once wait for the first to index it, and writes it.  A
+ * stale, corrupt or edited cache file, or a DIR that is not the user's
+ * own (owned by the euid, not writable by group or others) is not used:
+ * ckpt_meta_warning() says why, and the checkpoint is indexed in memory;
+ * a cache that cannot be written (no space, read-only) is skipped the
+ * same way.  DIR is created 0700 when missing; it keeps at most
+ * CKPT_INDEX_CACHE_MAX files (the oldest beyond are removed on write).
+ */
+#define CKPT_INDEX_CACHE_MAX 64
 
 /*
  * Open the checkpoint in directory dir: read dir/.metadata, pick its

@@ -9,6 +9,8 @@
 #include "model/meta.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include "common/errbuf.h"
 #include "common/grow.h"
 #include "io/datafiles.h"
+#include "io/index_cache.h"
 #include "io/store.h"
 #include "records/record_cache.h"
 #include "safetensors/st_index.h"
@@ -49,9 +52,11 @@ static void set_mtime(struct timespec *t, const struct ckpt_store_file_info *fi)
 	t->tv_nsec = (long)fi->mtime_nsec;
 }
 
-/* .metadata, whole: *path (caller frees) names it, also on error. */
+/* .metadata, whole: *path (caller frees) names it, also on error;
+ * version (may be NULL) gets its version (ckpt_store_open()). */
 static int read_dot_metadata(struct ckpt_store *s, char **path, uint8_t **buf,
-			     size_t *len, struct timespec *mtime, char *err,
+			     size_t *len, struct timespec *mtime,
+			     char version[CKPT_STORE_VERSION_MAX], char *err,
 			     size_t errlen)
 {
 	struct ckpt_store_file_info fi;
@@ -65,6 +70,8 @@ static int read_dot_metadata(struct ckpt_store *s, char **path, uint8_t **buf,
 				  &fi, err, errlen);
 	if (!rc)
 		set_mtime(mtime, &fi);
+	if (!rc && version)
+		memcpy(version, fi.version, sizeof(fi.version));
 	return rc;
 }
 
@@ -244,16 +251,143 @@ static int safetensors_image(struct ckpt_store *s, uint8_t **img,
 	return rc;
 }
 
+/* *warning (owned; the first one kept) = "fmt...". */
+static void add_warning(char **warning, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void add_warning(char **warning, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (*warning)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(warning, fmt, ap) < 0)
+		*warning = NULL;
+	va_end(ap);
+}
+
+/* The name a checkpoint is cached under: an object store's endpoint,
+ * bucket and prefix; a local directory's canonical path and identity. */
+static char *cache_root(struct ckpt_store *s, const char *dir)
+{
+	char canon[PATH_MAX], *out;
+
+	if (!strncmp(dir, "s3://", 5))
+		return strdup(ckpt_store_identity(s));
+	if (!realpath(dir, canon))
+		snprintf(canon, sizeof(canon), "%s", dir);
+	if (asprintf(&out, "%s\n%s", canon, ckpt_store_identity(s)) < 0)
+		return NULL;
+	return out;
+}
+
+/*
+ * A cached image of key hex in c that ic accepts: 0 and *img, or -errno
+ * (-ENOENT: none), with one line in *warning when there was one that is
+ * not used (its file, why, and that it is rebuilt).
+ */
+static int cache_hit(const struct ckpt_index_cache *c, const char *hex,
+		     struct ckpt_index_check *ic, uint8_t **img,
+		     size_t *imglen, char **warning)
+{
+	char why[1024], path[PATH_MAX];
+	int rc;
+
+	rc = ckpt_index_cache_read(c, hex, CKPT_META_MAX_BYTES, img, imglen,
+				   why, sizeof(why));
+	if (rc == -ENOENT)
+		return rc;
+	if (!rc) {
+		snprintf(path, sizeof(path), "%s/%s.ckptfs-index", c->dir, hex);
+		ic->index_path = path;
+		rc = ckpt_torch_index_check(ic, *img, *imglen, why,
+					    sizeof(why));
+		ic->index_path = NULL;
+		if (rc) {
+			free(*img);
+			*img = NULL;
+		}
+	}
+	if (rc) {
+		/* The advice is for .ckptfs-index: this file is rebuilt. */
+		char *advice = strstr(why, "; run 'ckptfs index ");
+
+		if (advice)
+			*advice = '\0';
+		add_warning(warning, "index cache: %s (ignored, indexed again)",
+			    why);
+	}
+	return rc;
+}
+
+/*
+ * A torch checkpoint without an index, through the index cache dir
+ * (ckptfs.h): a current cached image, or else, holding the key's lock,
+ * one another process wrote meanwhile, or else indexed now and stored.
+ * Whatever goes wrong with the cache leaves a warning and indexes in
+ * memory; only indexing itself can fail.
+ */
+static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
+			const char *cdir, const char *mver, uint8_t **img,
+			size_t *imglen, uint8_t *origin, char **warning,
+			char *err, size_t errlen)
+{
+	struct ckpt_index_cache c;
+	char hex[CKPT_INDEX_CACHE_KEY_HEX], why[1024];
+	char *root;
+	int rc;
+
+	root = cache_root(s, ic->dir);
+	if (!root)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	ckpt_index_cache_key(root, mver, hex);
+	free(root);
+	if (ckpt_index_cache_open(cdir, &c, why, sizeof(why))) {
+		add_warning(warning, "%s", why);
+		goto out_index;
+	}
+	if (!cache_hit(&c, hex, ic, img, imglen, warning))
+		goto out_hit;
+	if (ckpt_index_cache_lock(&c, hex, why, sizeof(why))) {
+		add_warning(warning, "index cache: %s (indexed in memory)",
+			    why);
+		goto out_close;
+	}
+	/* Whoever held the lock may have written it meanwhile. */
+	if (!cache_hit(&c, hex, ic, img, imglen, warning))
+		goto out_hit;
+	*origin = CKPT_ORIGIN_TORCH;
+	rc = ckpt_torch_index(s, ic->meta_path, ic->pkl, ic->pkl_len, img,
+			      imglen, err, errlen);
+	if (!rc && ckpt_index_cache_write(&c, hex, *img, *imglen, why,
+					  sizeof(why)))
+		add_warning(warning, "index cache: %s (not cached)", why);
+	ckpt_index_cache_close(&c);
+	return rc;
+out_hit:
+	ckpt_index_cache_close(&c);
+	*origin = CKPT_ORIGIN_TORCH_INDEX_CACHE;
+	return 0;
+out_close:
+	ckpt_index_cache_close(&c);
+out_index:
+	*origin = CKPT_ORIGIN_TORCH;
+	return ckpt_torch_index(s, ic->meta_path, ic->pkl, ic->pkl_len, img,
+				imglen, err, errlen);
+}
+
 /*
  * A torch checkpoint's native image: the index given, or else
  * .ckptfs-index when there is one, checked against the checkpoint as it
  * is now (ckpt_torch_index_check(): a stale or edited index is an error,
- * never trusted); with no index, built now.
+ * never trusted); with no index, from the index cache when o has one
+ * (cached_image()), else built now.
  */
 static int torch_image(struct ckpt_store *s, const char *meta_path,
-		       const struct ckpt_open_opts *o, const uint8_t *pkl,
-		       size_t len, uint8_t **img, size_t *imglen,
-		       uint8_t *origin, char *err, size_t errlen)
+		       const struct ckpt_open_opts *o, const char *mver,
+		       const uint8_t *pkl, size_t len, uint8_t **img,
+		       size_t *imglen, uint8_t *origin, char **warning,
+		       char *err, size_t errlen)
 {
 	struct ckpt_index_check ic = {
 		.dir = ckpt_store_root(s), .meta_path = meta_path, .store = s,
@@ -277,6 +411,11 @@ static int torch_image(struct ckpt_store *s, const char *meta_path,
 					  NULL, err, errlen);
 		if (rc == -ENOENT) {
 			free(ipath);
+			ic.index_path = NULL;
+			if (o && o->index_cache)
+				return cached_image(s, &ic, o->index_cache,
+						    mver, img, imglen, origin,
+						    warning, err, errlen);
 			*origin = CKPT_ORIGIN_TORCH;
 			return index_now(s, meta_path, pkl, len, img, imglen,
 					 err, errlen);
@@ -294,6 +433,44 @@ static int torch_image(struct ckpt_store *s, const char *meta_path,
 	return rc;
 }
 
+/*
+ * A torch checkpoint with pickle pkl as .metadata (meta_path), parsed
+ * into *m from its image (torch_image()).  A cached image that passes
+ * its stamp check but does not parse is ignored, with a warning, and the
+ * checkpoint indexed again.
+ */
+static int torch_meta(struct ckpt_store *s, const char *meta_path,
+		      const struct ckpt_open_opts *o, const char *mver,
+		      const uint8_t *pkl, size_t len, struct ckpt_meta **m,
+		      uint8_t *origin, uint8_t *variants, char **warning,
+		      char *err, size_t errlen)
+{
+	uint8_t *img = NULL;
+	size_t imglen = 0;
+	int rc;
+
+	rc = torch_image(s, meta_path, o, mver, pkl, len, &img, &imglen,
+			 origin, warning, err, errlen);
+	if (rc)
+		return rc;
+	*variants = ckpt_torch_index_variants(img, imglen);
+	rc = ckpt_meta_parse(img, imglen, meta_path, m, err, errlen);
+	free(img);
+	if (!rc || *origin != CKPT_ORIGIN_TORCH_INDEX_CACHE)
+		return rc;
+	add_warning(warning,
+		    "index cache: the cached index of %s does not parse (%s; ignored, indexed again)",
+		    meta_path, err ? err : "");
+	*origin = CKPT_ORIGIN_TORCH;
+	rc = index_now(s, meta_path, pkl, len, &img, &imglen, err, errlen);
+	if (rc)
+		return rc;
+	*variants = ckpt_torch_index_variants(img, imglen);
+	rc = ckpt_meta_parse(img, imglen, meta_path, m, err, errlen);
+	free(img);
+	return rc;
+}
+
 static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 		     struct ckpt_meta **out, char *err, size_t errlen)
 {
@@ -301,18 +478,20 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	struct ckpt_store *s;
 	struct ckpt_meta *m;
 	char *path = NULL;
-	uint8_t *buf = NULL, *img = NULL, origin = CKPT_ORIGIN_NATIVE;
+	uint8_t *buf = NULL, origin = CKPT_ORIGIN_NATIVE;
 	uint8_t variants = 0;
-	bool sharded = false, follow = o && o->follow_symlinks;
+	bool sharded = false, follow = o && o->follow_symlinks, torch = false;
 	char *warning = NULL;
-	size_t len = 0, imglen = 0;
+	size_t len = 0;
+	char mver[CKPT_STORE_VERSION_MAX] = "";
 	int rc;
 
 	*out = NULL;
 	rc = open_store(dir, follow, o ? o->s3 : NULL, &s, err, errlen);
 	if (rc)
 		return rc;
-	rc = read_dot_metadata(s, &path, &buf, &len, &mtime, err, errlen);
+	rc = read_dot_metadata(s, &path, &buf, &len, &mtime, mver, err,
+			       errlen);
 	if (rc == -ENOENT) {
 		char why[1024];
 
@@ -343,19 +522,19 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	} else if (rc) {
 		goto out_path;
 	} else if (ckpt_torch_is_pickle(buf, len)) {
-		rc = torch_image(s, path, o, buf, len, &img, &imglen, &origin,
-				 err, errlen);
+		rc = torch_meta(s, path, o, mver, buf, len, &m, &origin,
+				&variants, &warning, err, errlen);
 		free(buf);
 		if (rc)
 			goto out_path;
-		variants = ckpt_torch_index_variants(img, imglen);
-		buf = img;
-		len = imglen;
+		torch = true;
 	}
-	rc = ckpt_meta_parse(buf, len, path, &m, err, errlen);
-	free(buf);
-	if (rc)
-		goto out_path;
+	if (!torch) {
+		rc = ckpt_meta_parse(buf, len, path, &m, err, errlen);
+		free(buf);
+		if (rc)
+			goto out_path;
+	}
 	ckpt_meta_set_origin(m, origin, variants);
 	if (m->nzrecs &&
 	    ckpt_record_cache_setup(m, o ? o->cache_bytes : 0, 0)) {
@@ -460,7 +639,8 @@ int ckpt_meta_build_index_opts(const char *dir,
 			err, errlen);
 	if (rc)
 		return rc;
-	rc = read_dot_metadata(s, &path, &buf, &len, &mtime, err, errlen);
+	rc = read_dot_metadata(s, &path, &buf, &len, &mtime, NULL, err,
+			       errlen);
 	if (rc)
 		goto out_path;
 	if (!ckpt_torch_is_pickle(buf, len)) {

@@ -70,7 +70,7 @@ static int parse_num(const char *what, const char *s, uint32_t *out)
 
 enum {
 	OPT_WORLD = 256, OPT_RANK, OPT_PREFIX, OPT_JOBS, OPT_FORMAT, OPT_FORCE,
-	OPT_INDEX,
+	OPT_INDEX, OPT_INDEX_CACHE,
 };
 
 static const struct option tool_options[] = {
@@ -82,6 +82,7 @@ static const struct option tool_options[] = {
 	{ "format", required_argument, NULL, OPT_FORMAT },
 	{ "force", no_argument, NULL, OPT_FORCE },
 	{ "index", required_argument, NULL, OPT_INDEX },
+	{ "index-cache", required_argument, NULL, OPT_INDEX_CACHE },
 	S3_CLI_LONG_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
@@ -119,6 +120,9 @@ static int take_option(const struct tool *t, int c, char **argv,
 			return -1;
 		}
 		a->npy = !strcmp(optarg, "npy");
+		return 0;
+	case OPT_INDEX_CACHE:
+		a->mo.index_cache = optarg;
 		return 0;
 	case 'o':
 	case OPT_INDEX:
@@ -1455,7 +1459,9 @@ int cli_tool_run(int argc, char **argv)
 		}
 		if (a.help) {
 			fputs(tools[i].usage, stdout);
-			fputs("CKPT may be s3://BUCKET/PREFIX.\n" S3_CLI_HELP,
+			fputs("  --index-cache DIR: a PyTorch checkpoint without an index is indexed\n"
+			      "  once per node and kept in DIR (as mount -o index_cache=DIR)\n"
+			      "CKPT may be s3://BUCKET/PREFIX.\n" S3_CLI_HELP,
 			      stdout);
 			s3_cli_destroy(&a.s3);
 			return 0;

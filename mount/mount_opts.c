@@ -268,7 +268,7 @@ static int set_prefix(struct mount_opts *o, const char *val, char *err,
 enum {
 	K_WORLD, K_RANK, K_READAHEAD, K_PREFIX, K_LAYOUT, K_INDEX, K_RANKS,
 	K_DTYPE, K_FORMAT, K_VERIFY, K_PREFETCH, K_FOLLOW, K_DEBUG,
-	K_MAX_THREADS, K_MAX_IDLE, K_CACHE_MB, K_AHEAD,
+	K_MAX_THREADS, K_MAX_IDLE, K_CACHE_MB, K_AHEAD, K_INDEX_CACHE,
 };
 
 static const struct fuse_opt o_spec[] = {
@@ -278,6 +278,7 @@ static const struct fuse_opt o_spec[] = {
 	FUSE_OPT_KEY("prefix=", K_PREFIX),
 	FUSE_OPT_KEY("layout=", K_LAYOUT),
 	FUSE_OPT_KEY("index=", K_INDEX),
+	FUSE_OPT_KEY("index_cache=", K_INDEX_CACHE),
 	FUSE_OPT_KEY("ranks=", K_RANKS),
 	FUSE_OPT_KEY("dtype=", K_DTYPE),
 	FUSE_OPT_KEY("format=", K_FORMAT),
@@ -383,6 +384,9 @@ static int take_o(void *data, const char *arg, int key,
 		return set_str(&o->layout, "layout", val, c->err, c->errlen);
 	case K_INDEX:
 		return set_str(&o->index, "index", val, c->err, c->errlen);
+	case K_INDEX_CACHE:
+		return set_str(&o->index_cache, "index_cache", val, c->err,
+			       c->errlen);
 	case K_RANKS:
 		return set_str(&o->ranks_spec, "ranks", val, c->err,
 			       c->errlen);
@@ -449,7 +453,7 @@ out_args:
 
 enum {
 	L_WORLD = 256, L_RANK, L_PREFIX, L_INDEX, L_LAYOUT, L_RANKS, L_FORMAT,
-	L_DTYPE,
+	L_DTYPE, L_INDEX_CACHE,
 };
 
 static const struct option long_opts[] = {
@@ -458,6 +462,7 @@ static const struct option long_opts[] = {
 	{ "rank", required_argument, NULL, L_RANK },
 	{ "prefix", required_argument, NULL, L_PREFIX },
 	{ "index", required_argument, NULL, L_INDEX },
+	{ "index-cache", required_argument, NULL, L_INDEX_CACHE },
 	{ "layout", required_argument, NULL, L_LAYOUT },
 	{ "ranks", required_argument, NULL, L_RANKS },
 	{ "format", required_argument, NULL, L_FORMAT },
@@ -499,6 +504,9 @@ static int take_arg(struct mount_opts *o, int c, char **argv, char *err,
 		return set_prefix(o, optarg, err, errlen);
 	case L_INDEX:
 		return set_str(&o->index, "--index", optarg, err, errlen);
+	case L_INDEX_CACHE:
+		return set_str(&o->index_cache, "--index-cache", optarg, err,
+			       errlen);
 	case L_LAYOUT:
 		return set_str(&o->layout, "--layout", optarg, err, errlen);
 	case L_RANKS:
@@ -628,6 +636,7 @@ void mount_opts_destroy(struct mount_opts *o)
 	free(o->fuse_opts);
 	free(o->layout);
 	free(o->index);
+	free(o->index_cache);
 	free(o->ranks);
 	free(o->ranks_spec);
 	free(o->dtype);

@@ -36,6 +36,8 @@ struct mount_opts {
 	bool npy;		/* --format npy, -o format=npy */
 	char *layout;		/* --layout FILE, owned */
 	char *index;		/* --index FILE, -o index=FILE, owned */
+	char *index_cache;	/* --index-cache DIR, -o index_cache=DIR,
+				 * owned; NULL: no cache */
 	uint32_t *ranks;	/* --ranks LIST, owned */
 	uint32_t nranks;
 	char *ranks_spec;	/* as given, for messages; owned */

@@ -176,6 +176,7 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	s3_cli_fill(&o->s3, &s3o);
 	mo.s3 = &s3o;
 	mo.index = o->index;
+	mo.index_cache = o->index_cache;
 	mo.follow_symlinks = o->follow_symlinks;
 	mo.cache_bytes = (uint64_t)o->cache_mb << 20;
 	rc = ckpt_meta_open_opts(src, &mo, &meta, err, sizeof(err));

@@ -55,6 +55,7 @@ static const struct field open_opts_fields[] = {
 	F(ckpt_open_opts, follow_symlinks),
 	F(ckpt_open_opts, cache_bytes),
 	F(ckpt_open_opts, s3),
+	F(ckpt_open_opts, index_cache),
 	{ NULL, 0 }
 };
 

@@ -99,6 +99,8 @@ void ckpt_meta_set_origin(struct ckpt_meta *m, uint8_t origin,
 			"a directory of .safetensors files" },
 		[CKPT_ORIGIN_SAFETENSORS_SHARDED] = { "safetensors-dcp-sharded",
 			"torch DCP's sharded safetensors, chunks at DCP_SHARDING_INFO's saved_offsets" },
+		[CKPT_ORIGIN_TORCH_INDEX_CACHE] = { "torch-dcp",
+			"PyTorch distributed checkpoint, via this node's index cache" },
 	};
 	const char *const *n = origin < sizeof(names) / sizeof(names[0]) &&
 			       names[origin][0] ? names[origin] : names[0];

@@ -11,6 +11,8 @@ from typing import Dict, Iterable, List, Optional, Union
 from .errors import CheckpointError
 
 PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+#: index_cache=: a directory, True/None (the default one) or False (none).
+IndexCacheArg = Union[PathArg, bool, None]
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
@@ -135,6 +137,37 @@ def cache_mb(value: object) -> Optional[int]:
     if value is None:
         return None
     return integer("cache_mb", value, 1, (U64_MAX >> 20))
+
+
+#: The environment variable that names the index cache directory (empty:
+#: no cache) when ``index_cache`` is not given.
+INDEX_CACHE_ENV = "CKPTFS_INDEX_CACHE"
+
+
+def default_index_cache() -> Optional[bytes]:
+    """The node-local index cache directory when none is given:
+    ``$CKPTFS_INDEX_CACHE`` (set but empty: None, no cache), else
+    ``$XDG_CACHE_HOME/ckptfs``, else ``~/.cache/ckptfs``."""
+    env = os.environb.get(INDEX_CACHE_ENV.encode())
+    if env is not None:
+        return env or None
+    xdg = os.environb.get(b"XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return os.path.join(xdg, b"ckptfs")
+    home = os.path.expanduser(b"~")
+    if home == b"~" or not home:
+        return None
+    return os.path.join(home, b".cache", b"ckptfs")
+
+
+def index_cache(value: object) -> Optional[bytes]:
+    """The index cache directory as bytes: None or True for the default
+    (:func:`default_index_cache`), False for none, else a path."""
+    if value is None or value is True:
+        return default_index_cache()
+    if value is False:
+        return None
+    return path("index_cache", value)
 
 
 def choice(name: str, value: object, allowed: tuple[Optional[str], ...]

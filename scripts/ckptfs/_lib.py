@@ -19,7 +19,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 #: The ABI of core/ckptfs.h this module mirrors (CKPT_ABI_VERSION).
-ABI_VERSION = 2
+ABI_VERSION = 3
 MAX_DIMS = 16
 NONE = 0xFFFFFFFF
 NO_OFFSET = 0xFFFFFFFFFFFFFFFF
@@ -32,7 +32,7 @@ FILES_FOLLOW_SYMLINKS, FILES_RAISE_NOFILE, FILES_HUGE_PAGES = 1, 2, 4
 S3_NO_RETRIES = 0xFFFFFFFF     # CKPT_S3_NO_RETRIES
 NODE_DIR, NODE_KEY, NODE_META = 0, 1, 2
 ORIGINS = ("native", "torch", "torch-index", "torch-rank-local",
-           "safetensors", "safetensors-dcp-sharded")
+           "safetensors", "safetensors-dcp-sharded", "torch-index-cache")
 
 U64N = C.c_uint64 * MAX_DIMS
 ReportFn = C.CFUNCTYPE(None, C.c_void_p, C.c_char_p)
@@ -61,7 +61,8 @@ class IoStats(C.Structure):
 class OpenOpts(C.Structure):
     """struct ckpt_open_opts."""
     _fields_ = [("index", C.c_char_p), ("follow_symlinks", C.c_bool),
-                ("cache_bytes", C.c_uint64), ("s3", C.POINTER(S3Opts))]
+                ("cache_bytes", C.c_uint64), ("s3", C.POINTER(S3Opts)),
+                ("index_cache", C.c_char_p)]
 
 
 class Error(C.Structure):
@@ -187,6 +188,7 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "ckpt_meta_io_stats": (None, [_vp, _P(IoStats)]),
     "ckpt_files_open": (_int, [_vp, C.c_uint, _u32, _cp, _sz]),
     "ckpt_meta_info": (None, [_vp, _P(MetaInfo)]),
+    "ckpt_meta_warning": (_cp, [_vp]),
     "ckpt_meta_key": (_int, [_vp, _u32, _P(KeyInfo)]),
     "ckpt_meta_chunk": (_int, [_vp, _u32, _P(ChunkInfo)]),
     "ckpt_meta_file": (_int, [_vp, _u32, _P(_cp), _P(C.c_uint64)]),

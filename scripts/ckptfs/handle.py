@@ -8,11 +8,12 @@ from __future__ import annotations
 import ctypes as C
 import os
 import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _args, _lib
-from ._args import PathArg
+from ._args import IndexCacheArg, PathArg
 from .errors import CheckpointError, from_lib
 
 __all__ = ["Checkpoint", "CheckpointInfo", "KeyInfo", "PlanEntry", "PlanRun",
@@ -107,9 +108,11 @@ class Checkpoint:
 
     def __init__(self, path: PathArg, *, cache_mb: Optional[int] = None,
                  threads: Optional[int] = None,
-                 follow_symlinks: bool = False, **s3: Any) -> None:
+                 follow_symlinks: bool = False,
+                 index_cache: IndexCacheArg = None, **s3: Any) -> None:
         self._bpath = _args.path("path", path)
         s3opts = _s3_struct(_args.s3_options(s3))
+        icache = _args.index_cache(index_cache)
         self.path: str = os.fsdecode(self._bpath)
         cache = _args.cache_mb(cache_mb)
         self.threads: int = _args.threads(threads) or \
@@ -124,11 +127,15 @@ class Checkpoint:
             oo.cache_bytes = cache << 20
         if s3opts is not None:
             oo.s3 = C.pointer(s3opts)
+        oo.index_cache = icache
         m = C.c_void_p()
         lib = _lib.lib
         if lib.ckpt_meta_open_opts(self._bpath, C.byref(oo), C.byref(m), err,
                                    len(err)):
             raise from_lib(_lib.last_error())
+        warning = lib.ckpt_meta_warning(m)
+        if warning:
+            warnings.warn(f"ckptfs: {_text(warning)}", stacklevel=3)
         # Loads put the tensors they allocate on huge pages themselves
         # (_dtypes.Arena); a StorageReader fills the caller's tensors,
         # which are left alone: the library is not asked to advise any
@@ -329,7 +336,8 @@ def _s3_struct(given: Dict[str, Union[bytes, int]]) -> Optional[Any]:
 
 def open(path: PathArg, *, cache_mb: Optional[int] = None,
          threads: Optional[int] = None,
-         follow_symlinks: bool = False, **s3: Any) -> Checkpoint:
+         follow_symlinks: bool = False, index_cache: IndexCacheArg = None,
+         **s3: Any) -> Checkpoint:
     """Open checkpoint directory ``path`` (any format ckptfs mounts), or
     an object-store prefix ``s3://bucket/prefix``: parse and validate its
     metadata and check its data files.
@@ -340,6 +348,15 @@ def open(path: PathArg, *, cache_mb: Optional[int] = None,
         process's share of the CPUs: CPUs / the job's processes on this
         node, ``LOCAL_WORLD_SIZE`` or its MPI and Slurm equivalents).
     follow_symlinks: data files may lead outside the directory.
+    index_cache: where this node keeps the indexes of PyTorch DCP
+        checkpoints that have no ``.ckptfs-index``, so that of the
+        processes opening one at once, one indexes it and the others
+        wait and reuse its index (a directory path; default: the
+        environment's ``CKPTFS_INDEX_CACHE``, else
+        ``$XDG_CACHE_HOME/ckptfs``, else ``~/.cache/ckptfs``; False, or
+        ``CKPTFS_INDEX_CACHE`` set empty: no cache).  A stale or
+        damaged cached index, or a directory not the user's own, is
+        ignored with a warning, never an error.
     s3_endpoint, s3_region, s3_profile, s3_credentials_file,
     s3_config_file (str), s3_parallel (GETs in flight), s3_part_size,
     s3_merge_gap (bytes), s3_retries (0: none), s3_timeout_ms: for an
@@ -355,7 +372,8 @@ def open(path: PathArg, *, cache_mb: Optional[int] = None,
     Raises CheckpointError naming the file, key and problem for a bad
     checkpoint."""
     return Checkpoint(path, cache_mb=cache_mb, threads=threads,
-                      follow_symlinks=follow_symlinks, **s3)
+                      follow_symlinks=follow_symlinks,
+                      index_cache=index_cache, **s3)
 
 
 PathOrCheckpoint = Union[PathArg, Checkpoint]

@@ -11,7 +11,7 @@ import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from . import _args, _lib
-from ._args import PathArg
+from ._args import IndexCacheArg, PathArg
 from ._dtypes import Arena, alloc, unpickle
 from .errors import CheckpointError, from_lib
 from .handle import Checkpoint
@@ -214,7 +214,7 @@ def load(ckpt: PathArg, world: int = 1, rank: Optional[int] = None, *,
          backend: str = "torch", threads: Optional[int] = None,
          trust_pickles: bool = False,
          cache_mb: Optional[int] = None, huge_pages: bool = True,
-         **s3: Any) -> Any:
+         index_cache: IndexCacheArg = None, **s3: Any) -> Any:
     """The view rank ``rank`` of a world of ``world`` sees of checkpoint
     directory ``ckpt``, as the nested dict :func:`ckptfs.load_view` gives
     for a mount made with the same options, read straight from the data
@@ -237,6 +237,9 @@ def load(ckpt: PathArg, world: int = 1, rank: Optional[int] = None, *,
     trust_pickles: bytes entries come back as ``bytes`` unless True (then
         ``torch.load``-ed: runs pickled code).
     cache_mb: as ``-o cache_mb``: memory for decoded zstd records.
+    index_cache: the node-local index cache directory, as for
+        :func:`ckptfs.open` (default ``CKPTFS_INDEX_CACHE``, else
+        ``$XDG_CACHE_HOME/ckptfs``, else ``~/.cache/ckptfs``; False: none).
     s3_endpoint, s3_region, ... s3_timeout_ms: for ``ckpt`` =
         ``s3://bucket/prefix``, as for :func:`ckptfs.open`.
     huge_pages: the tensors live in a few anonymous mappings on
@@ -262,7 +265,9 @@ def load(ckpt: PathArg, world: int = 1, rank: Optional[int] = None, *,
         ranks = list(ranks)
     _args.world_rank(world, rank, ranks)
     _args.s3_options(s3)
-    with Checkpoint(ckpt, cache_mb=cache_mb, threads=threads, **s3) as ck:
+    _args.index_cache(index_cache)
+    with Checkpoint(ckpt, cache_mb=cache_mb, threads=threads,
+                    index_cache=index_cache, **s3) as ck:
         return load_from(ck, world, rank, ranks=ranks, prefix=prefix,
                          layout=layout, dtype=dtype, backend=backend,
                          threads=threads, trust_pickles=trust_pickles,

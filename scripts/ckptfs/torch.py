@@ -17,7 +17,7 @@ import torch
 from torch.futures import Future
 
 from . import _args, _lib
-from ._args import PathArg
+from ._args import IndexCacheArg, PathArg
 from ._dtypes import ITEMSIZE, torch_dtype
 from .handle import Checkpoint
 from .load import read_batch
@@ -115,6 +115,11 @@ class StorageReader(_Base):  # type: ignore[misc]
         (strided, converted or GPU destinations; bytes items), in MiB
         (default 64): ReadItems are read in batches whose staging stays
         within it, and an item larger than it in parts.
+    index_cache: the node-local index cache directory, as for
+        :func:`ckptfs.open`: of the ranks of a node resuming from a torch
+        checkpoint without a ``.ckptfs-index``, one indexes it and the
+        others reuse its index (default ``CKPTFS_INDEX_CACHE``, else
+        ``$XDG_CACHE_HOME/ckptfs``, else ``~/.cache/ckptfs``; False: none).
 
     The open checkpoint (fds, caches) is kept from ``read_metadata`` on;
     :meth:`close` (or a ``with`` block) releases it at once.
@@ -123,9 +128,12 @@ class StorageReader(_Base):  # type: ignore[misc]
     def __init__(self, path: Optional[PathArg] = None,
                  threads: Optional[int] = None,
                  cache_mb: Optional[int] = None,
-                 staging_mb: Optional[int] = None, **s3: Any) -> None:
+                 staging_mb: Optional[int] = None,
+                 index_cache: IndexCacheArg = None, **s3: Any) -> None:
         super().__init__()
         _args.s3_options(s3)          # checked now, not at first use
+        _args.index_cache(index_cache)
+        self.index_cache: IndexCacheArg = index_cache
         self.s3: Dict[str, Any] = dict(s3)
         self.path: Optional[str] = None if path is None else \
             os.fsdecode(_args.path("path", path))
@@ -185,6 +193,7 @@ class StorageReader(_Base):  # type: ignore[misc]
                 self.threads = _args.default_threads(os.fsencode(self.path))
             self._ck = Checkpoint(self.path, cache_mb=self.cache_mb,
                                   threads=self.threads,
+                                  index_cache=self.index_cache,
                                   **self.s3)
         return self._ck
 

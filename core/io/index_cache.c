@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The node-local index cache's files (index_cache.h): a directory of the
+ * user's own, image files read without following symlinks, one lock file
+ * per key, atomic writes, and a bound on how many images it keeps.
+ */
+#include "io/index_cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "ckptfs.h"
+#include "common/errbuf.h"
+#include "common/grow.h"
+
+#define IMG_SUFFIX ".ckptfs-index"
+#define LOCK_SUFFIX ".lock"
+#define TMP_PREFIX ".tmp-"
+#define TMP_MAX_AGE 3600	/* s: a temp file older is a crash's leftover */
+#define SCAN_MAX 65536		/* directory entries looked at when pruning */
+
+void ckpt_index_cache_key(const char *root, const char *version,
+			  char hex[CKPT_INDEX_CACHE_KEY_HEX])
+{
+	XXH3_state_t *st = XXH3_createState();
+	XXH128_hash_t h;
+
+	if (st) {
+		XXH3_128bits_reset(st);
+		XXH3_128bits_update(st, root, strlen(root) + 1);
+		XXH3_128bits_update(st, version, strlen(version) + 1);
+		h = XXH3_128bits_digest(st);
+		XXH3_freeState(st);
+	} else {	/* no memory for a state: hash one string instead */
+		char buf[4096];
+		int n = snprintf(buf, sizeof(buf), "%s%c%s", root, 0, version);
+
+		h = XXH3_128bits(buf, n < 0 ? 0 : (size_t)n >= sizeof(buf) ?
+				 sizeof(buf) - 1 : (size_t)n);
+	}
+	snprintf(hex, CKPT_INDEX_CACHE_KEY_HEX, "%016llx%016llx",
+		 (unsigned long long)h.high64, (unsigned long long)h.low64);
+}
+
+/* Why st (of what) may not be trusted, or NULL: not the euid's own, or
+ * writable by group or others. */
+static const char *untrusted(const struct stat *st)
+{
+	if (st->st_uid != geteuid())
+		return "not owned by this user";
+	if (st->st_mode & (S_IWGRP | S_IWOTH))
+		return "writable by group or others";
+	return NULL;
+}
+
+/* mkdir -p path's parents and path itself, 0700 (existing ones kept). */
+static void make_dirs(const char *path)
+{
+	char *p = strdup(path), *s;
+
+	if (!p)
+		return;
+	for (s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		(void)mkdir(p, 0700);
+		*s = '/';
+	}
+	(void)mkdir(p, 0700);
+	free(p);
+}
+
+int ckpt_index_cache_open(const char *dir, struct ckpt_index_cache *c,
+			  char *err, size_t errlen)
+{
+	const char *why;
+	struct stat st;
+	int fd, rc;
+
+	c->dir = dir;
+	c->dfd = -1;
+	c->lock_fd = -1;
+	if (!dir || !dir[0])
+		return ckpt_errf(err, errlen, -EINVAL,
+				 "index cache: no directory given");
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		make_dirs(dir);
+		fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+			  O_CLOEXEC);
+	}
+	if (fd < 0) {
+		rc = -errno;
+		return ckpt_errf(err, errlen, rc,
+				 "index cache %s: cannot open: %s%s", dir,
+				 strerror(-rc), rc == -ELOOP ?
+				 " (a symlink: not followed)" : "");
+	}
+	if (fstat(fd, &st)) {
+		rc = -errno;
+		close(fd);
+		return ckpt_errf(err, errlen, rc, "index cache %s: %s", dir,
+				 strerror(-rc));
+	}
+	why = untrusted(&st);
+	if (why) {
+		close(fd);
+		return ckpt_errf(err, errlen, -EPERM,
+				 "index cache %s: not used: the directory is %s",
+				 dir, why);
+	}
+	c->dfd = fd;
+	return 0;
+}
+
+void ckpt_index_cache_close(struct ckpt_index_cache *c)
+{
+	if (c->lock_fd >= 0) {
+		(void)flock(c->lock_fd, LOCK_UN);
+		close(c->lock_fd);
+	}
+	c->lock_fd = -1;
+	if (c->dfd >= 0)
+		close(c->dfd);
+	c->dfd = -1;
+}
+
+int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
+			  size_t max, uint8_t **buf, size_t *len, char *err,
+			  size_t errlen)
+{
+	char name[CKPT_INDEX_CACHE_KEY_HEX + sizeof(IMG_SUFFIX)];
+	const char *why;
+	uint8_t *b = NULL;
+	struct stat st;
+	size_t got = 0;
+	int fd, rc = 0;
+
+	*buf = NULL;
+	*len = 0;
+	snprintf(name, sizeof(name), "%s%s", hex, IMG_SUFFIX);
+	/* O_NONBLOCK: a FIFO put there must not block the open. */
+	fd = openat(c->dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
+		    O_NONBLOCK);
+	if (fd < 0) {
+		rc = -errno;
+		if (rc == -ENOENT)
+			return rc;
+		return ckpt_errf(err, errlen, rc, "%s/%s: cannot open: %s",
+				 c->dir, name, rc == -ELOOP ?
+				 "a symlink (not followed)" : strerror(-rc));
+	}
+	if (fstat(fd, &st)) {
+		rc = ckpt_errf(err, errlen, -errno, "%s/%s: %s", c->dir, name,
+			       strerror(errno));
+		goto out_close;
+	}
+	why = S_ISREG(st.st_mode) ? untrusted(&st) : "not a regular file";
+	if (why) {
+		rc = ckpt_errf(err, errlen, -EPERM, "%s/%s: not used: %s",
+			       c->dir, name, why);
+		goto out_close;
+	}
+	if ((uint64_t)st.st_size > max) {
+		rc = ckpt_errf(err, errlen, -EFBIG,
+			       "%s/%s: %lld bytes, more than the %zu-byte metadata limit",
+			       c->dir, name, (long long)st.st_size, max);
+		goto out_close;
+	}
+	b = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!b) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out_close;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t n = pread(fd, b + got, (size_t)st.st_size - got,
+				  (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = ckpt_errf(err, errlen, n < 0 ? -errno : -EIO,
+				       "%s/%s: %s", c->dir, name, n < 0 ?
+				       strerror(errno) : "shorter than it was");
+			free(b);
+			goto out_close;
+		}
+		got += (size_t)n;
+	}
+	*buf = b;
+	*len = got;
+out_close:
+	close(fd);
+	return rc;
+}
+
+int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
+			  char *err, size_t errlen)
+{
+	char name[CKPT_INDEX_CACHE_KEY_HEX + sizeof(LOCK_SUFFIX)];
+	int fd, rc;
+
+	snprintf(name, sizeof(name), "%s%s", hex, LOCK_SUFFIX);
+	fd = openat(c->dfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
+		    O_NONBLOCK, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		return ckpt_errf(err, errlen, rc, "%s/%s: cannot open: %s",
+				 c->dir, name, strerror(-rc));
+	}
+	while (flock(fd, LOCK_EX)) {
+		if (errno == EINTR)
+			continue;
+		rc = -errno;
+		close(fd);
+		return ckpt_errf(err, errlen, rc, "%s/%s: cannot lock: %s",
+				 c->dir, name, strerror(-rc));
+	}
+	c->lock_fd = fd;
+	return 0;
+}
+
+struct entry {
+	int64_t sec, nsec;
+	char *name;
+};
+
+static int cmp_age(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+
+	if (x->sec != y->sec)
+		return x->sec < y->sec ? -1 : 1;
+	return x->nsec < y->nsec ? -1 : x->nsec > y->nsec;
+}
+
+static bool has_suffix(const char *s, const char *suf)
+{
+	size_t n = strlen(s), m = strlen(suf);
+
+	return n > m && !memcmp(s + n - m, suf, m);
+}
+
+/* Remove the oldest images beyond CKPT_INDEX_CACHE_MAX (and their lock
+ * files), and temp files a crashed writer left.  Best effort. */
+static void prune(const struct ckpt_index_cache *c)
+{
+	struct entry *e = NULL;
+	size_t n = 0, cap = 0, i, seen = 0;
+	struct dirent *d;
+	DIR *dir;
+	int fd;
+
+	fd = openat(c->dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	dir = fdopendir(fd);
+	if (!dir) {
+		close(fd);
+		return;
+	}
+	while ((d = readdir(dir)) && seen++ < SCAN_MAX) {
+		bool img = has_suffix(d->d_name, IMG_SUFFIX);
+		bool tmp = !strncmp(d->d_name, TMP_PREFIX,
+				    sizeof(TMP_PREFIX) - 1);
+		struct stat st;
+
+		if ((!img && !tmp) ||
+		    fstatat(c->dfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		if (tmp) {
+			if (st.st_mtim.tv_sec + TMP_MAX_AGE < time(NULL))
+				(void)unlinkat(c->dfd, d->d_name, 0);
+			continue;
+		}
+		if (ckpt_grow((void **)&e, &cap, n + 1, sizeof(*e)))
+			break;
+		e[n].name = strdup(d->d_name);
+		if (!e[n].name)
+			break;
+		e[n].sec = st.st_mtim.tv_sec;
+		e[n].nsec = st.st_mtim.tv_nsec;
+		n++;
+	}
+	closedir(dir);
+	if (n > CKPT_INDEX_CACHE_MAX) {
+		qsort(e, n, sizeof(*e), cmp_age);
+		for (i = 0; i < n - CKPT_INDEX_CACHE_MAX; i++) {
+			size_t k = strlen(e[i].name) - (sizeof(IMG_SUFFIX) - 1);
+			char lock[NAME_MAX + 1];
+
+			(void)unlinkat(c->dfd, e[i].name, 0);
+			if (k + sizeof(LOCK_SUFFIX) <= sizeof(lock)) {
+				memcpy(lock, e[i].name, k);
+				memcpy(lock + k, LOCK_SUFFIX,
+				       sizeof(LOCK_SUFFIX));
+				(void)unlinkat(c->dfd, lock, 0);
+			}
+		}
+	}
+	for (i = 0; i < n; i++)
+		free(e[i].name);
+	free(e);
+}
+
+int ckpt_index_cache_write(const struct ckpt_index_cache *c, const char *hex,
+			   const uint8_t *img, size_t len, char *err,
+			   size_t errlen)
+{
+	char name[CKPT_INDEX_CACHE_KEY_HEX + sizeof(IMG_SUFFIX)];
+	char *tmp = NULL;
+	size_t put = 0;
+	int fd, rc = 0;
+
+	snprintf(name, sizeof(name), "%s%s", hex, IMG_SUFFIX);
+	if (asprintf(&tmp, "%s/" TMP_PREFIX "%s.XXXXXX", c->dir, hex) < 0)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		rc = ckpt_errf(err, errlen, -errno,
+			       "index cache %s: cannot create a file: %s",
+			       c->dir, strerror(errno));
+		goto out_free;
+	}
+	while (put < len) {
+		ssize_t n = write(fd, img + put, len - put);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = ckpt_errf(err, errlen, n < 0 ? -errno : -EIO,
+				       "%s: cannot write: %s", tmp,
+				       n < 0 ? strerror(errno) : "no progress");
+			goto out_unlink;
+		}
+		put += (size_t)n;
+	}
+	if (fsync(fd)) {
+		rc = ckpt_errf(err, errlen, -errno, "%s: cannot fsync: %s",
+			       tmp, strerror(errno));
+		goto out_unlink;
+	}
+	if (renameat(AT_FDCWD, tmp, c->dfd, name)) {
+		rc = ckpt_errf(err, errlen, -errno,
+			       "%s: cannot rename to %s: %s", tmp, name,
+			       strerror(errno));
+		goto out_unlink;
+	}
+	close(fd);
+	prune(c);
+	goto out_free;
+out_unlink:
+	close(fd);
+	(void)unlink(tmp);
+out_free:
+	free(tmp);
+	return rc;
+}

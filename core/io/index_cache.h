@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The node-local index cache (ckpt_open_opts.index_cache): a directory of
+ * this user's own, holding the native index images of torch checkpoints
+ * as <hex>.ckptfs-index files named by a key of the checkpoint's root and
+ * .metadata version, written atomically, bounded in count, with a
+ * <hex>.lock file per key so that the processes of a node index a
+ * checkpoint once.  What a cached image is worth is decided above (the
+ * index's own stamp check); here only files, locks and trust.
+ */
+#ifndef CKPT_INDEX_CACHE_H
+#define CKPT_INDEX_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CKPT_INDEX_CACHE_KEY_HEX 33	/* 32 hex digits and a NUL */
+
+/* The key of a checkpoint: xxh3-128 of root (its canonical name) and
+ * version (of its .metadata), as 32 hex digits into hex. */
+void ckpt_index_cache_key(const char *root, const char *version,
+			  char hex[CKPT_INDEX_CACHE_KEY_HEX]);
+
+/* An open cache directory. */
+struct ckpt_index_cache {
+	const char *dir;	/* as given; borrowed */
+	int dfd;		/* the directory, O_RDONLY|O_DIRECTORY */
+	int lock_fd;		/* the key's lock file while held, else -1 */
+};
+
+/*
+ * Open dir as a cache (created 0700 when missing, its parents too):
+ * refused with -EPERM when it is not a directory owned by the euid, or
+ * writable by group or others (a symlink is not followed).  Returns 0
+ * and fills *c (release with ckpt_index_cache_close()), or -errno with
+ * err naming dir and why it is not used.
+ */
+int ckpt_index_cache_open(const char *dir, struct ckpt_index_cache *c,
+			  char *err, size_t errlen);
+
+/* Unlock if locked, close.  Accepts a zeroed or closed *c once opened. */
+void ckpt_index_cache_close(struct ckpt_index_cache *c);
+
+/*
+ * Read hex's cached image (at most max bytes) into *buf (caller frees
+ * with free()) and *len.  The file must be a regular file owned by the
+ * euid and not writable by group or others (-EPERM), opened without
+ * following a symlink.  Returns 0, -ENOENT when there is none, or -errno
+ * with err naming the file and the problem.
+ */
+int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
+			  size_t max, uint8_t **buf, size_t *len, char *err,
+			  size_t errlen);
+
+/*
+ * Take hex's lock (flock(LOCK_EX) on <hex>.lock, created 0600), waiting
+ * for the process that holds it.  Returns 0 or -errno with err; held
+ * until ckpt_index_cache_close().
+ */
+int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
+			  char *err, size_t errlen);
+
+/*
+ * Store img as hex's cached image: written to a mkstemp file in the
+ * directory, fsynced and renamed over <hex>.ckptfs-index, so a reader
+ * sees the old file or the new one whole; then the oldest image files
+ * (by mtime) beyond CKPT_INDEX_CACHE_MAX are removed with their locks.
+ * Returns 0 or -errno with err (the cache is left as it was).
+ */
+int ckpt_index_cache_write(const struct ckpt_index_cache *c, const char *hex,
+			   const uint8_t *img, size_t len, char *err,
+			   size_t errlen);
+
+#endif
