@@ -1181,6 +1181,9 @@ def s3_rows(args, t, work):
 
 
 def main(argv):
+    # No node-local index cache unless a row asks for one (s3bench's):
+    # every repetition's open indexes a torch checkpoint as the first did.
+    os.environ["CKPTFS_INDEX_CACHE"] = ""
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckptfs", required=True)
     ap.add_argument("--ceilfs", required=True)

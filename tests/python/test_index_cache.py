@@ -1,0 +1,294 @@
+# SPDX-License-Identifier: MIT
+"""The node-local index cache (index_cache=, CKPTFS_INDEX_CACHE): of the
+processes opening a torch checkpoint without a .ckptfs-index, one indexes
+it and the others reuse its index; a stale, damaged or untrusted cache is
+ignored with a warning and the bytes stay right.  Expected tensors come
+from the generator's own seeded torch tensors (gen_torch_ckpt.full_tensor),
+not from ckptfs."""
+import fcntl
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import PY, ROOT, run_py
+
+pytest.importorskip("torch")
+
+# One process: open CKPT with the cache argument given (a directory, "off"
+# for index_cache=False, "-" for the default), load rank 1 of 2 and check
+# every tensor against the generator's; print origin, I/O counters of the
+# open and the warnings as JSON.  With a start file, wait for it first so
+# that several processes open at once.
+OPEN = r"""
+import json, os, sys, time, warnings
+import torch
+import ckptfs
+sys.path.insert(0, os.path.join(sys.argv[4], "scripts"))
+import gen_torch_ckpt as g
+
+ck, cache, start = sys.argv[1], sys.argv[2], sys.argv[3]
+kw = {} if cache == "-" else {"index_cache": False if cache == "off"
+                              else cache}
+while start != "-" and not os.path.exists(start):
+    time.sleep(0.001)
+with warnings.catch_warnings(record=True) as ws:
+    warnings.simplefilter("always")
+    with ckptfs.open(ck, **kw) as c:
+        origin, stats = c.info().origin, c.io_stats()
+        sd = c.load(2, 1)
+bad, n = [], 0
+for name, shape, dt, dim in g.SMALL:
+    if len(shape) == 0 or shape[0] < 2:
+        continue
+    want = torch.chunk(g.full_tensor(torch, 5, name, shape,
+                                     getattr(torch, dt)), 2, 0)[1]
+    got = sd
+    for part in name.split("."):
+        got = got[part]
+    n += 1
+    if got.dtype != want.dtype or not torch.equal(got, want):
+        bad.append(name)
+print(json.dumps({"origin": origin, "stats": stats, "bad": bad,
+                  "checked": n, "warnings": [str(w.message) for w in ws]}))
+"""
+
+
+def open_once(ck, cache, start="-", env=None):
+    p = run_py(OPEN, ck, cache, start, ROOT, env=env)
+    r = json.loads(p.stdout.splitlines()[-1])
+    assert r["checked"] >= 8 and r["bad"] == [], r
+    return r
+
+
+@pytest.fixture
+def ckpt(torch_ckpts, tmp_path):
+    """A copy of the torch 1.13 per_rank checkpoint, free to change."""
+    dst = tmp_path / "ckpt"
+    shutil.copytree(os.path.join(torch_ckpts, "per_rank"), dst)
+    return str(dst)
+
+
+def images(cache):
+    return sorted(f for f in os.listdir(cache) if f.endswith(".ckptfs-index"))
+
+
+def test_second_process_reuses_the_first_ones_index(ckpt, tmp_path):
+    cache = str(tmp_path / "cache")
+    first = open_once(ckpt, cache)
+    assert first["origin"] == "torch" and first["warnings"] == []
+    assert len(images(cache)) == 1
+    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
+    second = open_once(ckpt, cache)
+    assert second["origin"] == "torch-index-cache", second
+    assert second["warnings"] == []
+    # The indexing open reads every record's zip windows; the cached one
+    # only .metadata.
+    a, b = first["stats"], second["stats"]
+    assert a["requests"] >= 20 and b["requests"] <= 2, (a, b)
+    assert b["bytes_fetched"] * 3 < a["bytes_fetched"], (a, b)
+    # Without the cache, every process indexes.
+    assert open_once(ckpt, "off")["origin"] == "torch"
+
+
+def test_a_stale_cache_entry_is_ignored_and_rebuilt(ckpt, tmp_path):
+    cache = str(tmp_path / "cache")
+    open_once(ckpt, cache)
+    # The same bytes written again: a new mtime, so a new version.
+    data = sorted(f for f in os.listdir(ckpt) if f.endswith(".distcp"))[0]
+    path = os.path.join(ckpt, data)
+    with open(path, "rb") as fh:
+        body = fh.read()
+    time.sleep(0.01)
+    with open(path + ".new", "wb") as fh:
+        fh.write(body)
+    os.replace(path + ".new", path)
+    r = open_once(ckpt, cache)
+    assert r["origin"] == "torch", r
+    assert len(r["warnings"]) == 1, r
+    assert "index cache" in r["warnings"][0] and data in r["warnings"][0]
+    # Rebuilt: the next open uses it, silently.
+    r = open_once(ckpt, cache)
+    assert r["origin"] == "torch-index-cache" and r["warnings"] == [], r
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage"])
+def test_a_damaged_cache_file_is_ignored_with_a_warning(ckpt, tmp_path,
+                                                       damage):
+    cache = str(tmp_path / "cache")
+    open_once(ckpt, cache)
+    f = os.path.join(cache, images(cache)[0])
+    with open(f, "r+b") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if damage == "flip":
+            fh.seek(size - 40)
+            b = fh.read(1)
+            fh.seek(size - 40)
+            fh.write(bytes([b[0] ^ 0x55]))
+        elif damage == "truncate":
+            fh.truncate(size // 2)
+        else:
+            fh.seek(0)
+            fh.write(b"\xde\xad\xbe\xef" * 64)
+    r = open_once(ckpt, cache)
+    assert r["origin"] == "torch", r
+    assert len(r["warnings"]) == 1 and f in r["warnings"][0], r
+    assert open_once(ckpt, cache)["origin"] == "torch-index-cache"
+
+
+def test_an_untrusted_cache_is_not_used(ckpt, tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    os.chmod(cache, 0o777)
+    r = open_once(ckpt, str(cache))
+    assert r["origin"] == "torch", r
+    assert len(r["warnings"]) == 1, r
+    assert "writable by group or others" in r["warnings"][0], r
+    assert images(cache) == []
+    # Owned by someone else (the tests run as root: chown works).
+    if os.geteuid() == 0:
+        os.chmod(cache, 0o700)
+        os.chown(cache, 65534, 65534)
+        r = open_once(ckpt, str(cache))
+        assert r["origin"] == "torch" and images(cache) == []
+        assert "not owned by this user" in r["warnings"][0], r
+        os.chown(cache, 0, 0)
+    # A symlinked cache file is not followed.
+    os.chmod(cache, 0o700)
+    open_once(ckpt, str(cache))
+    f = cache / images(cache)[0]
+    real = tmp_path / "elsewhere"
+    os.replace(f, real)
+    os.symlink(real, f)
+    r = open_once(ckpt, str(cache))
+    assert r["origin"] == "torch" and "symlink" in r["warnings"][0], r
+
+
+def test_a_cache_that_cannot_be_written_falls_back(ckpt, tmp_path):
+    # A read-only directory (root ignores modes: a file where it is made).
+    cache = tmp_path / "not-a-dir"
+    cache.write_bytes(b"")
+    r = open_once(ckpt, str(cache))
+    assert r["origin"] == "torch" and len(r["warnings"]) == 1, r
+    assert str(cache) in r["warnings"][0]
+
+
+def test_default_directory_and_switches(ckpt, tmp_path):
+    xdg = tmp_path / "xdg"
+    env = {"XDG_CACHE_HOME": str(xdg)}
+    # CKPTFS_INDEX_CACHE unset: $XDG_CACHE_HOME/ckptfs.
+    base = dict(os.environ)
+    base.pop("CKPTFS_INDEX_CACHE", None)
+    r = run_py(OPEN, ckpt, "-", "-", ROOT,
+               env={**env, "CKPTFS_INDEX_CACHE": str(tmp_path / "env")})
+    assert json.loads(r.stdout.splitlines()[-1])["origin"] == "torch"
+    assert len(images(tmp_path / "env")) == 1
+    p = subprocess.run([PY, "-c", OPEN, ckpt, "-", "-", ROOT], env={
+        **base, **env,
+        "PYTHONPATH": os.path.join(ROOT, "scripts")},
+        capture_output=True, text=True, timeout=300, check=True)
+    assert json.loads(p.stdout.splitlines()[-1])["origin"] == "torch"
+    assert len(images(xdg / "ckptfs")) == 1
+    # Set but empty: no cache.
+    r = open_once(ckpt, "-", env={**env, "CKPTFS_INDEX_CACHE": ""})
+    assert r["origin"] == "torch"
+    # index_cache=False wins over the environment.
+    r = open_once(ckpt, "off",
+                  env={"CKPTFS_INDEX_CACHE": str(tmp_path / "env")})
+    assert r["origin"] == "torch"
+
+
+def test_index_cache_argument_is_type_checked(native_ckpt):
+    import ckptfs
+    with pytest.raises(TypeError, match="index_cache"):
+        ckptfs.open(native_ckpt, index_cache=3)
+    with pytest.raises(ValueError, match="index_cache"):
+        ckptfs.load(native_ckpt, index_cache="")
+
+
+def lock_waiters(ino):
+    """Processes waiting for a lock on inode ino (/proc/locks' "->"
+    lines)."""
+    with open("/proc/locks") as fh:
+        return sum(1 for line in fh
+                   if "->" in line and f":{ino} " in line)
+
+
+def test_concurrent_first_opens_index_once(ckpt, tmp_path):
+    # The key's lock file is made by a first open; its image removed, the
+    # cache is empty again.  This test holds the lock while 4 processes
+    # start, so that all of them find no image and wait for the lock at
+    # once; then lets them go: one indexes, three reuse its index.
+    cache = str(tmp_path / "cache")
+    open_once(ckpt, cache)
+    img = images(cache)[0]
+    os.unlink(os.path.join(cache, img))
+    lock = os.path.join(cache, img[:-len(".ckptfs-index")] + ".lock")
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.path.join(ROOT, "scripts") + os.pathsep + \
+        os.path.join(ROOT, "tests")
+    fd = os.open(lock, os.O_RDWR)
+    procs = []
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        procs = [subprocess.Popen([PY, "-c", OPEN, ckpt, cache, "-", ROOT],
+                                  env=e, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+                 for _ in range(4)]
+        ino = os.fstat(fd).st_ino
+        deadline = time.monotonic() + 120
+        while lock_waiters(ino) < 4 and time.monotonic() < deadline and \
+                all(p.poll() is None for p in procs):
+            time.sleep(0.05)
+        waiting = lock_waiters(ino)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        os.close(fd)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert waiting == 4
+    res = []
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+        res.append(json.loads(out.splitlines()[-1]))
+    origins = sorted(r["origin"] for r in res)
+    assert origins == ["torch"] + ["torch-index-cache"] * 3, res
+    assert all(r["bad"] == [] and r["warnings"] == [] for r in res), res
+    assert images(cache) == [img]
+
+
+def test_at_most_64_images_the_oldest_removed(torch_ckpts, tmp_path):
+    # 65 checkpoints (the same files under other names): the oldest image
+    # goes when the 65th is written.
+    cache = str(tmp_path / "cache")
+    src = os.path.join(torch_ckpts, "per_rank")
+    code = r"""
+import sys, ckptfs
+for ck in sys.argv[2:]:
+    ckptfs.open(ck, index_cache=sys.argv[1]).close()
+"""
+    cks = []
+    for i in range(65):
+        d = tmp_path / f"c{i}"
+        d.mkdir()
+        for f in os.listdir(src):
+            os.link(os.path.join(src, f), d / f)
+        cks.append(str(d))
+    run_py(code, cache, *cks[:64])
+    first = images(cache)
+    assert len(first) == 64
+    oldest = min(first, key=lambda f: os.stat(os.path.join(cache, f))
+                 .st_mtime_ns)
+    os.utime(os.path.join(cache, oldest), (1, 1))
+    run_py(code, cache, cks[64])
+    now = images(cache)
+    assert len(now) == 64 and oldest not in now
+    assert not os.path.exists(os.path.join(cache, oldest[:-13] + "lock"))
