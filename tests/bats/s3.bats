@@ -105,6 +105,45 @@ s3check() {
 	same_views "$TMP/t/per_rank" s3://ck-torch/w3 "2 1" "5 4"
 }
 
+@test "s3: the node-local index cache: the second open of a torch checkpoint from s3:// GETs .metadata alone (and HEADs the data files), not every record's zip windows, and shows the same bytes (tools --index-cache, mount -o index_cache, index_cache=)" {
+	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TMP/t" --world 3 --seed 9 >"$TMP/gen.log" 2>&1 ||
+		{ cat "$TMP/gen.log"; false; }
+	upload "$TMP/t/per_item" ck-icache/w3
+	local n1 n2 g1 g2
+	proxy reset '{}'
+	run "$CKPTFS" info s3://ck-icache/w3 --index-cache "$TMP/ic" --s3-endpoint "$S3CHECK_PROXY"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"indexed now"* ]]
+	n1=$(proxy_stat requests)
+	g1=$(gets 0)
+	proxy reset '{}'
+	run "$CKPTFS" info s3://ck-icache/w3 --index-cache "$TMP/ic" --s3-endpoint "$S3CHECK_PROXY"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"via this node's index cache"* ]]
+	n2=$(proxy_stat requests)
+	g2=$(gets 0)
+	echo "requests: $n1 indexing, $n2 from the cache; ranged GETs (all, of any size): $g1, $g2"
+	# Indexing GETs every record's zip windows; the cached open only
+	# .metadata (both HEAD each data file: the stamp check).
+	[ "${g1#* }" -ge 20 ]
+	[ "${g2#* }" -le 1 ]
+	[ "$n2" -lt "$n1" ]
+	[ "$(ls "$TMP/ic" | grep -c '\.ckptfs-index$')" -eq 1 ]
+	# The bytes: a mount through the cache equals the local mount.
+	same_views "$TMP/t/per_item" s3://ck-icache/w3 "2 1" "5 3" -- -o index_cache="$TMP/ic"
+	# ckptfs.load with index_cache= reuses it too.
+	run $(direct_env) $PY -c 'import sys
+sys.path.insert(0, sys.argv[4])
+import ckptfs
+with ckptfs.open(sys.argv[1], index_cache=sys.argv[2], s3_endpoint=sys.argv[3]) as c:
+    print(c.info().origin, c.io_stats()["requests"])' s3://ck-icache/w3 "$TMP/ic" "$S3CHECK_PROXY" "$ROOT/scripts"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == "torch-index-cache "* ]]
+}
+
 @test "s3: ckptfs.load of s3://bucket/prefix equals load_view of a mount of the local copy" {
 	local direct="$(direct_env) $PY $ROOT/tests/direct_checks.py"
 	$GEN --seed 12 --keys 25 --files 3 "$TMP/ck" >/dev/null

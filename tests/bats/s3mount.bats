@@ -348,16 +348,6 @@ except Exception as e:
 	not grep -rq "$s" "$TMP" --exclude=all --exclude=creds
 }
 
-# gets BYTES: "N M" for the ranged GETs the proxy logged, N of them of
-# at least BYTES, M in all.
-gets() {
-	curl -sf "$S3CHECK_PROXY/__faultproxy/stats" | $PY -c '
-import json, sys
-log = [e for e in json.load(sys.stdin)["log"] if e[0] == "GET" and e[2]]
-big = sum(1 for e in log if e[4] >= int(sys.argv[1]))
-print(big, len(log))' "$1"
-}
-
 @test "s3 read-ahead: an in-order reader gets windows ahead of it, fetched as 1 MiB GETs, several at once, within 2x the bytes it is served; -o ahead_kb=0 turns it off" {
 	big_ckpt ck-ahead
 	local f=optim/state/layers.0.weight/exp_avg n=$((5 << 20)) g

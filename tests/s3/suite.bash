@@ -85,6 +85,16 @@ proxy_stat() {
 		$PY -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
 }
 
+# gets BYTES: "N M" for the ranged GETs the proxy logged, N of them of
+# at least BYTES, M in all.
+gets() {
+	curl -sf "$S3CHECK_PROXY/__faultproxy/stats" | $PY -c '
+import json, sys
+log = [e for e in json.load(sys.stdin)["log"] if e[0] == "GET" and e[2]]
+big = sum(1 for e in log if e[4] >= int(sys.argv[1]))
+print(big, len(log))' "$1"
+}
+
 # The sanitized build's library needs its runtimes loaded first.
 direct_env() {
 	local lib
