@@ -102,6 +102,9 @@ int ckpt_index_cache_open(const char *dir, struct ckpt_index_cache *c,
 	}
 	if (fd < 0) {
 		rc = -errno;
+		/* O_DIRECTORY|O_NOFOLLOW says ENOTDIR for a symlink. */
+		if (rc == -ENOTDIR && !lstat(dir, &st) && S_ISLNK(st.st_mode))
+			rc = -ELOOP;
 		return ckpt_errf(err, errlen, rc,
 				 "index cache %s: cannot open: %s%s", dir,
 				 strerror(-rc), rc == -ELOOP ?

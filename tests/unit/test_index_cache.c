@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of io/index_cache.c: the key, the directory's trust checks,
+ * reading only the user's own regular files, atomic writes, the lock and
+ * the bound on cached images. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckptfs.h"
+#include "io/index_cache.h"
+#include "testhelp.h"
+
+static char base[] = "/tmp/ckptfs-icache-XXXXXX";
+
+static void sub(char *out, size_t n, const char *name)
+{
+	snprintf(out, n, "%s/%s", base, name);
+}
+
+static void test_key(void)
+{
+	char a[CKPT_INDEX_CACHE_KEY_HEX], b[CKPT_INDEX_CACHE_KEY_HEX];
+	char c[CKPT_INDEX_CACHE_KEY_HEX];
+
+	ckpt_index_cache_key("/ckpt", "100@1.0", a);
+	ckpt_index_cache_key("/ckpt", "100@1.0", b);
+	CHECK(strlen(a) == 32 && !strcmp(a, b));
+	ckpt_index_cache_key("/ckpt", "100@1.1", c);
+	CHECK(strcmp(a, c));
+	/* The two parts are kept apart: "ab"+"c" is not "a"+"bc". */
+	ckpt_index_cache_key("/ckpta", "100@1.0", b);
+	ckpt_index_cache_key("/ckpt", "a100@1.0", c);
+	CHECK(strcmp(b, c) && strcmp(a, b));
+}
+
+static void test_dir_trust(void)
+{
+	struct ckpt_index_cache c;
+	char d[256], err[512];
+
+	sub(d, sizeof(d), "new/deeper");
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == 0);
+	ckpt_index_cache_close(&c);
+	{
+		struct stat st;
+
+		CHECK(stat(d, &st) == 0 && (st.st_mode & 0777) == 0700);
+	}
+	CHECK(chmod(d, 0770) == 0);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == -EPERM);
+	CHECK(strstr(err, "writable by group or others") != NULL);
+	CHECK(strstr(err, d) != NULL);
+	CHECK(chmod(d, 0700) == 0);
+	if (geteuid() == 0) {
+		CHECK(chown(d, 65534, 65534) == 0);
+		CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) ==
+		      -EPERM);
+		CHECK(strstr(err, "not owned by this user") != NULL);
+		CHECK(chown(d, 0, 0) == 0);
+	}
+	/* A symlink to a good directory is not followed. */
+	sub(d, sizeof(d), "link");
+	CHECK(symlink("new/deeper", d) == 0);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == -ELOOP);
+	CHECK(strstr(err, "symlink") != NULL);
+}
+
+static void test_read_write_lock(void)
+{
+	static const uint8_t img[] = "an image";
+	struct ckpt_index_cache c;
+	char d[256], p[512], err[512], hex[CKPT_INDEX_CACHE_KEY_HEX];
+	uint8_t *buf;
+	size_t len;
+	int fd;
+
+	sub(d, sizeof(d), "rw");
+	ckpt_index_cache_key("/x", "1", hex);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == 0);
+	CHECK(ckpt_index_cache_read(&c, hex, 1 << 20, &buf, &len, err,
+				    sizeof(err)) == -ENOENT);
+	CHECK(ckpt_index_cache_lock(&c, hex, err, sizeof(err)) == 0);
+	/* Held: another open file description cannot take it. */
+	snprintf(p, sizeof(p), "%s/%s.lock", d, hex);
+	fd = open(p, O_RDWR);
+	CHECK(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == -1 &&
+	      errno == EWOULDBLOCK);
+	CHECK(ckpt_index_cache_write(&c, hex, img, sizeof(img), err,
+				     sizeof(err)) == 0);
+	ckpt_index_cache_close(&c);
+	CHECK(flock(fd, LOCK_EX | LOCK_NB) == 0);	/* released */
+	close(fd);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == 0);
+	CHECK(ckpt_index_cache_read(&c, hex, 1 << 20, &buf, &len, err,
+				    sizeof(err)) == 0);
+	CHECK(len == sizeof(img) && !memcmp(buf, img, len));
+	free(buf);
+	/* Over the size cap. */
+	CHECK(ckpt_index_cache_read(&c, hex, 4, &buf, &len, err,
+				    sizeof(err)) == -EFBIG);
+	/* Not trusted: group-writable, then a symlink, then a FIFO. */
+	snprintf(p, sizeof(p), "%s/%s.ckptfs-index", d, hex);
+	CHECK(chmod(p, 0620) == 0);
+	CHECK(ckpt_index_cache_read(&c, hex, 1 << 20, &buf, &len, err,
+				    sizeof(err)) == -EPERM);
+	CHECK(strstr(err, p) != NULL);
+	CHECK(unlink(p) == 0 && symlink("/etc/passwd", p) == 0);
+	CHECK(ckpt_index_cache_read(&c, hex, 1 << 20, &buf, &len, err,
+				    sizeof(err)) == -ELOOP);
+	CHECK(unlink(p) == 0 && mkfifo(p, 0600) == 0);
+	CHECK(ckpt_index_cache_read(&c, hex, 1 << 20, &buf, &len, err,
+				    sizeof(err)) == -EPERM);
+	CHECK(strstr(err, "not a regular file") != NULL);
+	/* A write replaces whatever is there (rename), the FIFO too. */
+	CHECK(ckpt_index_cache_write(&c, hex, img, sizeof(img), err,
+				     sizeof(err)) == 0);
+	CHECK(ckpt_index_cache_read(&c, hex, 1 << 20, &buf, &len, err,
+				    sizeof(err)) == 0);
+	free(buf);
+	ckpt_index_cache_close(&c);
+}
+
+static void test_bound(void)
+{
+	struct ckpt_index_cache c;
+	char d[256], err[512], hex[CKPT_INDEX_CACHE_KEY_HEX], first[64];
+	char v[32], p[512], leftover[512];
+	int i, n = 0;
+	uint8_t *buf;
+	size_t len;
+	struct stat st;
+
+	sub(d, sizeof(d), "bound");
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == 0);
+	/* A crashed writer's temp file, two hours old, goes too. */
+	snprintf(leftover, sizeof(leftover), "%s/.tmp-x.abcdef", d);
+	close(open(leftover, O_CREAT | O_WRONLY, 0600));
+	{
+		struct timespec old[2] = { { time(NULL) - 7200, 0 },
+					   { time(NULL) - 7200, 0 } };
+
+		CHECK(utimensat(AT_FDCWD, leftover, old, 0) == 0);
+	}
+	for (i = 0; i <= CKPT_INDEX_CACHE_MAX; i++) {
+		snprintf(v, sizeof(v), "%d", i);
+		ckpt_index_cache_key("/x", v, hex);
+		if (i == 0)
+			snprintf(first, sizeof(first), "%s", hex);
+		CHECK(ckpt_index_cache_lock(&c, hex, err, sizeof(err)) == 0);
+		CHECK(ckpt_index_cache_write(&c, hex, (const uint8_t *)v,
+					     strlen(v), err,
+					     sizeof(err)) == 0);
+		/* Older than every later one, whatever the clock's grain. */
+		snprintf(p, sizeof(p), "%s/%s.ckptfs-index", d, hex);
+		{
+			struct timespec t[2] = { { 1000 + i, 0 },
+						 { 1000 + i, 0 } };
+
+			CHECK(utimensat(AT_FDCWD, p, t, 0) == 0);
+		}
+		ckpt_index_cache_close(&c);
+		CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == 0);
+	}
+	CHECK(ckpt_index_cache_read(&c, first, 64, &buf, &len, err,
+				    sizeof(err)) == -ENOENT);
+	snprintf(p, sizeof(p), "%s/%s.lock", d, first);
+	CHECK(stat(p, &st) == -1 && errno == ENOENT);
+	CHECK(stat(leftover, &st) == -1 && errno == ENOENT);
+	for (i = 1; i <= CKPT_INDEX_CACHE_MAX; i++) {
+		snprintf(v, sizeof(v), "%d", i);
+		ckpt_index_cache_key("/x", v, hex);
+		if (ckpt_index_cache_read(&c, hex, 64, &buf, &len, err,
+					  sizeof(err)) == 0) {
+			n += len == strlen(v) && !memcmp(buf, v, len);
+			free(buf);
+		}
+	}
+	CHECK(n == CKPT_INDEX_CACHE_MAX);
+	ckpt_index_cache_close(&c);
+}
+
+int main(void)
+{
+	char cmd[128];
+	int rc;
+
+	if (!mkdtemp(base)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	TEST(test_key);
+	TEST(test_dir_trust);
+	TEST(test_read_write_lock);
+	TEST(test_bound);
+	rc = TEST_REPORT();
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", base);
+	return rc;
+}
