@@ -105,23 +105,25 @@ s3check() {
 	same_views "$TMP/t/per_rank" s3://ck-torch/w3 "2 1" "5 4"
 }
 
+# icache_info ORIGIN: ckptfs info of s3://ck-icache/w3 through the proxy
+# (its counters reset) with the index cache $TMP/ic says ORIGIN.
+icache_info() {
+	proxy reset '{}'
+	run "$CKPTFS" info s3://ck-icache/w3 --index-cache "$TMP/ic" --s3-endpoint "$S3CHECK_PROXY"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"$1"* ]]
+}
+
 @test "s3: the node-local index cache: the second open of a torch checkpoint from s3:// GETs .metadata alone (and HEADs the data files), not every record's zip windows, and shows the same bytes (tools --index-cache, mount -o index_cache, index_cache=)" {
 	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TMP/t" --world 3 --seed 9 >"$TMP/gen.log" 2>&1 ||
 		{ cat "$TMP/gen.log"; false; }
 	upload "$TMP/t/per_item" ck-icache/w3
 	local n1 n2 g1 g2
-	proxy reset '{}'
-	run "$CKPTFS" info s3://ck-icache/w3 --index-cache "$TMP/ic" --s3-endpoint "$S3CHECK_PROXY"
-	echo "$output"
-	[ "$status" -eq 0 ]
-	[[ "$output" == *"indexed now"* ]]
+	icache_info "indexed now"
 	n1=$(proxy_stat requests)
 	g1=$(gets 0)
-	proxy reset '{}'
-	run "$CKPTFS" info s3://ck-icache/w3 --index-cache "$TMP/ic" --s3-endpoint "$S3CHECK_PROXY"
-	echo "$output"
-	[ "$status" -eq 0 ]
-	[[ "$output" == *"via this node's index cache"* ]]
+	icache_info "via this node's index cache"
 	n2=$(proxy_stat requests)
 	g2=$(gets 0)
 	echo "requests: $n1 indexing, $n2 from the cache; ranged GETs (all, of any size): $g1, $g2"
