@@ -122,6 +122,11 @@ static int take_option(const struct tool *t, int c, char **argv,
 		a->npy = !strcmp(optarg, "npy");
 		return 0;
 	case OPT_INDEX_CACHE:
+		if (!*optarg) {
+			fprintf(stderr, "ckptfs %s: --index-cache needs a value\n",
+				t->name);
+			return -1;
+		}
 		a->mo.index_cache = optarg;
 		return 0;
 	case 'o':
