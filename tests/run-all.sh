@@ -16,6 +16,13 @@ total_p=0
 total_f=0
 total_s=0
 log=$(mktemp)
+# The Python package's node-local index cache (default ~/.cache/ckptfs):
+# the tests' own, removed at the end, not the user's.
+own_cache=
+if [ -z "${CKPTFS_INDEX_CACHE+set}" ]; then
+	own_cache=$(mktemp -d)
+	export CKPTFS_INDEX_CACHE="$own_cache/index-cache"
+fi
 
 count() {	# count TAP lines of $log into the totals
 	local p f s
@@ -86,6 +93,7 @@ else
 	count "tsan"
 fi
 rm -f "$log"
+[ -n "$own_cache" ] && rm -rf "$own_cache"
 left=$(grep -E ' fuse(\.[A-Za-z0-9_-]+)? ' /proc/mounts | awk '$2 ~ /ckptfs-test/ {print $2}')
 if [ -n "$left" ]; then
 	echo "not ok mounts left behind: $left"

@@ -208,10 +208,26 @@ out_close:
 	return rc;
 }
 
+static unsigned wait_limit(void)
+{
+	const char *e = getenv("CKPTFS_INDEX_CACHE_WAIT_MS");
+	char *end;
+	unsigned long v;
+
+	if (!e || !*e)
+		return CKPT_INDEX_CACHE_WAIT_MS;
+	errno = 0;
+	v = strtoul(e, &end, 10);
+	if (errno || *end || v > 3600000ul)
+		return CKPT_INDEX_CACHE_WAIT_MS;
+	return (unsigned)v;
+}
+
 int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 			  char *err, size_t errlen)
 {
 	char name[CKPT_INDEX_CACHE_KEY_HEX + sizeof(LOCK_SUFFIX)];
+	unsigned waited, nap, limit = wait_limit();
 	int fd, rc;
 
 	snprintf(name, sizeof(name), "%s%s", hex, LOCK_SUFFIX);
@@ -222,13 +238,26 @@ int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 		return ckpt_errf(err, errlen, rc, "%s/%s: cannot open: %s",
 				 c->dir, name, strerror(-rc));
 	}
-	while (flock(fd, LOCK_EX)) {
-		if (errno == EINTR)
-			continue;
+	/* Polled, not blocking: a holder that is stopped or hung must not
+	 * hold up every other process of the node for good. */
+	for (waited = 0, nap = 1; flock(fd, LOCK_EX | LOCK_NB); ) {
 		rc = -errno;
-		close(fd);
-		return ckpt_errf(err, errlen, rc, "%s/%s: cannot lock: %s",
-				 c->dir, name, strerror(-rc));
+		if (rc != -EWOULDBLOCK && rc != -EINTR) {
+			close(fd);
+			return ckpt_errf(err, errlen, rc,
+					 "%s/%s: cannot lock: %s", c->dir,
+					 name, strerror(-rc));
+		}
+		if (waited >= limit) {
+			close(fd);
+			return ckpt_errf(err, errlen, -ETIMEDOUT,
+					 "%s/%s: held by another process for %u ms",
+					 c->dir, name, waited);
+		}
+		nanosleep(&(struct timespec){ 0, (long)nap * 1000000L }, NULL);
+		waited += nap;
+		if (nap < 16)
+			nap *= 2;
 	}
 	c->lock_fd = fd;
 	return 0;

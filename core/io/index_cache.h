@@ -52,10 +52,16 @@ int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
 			  size_t max, uint8_t **buf, size_t *len, char *err,
 			  size_t errlen);
 
+/* How long a process waits for another that indexes the same checkpoint
+ * (ms); the environment's CKPTFS_INDEX_CACHE_WAIT_MS, when a number,
+ * replaces it. */
+#define CKPT_INDEX_CACHE_WAIT_MS 120000u
+
 /*
  * Take hex's lock (flock(LOCK_EX) on <hex>.lock, created 0600), waiting
- * for the process that holds it.  Returns 0 or -errno with err; held
- * until ckpt_index_cache_close().
+ * for the process that holds it, at most CKPT_INDEX_CACHE_WAIT_MS
+ * (then -ETIMEDOUT: the caller indexes without the cache).  Returns 0 or
+ * -errno with err; held until ckpt_index_cache_close().
  */
 int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 			  char *err, size_t errlen);

@@ -211,12 +211,18 @@ def test_index_cache_argument_is_type_checked(native_ckpt):
         ckptfs.load(native_ckpt, index_cache="")
 
 
-def lock_waiters(ino):
-    """Processes waiting for a lock on inode ino (/proc/locks' "->"
-    lines)."""
-    with open("/proc/locks") as fh:
-        return sum(1 for line in fh
-                   if "->" in line and f":{ino} " in line)
+def lock_waiters(procs, lock):
+    """How many of procs have the lock file open (they wait for it: the
+    library polls flock(LOCK_NB) rather than blocking in it)."""
+    n = 0
+    for p in procs:
+        fds = f"/proc/{p.pid}/fd"
+        try:
+            n += any(os.readlink(os.path.join(fds, f)) == lock
+                     for f in os.listdir(fds))
+        except OSError:
+            pass
+    return n
 
 
 def test_concurrent_first_opens_index_once(ckpt, tmp_path):
@@ -240,12 +246,13 @@ def test_concurrent_first_opens_index_once(ckpt, tmp_path):
                                   env=e, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
                  for _ in range(4)]
-        ino = os.fstat(fd).st_ino
-        deadline = time.monotonic() + 120
-        while lock_waiters(ino) < 4 and time.monotonic() < deadline and \
+        deadline = time.monotonic() + 100
+        while lock_waiters(procs, lock) < 4 and \
+                time.monotonic() < deadline and \
                 all(p.poll() is None for p in procs):
             time.sleep(0.05)
-        waiting = lock_waiters(ino)
+        time.sleep(0.2)     # past their first look for an image
+        waiting = lock_waiters(procs, lock)
         fcntl.flock(fd, fcntl.LOCK_UN)
         outs = [p.communicate(timeout=300) for p in procs]
     finally:
@@ -263,6 +270,27 @@ def test_concurrent_first_opens_index_once(ckpt, tmp_path):
     assert origins == ["torch"] + ["torch-index-cache"] * 3, res
     assert all(r["bad"] == [] and r["warnings"] == [] for r in res), res
     assert images(cache) == [img]
+
+
+def test_a_lock_held_too_long_falls_back(ckpt, tmp_path):
+    # A holder that never lets go (stopped, hung): the others wait at most
+    # CKPTFS_INDEX_CACHE_WAIT_MS, then index in memory with a warning.
+    cache = str(tmp_path / "cache")
+    open_once(ckpt, cache)
+    img = images(cache)[0]
+    os.unlink(os.path.join(cache, img))
+    lock = os.path.join(cache, img[:-len(".ckptfs-index")] + ".lock")
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        r = open_once(ckpt, cache,
+                      env={"CKPTFS_INDEX_CACHE_WAIT_MS": "300"})
+    finally:
+        os.close(fd)
+    assert r["origin"] == "torch" and r["bad"] == [], r
+    assert len(r["warnings"]) == 1, r
+    assert "held by another process" in r["warnings"][0], r
+    assert images(cache) == []
 
 
 def test_at_most_64_images_the_oldest_removed(torch_ckpts, tmp_path):
