@@ -295,6 +295,16 @@ enum {
 	 * madvise(MADV_HUGEPAGE) the caller's destination memory (faster
 	 * first touch of large fresh buffers). */
 	CKPT_FILES_HUGE_PAGES = 1 << 2,
+	/* read each range of 256 KiB or more of which no page is in the
+	 * page cache with O_DIRECT, through a buffer on huge pages, in
+	 * requests of the device's max_sectors_kb: on a device that counts
+	 * requests (IOPS-bound), the page cache's scattered 4 KiB pages
+	 * cap a request at 128 segments, often 512 KiB.  Those bytes then
+	 * stay out of the page cache: other processes reading the same
+	 * bytes (replicated tensors, a second load) read the device again.
+	 * Local directories only; where O_DIRECT is refused, reads are
+	 * buffered. */
+	CKPT_FILES_DIRECT_IO = 1 << 3,
 };
 
 /*

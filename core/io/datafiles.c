@@ -78,6 +78,7 @@ static int files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 			     (flags & CKPT_FILES_FOLLOW_SYMLINKS);
 	so.raise_nofile = flags & CKPT_FILES_RAISE_NOFILE;
 	so.max_open = max_open;
+	so.direct_io = flags & CKPT_FILES_DIRECT_IO;
 	rc = ckpt_store_set_opts(m->store, &so, err, errlen);
 	if (rc)
 		return rc;

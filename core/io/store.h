@@ -50,6 +50,10 @@ struct ckpt_store_opts {
 				 * raise_nofile all of it but a reserve,
 				 * else half, the rest left to the host) */
 	const struct ckpt_s3_opts *s3;	/* S3 settings (ckptfs.h), or NULL */
+	bool direct_io;		/* local: read ranges of 256 KiB or more that
+				 * have no page cached with O_DIRECT, in the
+				 * device's largest requests (ckptfs.h,
+				 * CKPT_FILES_DIRECT_IO) */
 };
 
 /* A file's identity, fixed when it was opened. */

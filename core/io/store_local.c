@@ -26,9 +26,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/errbuf.h"
@@ -41,6 +43,10 @@
 #define PAGE_BITS 10	/* file records are allocated 1024 at a time */
 #define PAGE_FILES (1u << PAGE_BITS)
 #define NPAGES 65536	/* at most 64 Mi files */
+#define DIRECT_MIN ((uint64_t)256 << 10)	/* smaller: one request anyway */
+#define DIRECT_ALIGN 4096	/* offsets and lengths of O_DIRECT reads */
+#define BOUNCE ((size_t)4 << 20)	/* per thread, on huge pages */
+#define HUGE ((size_t)2 << 20)
 
 /* One file opened by name.  All but fd and refs are fixed at open. */
 struct lfile {
@@ -51,6 +57,10 @@ struct lfile {
 					 * number may be reused */
 	int64_t mtime_sec, mtime_nsec;
 	int fd;			/* -1 when not open; guarded by ls->lock */
+	int dfd;		/* fd reopened O_DIRECT, -1 when not; closed
+				 * with fd; guarded by lock */
+	bool no_direct;		/* O_DIRECT refused here; guarded by lock */
+	uint32_t step;		/* bytes per O_DIRECT read; guarded by lock */
 	uint32_t refs;		/* readers using fd now; guarded by lock */
 };
 
@@ -60,6 +70,7 @@ struct local_store {
 	char *real_root;	/* the root's resolved path, for kernels
 				 * without openat2; NULL without /proc */
 	bool follow;		/* set before reads start */
+	bool direct;		/* direct_io; set before reads start */
 	pthread_mutex_t lock;	/* guards everything below */
 	uint32_t cap;		/* most files open at once */
 	uint32_t nopen;
@@ -258,6 +269,9 @@ static void evict(struct local_store *ls, uint32_t limit)
 			lru_unlink(ls, id);
 			close(f->fd);
 			f->fd = -1;
+			if (f->dfd >= 0)
+				close(f->dfd);
+			f->dfd = -1;
 			ls->nopen--;
 		}
 		id = prev;
@@ -465,6 +479,7 @@ static int local_open(struct ckpt_store *s, const char *name, uint32_t *id,
 	f->mtime_sec = st.st_mtim.tv_sec;
 	f->mtime_nsec = st.st_mtim.tv_nsec;
 	f->fd = -1;
+	f->dfd = -1;
 	ckpt_lru_link_init(&ls->links[i]);
 	ls->nfiles++;
 	ckpt_strtab_insert(&ls->by_name, i);
@@ -487,6 +502,229 @@ static const char *local_name(const struct ckpt_store *s, uint32_t id)
 	return name;
 }
 
+#ifndef SYS_cachestat
+#define SYS_cachestat 451	/* the same number on every architecture */
+#endif
+
+/* cachestat(2)'s argument and answer (Linux 6.5, linux/mman.h). */
+struct cs_range {
+	uint64_t off, len;
+};
+
+struct cs_stat {
+	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted,
+		 nr_recently_evicted;
+};
+
+/* Set once cachestat(2) turned out missing (an older kernel, a seccomp
+ * filter): every hint is then given. */
+static atomic_bool no_cachestat;
+
+/* Whether every page of [off, off + len) of fd is in the page cache
+ * (false when the kernel cannot say). */
+static bool all_cached(int fd, uint64_t off, uint64_t len)
+{
+	struct cs_range r = { .off = off, .len = len };
+	struct cs_stat cs;
+	uint64_t first, last, page = (uint64_t)sysconf(_SC_PAGESIZE);
+
+	if (!len || atomic_load_explicit(&no_cachestat, memory_order_relaxed))
+		return false;
+	if (syscall(SYS_cachestat, fd, &r, &cs, 0) != 0) {
+		if (errno == ENOSYS || errno == EPERM)
+			atomic_store_explicit(&no_cachestat, true,
+					      memory_order_relaxed);
+		return false;
+	}
+	first = off / page;
+	last = (off + len - 1) / page;
+	return cs.nr_cache >= last - first + 1;
+}
+
+
+/* Whether no page of [off, off + len) of fd is in the page cache (false
+ * when the kernel cannot say). */
+static bool none_cached(int fd, uint64_t off, uint64_t len)
+{
+	struct cs_range r = { .off = off, .len = len };
+	struct cs_stat cs;
+
+	if (!len || atomic_load_explicit(&no_cachestat, memory_order_relaxed))
+		return false;
+	if (syscall(SYS_cachestat, fd, &r, &cs, 0) != 0) {
+		if (errno == ENOSYS || errno == EPERM)
+			atomic_store_explicit(&no_cachestat, true,
+					      memory_order_relaxed);
+		return false;
+	}
+	return cs.nr_cache == 0;
+}
+
+/* Whether a range is read with O_DIRECT (direct_io): large enough to be
+ * more than one request, and with nothing in the page cache (no dirty
+ * page to miss, no cached page to read again). */
+static bool wants_direct(const struct local_store *ls, int fd, uint64_t off,
+			 uint64_t len)
+{
+	return ls->direct && len >= DIRECT_MIN && none_cached(fd, off, len);
+}
+
+/*
+ * The largest request of the block device holding st (its queue's
+ * max_sectors_kb; a partition's is its disk's), in bytes, or 1 MiB when
+ * sysfs cannot say (no block device: NFS, overlayfs, ...).  A read of
+ * exactly that is one request; a larger one is cut into 1 MiB bios.
+ */
+static uint32_t device_step(const struct stat *st)
+{
+	char path[96];
+	unsigned kb = 0;
+	int i;
+
+	for (i = 0; i < 2 && !kb; i++) {
+		FILE *fh;
+
+		snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/%squeue/max_sectors_kb",
+			 major(st->st_dev), minor(st->st_dev),
+			 i ? "../" : "");
+		fh = fopen(path, "re");
+		if (!fh)
+			continue;
+		if (fscanf(fh, "%u", &kb) != 1)
+			kb = 0;
+		fclose(fh);
+	}
+	if (kb < 64 || (size_t)kb << 10 > BOUNCE / 2)
+		return 1u << 20;
+	return (uint32_t)(kb << 10) & ~(uint32_t)(DIRECT_ALIGN - 1);
+}
+
+/* File id's O_DIRECT fd (fd is its open fd, a reference held), opened
+ * on first use; -1 where O_DIRECT is refused (then never tried again). */
+static int direct_fd(struct local_store *ls, uint32_t id, int fd,
+		     uint32_t *step)
+{
+	struct lfile *f = file_at(ls, id);
+	struct stat st;
+	char proc[64];
+	int dfd;
+
+	pthread_mutex_lock(&ls->lock);
+	if (f->dfd < 0 && !f->no_direct) {
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+		dfd = open(proc, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_DIRECT);
+		if (dfd >= 0 && (fstat(dfd, &st) != 0 ||
+				 (uint64_t)st.st_dev != f->dev ||
+				 (uint64_t)st.st_ino != f->ino)) {
+			close(dfd);
+			dfd = -1;
+		}
+		if (dfd < 0) {
+			f->no_direct = true;
+		} else {
+			f->dfd = dfd;
+			f->step = device_step(&st);
+		}
+	}
+	dfd = f->dfd;
+	*step = f->step;
+	pthread_mutex_unlock(&ls->lock);
+	return dfd;
+}
+
+static pthread_key_t bounce_key;
+static pthread_once_t bounce_once = PTHREAD_ONCE_INIT;
+static bool bounce_ok;
+
+static void bounce_free(void *p)
+{
+	munmap(p, BOUNCE);
+}
+
+static void bounce_init(void)
+{
+	bounce_ok = pthread_key_create(&bounce_key, bounce_free) == 0;
+}
+
+/*
+ * This thread's bounce buffer: BOUNCE bytes, 2 MiB-aligned, asked to be
+ * on huge pages, so that a request's memory is a few long segments
+ * instead of one 4 KiB page each.  Our own memory, freed at thread
+ * exit.  NULL when out of memory.
+ */
+static void *bounce(void)
+{
+	char *p, *a;
+
+	pthread_once(&bounce_once, bounce_init);
+	if (!bounce_ok)
+		return NULL;
+	p = pthread_getspecific(bounce_key);
+	if (p)
+		return p;
+	p = mmap(NULL, BOUNCE + HUGE, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	a = (char *)(((uintptr_t)p + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	munmap(a + BOUNCE, (size_t)(p + HUGE - a));
+	madvise(a, BOUNCE, MADV_HUGEPAGE);
+	if (pthread_setspecific(bounce_key, a) != 0) {
+		munmap(a, BOUNCE);
+		return NULL;
+	}
+	return a;
+}
+
+/*
+ * Read r with O_DIRECT: DIRECT_ALIGN-aligned reads of step bytes (one
+ * device request each) into this thread's bounce buffer, copied out.
+ * Returns 0, or -EAGAIN when it could not (O_DIRECT refused, a short or
+ * failed read): the caller then reads r through the page cache, which
+ * gives the reason of a real failure.
+ */
+static int read_direct(struct local_store *ls, int fd,
+		       const struct ckpt_store_range *r)
+{
+	uint64_t end = r->off + r->len, pos, lo, hi;
+	uint32_t step;
+	char *buf;
+	int dfd;
+
+	dfd = direct_fd(ls, r->id, fd, &step);
+	buf = dfd >= 0 ? bounce() : NULL;
+	if (!buf)
+		return -EAGAIN;
+	pos = r->off & ~(uint64_t)(DIRECT_ALIGN - 1);
+	while (pos < end) {
+		size_t want = (size_t)((end - pos + DIRECT_ALIGN - 1) &
+				       ~(uint64_t)(DIRECT_ALIGN - 1));
+		ssize_t n;
+
+		if (want > step)
+			want = step;
+		n = pread(dfd, buf, want, (off_t)pos);
+		if (n < 0 && errno == EINTR)
+			continue;
+		atomic_fetch_add(&ls->base.requests, 1);
+		if (n <= 0)
+			return -EAGAIN;
+		atomic_fetch_add(&ls->base.bytes_fetched, (uint64_t)n);
+		lo = pos > r->off ? pos : r->off;
+		hi = pos + (uint64_t)n < end ? pos + (uint64_t)n : end;
+		if (hi > lo)
+			memcpy((char *)r->dst + (lo - r->off), buf + (lo - pos),
+			       (size_t)(hi - lo));
+		if ((size_t)n < want && hi < end)
+			return -EAGAIN;	/* the file ends early */
+		pos += (uint64_t)n;
+	}
+	atomic_fetch_add(&ls->base.bytes_delivered, r->len);
+	return 0;
+}
+
 /* pread exactly r->len bytes of fd; -EIO with the reason in the last
  * error. */
 static int read_range(struct local_store *ls, int fd,
@@ -496,6 +734,9 @@ static int read_range(struct local_store *ls, int fd,
 	uint64_t got = 0;
 	ssize_t n;
 
+	if (wants_direct(ls, fd, r->off, r->len) &&
+	    read_direct(ls, fd, r) == 0)
+		return 0;
 	while (got < r->len) {
 		size_t want = r->len - got > ((size_t)1 << 30) ?
 			      (size_t)1 << 30 : (size_t)(r->len - got);
@@ -560,45 +801,6 @@ static int local_read(struct ckpt_store *s, const struct ckpt_store_range *r,
 	return rc;
 }
 
-#ifndef SYS_cachestat
-#define SYS_cachestat 451	/* the same number on every architecture */
-#endif
-
-/* cachestat(2)'s argument and answer (Linux 6.5, linux/mman.h). */
-struct cs_range {
-	uint64_t off, len;
-};
-
-struct cs_stat {
-	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted,
-		 nr_recently_evicted;
-};
-
-/* Set once cachestat(2) turned out missing (an older kernel, a seccomp
- * filter): every hint is then given. */
-static atomic_bool no_cachestat;
-
-/* Whether every page of [off, off + len) of fd is in the page cache
- * (false when the kernel cannot say). */
-static bool all_cached(int fd, uint64_t off, uint64_t len)
-{
-	struct cs_range r = { .off = off, .len = len };
-	struct cs_stat cs;
-	uint64_t first, last, page = (uint64_t)sysconf(_SC_PAGESIZE);
-
-	if (!len || atomic_load_explicit(&no_cachestat, memory_order_relaxed))
-		return false;
-	if (syscall(SYS_cachestat, fd, &r, &cs, 0) != 0) {
-		if (errno == ENOSYS || errno == EPERM)
-			atomic_store_explicit(&no_cachestat, true,
-					      memory_order_relaxed);
-		return false;
-	}
-	first = off / page;
-	last = (off + len - 1) / page;
-	return cs.nr_cache >= last - first + 1;
-}
-
 /*
  * WILLNEED walks every page of its range even when all are cached, at a
  * tenth of the cost of reading them: on a warm page cache (a resume right
@@ -614,7 +816,9 @@ static void local_willneed(struct ckpt_store *s, uint32_t id, uint64_t off,
 
 	if (fd < 0)
 		return;
-	if (!all_cached(fd, off, len))
+	/* a range its reader will read with O_DIRECT is left alone: a
+	 * hint would put it in the page cache in small requests first */
+	if (!all_cached(fd, off, len) && !wants_direct(ls, fd, off, len))
 		posix_fadvise(fd, (off_t)off, (off_t)len,
 			      POSIX_FADV_WILLNEED);
 	release(ls, id);
@@ -674,6 +878,7 @@ static int local_set_opts(struct ckpt_store *s, const struct ckpt_store_opts *o,
 	(void)errlen;
 	pthread_mutex_lock(&ls->lock);
 	ls->follow = o->follow_symlinks;
+	ls->direct = o->direct_io;
 	ls->cap = o->max_open ? o->max_open : choose_cap(o->raise_nofile);
 	evict(ls, ls->cap + 1);
 	pthread_mutex_unlock(&ls->lock);
@@ -690,6 +895,8 @@ static void local_destroy(struct ckpt_store *s)
 
 		if (f->fd >= 0)
 			close(f->fd);
+		if (f->dfd >= 0)
+			close(f->dfd);
 		free(f->name);
 	}
 	for (i = 0; i < NPAGES && ls->pages[i]; i++)
@@ -732,6 +939,7 @@ int ckpt_store_local_new(const char *root, const struct ckpt_store_opts *o,
 	pthread_mutex_init(&ls->lock, NULL);
 	ckpt_lru_init(&ls->lru);
 	ls->follow = o->follow_symlinks;
+	ls->direct = o->direct_io;
 	ls->cap = o->max_open ? o->max_open : choose_cap(o->raise_nofile);
 	ls->tab_items = 64;
 	ls->dirfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -149,15 +149,16 @@ def load(ckpt, world, rank, whole=False, cold=False):
     return out
 
 
-def direct(ckpt, world, rank, cold=False, threads=None):
-    """ckptfs.load: rank's view read straight from the data files."""
+def direct(ckpt, world, rank, cold=False, threads=None, direct_io=False):
+    """ckptfs.load: rank's view read straight from the data files (with
+    direct_io: cold ranges with O_DIRECT)."""
     import torch  # noqa: F401  (imported before timing)
     import ckptfs
     if cold:    # every code path once, so only data is read cold
         ckptfs.load(ckpt, world, (rank + 1) % world, threads=threads)
     c = Cold(ckpt, cold)
     t0 = time.perf_counter()
-    sd = ckptfs.load(ckpt, world, rank, threads=threads)
+    sd = ckptfs.load(ckpt, world, rank, threads=threads, direct_io=direct_io)
     dt = time.perf_counter() - t0
     n = 0
     stack = [sd]
@@ -344,6 +345,8 @@ def main(argv):
     ap.add_argument("--ckpt", help="view --cold: the checkpoint (its device)")
     ap.add_argument("--reader", choices=["fs", "ckptfs", "mount"])
     ap.add_argument("--threads", type=int)
+    ap.add_argument("--direct-io", action="store_true",
+                    help="direct: ckptfs.load(direct_io=True)")
     a = ap.parse_args(argv)
     if a.cmd == "zip64":
         zip64_save(a.a)
@@ -352,7 +355,7 @@ def main(argv):
     elif a.cmd == "rawpread":
         rawpread(a.a, a.world, a.rank)
     elif a.cmd == "direct":
-        direct(a.a, a.world, a.rank, a.cold, a.threads)
+        direct(a.a, a.world, a.rank, a.cold, a.threads, a.direct_io)
     elif a.cmd == "resume":
         resume(a.a, a.world, a.reader, a.b)
     elif a.cmd == "load":

@@ -29,6 +29,7 @@ DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn",
           "float8_e5m2", "int64", "int32", "int16", "int8", "uint8", "bool")
 KIND_TENSOR, KIND_BYTES = 0, 1
 FILES_FOLLOW_SYMLINKS, FILES_RAISE_NOFILE, FILES_HUGE_PAGES = 1, 2, 4
+FILES_DIRECT_IO = 8
 S3_NO_RETRIES = 0xFFFFFFFF     # CKPT_S3_NO_RETRIES
 NODE_DIR, NODE_KEY, NODE_META = 0, 1, 2
 ORIGINS = ("native", "torch", "torch-index", "torch-rank-local",

@@ -109,7 +109,8 @@ class Checkpoint:
     def __init__(self, path: PathArg, *, cache_mb: Optional[int] = None,
                  threads: Optional[int] = None,
                  follow_symlinks: bool = False,
-                 index_cache: IndexCacheArg = None, **s3: Any) -> None:
+                 index_cache: IndexCacheArg = None,
+                 direct_io: bool = False, **s3: Any) -> None:
         self._bpath = _args.path("path", path)
         s3opts = _s3_struct(_args.s3_options(s3))
         icache = _args.index_cache(index_cache)
@@ -142,6 +143,8 @@ class Checkpoint:
         # destination.  RLIMIT_NOFILE is never raised: the library takes a
         # share of it.
         flags = _lib.FILES_FOLLOW_SYMLINKS if follow_symlinks else 0
+        if direct_io:
+            flags |= _lib.FILES_DIRECT_IO
         if lib.ckpt_files_open(m, flags, 0, err, len(err)):
             e = from_lib(_lib.last_error())
             lib.ckpt_meta_free(m)
@@ -337,7 +340,7 @@ def _s3_struct(given: Dict[str, Union[bytes, int]]) -> Optional[Any]:
 def open(path: PathArg, *, cache_mb: Optional[int] = None,
          threads: Optional[int] = None,
          follow_symlinks: bool = False, index_cache: IndexCacheArg = None,
-         **s3: Any) -> Checkpoint:
+         direct_io: bool = False, **s3: Any) -> Checkpoint:
     """Open checkpoint directory ``path`` (any format ckptfs mounts), or
     an object-store prefix ``s3://bucket/prefix``: parse and validate its
     metadata and check its data files.
@@ -357,6 +360,12 @@ def open(path: PathArg, *, cache_mb: Optional[int] = None,
         ``CKPTFS_INDEX_CACHE`` set empty: no cache).  A stale or
         damaged cached index, or a directory not the user's own, is
         ignored with a warning, never an error.
+    direct_io: a range of 256 KiB or more of which no page is in the
+        page cache is read with O_DIRECT, in the device's largest
+        requests (its ``max_sectors_kb``), through a buffer on huge
+        pages; for a cold load from a device that counts requests (an
+        IOPS-bound disk or volume).  Those bytes are not cached: other
+        processes reading the same bytes read the device again.
     s3_endpoint, s3_region, s3_profile, s3_credentials_file,
     s3_config_file (str), s3_parallel (GETs in flight), s3_part_size,
     s3_merge_gap (bytes), s3_retries (0: none), s3_timeout_ms: for an
@@ -373,7 +382,7 @@ def open(path: PathArg, *, cache_mb: Optional[int] = None,
     checkpoint."""
     return Checkpoint(path, cache_mb=cache_mb, threads=threads,
                       follow_symlinks=follow_symlinks,
-                      index_cache=index_cache, **s3)
+                      index_cache=index_cache, direct_io=direct_io, **s3)
 
 
 PathOrCheckpoint = Union[PathArg, Checkpoint]

@@ -214,7 +214,8 @@ def load(ckpt: PathArg, world: int = 1, rank: Optional[int] = None, *,
          backend: str = "torch", threads: Optional[int] = None,
          trust_pickles: bool = False,
          cache_mb: Optional[int] = None, huge_pages: bool = True,
-         index_cache: IndexCacheArg = None, **s3: Any) -> Any:
+         index_cache: IndexCacheArg = None, direct_io: bool = False,
+         **s3: Any) -> Any:
     """The view rank ``rank`` of a world of ``world`` sees of checkpoint
     directory ``ckpt``, as the nested dict :func:`ckptfs.load_view` gives
     for a mount made with the same options, read straight from the data
@@ -240,6 +241,7 @@ def load(ckpt: PathArg, world: int = 1, rank: Optional[int] = None, *,
     index_cache: the node-local index cache directory, as for
         :func:`ckptfs.open` (default ``CKPTFS_INDEX_CACHE``, else
         ``$XDG_CACHE_HOME/ckptfs``, else ``~/.cache/ckptfs``; False: none).
+    direct_io: cold ranges read with O_DIRECT, as for :func:`ckptfs.open`.
     s3_endpoint, s3_region, ... s3_timeout_ms: for ``ckpt`` =
         ``s3://bucket/prefix``, as for :func:`ckptfs.open`.
     huge_pages: the tensors live in a few anonymous mappings on
@@ -267,7 +269,8 @@ def load(ckpt: PathArg, world: int = 1, rank: Optional[int] = None, *,
     _args.s3_options(s3)
     _args.index_cache(index_cache)
     with Checkpoint(ckpt, cache_mb=cache_mb, threads=threads,
-                    index_cache=index_cache, **s3) as ck:
+                    index_cache=index_cache, direct_io=direct_io,
+                    **s3) as ck:
         return load_from(ck, world, rank, ranks=ranks, prefix=prefix,
                          layout=layout, dtype=dtype, backend=backend,
                          threads=threads, trust_pickles=trust_pickles,

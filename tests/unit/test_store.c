@@ -4,7 +4,8 @@
  * (io/store.c, io/store_local.c): listing, opening (regular files only,
  * nothing non-regular ever opened for reading, nothing outside the root
  * without follow_symlinks), identity kept across reopens, short files,
- * batches of ranges in any order, the fd cap, and the counters.
+ * batches of ranges in any order, the fd cap, the counters, and
+ * direct_io (O_DIRECT for large ranges with nothing cached).
  */
 // wrap: syscall open64
 #include <errno.h>
@@ -28,6 +29,7 @@
 /* Every open for reading the store makes (not O_PATH), by what it opened:
  * the name given to openat2, or the target of a /proc/self/fd reopen. */
 static _Atomic unsigned read_opens;
+static _Atomic unsigned direct_opens;	/* of them, with O_DIRECT */
 static char last_read_open[4096];
 
 long __real_syscall(long n, ...);
@@ -67,6 +69,8 @@ int __wrap_open64(const char *path, int flags, ...)
 	}
 	if (!strncmp(path, "/proc/self/fd/", 14) && !(flags & O_PATH)) {
 		read_opens++;
+		if (flags & O_DIRECT)
+			direct_opens++;
 		n = readlink(path, last_read_open, sizeof(last_read_open) - 1);
 		last_read_open[n > 0 ? n : 0] = '\0';
 	}
@@ -541,6 +545,95 @@ static void test_read_local(void)
 	cd_remove(dir);
 }
 
+#ifndef SYS_cachestat
+#define SYS_cachestat 451
+#endif
+
+/* Pages of file path in the page cache after dropping them: 0 where the
+ * file system drops them (not tmpfs), -1 when cachestat(2) is missing. */
+static long drop_pages(const char *path)
+{
+	struct {
+		uint64_t off, len;
+	} r = { 0, 0 };
+	uint64_t cs[5];
+	int fd = open(path, O_RDONLY);
+	long n;
+
+	if (fd < 0)
+		return -1;
+	fsync(fd);
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	n = syscall(SYS_cachestat, fd, &r, cs, 0) == 0 ? (long)cs[0] : -1;
+	close(fd);
+	return n;
+}
+
+/* Whether buf holds bytes [off, off + len) of pattern k. */
+static bool is_pattern(const uint8_t *buf, unsigned k, uint64_t off,
+		       size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (buf[i] != pat(k, off + i))
+			return false;
+	return true;
+}
+
+/*
+ * direct_io: a range of 256 KiB or more with no page cached is read with
+ * O_DIRECT (the file reopened so once), whatever its alignment, up to the
+ * file's unaligned end; a small range, and a range of a cached file, are
+ * read through the page cache.  The bytes are right either way.
+ */
+static void test_direct_io(void)
+{
+	const size_t big = (3u << 20) + 12345, small = 100000;
+	struct ckpt_store_opts o = { .direct_io = true };
+	struct ckpt_store *s = NULL;
+	char *dir = cd_new(), path[4200], err[1024];
+	uint8_t *buf = malloc(big);
+	uint32_t cold, warm, tiny;
+	unsigned before;
+
+	CHECK(dir && buf);
+	CHECK(put_pattern(dir, "cold", 1, big) == 0);
+	CHECK(put_pattern(dir, "warm", 2, big) == 0);
+	CHECK(put_pattern(dir, "tiny", 3, small) == 0);
+	snprintf(path, sizeof(path), "%s/cold", dir);
+	if (drop_pages(path) != 0) {
+		printf("  (skipped: %s keeps its pages or has no cachestat)\n",
+		       dir);
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/tiny", dir);
+	CHECK(drop_pages(path) == 0);
+	CHECK(ckpt_store_new(dir, &o, &s, err, sizeof(err)) == 0);
+	CHECK(ckpt_store_open(s, "cold", &cold, NULL, err, sizeof(err)) == 0);
+	CHECK(ckpt_store_open(s, "warm", &warm, NULL, err, sizeof(err)) == 0);
+	CHECK(ckpt_store_open(s, "tiny", &tiny, NULL, err, sizeof(err)) == 0);
+
+	before = direct_opens;
+	CHECK(ckpt_store_pread(s, cold, buf, (1u << 20) + 3000, 777) == 0);
+	CHECK(is_pattern(buf, 1, 777, (1u << 20) + 3000));
+	CHECK(direct_opens == before + 1);
+	/* the unaligned tail: the last O_DIRECT read comes back short */
+	CHECK(ckpt_store_pread(s, cold, buf, 300001, big - 300001) == 0);
+	CHECK(is_pattern(buf, 1, big - 300001, 300001));
+	CHECK(direct_opens == before + 1);	/* reopened once */
+
+	CHECK(ckpt_store_pread(s, warm, buf, big, 0) == 0);	/* cached */
+	CHECK(is_pattern(buf, 2, 0, big));
+	CHECK(ckpt_store_pread(s, tiny, buf, small - 5, 5) == 0);
+	CHECK(is_pattern(buf, 3, 5, small - 5));
+	CHECK(direct_opens == before + 1);
+out:
+	ckpt_store_free(s);
+	free(buf);
+	cd_remove(dir);
+}
+
 int main(void)
 {
 	TEST(test_list);
@@ -552,5 +645,6 @@ int main(void)
 	TEST(test_batch_and_stats);
 	TEST(test_fd_cap);
 	TEST(test_read_local);
+	TEST(test_direct_io);
 	return TEST_REPORT();
 }
