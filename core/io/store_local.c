@@ -542,9 +542,9 @@ static bool all_cached(int fd, uint64_t off, uint64_t len)
 }
 
 
-/* Whether no page of [off, off + len) of fd is in the page cache (false
- * when the kernel cannot say). */
-static bool none_cached(int fd, uint64_t off, uint64_t len)
+/* Whether at most a sixteenth of the pages of [off, off + len) of fd are
+ * in the page cache (false when the kernel cannot say). */
+static bool mostly_uncached(int fd, uint64_t off, uint64_t len)
 {
 	struct cs_range r = { .off = off, .len = len };
 	struct cs_stat cs;
@@ -557,23 +557,30 @@ static bool none_cached(int fd, uint64_t off, uint64_t len)
 					      memory_order_relaxed);
 		return false;
 	}
-	return cs.nr_cache == 0;
+	return cs.nr_cache <= len / DIRECT_ALIGN / 16;
 }
 
-/* Whether a range is read with O_DIRECT (direct_io): large enough to be
- * more than one request, and with nothing in the page cache (no dirty
- * page to miss, no cached page to read again). */
+/*
+ * Whether a range is read with O_DIRECT (direct_io): large enough to be
+ * more than one request, and hardly any of it in the page cache.  A few
+ * cached pages are allowed, read again from the device: the zip header
+ * and central directory read at open share pages with a record's first
+ * and last bytes.  Correct either way: an O_DIRECT read writes dirty
+ * pages of its range back first, and clean ones hold what the disk does.
+ */
 static bool wants_direct(const struct local_store *ls, int fd, uint64_t off,
 			 uint64_t len)
 {
-	return ls->direct && len >= DIRECT_MIN && none_cached(fd, off, len);
+	return ls->direct && len >= DIRECT_MIN &&
+	       mostly_uncached(fd, off, len);
 }
 
 /*
  * The largest request of the block device holding st (its queue's
  * max_sectors_kb; a partition's is its disk's), in bytes, or 1 MiB when
- * sysfs cannot say (no block device: NFS, overlayfs, ...).  A read of
- * exactly that is one request; a larger one is cut into 1 MiB bios.
+ * sysfs cannot say (no block device: NFS, overlayfs, ...), at most
+ * half the bounce buffer.  A read of exactly that is one request (a
+ * larger one was cut into 1 MiB bios on a loop device).
  */
 static uint32_t device_step(const struct stat *st)
 {
@@ -594,8 +601,10 @@ static uint32_t device_step(const struct stat *st)
 			kb = 0;
 		fclose(fh);
 	}
-	if (kb < 64 || (size_t)kb << 10 > BOUNCE / 2)
+	if (kb < 64)
 		return 1u << 20;
+	if ((size_t)kb << 10 > BOUNCE / 2)
+		return (uint32_t)(BOUNCE / 2);
 	return (uint32_t)(kb << 10) & ~(uint32_t)(DIRECT_ALIGN - 1);
 }
 

@@ -741,9 +741,9 @@ def device_figures(args, t, work, w=8, r=3):
             ios, secs = _fio(dev, log)
             return need, secs
 
-        def load_run(d=ckpt):
+        def load_run(d=ckpt, extra=()):
             o = dev.run(["/usr/bin/python3", tb, "direct", d, "--world",
-                         str(w), "--rank", str(r)], env=env).split()
+                         str(w), "--rank", str(r), *extra], env=env).split()
             return int(o[1]), float(o[0])
 
         # The same checkpoint with its index written (`ckptfs index`):
@@ -773,11 +773,14 @@ def device_figures(args, t, work, w=8, r=3):
             settings = settings[2:]
         for label, bps, iops in settings:
             dev.throttle(bps=bps, iops=iops)
-            rows = {"fio": [], "load": [], "iload": [], "cat": []}
+            rows = {"fio": [], "load": [], "iload": [], "dload": [],
+                    "cat": []}
             for _ in range(args.reps):
                 rows["fio"].append(cold(fio_run))
                 rows["load"].append(cold(load_run))
                 rows["iload"].append(cold(lambda: load_run(ickpt)))
+                rows["dload"].append(cold(lambda: load_run(
+                    ickpt, ["--direct-io"])))
                 with Mount([args.ckptfs, "mount", ckpt, mnt, "--world",
                             str(w), "--rank", str(r)], mnt,
                            popen=dev.popen) as m:
@@ -788,8 +791,9 @@ def device_figures(args, t, work, w=8, r=3):
                 amp = statistics.median(db / got for got, _, db, _ in s)
                 req = statistics.median(db / dn / 1024 if dn else 0
                                         for _, _, db, dn in s)
+                n = statistics.median(dn for _, _, _, dn in s)
                 return (f"device read {amp:.2f} bytes per byte delivered, "
-                        f"{req:.0f} KiB per request")
+                        f"{req:.0f} KiB per request ({n:.0f} requests)")
             base = t.add(f"device {label}: fio iodepth=32 O_DIRECT 1 MiB "
                          f"reads of rank {r} of {w}'s bytes ({need / MiB:.0f} "
                          "MiB, baseline)",
@@ -802,7 +806,16 @@ def device_figures(args, t, work, w=8, r=3):
             t.add(f"device {label}: ckptfs.load, rank {r} of {w}, "
                   "checkpoint indexed (ckptfs index)",
                   [g / s / 1e9 for g, s, _, _ in rows["iload"]],
-                  base=(base, "fio"), note=note("iload"))
+                  base=(base, "fio"), note=note("iload") +
+                  "; page-cache pages are scattered 4 KiB pages: a "
+                  "request ends at 128 of them when they are not "
+                  "adjacent in memory, so the count varies run to run")
+            t.add(f"device {label}: ckptfs.load(direct_io=True), rank {r} "
+                  f"of {w}, checkpoint indexed",
+                  [g / s / 1e9 for g, s, _, _ in rows["dload"]],
+                  base=(base, "fio"), note=note("dload") +
+                  "; cold ranges of 256 KiB or more read with O_DIRECT "
+                  "through huge pages, max_sectors_kb per request")
             t.add(f"device {label}: cat of the mount's view files",
                   [g / s / 1e9 for g, s, _, _ in rows["cat"]],
                   base=(base, "fio"), note=note("cat"))

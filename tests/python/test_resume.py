@@ -236,3 +236,60 @@ print(len(os.sched_getaffinity(0)), ckptfs.open(os.environ["CK"]).threads)
                SLURM_NTASKS_PER_NODE="2(x3)", MPI_LOCALNRANKS="2")
     cpus, threads = map(int, run_py(code, env=env).stdout.split())
     assert threads == max(1, cpus // 2)
+
+
+# -- direct_io ---------------------------------------------------------
+
+def cached_pages(path):
+    """Pages of path in the page cache (cachestat(2)), or None."""
+    class Range(C.Structure):
+        _fields_ = [("off", C.c_uint64), ("len", C.c_uint64)]
+    stat = (C.c_uint64 * 5)()
+    libc = C.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        r = Range(0, 0)
+        if libc.syscall(C.c_long(451), C.c_int(fd), C.byref(r),
+                        C.byref(stat), C.c_uint(0)) != 0:
+            return None
+        return stat[0]
+    finally:
+        os.close(fd)
+
+
+def test_direct_io_reads_cold_ranges_around_the_page_cache(stage_ckpt,
+                                                           tmp_path):
+    # A cold copy of the checkpoint loaded with direct_io=True equals the
+    # default load, and leaves its data files' tensors out of the page
+    # cache (the default load puts them all in it).
+    torch = pytest.importorskip("torch")
+    import shutil
+    import ckptfs
+    d = str(tmp_path / "cold")
+    shutil.copytree(stage_ckpt, d)
+    data = [os.path.join(d, f) for f in os.listdir(d)
+            if f.endswith(".distcp")]
+    total = sum(os.path.getsize(p) for p in data) >> 12
+
+    def drop():
+        for p in data:
+            fd = os.open(p, os.O_RDONLY)
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
+        return [cached_pages(p) for p in data]
+
+    if any(n != 0 for n in drop()):
+        pytest.skip("this file system keeps the pages, or no cachestat")
+    got = ckptfs.load(d, direct_io=True)
+    after = sum(cached_pages(p) for p in data)
+    assert after < total // 10, (after, total)
+    drop()
+    want = ckptfs.load(d)
+    assert sum(cached_pages(p) for p in data) > total // 2
+    assert got.keys() == want.keys()
+    for k in want:
+        if isinstance(want[k], torch.Tensor):
+            assert torch.equal(got[k], want[k]), k
+        else:
+            assert got[k] == want[k], k
