@@ -520,13 +520,12 @@ struct cs_stat {
  * filter): every hint is then given. */
 static atomic_bool no_cachestat;
 
-/* Whether every page of [off, off + len) of fd is in the page cache
- * (false when the kernel cannot say). */
-static bool all_cached(int fd, uint64_t off, uint64_t len)
+/* Pages of [off, off + len) of fd in the page cache, in *n; false when
+ * the kernel cannot say. */
+static bool cached_pages(int fd, uint64_t off, uint64_t len, uint64_t *n)
 {
 	struct cs_range r = { .off = off, .len = len };
 	struct cs_stat cs;
-	uint64_t first, last, page = (uint64_t)sysconf(_SC_PAGESIZE);
 
 	if (!len || atomic_load_explicit(&no_cachestat, memory_order_relaxed))
 		return false;
@@ -536,28 +535,28 @@ static bool all_cached(int fd, uint64_t off, uint64_t len)
 					      memory_order_relaxed);
 		return false;
 	}
-	first = off / page;
-	last = (off + len - 1) / page;
-	return cs.nr_cache >= last - first + 1;
+	*n = cs.nr_cache;
+	return true;
 }
 
+/* Whether every page of [off, off + len) of fd is in the page cache
+ * (false when the kernel cannot say). */
+static bool all_cached(int fd, uint64_t off, uint64_t len)
+{
+	uint64_t n, page = (uint64_t)sysconf(_SC_PAGESIZE);
+
+	return cached_pages(fd, off, len, &n) &&
+	       n >= (off + len - 1) / page - off / page + 1;
+}
 
 /* Whether at most a sixteenth of the pages of [off, off + len) of fd are
  * in the page cache (false when the kernel cannot say). */
 static bool mostly_uncached(int fd, uint64_t off, uint64_t len)
 {
-	struct cs_range r = { .off = off, .len = len };
-	struct cs_stat cs;
+	uint64_t n;
 
-	if (!len || atomic_load_explicit(&no_cachestat, memory_order_relaxed))
-		return false;
-	if (syscall(SYS_cachestat, fd, &r, &cs, 0) != 0) {
-		if (errno == ENOSYS || errno == EPERM)
-			atomic_store_explicit(&no_cachestat, true,
-					      memory_order_relaxed);
-		return false;
-	}
-	return cs.nr_cache <= len / DIRECT_ALIGN / 16;
+	return cached_pages(fd, off, len, &n) &&
+	       n <= len / DIRECT_ALIGN / 16;
 }
 
 /*
