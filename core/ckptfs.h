@@ -44,9 +44,10 @@ const char *ckpt_version(void);
  * function's signature below changes.  A binding checks, at load, the
  * version and the size and field offsets of every struct it mirrors.
  */
-#define CKPT_ABI_VERSION 3	/* 2: ckpt_s3_opts.credentials_file,
+#define CKPT_ABI_VERSION 4	/* 2: ckpt_s3_opts.credentials_file,
 				 * config_file; ckpt_io_stats; 3:
-				 * ckpt_open_opts.index_cache */
+				 * ckpt_open_opts.index_cache; 4:
+				 * CKPT_FILES_DIRECT_IO */
 
 /* CKPT_ABI_VERSION as the library was built. */
 unsigned ckpt_abi_version(void);
@@ -305,6 +306,7 @@ enum {
 	 * Local directories only; where O_DIRECT is refused, reads are
 	 * buffered. */
 	CKPT_FILES_DIRECT_IO = 1 << 3,
+	CKPT_FILES_KNOWN = (1 << 4) - 1	/* others: -EINVAL */
 };
 
 /*

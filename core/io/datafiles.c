@@ -74,6 +74,10 @@ static int files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 	if (m->opened)
 		return ckpt_errf(err, errlen, -EALREADY,
 				 "%s: data files are open already", m->dir);
+	if (flags & ~(unsigned)CKPT_FILES_KNOWN)
+		return ckpt_errf(err, errlen, -EINVAL,
+				 "%s: unknown data file flags 0x%x", m->dir,
+				 flags & ~(unsigned)CKPT_FILES_KNOWN);
 	so.follow_symlinks = m->follow_symlinks ||
 			     (flags & CKPT_FILES_FOLLOW_SYMLINKS);
 	so.raise_nofile = flags & CKPT_FILES_RAISE_NOFILE;

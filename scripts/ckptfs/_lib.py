@@ -19,7 +19,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 #: The ABI of core/ckptfs.h this module mirrors (CKPT_ABI_VERSION).
-ABI_VERSION = 3
+ABI_VERSION = 4
 MAX_DIMS = 16
 NONE = 0xFFFFFFFF
 NO_OFFSET = 0xFFFFFFFFFFFFFFFF

@@ -120,6 +120,8 @@ class StorageReader(_Base):  # type: ignore[misc]
         checkpoint without a ``.ckptfs-index``, one indexes it and the
         others reuse its index (default ``CKPTFS_INDEX_CACHE``, else
         ``$XDG_CACHE_HOME/ckptfs``, else ``~/.cache/ckptfs``; False: none).
+    direct_io: cold ranges read with O_DIRECT, as for :func:`ckptfs.open`
+        (a resume from an IOPS-bound device; default False).
 
     The open checkpoint (fds, caches) is kept from ``read_metadata`` on;
     :meth:`close` (or a ``with`` block) releases it at once.
@@ -129,8 +131,13 @@ class StorageReader(_Base):  # type: ignore[misc]
                  threads: Optional[int] = None,
                  cache_mb: Optional[int] = None,
                  staging_mb: Optional[int] = None,
-                 index_cache: IndexCacheArg = None, **s3: Any) -> None:
+                 index_cache: IndexCacheArg = None,
+                 direct_io: bool = False, **s3: Any) -> None:
         super().__init__()
+        if not isinstance(direct_io, bool):
+            raise TypeError("direct_io must be a bool, got "
+                            f"{type(direct_io).__name__}")
+        self.direct_io: bool = direct_io
         _args.s3_options(s3)          # checked now, not at first use
         _args.index_cache(index_cache)
         self.index_cache: IndexCacheArg = index_cache
@@ -194,6 +201,7 @@ class StorageReader(_Base):  # type: ignore[misc]
             self._ck = Checkpoint(self.path, cache_mb=self.cache_mb,
                                   threads=self.threads,
                                   index_cache=self.index_cache,
+                                  direct_io=self.direct_io,
                                   **self.s3)
         return self._ck
 

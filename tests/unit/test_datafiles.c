@@ -65,6 +65,11 @@ static void test_refusals(void)
 	char *dir = many_files(3), path[4200], err[1024];
 	struct ckpt_meta *m;
 
+	/* A flag this library does not know (a binding newer than it). */
+	CHECK(ckpt_meta_open(dir, &m, err, sizeof(err)) == 0);
+	CHECK(ckpt_files_open(m, 1u << 30, 0, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "unknown data file flags 0x40000000"));
+	ckpt_meta_free(m);
 	/* Missing. */
 	snprintf(path, sizeof(path), "%s/f1", dir);
 	CHECK(unlink(path) == 0);
