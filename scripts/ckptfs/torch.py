@@ -289,8 +289,18 @@ class StorageReader(_Base):  # type: ignore[misc]
         it after their batch; a batch ends before its staging would pass
         staging_mb.  Bytes items reach the planner as io.BytesIO objects
         read in place."""
-        batch = _Batch(self._open(), self.threads)
         budget = self.staging_mb << 20
+        # The staging buffer is no larger than what the plan's tensor
+        # items could stage (aligned), whatever the budget: staging_mb of
+        # a TB for a small plan must not ask the allocator for a TB.
+        most = 0
+        for it in plan.items:
+            if it.type != _BYTE_IO:
+                n = self._key(it.storage_index.fqn)[3]
+                for x in it.lengths:
+                    n *= x
+                most += n + 63
+        batch = _Batch(self._open(), self.threads, min(budget, most))
         cpu = torch.device("cpu")
         for it in plan.items:
             key, saved, nbytes, isz = self._key(it.storage_index.fqn)
@@ -318,7 +328,7 @@ class StorageReader(_Base):  # type: ignore[misc]
                 for x in plen:
                     n *= x
                 batch.room(n, budget, planner)
-                stage = batch.stage(n, budget, saved, plen)
+                stage = batch.stage(n, saved, plen)
                 dest = target if len(parts) == 1 else target[tuple(
                     slice(a, a + b) for a, b in zip(poff, plen))]
                 batch.add(key, [a + b for a, b in zip(off, poff)], plen,
@@ -381,8 +391,9 @@ class _Batch:
     most the budget, reused by every batch (its pages are touched only as
     far as a batch reaches), and the bytes items' own buffers."""
 
-    def __init__(self, ck: Checkpoint, threads: int) -> None:
+    def __init__(self, ck: Checkpoint, threads: int, size: int) -> None:
         self.ck = ck
+        self.size = size        # of buf, made at the first stage()
         self.threads = threads
         self.reqs: List[Tuple[int, List[int], List[int], int]] = []
         self.post: List[Tuple[Any, ...]] = []
@@ -390,15 +401,14 @@ class _Batch:
         self.used = 0           # of buf
         self.buf: Any = None
 
-    def stage(self, n: int, budget: int, dtype: Any, shape: List[int]
-              ) -> Any:
+    def stage(self, n: int, dtype: Any, shape: List[int]) -> Any:
         """A staging tensor of shape and dtype (n bytes, at most the
         budget) from the buffer, or of its own when the buffer's rest
         cannot hold it (room() ran the batch first unless staging n more
         bytes fit the budget: only alignment leaves it short)."""
         at = (self.used + 63) & ~63
         if self.buf is None:
-            self.buf = torch.empty(budget, dtype=torch.uint8)
+            self.buf = torch.empty(self.size, dtype=torch.uint8)
         if at + n > self.buf.numel():
             return torch.empty(shape, dtype=dtype)
         self.used = at + n

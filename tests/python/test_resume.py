@@ -141,6 +141,50 @@ def test_staging_stays_within_its_budget_and_equals_filesystem_reader(
     assert peak < (4 << 20) + (8 << 20), peak
 
 
+HUGE_BUDGET = r"""
+import os, sys
+import torch_dcp_compat
+torch_dcp_compat.install()
+import torch
+import torch.distributed._shard.checkpoint as dcp
+from torch.distributed._shard.checkpoint.default_planner import \
+    DefaultLoadPlanner
+import ckptfs
+
+
+def vm(field):
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) << 10
+
+
+# A budget of 1 TiB for a plan of a few MiB of strided targets.
+sd = {"a": torch.zeros(2048, 1024).t(), "d": torch.zeros(333, 256).t()}
+reader = ckptfs.StorageReader(sys.argv[1], staging_mb=1 << 20)
+before = vm("VmPeak")
+dcp.load_state_dict(sd, reader, no_dist=True, planner=DefaultLoadPlanner())
+reader.close()
+g = torch.Generator().manual_seed(22)
+want = {k: torch.randn(s, generator=g) for k, s in
+        (("a", (1024, 2048)), ("b", (512, 4096)), ("c", (2048, 1024)),
+         ("d", (256, 333)))}
+assert torch.equal(sd["a"], want["a"]) and torch.equal(sd["d"], want["d"])
+print(vm("VmPeak") - before)
+"""
+
+
+def test_a_budget_beyond_memory_stages_no_more_than_the_plan(stage_ckpt):
+    # staging_mb is a bound, not an allocation: a budget larger than the
+    # machine's memory loads a small plan (it asked torch.empty for the
+    # whole budget: ENOMEM, or 1 TiB of address space), and the address
+    # space grows by about the plan's 10 MiB, not by the budget.
+    pytest.importorskip("torch")
+    p = run_py(HUGE_BUDGET, stage_ckpt)
+    grown = int(p.stdout.split()[-1])
+    assert grown < (256 << 20), grown
+
+
 def test_parts_of_a_box_cover_it_once():
     pytest.importorskip("torch")
     import itertools
