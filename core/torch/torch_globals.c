@@ -58,8 +58,11 @@ const size_t torch_metadata_nglobals =
 
 const struct pk_global torch_datapkl_globals[] = {
 	{ "torch._utils", "_rebuild_tensor_v2", TG_REBUILD_TENSOR },
+	{ "torch._utils", "_rebuild_tensor_v3", TG_REBUILD_TENSOR_V3 },
+	{ "torch.storage", "UntypedStorage", TG_UNTYPED_STORAGE },
 	{ "collections", "OrderedDict", TG_ORDERED_DICT },
 	STORAGES(STORAGE_ENTRY)
+	DTYPES(DTYPE_ENTRY)
 };
 const size_t torch_datapkl_nglobals =
 	sizeof(torch_datapkl_globals) / sizeof(torch_datapkl_globals[0]);

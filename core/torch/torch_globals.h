@@ -30,6 +30,9 @@ enum torch_global {
 	TG_PATH,		/* pathlib.PosixPath (StorageMeta) */
 	TG_ORDERED_DICT,	/* collections.OrderedDict */
 	TG_REBUILD_TENSOR,	/* torch._utils._rebuild_tensor_v2 */
+	TG_REBUILD_TENSOR_V3,	/* torch._utils._rebuild_tensor_v3 (torch 2.1+
+				 * for float8: an UntypedStorage and a dtype) */
+	TG_UNTYPED_STORAGE,	/* torch.storage.UntypedStorage */
 	TG_INERT,		/* planner dataclasses some writers keep in
 				 * Metadata (Megatron-Core's all_local_plans:
 				 * SavePlan, WriteItem, ...): built as inert

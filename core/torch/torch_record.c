@@ -5,11 +5,18 @@
  *                                 'cpu', numel)),
  *                      storage_offset, size, stride, requires_grad,
  *                      OrderedDict() [, metadata])
+ * or, for the dtypes torch 2.1+ saves without a typed storage class
+ * (float8), the same with an untyped storage counted in bytes and the dtype:
+ *   _rebuild_tensor_v3(BINPERSID(('storage', torch.UntypedStorage, '0',
+ *                                 'cpu', nbytes)),
+ *                      storage_offset, size, stride, requires_grad,
+ *                      OrderedDict(), torch.float8_e4m3fn [, metadata])
  * Nothing else is accepted.
  */
 #include "torch/torch_record.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,14 +54,24 @@ static int interpret(const struct pk_value *root, const char *where,
 		     struct torch_tensor_rec *t, const struct pk_value **key,
 		     char *err, size_t errlen)
 {
-	const struct pk_value *args, *pid, *p, *st, *off, *n;
+	const struct pk_value *args, *pid, *p, *st, *off, *n, *dt = NULL;
+	bool v3 = pk_is_call(root, TG_REBUILD_TENSOR_V3);
 	unsigned nstride;
 
-	if (!pk_is_call(root, TG_REBUILD_TENSOR) || root->u.call.state)
-		return bad(where, err, errlen, "not a plain saved tensor (_rebuild_tensor_v2)");
+	if ((!v3 && !pk_is_call(root, TG_REBUILD_TENSOR)) ||
+	    root->u.call.state)
+		return bad(where, err, errlen, "not a plain saved tensor (_rebuild_tensor_v2 or _v3)");
 	args = root->u.call.args;
-	if (args->n < 6 || args->n > 7)
+	if (!v3 && (args->n < 6 || args->n > 7))
 		return bad(where, err, errlen, "_rebuild_tensor_v2 takes 6 or 7 arguments");
+	if (v3 && (args->n < 7 || args->n > 8))
+		return bad(where, err, errlen, "_rebuild_tensor_v3 takes 7 or 8 arguments");
+	if (v3) {
+		dt = args->u.items[6];
+		if (dt->type != PK_GLOBAL || dt->u.global < TG_DTYPE ||
+		    dt->u.global >= TG_DTYPE + CKPT_DTYPE_COUNT)
+			return bad(where, err, errlen, "_rebuild_tensor_v3's dtype is not a known torch dtype");
+	}
 	pid = args->u.items[0];
 	if (!pk_is_call(pid, PK_PERSID_ID))
 		return bad(where, err, errlen, "storage is not a persistent id");
@@ -64,16 +81,29 @@ static int interpret(const struct pk_value *root, const char *where,
 	st = p->u.items[1];
 	*key = p->u.items[2];
 	n = p->u.items[4];
-	if (st->type != PK_GLOBAL || st->u.global < TG_STORAGE ||
-	    st->u.global >= TG_STORAGE + CKPT_DTYPE_COUNT)
+	if (v3 && (st->type != PK_GLOBAL ||
+		   st->u.global != TG_UNTYPED_STORAGE))
+		return bad(where, err, errlen, "_rebuild_tensor_v3's storage is not an UntypedStorage");
+	if (!v3 && (st->type != PK_GLOBAL || st->u.global < TG_STORAGE ||
+		    st->u.global >= TG_STORAGE + CKPT_DTYPE_COUNT))
 		return bad(where, err, errlen, "storage type is not a known storage class");
 	if ((*key)->type != PK_STR || (*key)->u.str.len == 0 ||
 	    (*key)->u.str.len > 64 || memchr((*key)->u.str.s, '/', (*key)->u.str.len))
 		return bad(where, err, errlen, "storage key is not a short name");
 	if (n->type != PK_INT || n->u.i < 0)
 		return bad(where, err, errlen, "storage element count is not a non-negative integer");
-	t->dtype = (enum ckpt_dtype)(st->u.global - TG_STORAGE);
-	t->storage_numel = (uint64_t)n->u.i;
+	if (v3) {
+		/* An untyped storage is counted in bytes, its offset and
+		 * strides in elements of the dtype. */
+		t->dtype = (enum ckpt_dtype)(dt->u.global - TG_DTYPE);
+		if ((uint64_t)n->u.i % ckpt_dtype_size(t->dtype))
+			return bad(where, err, errlen, "untyped storage's byte count is not a whole number of elements of its dtype");
+		t->storage_numel = (uint64_t)n->u.i /
+				   ckpt_dtype_size(t->dtype);
+	} else {
+		t->dtype = (enum ckpt_dtype)(st->u.global - TG_STORAGE);
+		t->storage_numel = (uint64_t)n->u.i;
+	}
 	off = args->u.items[1];
 	if (off->type != PK_INT || off->u.i < 0)
 		return bad(where, err, errlen, "storage offset is not a non-negative integer");

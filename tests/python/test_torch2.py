@@ -29,6 +29,6 @@ def test_storage_reader_with_torch2():
                            capture_output=True, text=True, timeout=600)
         print(p.stdout, p.stderr[-3000:])
         assert p.returncode == 0
-        assert "5 StorageReader checks ok" in p.stdout
+        assert "6 StorageReader checks ok" in p.stdout
     finally:
         shutil.rmtree(host, ignore_errors=True)

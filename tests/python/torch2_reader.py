@@ -5,7 +5,7 @@ test_torch2.py): get_state_dict/set_state_dict round trip through
 dcp.save and dcp.load(storage_reader=..., planner=...), checkpoint_id
 through reset(), rank-local metadata (use_collectives=False),
 read_metadata without unpickling anything, and destinations that are
-strided or of another dtype, staged within staging_mb.
+strided or of another dtype, staged within staging_mb; float8 records.
 
     torch2_reader.py TMPDIR
 """
@@ -129,6 +129,34 @@ def main(tmp):
         assert got[k].dtype == want[k].dtype and torch.equal(got[k],
                                                              want[k]), k
     assert not got["w"].is_contiguous()
+    checks += 1
+
+    # float8, which torch 2.1+ saves through _rebuild_tensor_v3 with an
+    # UntypedStorage counted in bytes ("t" strided): read in place, staged
+    # into float32 1 MiB at a time, and by ckptfs.load, equal to torch's
+    # own tensors bit for bit (it refused the checkpoint at open before).
+    f8 = os.path.join(tmp, "f8")
+    g = torch.Generator().manual_seed(8)
+    src = {"e4": (torch.randn(64, 48, generator=g) * 4).to(
+               torch.float8_e4m3fn),
+           "e5": (torch.randn(33, 7, generator=g) * 100).to(
+               torch.float8_e5m2),
+           "t": torch.randn(40, 24, generator=g).to(
+               torch.float8_e4m3fn).t()}
+    dcp.save(src, checkpoint_id=f8)
+
+    def raw(t):
+        return t.contiguous().view(torch.uint8)
+    same = {k: torch.zeros(v.shape, dtype=v.dtype) for k, v in src.items()}
+    dcp.load(same, storage_reader=ckptfs.StorageReader(f8))
+    conv = {k: torch.zeros(v.shape) for k, v in src.items()}
+    dcp.load(conv, storage_reader=ckptfs.StorageReader(f8, staging_mb=1))
+    whole = ckptfs.load(f8)
+    for k, v in src.items():
+        assert torch.equal(raw(same[k]), raw(v)), k
+        assert torch.equal(conv[k], v.float()), k
+        assert whole[k].dtype == v.dtype and \
+            torch.equal(raw(whole[k]), raw(v)), k
     checks += 1
     print(f"torch {torch.__version__}: {checks} StorageReader checks ok")
     return 0
