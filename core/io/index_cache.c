@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -347,25 +348,49 @@ static void prune(const struct ckpt_index_cache *c)
 	free(e);
 }
 
+/* A new file TMP_PREFIX<hex>.<random base-36 digits> made in the opened
+ * directory itself (openat on its fd: mkostemp() takes a path, which
+ * resolves again, perhaps elsewhere once a parent directory was renamed
+ * or replaced); its name into tmp.  Returns the fd, or -1 with errno. */
+static int make_temp(const struct ckpt_index_cache *c, const char *hex,
+		     char *tmp, size_t tmplen)
+{
+	static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+	unsigned tries, i;
+	uint64_t r;
+	int fd;
+
+	for (tries = 0; tries < 100; tries++) {
+		if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+			r = (uint64_t)time(NULL) * 1000003u ^
+			    (uint64_t)getpid() << 20 ^ tries;
+		snprintf(tmp, tmplen, TMP_PREFIX "%s.", hex);
+		for (i = (unsigned)strlen(tmp); i + 1 < tmplen && r; r /= 36)
+			tmp[i++] = digits[r % 36];
+		tmp[i] = '\0';
+		fd = openat(c->dfd, tmp, O_WRONLY | O_CREAT | O_EXCL |
+			    O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	return -1;
+}
+
 int ckpt_index_cache_write(const struct ckpt_index_cache *c, const char *hex,
 			   const uint8_t *img, size_t len, char *err,
 			   size_t errlen)
 {
 	char name[CKPT_INDEX_CACHE_KEY_HEX + sizeof(IMG_SUFFIX)];
-	char *tmp = NULL;
+	char tmp[sizeof(TMP_PREFIX) + CKPT_INDEX_CACHE_KEY_HEX + 8];
 	size_t put = 0;
 	int fd, rc = 0;
 
 	snprintf(name, sizeof(name), "%s%s", hex, IMG_SUFFIX);
-	if (asprintf(&tmp, "%s/" TMP_PREFIX "%s.XXXXXX", c->dir, hex) < 0)
-		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		rc = ckpt_errf(err, errlen, -errno,
-			       "index cache %s: cannot create a file: %s",
-			       c->dir, strerror(errno));
-		goto out_free;
-	}
+	fd = make_temp(c, hex, tmp, sizeof(tmp));
+	if (fd < 0)
+		return ckpt_errf(err, errlen, -errno,
+				 "index cache %s: cannot create a file: %s",
+				 c->dir, strerror(errno));
 	while (put < len) {
 		ssize_t n = write(fd, img + put, len - put);
 
@@ -373,30 +398,28 @@ int ckpt_index_cache_write(const struct ckpt_index_cache *c, const char *hex,
 			continue;
 		if (n <= 0) {
 			rc = ckpt_errf(err, errlen, n < 0 ? -errno : -EIO,
-				       "%s: cannot write: %s", tmp,
+				       "%s/%s: cannot write: %s", c->dir, tmp,
 				       n < 0 ? strerror(errno) : "no progress");
 			goto out_unlink;
 		}
 		put += (size_t)n;
 	}
 	if (fsync(fd)) {
-		rc = ckpt_errf(err, errlen, -errno, "%s: cannot fsync: %s",
-			       tmp, strerror(errno));
+		rc = ckpt_errf(err, errlen, -errno, "%s/%s: cannot fsync: %s",
+			       c->dir, tmp, strerror(errno));
 		goto out_unlink;
 	}
-	if (renameat(AT_FDCWD, tmp, c->dfd, name)) {
+	if (renameat(c->dfd, tmp, c->dfd, name)) {
 		rc = ckpt_errf(err, errlen, -errno,
-			       "%s: cannot rename to %s: %s", tmp, name,
-			       strerror(errno));
+			       "%s/%s: cannot rename to %s: %s", c->dir, tmp,
+			       name, strerror(errno));
 		goto out_unlink;
 	}
 	close(fd);
 	prune(c);
-	goto out_free;
+	return 0;
 out_unlink:
 	close(fd);
-	(void)unlink(tmp);
-out_free:
-	free(tmp);
+	(void)unlinkat(c->dfd, tmp, 0);
 	return rc;
 }

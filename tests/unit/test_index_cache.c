@@ -126,6 +126,34 @@ static void test_read_write_lock(void)
 	ckpt_index_cache_close(&c);
 }
 
+/* Everything a write makes is in the directory opened, never where its
+ * path leads now: here the directory was renamed and its name taken by a
+ * symlink to a place of another user's choosing (as a user may do in a
+ * parent directory of theirs).  The image still lands in the directory
+ * opened; a temp file made by path went there (a write failed while the
+ * symlink led nowhere, moved it across directories when it led to one). */
+static void test_write_stays_in_the_opened_dir(void)
+{
+	static const uint8_t img[] = "an image";
+	struct ckpt_index_cache c;
+	char d[256], moved[256], other[256], p[512], err[512];
+	char hex[CKPT_INDEX_CACHE_KEY_HEX];
+	struct stat st;
+
+	sub(d, sizeof(d), "swapped");
+	sub(moved, sizeof(moved), "swapped.moved");
+	sub(other, sizeof(other), "elsewhere");
+	ckpt_index_cache_key("/y", "1", hex);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == 0);
+	CHECK(rename(d, moved) == 0 && symlink(other, d) == 0);
+	CHECK(ckpt_index_cache_write(&c, hex, img, sizeof(img), err,
+				     sizeof(err)) == 0);
+	ckpt_index_cache_close(&c);
+	snprintf(p, sizeof(p), "%s/%s.ckptfs-index", moved, hex);
+	CHECK(stat(p, &st) == 0 && st.st_size == (off_t)sizeof(img));
+	CHECK(lstat(other, &st) == -1 && errno == ENOENT);
+}
+
 static void test_bound(void)
 {
 	struct ckpt_index_cache c;
@@ -197,6 +225,7 @@ int main(void)
 	TEST(test_key);
 	TEST(test_dir_trust);
 	TEST(test_read_write_lock);
+	TEST(test_write_stays_in_the_opened_dir);
 	TEST(test_bound);
 	rc = TEST_REPORT();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
