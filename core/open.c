@@ -359,9 +359,13 @@ static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 	*origin = CKPT_ORIGIN_TORCH;
 	rc = ckpt_torch_index(s, ic->meta_path, ic->pkl, ic->pkl_len, img,
 			      imglen, err, errlen);
-	if (!rc && ckpt_index_cache_write(&c, hex, *img, *imglen, why,
-					  sizeof(why)))
+	if (rc) {
+		ckpt_index_cache_drop_lock(&c, hex);
+	} else if (ckpt_index_cache_write(&c, hex, *img, *imglen, why,
+					  sizeof(why))) {
 		add_warning(warning, "index cache: %s (not cached)", why);
+		ckpt_index_cache_drop_lock(&c, hex);
+	}
 	ckpt_index_cache_close(&c);
 	return rc;
 out_hit:

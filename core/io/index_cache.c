@@ -140,6 +140,17 @@ void ckpt_index_cache_close(struct ckpt_index_cache *c)
 	c->dfd = -1;
 }
 
+void ckpt_index_cache_drop_lock(const struct ckpt_index_cache *c,
+				const char *hex)
+{
+	char name[CKPT_INDEX_CACHE_KEY_HEX + sizeof(LOCK_SUFFIX)];
+
+	if (c->lock_fd < 0)
+		return;
+	snprintf(name, sizeof(name), "%s%s", hex, LOCK_SUFFIX);
+	(void)unlinkat(c->dfd, name, 0);
+}
+
 int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
 			  size_t max, uint8_t **buf, size_t *len, char *err,
 			  size_t errlen)

@@ -41,6 +41,14 @@ int ckpt_index_cache_open(const char *dir, struct ckpt_index_cache *c,
 /* Unlock if locked, close.  Accepts a zeroed or closed *c once opened. */
 void ckpt_index_cache_close(struct ckpt_index_cache *c);
 
+/* Remove hex's lock file, which c holds (ckpt_index_cache_lock()), when
+ * no image is stored for hex after all (indexing failed, or the write):
+ * otherwise every checkpoint that fails to index would leave one behind,
+ * beyond the bound on images.  A process still waiting on the removed
+ * file only indexes once more.  Best effort. */
+void ckpt_index_cache_drop_lock(const struct ckpt_index_cache *c,
+				const char *hex);
+
 /*
  * Read hex's cached image (at most max bytes) into *buf (caller frees
  * with free()) and *len.  The file must be a regular file owned by the

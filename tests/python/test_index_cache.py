@@ -320,3 +320,34 @@ for ck in sys.argv[2:]:
     now = images(cache)
     assert len(now) == 64 and oldest not in now
     assert not os.path.exists(os.path.join(cache, oldest[:-13] + "lock"))
+
+
+def test_checkpoints_that_fail_to_index_leave_nothing_in_the_cache(
+        torch_ckpts, tmp_path):
+    # 70 checkpoints whose first data file is cut short: each open is
+    # refused, and no lock file is left for it (they piled up beyond the
+    # bound of 64, which counts images), while a good one is still cached.
+    cache = str(tmp_path / "cache")
+    src = os.path.join(torch_ckpts, "per_rank")
+    code = r"""
+import sys, ckptfs
+refused = 0
+for ck in sys.argv[2:]:
+    try:
+        ckptfs.open(ck, index_cache=sys.argv[1]).close()
+    except ckptfs.Error as e:
+        refused += 1
+        assert "runs past the end" in str(e), e
+print(refused)
+"""
+    cks = []
+    for i in range(70):
+        d = tmp_path / f"bad{i}"
+        shutil.copytree(src, d)
+        os.truncate(d / "__0_0.distcp", 100)
+        cks.append(str(d))
+    p = run_py(code, cache, *cks)
+    assert p.stdout.split()[-1] == "70"
+    assert os.listdir(cache) == []
+    run_py(code, cache, src)
+    assert len(images(cache)) == 1
