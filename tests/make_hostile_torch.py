@@ -200,6 +200,17 @@ def cases(good, out):
     patch_blob(d, si, evil_pkl)
     exp.append(("datapkl_os_system", "names global 'posix.system'"))
 
+    # _rebuild_tensor_v3 (float8's, torch 2.1+) is accepted only with its
+    # own arguments: a v2 call renamed to v3 lacks the dtype.
+    d = copy(good, out, "datapkl_v3_without_dtype")
+
+    def to_v3(blob):
+        at = blob.find(b"torch._utils\n_rebuild_tensor_v2\n")
+        blob[at + 30] = ord("3")
+    patch_blob(d, si, to_v3)
+    exp.append(("datapkl_v3_without_dtype",
+                "_rebuild_tensor_v3 takes 7 or 8 arguments"))
+
     d = copy(good, out, "dtype_mismatch")
     mi64, si64 = tensor_record(md, "model.counts")
 
