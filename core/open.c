@@ -306,6 +306,8 @@ static int cache_hit(const struct ckpt_index_cache *c, const char *hex,
 		if (rc) {
 			free(*img);
 			*img = NULL;
+		} else {
+			ckpt_index_cache_touch(c, hex);	/* kept by use */
 		}
 	}
 	if (rc) {
@@ -437,6 +439,28 @@ static int torch_image(struct ckpt_store *s, const char *meta_path,
 	return rc;
 }
 
+/* Store img as s's cached image in cdir, replacing one that did not
+ * parse; a failure only adds a warning. */
+static void cache_replace(struct ckpt_store *s, const char *cdir,
+			  const char *mver, const uint8_t *img, size_t imglen,
+			  char **warning)
+{
+	struct ckpt_index_cache c;
+	char hex[CKPT_INDEX_CACHE_KEY_HEX], why[1024];
+	char *root = cache_root(s, ckpt_store_root(s));
+
+	if (!root)
+		return;
+	ckpt_index_cache_key(root, mver, hex);
+	free(root);
+	if (ckpt_index_cache_open(cdir, &c, why, sizeof(why)))
+		return;		/* it opened a moment ago: said then */
+	if (ckpt_index_cache_lock(&c, hex, why, sizeof(why)) ||
+	    ckpt_index_cache_write(&c, hex, img, imglen, why, sizeof(why)))
+		add_warning(warning, "index cache: %s (not cached)", why);
+	ckpt_index_cache_close(&c);
+}
+
 /*
  * A torch checkpoint with pickle pkl as .metadata (meta_path), parsed
  * into *m from its image (torch_image()).  A cached image that passes
@@ -471,6 +495,8 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 		return rc;
 	*variants = ckpt_torch_index_variants(img, imglen);
 	rc = ckpt_meta_parse(img, imglen, meta_path, m, err, errlen);
+	if (!rc)	/* else every later open would pay this again */
+		cache_replace(s, o->index_cache, mver, img, imglen, warning);
 	free(img);
 	return rc;
 }

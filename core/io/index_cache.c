@@ -151,6 +151,15 @@ void ckpt_index_cache_drop_lock(const struct ckpt_index_cache *c,
 	(void)unlinkat(c->dfd, name, 0);
 }
 
+void ckpt_index_cache_touch(const struct ckpt_index_cache *c,
+			    const char *hex)
+{
+	char name[CKPT_INDEX_CACHE_KEY_HEX + sizeof(IMG_SUFFIX)];
+
+	snprintf(name, sizeof(name), "%s%s", hex, IMG_SUFFIX);
+	(void)utimensat(c->dfd, name, NULL, AT_SYMLINK_NOFOLLOW);
+}
+
 int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
 			  size_t max, uint8_t **buf, size_t *len, char *err,
 			  size_t errlen)

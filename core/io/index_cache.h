@@ -74,9 +74,15 @@ int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
 int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 			  char *err, size_t errlen);
 
+/* Mark hex's image used now (its mtime, by which the oldest are
+ * removed): best effort. */
+void ckpt_index_cache_touch(const struct ckpt_index_cache *c,
+			    const char *hex);
+
 /*
  * Store img as hex's cached image: written to a new temp file made in
- * the directory opened (through c->dfd, never by path), fsynced and renamed over <hex>.ckptfs-index, so a reader
+ * the directory opened (through c->dfd, never by path), fsynced and
+ * renamed over <hex>.ckptfs-index, so a reader
  * sees the old file or the new one whole; then the oldest image files
  * (by mtime) beyond CKPT_INDEX_CACHE_MAX are removed with their locks.
  * Returns 0 or -errno with err (the cache is left as it was).

@@ -304,7 +304,7 @@ for ck in sys.argv[2:]:
     ckptfs.open(ck, index_cache=sys.argv[1]).close()
 """
     cks = []
-    for i in range(65):
+    for i in range(66):
         d = tmp_path / f"c{i}"
         d.mkdir()
         for f in os.listdir(src):
@@ -320,6 +320,24 @@ for ck in sys.argv[2:]:
     now = images(cache)
     assert len(now) == 64 and oldest not in now
     assert not os.path.exists(os.path.join(cache, oldest[:-13] + "lock"))
+    # Kept by use, not by write: all made old, one opened again (a hit),
+    # then a new one written: the one used stays.
+    for f in now:
+        os.utime(os.path.join(cache, f), (1, 1))
+    run_py(code, cache, cks[1])
+    used = [f for f in now
+            if os.stat(os.path.join(cache, f)).st_mtime_ns > 10**9]
+    assert len(used) == 1
+    # cks[1]'s image the oldest of all, then used again: the next write
+    # removes the next oldest instead.
+    others = sorted(f for f in now if f != used[0])
+    os.utime(os.path.join(cache, used[0]), (1, 1))
+    for i, f in enumerate(others):
+        os.utime(os.path.join(cache, f), (2 + i, 2 + i))
+    run_py(code, cache, cks[1])
+    run_py(code, cache, cks[65])
+    after = images(cache)
+    assert len(after) == 64 and used[0] in after and others[0] not in after
 
 
 def test_checkpoints_that_fail_to_index_leave_nothing_in_the_cache(
