@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,10 +129,73 @@ int ckpt_index_cache_open(const char *dir, struct ckpt_index_cache *c,
 	return 0;
 }
 
+/*
+ * The lock fds held in this process.  flock() locks belong to the open
+ * file, which fork() shares: a child forked by another thread while one
+ * is held (a DataLoader worker, say) would hold it for its whole life,
+ * and every other process of the node would wait for it.  So a child
+ * closes its copies at once (pthread_atfork).
+ */
+#define HELD_MAX 64
+static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
+static int held[HELD_MAX];
+static unsigned nheld;
+static pthread_once_t held_once = PTHREAD_ONCE_INIT;
+
+static void held_prepare(void)
+{
+	pthread_mutex_lock(&held_mu);
+}
+
+static void held_parent(void)
+{
+	pthread_mutex_unlock(&held_mu);
+}
+
+static void held_child(void)
+{
+	unsigned i;
+
+	for (i = 0; i < nheld; i++)
+		close(held[i]);
+	nheld = 0;
+	pthread_mutex_unlock(&held_mu);
+}
+
+static void held_init(void)
+{
+	(void)pthread_atfork(held_prepare, held_parent, held_child);
+}
+
+/* Track fd (add) or stop tracking it; false when the table is full. */
+static bool held_track(int fd, bool add)
+{
+	unsigned i;
+	bool ok = true;
+
+	pthread_once(&held_once, held_init);
+	pthread_mutex_lock(&held_mu);
+	if (add) {
+		if (nheld < HELD_MAX)
+			held[nheld++] = fd;
+		else
+			ok = false;
+	} else {
+		for (i = 0; i < nheld; i++)
+			if (held[i] == fd) {
+				held[i] = held[--nheld];
+				break;
+			}
+	}
+	pthread_mutex_unlock(&held_mu);
+	return ok;
+}
+
 void ckpt_index_cache_close(struct ckpt_index_cache *c)
 {
 	if (c->lock_fd >= 0) {
 		(void)flock(c->lock_fd, LOCK_UN);
+		held_track(c->lock_fd, false);
 		close(c->lock_fd);
 	}
 	c->lock_fd = -1;
@@ -259,17 +323,26 @@ int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 		return ckpt_errf(err, errlen, rc, "%s/%s: cannot open: %s",
 				 c->dir, name, strerror(-rc));
 	}
+	/* tracked before it is locked: a fork in between is covered too */
+	if (!held_track(fd, true)) {
+		close(fd);
+		return ckpt_errf(err, errlen, -EMFILE,
+				 "%s/%s: this process holds %u cache locks already",
+				 c->dir, name, HELD_MAX);
+	}
 	/* Polled, not blocking: a holder that is stopped or hung must not
 	 * hold up every other process of the node for good. */
 	for (waited = 0, nap = 1; flock(fd, LOCK_EX | LOCK_NB); ) {
 		rc = -errno;
 		if (rc != -EWOULDBLOCK && rc != -EINTR) {
+			held_track(fd, false);
 			close(fd);
 			return ckpt_errf(err, errlen, rc,
 					 "%s/%s: cannot lock: %s", c->dir,
 					 name, strerror(-rc));
 		}
 		if (waited >= limit) {
+			held_track(fd, false);
 			close(fd);
 			return ckpt_errf(err, errlen, -ETIMEDOUT,
 					 "%s/%s: held by another process for %u ms",

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -213,6 +214,50 @@ static void test_bound(void)
 	ckpt_index_cache_close(&c);
 }
 
+/* A child forked while the lock is held (by another thread, in real
+ * use) does not keep it: when the holder dies without unlocking (killed
+ * mid-indexing), others can take it although the child still lives. */
+static void test_fork_does_not_keep_the_lock(void)
+{
+	char d[256], p[512], err[512], hex[CKPT_INDEX_CACHE_KEY_HEX];
+	int fd, go[2], ready[2], status;
+	pid_t holder;
+	char b;
+
+	sub(d, sizeof(d), "fork");
+	ckpt_index_cache_key("/fork", "1", hex);
+	CHECK(pipe(go) == 0 && pipe(ready) == 0);
+	holder = fork();
+	if (holder == 0) {
+		struct ckpt_index_cache c;
+
+		close(go[1]);
+		close(ready[0]);
+		if (ckpt_index_cache_open(d, &c, err, sizeof(err)) ||
+		    ckpt_index_cache_lock(&c, hex, err, sizeof(err)))
+			_exit(2);
+		if (fork() == 0) {	/* lives until the test says */
+			if (write(ready[1], "r", 1) != 1)
+				_exit(1);
+			close(ready[1]);
+			_exit(read(go[0], &b, 1) < 0);
+		}
+		_exit(0);		/* dies holding it */
+	}
+	CHECK(holder > 0);
+	close(go[0]);
+	close(ready[1]);
+	CHECK(read(ready[0], &b, 1) == 1);	/* the grandchild runs */
+	CHECK(waitpid(holder, &status, 0) == holder && WIFEXITED(status) &&
+	      WEXITSTATUS(status) == 0);
+	snprintf(p, sizeof(p), "%s/%s.lock", d, hex);
+	fd = open(p, O_RDWR);
+	CHECK(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0);
+	close(fd);
+	close(go[1]);		/* the grandchild ends (reaped by init) */
+	close(ready[0]);
+}
+
 int main(void)
 {
 	char cmd[128];
@@ -225,6 +270,7 @@ int main(void)
 	TEST(test_key);
 	TEST(test_dir_trust);
 	TEST(test_read_write_lock);
+	TEST(test_fork_does_not_keep_the_lock);
 	TEST(test_write_stays_in_the_opened_dir);
 	TEST(test_bound);
 	rc = TEST_REPORT();
