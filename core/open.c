@@ -266,19 +266,26 @@ static void add_warning(char **warning, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* The name a checkpoint is cached under: an object store's endpoint,
- * bucket and prefix; a local directory's canonical path and identity. */
-static char *cache_root(struct ckpt_store *s, const char *dir)
+/* The key s's checkpoint (.metadata version mver) is cached under, into
+ * hex: of an object store's endpoint, bucket and prefix, or of a local
+ * directory's canonical path and identity.  -ENOMEM or 0. */
+static int cache_key(struct ckpt_store *s, const char *mver,
+		     char hex[CKPT_INDEX_CACHE_KEY_HEX])
 {
-	char canon[PATH_MAX], *out;
+	const char *dir = ckpt_store_root(s);
+	char canon[PATH_MAX], *root;
 
-	if (!strncmp(dir, "s3://", 5))
-		return strdup(ckpt_store_identity(s));
+	if (!strncmp(dir, "s3://", 5)) {
+		ckpt_index_cache_key(ckpt_store_identity(s), mver, hex);
+		return 0;
+	}
 	if (!realpath(dir, canon))
 		snprintf(canon, sizeof(canon), "%s", dir);
-	if (asprintf(&out, "%s\n%s", canon, ckpt_store_identity(s)) < 0)
-		return NULL;
-	return out;
+	if (asprintf(&root, "%s\n%s", canon, ckpt_store_identity(s)) < 0)
+		return -ENOMEM;
+	ckpt_index_cache_key(root, mver, hex);
+	free(root);
+	return 0;
 }
 
 /*
@@ -336,14 +343,10 @@ static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 {
 	struct ckpt_index_cache c;
 	char hex[CKPT_INDEX_CACHE_KEY_HEX], why[1024];
-	char *root;
 	int rc;
 
-	root = cache_root(s, ic->dir);
-	if (!root)
+	if (cache_key(s, mver, hex))
 		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-	ckpt_index_cache_key(root, mver, hex);
-	free(root);
 	if (ckpt_index_cache_open(cdir, &c, why, sizeof(why))) {
 		add_warning(warning, "%s", why);
 		goto out_index;
@@ -447,12 +450,9 @@ static void cache_replace(struct ckpt_store *s, const char *cdir,
 {
 	struct ckpt_index_cache c;
 	char hex[CKPT_INDEX_CACHE_KEY_HEX], why[1024];
-	char *root = cache_root(s, ckpt_store_root(s));
 
-	if (!root)
+	if (cache_key(s, mver, hex))
 		return;
-	ckpt_index_cache_key(root, mver, hex);
-	free(root);
 	if (ckpt_index_cache_open(cdir, &c, why, sizeof(why)))
 		return;		/* it opened a moment ago: said then */
 	if (ckpt_index_cache_lock(&c, hex, why, sizeof(why)) ||
