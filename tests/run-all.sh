@@ -35,21 +35,57 @@ count() {	# count TAP lines of $log into the totals
 	echo "== $1: $p passed, $f failed, $s skipped"
 }
 
+# Each suite's wall time, per build, so the slowest show in every log.
+times=$(mktemp)
+timed() {	# LABEL START
+	local t=$((SECONDS - $2))
+	printf '%5d s  %s\n' "$t" "$1" >> "$times"
+	echo "== time: $1: $t s"
+}
+
+# Timed waits in the suites are liveness bounds scaled by
+# CKPTFS_TIME_SCALE (tests/bats/helpers.bash): 1 for a plain build, more
+# for a sanitized one (ASan/UBSan run the daemon 2-5x slower), unless the
+# caller sets it.
+scale_for() {	# BUILD
+	if [ -n "${CKPTFS_TIME_SCALE_SET:-}" ]; then
+		echo "$CKPTFS_TIME_SCALE_SET"
+	elif grep -q -a -m1 -e __asan_init -e __tsan_init "$1/ckptfs" 2>/dev/null; then
+		echo 5
+	else
+		echo 1
+	fi
+}
+CKPTFS_TIME_SCALE_SET=${CKPTFS_TIME_SCALE:-}
+
 for b in "$@"; do
+	export CKPTFS_TIME_SCALE
+	CKPTFS_TIME_SCALE=$(scale_for "$b")
 	echo "== unit tests ($b)"
+	t0=$SECONDS
 	tests/run-unit.sh $(find "$b/tests" -name "test_*" -type f ! -name "*.d" | sort) | tee "$log"
 	count "unit ($b)"
-	echo "== end-to-end tests ($b)"
-	CKPTFS="$ROOT/$b/ckptfs" bats --tap tests/bats 2>&1 | tee "$log"
-	if ! grep -q '^1\.\.' "$log"; then
-		echo "not ok bats did not run ($b)" | tee -a "$log"
-	fi
+	timed "unit ($b)" $t0
+	echo "== end-to-end tests ($b, liveness bounds x$CKPTFS_TIME_SCALE)"
+	: > "$log.all"
+	for suite in tests/bats/*.bats; do
+		t0=$SECONDS
+		CKPTFS="$ROOT/$b/ckptfs" bats --tap "$suite" 2>&1 | tee "$log"
+		if ! grep -q '^1\.\.' "$log"; then
+			echo "not ok bats did not run: $suite ($b)" | tee -a "$log"
+		fi
+		cat "$log" >> "$log.all"
+		timed "$(basename "$suite") ($b)" $t0
+	done
+	mv "$log.all" "$log"
 	count "bats ($b)"
 done
+CKPTFS_TIME_SCALE=$(scale_for "$1")
 
 # The Python package (scripts/ckptfs/) with pytest (tests/python/), on the
 # first build's library: its results become TAP lines for the count.
 echo "== python package: pytest tests/python ($1)"
+t0=$SECONDS
 CKPTFS_BUILD="$ROOT/$1" CKPTFS_LIB="$ROOT/$1/libckptfs.so" \
 	/usr/bin/python3 -m pytest -p no:cacheprovider -rA tests/python > "$log.py" 2>&1
 rc=$?
@@ -60,6 +96,7 @@ if [ "$rc" -ne 0 ] && ! grep -q '^not ok ' "$log"; then
 fi
 rm -f "$log.py"
 count "pytest ($1)"
+timed "pytest ($1)" $t0
 
 # Memory errors the sanitizers cannot see in the plain build: valgrind runs
 # the unit tests of the first build given.  Without valgrind, or without the
@@ -70,6 +107,7 @@ if ! command -v valgrind >/dev/null; then
 	count "valgrind ($1)"
 else
 	echo "== valgrind ($1)"
+	t0=$SECONDS
 	: > "$log"
 	for t in $(find "$1/tests" -name "test_*" -type f ! -name "*.d" | sort); do
 		if valgrind -q --error-exitcode=99 --leak-check=full "$t" >/dev/null 2>"$log.vg"; then
@@ -81,6 +119,7 @@ else
 	done
 	rm -f "$log.vg"
 	count "valgrind ($1)"
+	timed "valgrind ($1)" $t0
 fi
 
 # The stress test once more, against a ThreadSanitizer build of the daemon.
@@ -89,10 +128,15 @@ if [ ! -x build-tsan/ckptfs ]; then
 	count "tsan"
 else
 	echo "== ThreadSanitizer stress"
-	tests/tsan-stress.sh build-tsan/ckptfs | tee "$log"
+	t0=$SECONDS
+	CKPTFS_TIME_SCALE=$(scale_for build-tsan) tests/tsan-stress.sh build-tsan/ckptfs | tee "$log"
 	count "tsan"
+	timed "tsan stress" $t0
 fi
 rm -f "$log"
+echo "== wall time per suite, slowest first (whole run: $SECONDS s)"
+sort -rn "$times"
+rm -f "$times"
 [ -n "$own_cache" ] && rm -rf "$own_cache"
 left=$(grep -E ' fuse(\.[A-Za-z0-9_-]+)? ' /proc/mounts | awk '$2 ~ /ckptfs-test/ {print $2}')
 if [ -n "$left" ]; then

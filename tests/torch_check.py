@@ -33,6 +33,9 @@ sys.path.insert(0, HERE)
 
 import reference  # noqa: E402  (view_path: FQN -> view path)
 
+# Liveness bounds scale with CKPTFS_TIME_SCALE (tests/bats/helpers.bash).
+TIME_SCALE = max(1, int(os.environ.get("CKPTFS_TIME_SCALE", "1") or 1))
+
 
 def torch_load_full(ckpt):
     import torch_dcp_compat
@@ -83,7 +86,7 @@ def unmount(mnt, proc):
             subprocess.call(["fusermount3", "-uz", mnt])
     if proc is not None:
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=20 * TIME_SCALE)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -120,7 +123,7 @@ def check_world(ckptfs, ckpt, mnt, world, sd, blobs, npy=False, layout=None):
     proc = subprocess.Popen(args)
     bad = checked = 0
     try:
-        for _ in range(200):
+        for _ in range(200 * TIME_SCALE):
             if os.path.ismount(mnt):
                 break
             if proc.poll() is not None:

@@ -20,13 +20,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Liveness bounds, scaled (tests/bats/helpers.bash).
+SCALE=${CKPTFS_TIME_SCALE:-1}
+case $SCALE in '' | *[!0-9]* | 0) SCALE=1 ;; esac
 /usr/bin/python3 "$ROOT/scripts/gen_ckpt.py" "$TMP/ckpt" --seed 5 --keys 700 --files 500 --max-elems 4000
 # start_daemon: the TSan daemon in the foreground, in the background.
 start_daemon() {
 	bash -c 'ulimit -n 64 && exec "$@"' _ env TSAN_OPTIONS="halt_on_error=0 exitcode=66 log_path=$TMP/tsan" \
 		"$BIN" mount "$TMP/ckpt" "$MNT" --world 3 --rank 1 -f -o prefetch >>"$TMP/daemon.log" 2>&1 &
 	pid=$!
-	for _ in $(seq 400); do mountpoint -q "$MNT" && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+	for _ in $(seq $((400 * SCALE))); do mountpoint -q "$MNT" && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
 	if ! mountpoint -q "$MNT"; then fail "mount did not come up"; cat "$TMP/daemon.log"; exit 1; fi
 }
 
@@ -46,9 +49,9 @@ start_daemon
 spid=$!
 sleep 3
 kill -TERM $pid
-for _ in $(seq 200); do kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+for _ in $(seq $((200 * SCALE))); do kill -0 $pid 2>/dev/null || break; sleep 0.05; done
 if kill -0 $pid 2>/dev/null; then
-	fail "daemon still running 10 s after SIGTERM during reads"
+	fail "daemon still running $((10 * SCALE)) s after SIGTERM during reads"
 	kill -9 $pid $spid
 	exit 1
 fi

@@ -287,10 +287,22 @@ static int buf_append(struct ckpt_s3_req *q, const char *p, size_t n,
 
 	if (want > max)
 		return -EFBIG;
-	nb = realloc(q->buf, want + 1);
-	if (!nb)
-		return -ENOMEM;
-	q->buf = nb;
+	/* Doubling: a body arrives in curl's 16 KiB pieces, and a realloc
+	 * to the exact size each time copied a 16 MiB listing page
+	 * a thousand times over where the allocator cannot grow in place. */
+	if (want + 1 > q->bufcap) {
+		size_t cap = q->bufcap ? q->bufcap : 4096;
+
+		while (cap < want + 1)
+			cap = cap > SIZE_MAX / 2 ? want + 1 : cap * 2;
+		if (cap > max + 1)
+			cap = max + 1;
+		nb = realloc(q->buf, cap);
+		if (!nb)
+			return -ENOMEM;
+		q->buf = nb;
+		q->bufcap = cap;
+	}
 	memcpy(q->buf + q->buflen, p, n);
 	q->buflen = want;
 	q->buf[want] = '\0';
@@ -991,6 +1003,7 @@ void ckpt_s3_req_destroy(struct ckpt_s3_req *q)
 	free(q->buf);
 	q->buf = NULL;
 	q->buflen = 0;
+	q->bufcap = 0;
 }
 
 int ckpt_s3_http_new(const struct ckpt_s3_cfg *cfg, struct ckpt_store *counters,

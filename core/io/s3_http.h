@@ -66,6 +66,7 @@ struct ckpt_s3_req {
 				 * error answer; owned: free with
 				 * ckpt_s3_req_destroy() */
 	size_t buflen;
+	size_t bufcap;		/* bytes allocated at buf (grows by doubling) */
 	char code[64];		/* <Code> of an S3 error answer, or "" */
 	char reason[CKPT_S3_REASON_MAX];	/* why the last try failed */
 	unsigned tries;		/* requests sent */

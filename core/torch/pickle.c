@@ -14,7 +14,11 @@
 
 #include "common/errbuf.h"
 
-#define ARENA_BLOCK ((size_t)1 << 20)
+/* Blocks start small and double up to ARENA_MAX_BLOCK: a record's
+ * data.pkl is a few hundred bytes, and a fixed 1 MiB block per record cost
+ * an mmap, a munmap and the sanitizer's quarantine each (issue 31). */
+#define ARENA_FIRST_BLOCK ((size_t)4 << 10)
+#define ARENA_MAX_BLOCK ((size_t)1 << 20)
 #define ARENA_MIN_CAP ((size_t)64 << 20)	/* arena cap: max(this, ... */
 #define ARENA_PER_BYTE 64			/* ... input bytes * this) */
 
@@ -27,6 +31,7 @@ struct pk_block {
 struct pk_arena {
 	struct pk_block *head;
 	size_t total, cap;
+	size_t next_block;	/* size of the next block, before doubling */
 	bool capped;		/* an allocation hit cap */
 };
 
@@ -53,11 +58,17 @@ static void *arena_alloc(struct pk_arena *a, size_t size)
 	struct pk_block *b = a->head;
 	void *p;
 
+	if (size > SIZE_MAX / 2)
+		return NULL;
 	size = (size + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
 	if (!b || b->size - b->used < size) {
-		size_t bs = size > ARENA_BLOCK ? size : ARENA_BLOCK;
+		size_t bs = a->next_block ? a->next_block : ARENA_FIRST_BLOCK;
 
-		if (a->total + bs > a->cap) {
+		if (bs < ARENA_MAX_BLOCK)
+			a->next_block = bs * 2;
+		if (bs < size)
+			bs = size;
+		if (bs > a->cap - a->total) {
 			a->capped = true;
 			return NULL;
 		}
@@ -86,6 +97,11 @@ void pk_free(struct pk_arena *a)
 		free(b);
 	}
 	free(a);
+}
+
+size_t pk_arena_bytes(const struct pk_arena *a)
+{
+	return a ? a->total : 0;
 }
 
 static const char *op_name(uint8_t op)

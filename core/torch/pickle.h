@@ -81,6 +81,9 @@ int pk_load(const uint8_t *buf, size_t len, const struct pk_global *table,
 
 void pk_free(struct pk_arena *a);
 
+/* Bytes the arena holds from the allocator (its blocks' sizes). */
+size_t pk_arena_bytes(const struct pk_arena *a);
+
 /* Helpers for schema walks.  All return NULL / false on a type mismatch. */
 const struct pk_value *pk_dict_get(const struct pk_value *dict,
 				   const char *key);

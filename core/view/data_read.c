@@ -254,8 +254,13 @@ static int check_record(const struct ckpt_view *v, uint32_t ci)
 		pthread_mutex_unlock(&mv->vlock);
 	}
 	if (st == UNCHECKED) {
-		buf = malloc(1 << 20);
-		rc = buf ? ckpt_verify_chunk(m, ci, buf, 1 << 20, &got) :
+		/* No larger than the chunk: a fixed 1 MiB per chunk cost an
+		 * mmap each under some allocators (issue 31). */
+		size_t vlen = m->chunks[ci].len < ((size_t)1 << 20) ?
+			      (size_t)m->chunks[ci].len + 1 : (size_t)1 << 20;
+
+		buf = malloc(vlen);
+		rc = buf ? ckpt_verify_chunk(m, ci, buf, vlen, &got) :
 			   -ENOMEM;
 		free(buf);
 		st = rc == -EIO || rc == -ENOMEM ? UNCHECKED :

@@ -192,7 +192,7 @@ print("old", old, "eio", eio)' "$MNT" "$TMP/exp.pkl"
 	mapfile -t files < <(find "$MNT" -path "$MNT/.ckptfs" -prune -o -type f -print)
 	total=$(stat -c %s "${files[@]}" | paste -sd+ | bc)
 	# Nobody reads: only the prefetch can put the view in the page cache.
-	for _ in $(seq 300); do
+	for _ in $(seq "$(($(polls 30) / 2))"); do
 		cached=$($HT cached "${files[@]}")
 		[ "$cached" -ge "$total" ] && break
 		sleep 0.1

@@ -14,6 +14,24 @@ GEN="$PY $ROOT/scripts/gen_ckpt.py"
 REF="$PY $ROOT/tests/reference.py"
 BAD="$PY $ROOT/tests/make_bad_ckpt.py"
 
+# Every timed wait in the suites is a liveness bound, scaled by
+# CKPTFS_TIME_SCALE (a whole number, default 1): tests/run-all.sh raises it
+# for the sanitized builds, so that a slower build or machine makes a run
+# slower instead of failing it, while a hang still fails.
+TIME_SCALE=${CKPTFS_TIME_SCALE:-1}
+case $TIME_SCALE in '' | *[!0-9]* | 0) TIME_SCALE=1 ;; esac
+export CKPTFS_TIME_SCALE=$TIME_SCALE
+
+# secs N: N seconds, scaled.
+secs() {
+	echo $(($1 * TIME_SCALE))
+}
+
+# polls N: the number of 50 ms polls in N seconds, scaled.
+polls() {
+	echo $(($1 * 20 * TIME_SCALE))
+}
+
 common_setup() {
 	TMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/ckptfs-test.XXXXXX")
 	MNT=$TMP/mnt
@@ -73,7 +91,7 @@ start_mount() {
 	DAEMON_PID=$!
 	MOUNTED=$mnt
 	MOUNT_CONN=
-	deadline=$((SECONDS + 20))
+	deadline=$((SECONDS + $(secs 20)))
 	until mountpoint -q "$mnt"; do
 		if ! kill -0 "$DAEMON_PID" 2>/dev/null; then
 			wait "$DAEMON_PID" || true
@@ -84,7 +102,7 @@ start_mount() {
 			return 1
 		fi
 		if [ $SECONDS -ge $deadline ]; then
-			echo "mount did not appear within 20 s"
+			echo "mount did not appear within $(secs 20) s"
 			return 1
 		fi
 		sleep 0.05
@@ -103,12 +121,12 @@ stop_mount() {
 		fi
 	fi
 	if [ -n "$DAEMON_PID" ]; then
-		deadline=$((SECONDS + 10))
+		deadline=$((SECONDS + $(secs 10)))
 		while kill -0 "$DAEMON_PID" 2>/dev/null && [ $SECONDS -lt $deadline ]; do
 			sleep 0.05
 		done
 		if kill -0 "$DAEMON_PID" 2>/dev/null; then
-			echo "daemon still running 10 s after unmount"
+			echo "daemon still running $(secs 10) s after unmount"
 			abort_conns $MOUNT_CONN
 			kill -9 "$DAEMON_PID"
 			rc=1
@@ -133,12 +151,12 @@ stop_mount() {
 # given (those of the test's mounts) are aborted and it is killed, so that
 # nothing is left wedged.
 wait_daemons_gone() {	# [CONN...]
-	local deadline=$((SECONDS + 10)) left
+	local deadline=$((SECONDS + $(secs 10))) left
 	while pgrep -f "ckptfs.* $TMP" >/dev/null && [ $SECONDS -lt $deadline ]; do
 		sleep 0.05
 	done
 	left=$(pgrep -af "ckptfs.* $TMP") || return 0
-	echo "daemon(s) still running 10 s after the test ended:"
+	echo "daemon(s) still running $(secs 10) s after the test ended:"
 	echo "$left"
 	abort_conns "$@" $(conns_under "$TMP")
 	pkill -9 -f "ckptfs.* $TMP" 2>/dev/null || true
@@ -176,7 +194,7 @@ check_expected_views() {	# CKPT W R [MOUNT OPTIONS...]
 refuse_mount() {	# CKPT WANT [MOUNT OPTIONS...]
 	local ckpt=$1 want=$2
 	shift 2
-	run timeout 20 "$CKPTFS" mount "$ckpt" "$MNT" "$@"
+	run timeout "$(secs 20)" "$CKPTFS" mount "$ckpt" "$MNT" "$@"
 	echo "status=$status output=$output"
 	[ "$status" -ne 0 ]
 	[ "$status" -ne 124 ]			# did not hang
@@ -190,7 +208,7 @@ refuse_mount() {	# CKPT WANT [MOUNT OPTIONS...]
 # exit 0 within 5 s and leave no mount.
 stop_by_signal() {
 	kill -"$1" "$DAEMON_PID"
-	for _ in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
+	for _ in $(seq "$(polls 5)"); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
 	not kill -0 "$DAEMON_PID" 2>/dev/null
 	wait "$DAEMON_PID"
 	DAEMON_PID=

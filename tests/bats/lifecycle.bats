@@ -25,7 +25,7 @@ daemon_pid() {
 	run "$CKPTFS" umount "$MNT"
 	[ "$status" -eq 0 ]
 	not mountpoint -q "$MNT"
-	for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+	for i in $(seq "$(polls 5)"); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
 	not kill -0 "$pid" 2>/dev/null
 }
 

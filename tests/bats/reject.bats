@@ -94,7 +94,7 @@ refuse() {
 	while IFS=$'\t' read -r i want; do
 		rm -rf "$TMP/ckpt"
 		$BAD "wrong_type_$i" "$TMP/ckpt"
-		run timeout 20 "$CKPTFS" mount "$TMP/ckpt" "$MNT" --world 2 --rank 1
+		run timeout "$(secs 20)" "$CKPTFS" mount "$TMP/ckpt" "$MNT" --world 2 --rank 1
 		echo "case $i: status=$status output=$output"
 		[ "$status" -ne 0 ]
 		[ "$status" -ne 124 ]

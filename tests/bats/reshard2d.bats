@@ -190,14 +190,14 @@ PY
 	spec=${spec%,}
 	# The options are fine: what fails is the missing checkpoint, after
 	# they were parsed.  (Compared pairwise, they took minutes.)
-	run timeout 60 "$CKPTFS" mount "$TMP/none" "$MNT" --world 1048576 --ranks "$spec"
+	run timeout "$(secs 60)" "$CKPTFS" mount "$TMP/none" "$MNT" --world 1048576 --ranks "$spec"
 	echo "$output"
 	[ "$status" -eq 1 ]; [[ "$output" == *"$TMP/none: No such file"* ]]
-	run timeout 60 "$CKPTFS" mount "$TMP/none" "$MNT" --world 1048576 --ranks "$spec,1048575"
+	run timeout "$(secs 60)" "$CKPTFS" mount "$TMP/none" "$MNT" --world 1048576 --ranks "$spec,1048575"
 	[ "$status" -eq 2 ]; [[ "$output" == *"rank 1048575 is listed twice"* ]]
-	run timeout 60 "$CKPTFS" mount "$TMP/none" "$MNT" --world 1048576 --ranks "70000,$spec"
+	run timeout "$(secs 60)" "$CKPTFS" mount "$TMP/none" "$MNT" --world 1048576 --ranks "70000,$spec"
 	[ "$status" -eq 2 ]; [[ "$output" == *"rank 70000 is listed twice"* ]]
-	run timeout 60 "$CKPTFS" mount "$TMP/none" "$MNT" --world 1048576 --ranks 5-9,0-4,9
+	run timeout "$(secs 60)" "$CKPTFS" mount "$TMP/none" "$MNT" --world 1048576 --ranks 5-9,0-4,9
 	[ "$status" -eq 2 ]; [[ "$output" == *"rank 9 is listed twice"* ]]
 	run "$CKPTFS" mount "$TMP/none" "$MNT" --world 1048576 --ranks 0-65536
 	[ "$status" -ne 0 ]; [[ "$output" == *"the range 0-65536 holds 65537 ranks; a range may hold at most 65536"* ]]

@@ -279,7 +279,7 @@ big_ckpt() {	# BUCKET
 		cat "$MNT/optim/state/layers.$i.weight/exp_avg" >/dev/null 2>&1 &
 		readers+=($!)
 	done
-	for _ in $(seq 100); do
+	for _ in $(seq "$(polls 5)"); do
 		[ "$(proxy_stat requests)" -ge 2 ] && break
 		sleep 0.05
 	done
@@ -287,7 +287,7 @@ big_ckpt() {	# BUCKET
 	kill -TERM "$DAEMON_PID"
 	# A liveness bound, not a speed figure: without the cancel the
 	# daemon waits for the server's 30 s timeouts and the retries.
-	for _ in $(seq 200); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
+	for _ in $(seq "$(polls 10)"); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
 	not kill -0 "$DAEMON_PID" 2>/dev/null
 	wait "$DAEMON_PID"
 	DAEMON_PID=
@@ -389,7 +389,7 @@ except Exception as e:
 	stop_mount
 	proxy reset '{}'
 	start_mount s3://ck-prefetch/run "$MNT" --world 3 --rank 1 -o s3_endpoint=$S3CHECK_PROXY,prefetch
-	for _ in $(seq 400); do
+	for _ in $(seq "$(polls 20)"); do
 		[ "$(proxy_stat bytes)" -ge "$total" ] && break
 		sleep 0.05
 	done

@@ -28,7 +28,7 @@ d_state() {
 # Wait up to 5 s for process PID to end; fails if it has not.
 gone_within_5s() {	# PID
 	local i
-	for i in $(seq 100); do
+	for i in $(seq "$(polls 5)"); do
 		kill -0 "$1" 2>/dev/null || return 0
 		sleep 0.05
 	done
@@ -102,7 +102,7 @@ one_round() {	# ROUND SIG MS
 	mkdir -p "$TMP/inner"
 	"$CKPTFS" mount "$TMP/inner-ckpt" "$TMP/inner" -f >>"$TMP/inner.log" 2>&1 &
 	INNER_PID=$!
-	for _ in $(seq 200); do mountpoint -q "$TMP/inner" && break; sleep 0.05; done
+	for _ in $(seq "$(polls 10)"); do mountpoint -q "$TMP/inner" && break; sleep 0.05; done
 	mountpoint -q "$TMP/inner"
 	$HT over "$TMP/ckpt" "$TMP/inner/k0" --mib 4
 	start_mount "$TMP/ckpt" "$MNT" -o follow_symlinks
@@ -114,7 +114,7 @@ one_round() {	# ROUND SIG MS
 	rpid=$!
 	sleep 1
 	kill -TERM "$DAEMON_PID"
-	for _ in $(seq 200); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
+	for _ in $(seq "$(polls 10)"); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
 	not kill -0 "$DAEMON_PID"
 	status=0
 	wait "$DAEMON_PID" || status=$?

@@ -19,7 +19,7 @@ s3_setup_file() {
 		--port-file "$S3TMP/proxy.port" --max-seconds 3600 \
 		</dev/null >"$S3TMP/proxy.log" 2>&1 &
 	echo $! >"$S3TMP/proxy.pid"
-	local deadline=$((SECONDS + 10))
+	local deadline=$((SECONDS + 10 * ${CKPTFS_TIME_SCALE:-1}))
 	until [ -s "$S3TMP/proxy.port" ]; do
 		[ $SECONDS -lt $deadline ] || { cat "$S3TMP/proxy.log"; return 1; }
 		sleep 0.05

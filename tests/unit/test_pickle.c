@@ -127,10 +127,57 @@ static void test_deep(void)
 	free(b);
 }
 
+/* A record's data.pkl is a few hundred bytes: its arena must not cost a
+ * fixed large block (1 MiB each, an mmap apiece under ASan: issue 31). */
+static void test_arena_small(void)
+{
+	struct pk_value *v;
+	struct pk_arena *a;
+	char err[256];
+
+	CHECK(load(P("\x80\x02](K\x01K\x02K\x03" "e."), &v, &a, err) == 0);
+	CHECK(v && v->type == PK_LIST && v->n == 3);
+	CHECK(pk_arena_bytes(a) > 0 && pk_arena_bytes(a) <= 8192);
+	pk_free(a);
+}
+
+/* One list of 300,000 items: its item array (2.4 MB) outgrows the largest
+ * block, and the blocks before it grow by doubling. */
+static void test_arena_large(void)
+{
+	size_t n = 300000, i, len = 2 + 2 + 2 * n + 2;
+	uint8_t *b = malloc(len), *p = b;
+	struct pk_value *v;
+	struct pk_arena *a;
+	char err[256];
+	bool same = true;
+
+	*p++ = 0x80;
+	*p++ = 2;
+	*p++ = ']';
+	*p++ = '(';
+	for (i = 0; i < n; i++) {
+		*p++ = 'K';
+		*p++ = (uint8_t)(i & 0xff);
+	}
+	*p++ = 'e';
+	*p++ = '.';
+	CHECK(load(b, len, &v, &a, err) == 0);
+	CHECK(v && v->type == PK_LIST && v->n == n);
+	for (i = 0; v && i < v->n && i < n; i++)
+		same = same && v->u.items[i]->type == PK_INT &&
+		       v->u.items[i]->u.i == (int64_t)(i & 0xff);
+	CHECK(same);
+	pk_free(a);
+	free(b);
+}
+
 int main(void)
 {
 	TEST(test_values);
 	TEST(test_refusals);
 	TEST(test_deep);
+	TEST(test_arena_small);
+	TEST(test_arena_large);
 	return TEST_REPORT();
 }
