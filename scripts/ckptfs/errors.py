@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import errno as _errno
 import os
-from typing import Optional
+from typing import Any, Optional
 
 __all__ = ["Error", "CheckpointError", "ReadError"]
 
@@ -64,6 +64,20 @@ class Error(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def __reduce__(self) -> Any:
+        # Picklable with its fields: torch.distributed.checkpoint gathers
+        # each rank's exception to every rank (pickle), and the default
+        # reduce calls __init__ with OSError's positional args.
+        return (_rebuild, (type(self), self.message, self.code, self.path,
+                           self.key, self.offset))
+
+
+def _rebuild(cls: Any, message: str, code: int, path: Optional[str],
+             key: Optional[str], offset: Optional[int]) -> "Error":
+    """An Error of class cls with these fields (unpickling)."""
+    e: Error = cls(message, code=code, path=path, key=key, offset=offset)
+    return e
 
 
 class CheckpointError(Error, ValueError):

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch.futures import Future
 
-from . import _args, _lib
+from . import _args, _coop, _lib
 from ._args import IndexCacheArg, PathArg
 from ._dtypes import ITEMSIZE, torch_dtype
 from .handle import Checkpoint
@@ -122,6 +122,12 @@ class StorageReader(_Base):  # type: ignore[misc]
         ``$XDG_CACHE_HOME/ckptfs``, else ``~/.cache/ckptfs``; False: none).
     direct_io: cold ranges read with O_DIRECT, as for :func:`ckptfs.open`
         (a resume from an IOPS-bound device; default False).
+    cooperative: when the job's process group is up and several ranks'
+        plans ask for the same saved box (DDP, HSDP replicas, replicated
+        norms, ``param_groups``), one rank reads it and sends it to the
+        others over the job's ``torch.distributed`` (default True; used
+        only when every rank's reader is cooperative; see
+        ``ckptfs._coop``).  False: every rank reads all it needs itself.
 
     The open checkpoint (fds, caches) is kept from ``read_metadata`` on;
     :meth:`close` (or a ``with`` block) releases it at once.
@@ -132,12 +138,16 @@ class StorageReader(_Base):  # type: ignore[misc]
                  cache_mb: Optional[int] = None,
                  staging_mb: Optional[int] = None,
                  index_cache: IndexCacheArg = None,
-                 direct_io: bool = False, **s3: Any) -> None:
+                 direct_io: bool = False, cooperative: bool = True,
+                 **s3: Any) -> None:
         super().__init__()
-        if not isinstance(direct_io, bool):
-            raise TypeError("direct_io must be a bool, got "
-                            f"{type(direct_io).__name__}")
+        for name, v in (("direct_io", direct_io),
+                        ("cooperative", cooperative)):
+            if not isinstance(v, bool):
+                raise TypeError(f"{name} must be a bool, got "
+                                f"{type(v).__name__}")
         self.direct_io: bool = direct_io
+        self.cooperative: bool = cooperative
         _args.s3_options(s3)          # checked now, not at first use
         _args.index_cache(index_cache)
         self.index_cache: IndexCacheArg = index_cache
@@ -252,12 +262,22 @@ class StorageReader(_Base):  # type: ignore[misc]
     init = set_up_storage_reader     # torch 1.13's name
 
     def prepare_local_plan(self, plan: Any) -> Any:
-        """The plan as torch's planner made it."""
-        return plan
+        """The plan as torch's planner made it, marked with this rank
+        when cooperative reads may apply."""
+        return _coop.local_mark(plan, self.cooperative)
 
     def prepare_global_plan(self, plans: List[Any]) -> List[Any]:
-        """The plans as torch's planner made them."""
-        return plans
+        """The plans as torch's planner made them, with each shared box
+        given one owner rank when every rank's reader is cooperative."""
+        if not self.cooperative:
+            return plans
+        return _coop.global_plan(plans, _BYTE_IO, self._sizes,
+                                 self.staging_mb << 20)
+
+    def _sizes(self, fqn: str) -> Tuple[int, int]:
+        """(item size, or 0 for a bytes entry; the entry's bytes)."""
+        _, saved, nbytes, isz = self._key(fqn)
+        return (0 if saved is None else isz, nbytes)
 
     def _key(self, fqn: str) -> _Key:
         """(index, saved torch dtype or None for bytes, bytes, item size)
@@ -282,7 +302,64 @@ class StorageReader(_Base):  # type: ignore[misc]
         return k
 
     def read_data(self, plan: Any, planner: Any) -> Any:
-        """Read every item of plan, each tensor item as one box of its
+        """Read plan's items: those this rank alone needs itself (see
+        _read_items), then, when the plan carries cooperative parts, the
+        shared boxes in rounds: the parts this rank owns from the store,
+        sent to the ranks that need them, the others received."""
+        parts = _coop.parts_of(plan)
+        if parts is None or not _coop._dist_up():
+            self._read_items(plan.items, planner)
+        else:
+            import torch.distributed as dist
+            ex = _coop.Exchange(dist.get_rank(), parts, _BYTE_IO,
+                                self._read_parts,
+                                lambda f: self._key(f)[1])
+            shared = ex.boxes()
+            mine: List[Any] = []
+            boxes: Dict[Any, List[Tuple[Any, Any]]] = {}
+            for it in plan.items:
+                b = _coop.box_of(it, _BYTE_IO)
+                if b not in shared:
+                    mine.append(it)
+                    continue
+                t = None if it.type == _BYTE_IO else \
+                    planner.resolve_tensor(it).detach()
+                boxes.setdefault(b, []).append((it, t))
+            self._read_items(mine, planner)
+            ex.run(boxes, planner)
+        fut: Future[None] = Future()
+        fut.set_result(None)
+        return fut
+
+    def _read_parts(self, todo: List[Tuple[Any, Any, Any, Any]]) -> None:
+        """Read boxes (fqn, offsets, lengths), rows [a, z) of dim 0 or
+        whole (a None), or bytes entries (offsets None), each into its
+        contiguous CPU tensor buf: (box, a, z, buf) each."""
+        reqs = (_lib.BoxReq * max(len(todo), 1))()
+        n = 0
+        for (fqn, off, lengths, ), a, z, buf in todo:
+            if not buf.numel():
+                continue
+            r = reqs[n]
+            r.key = self._key(fqn)[0]
+            if off is not None and len(off):
+                o, ln = list(off), list(lengths)
+                if a is not None:
+                    o[0] += a
+                    ln[0] = z - a
+                r.off[:len(o)] = o
+                r.size[:len(ln)] = ln
+            r.dst = buf.data_ptr()
+            n += 1
+        ck = self._open()
+        m = ck._acquire()
+        try:
+            read_batch(m, reqs, n, self.threads, boxes=True)
+        finally:
+            ck._release()
+
+    def _read_items(self, items: List[Any], planner: Any) -> None:
+        """Read every item of items, each tensor item as one box of its
         saved tensor, in libckptfs batches (cancellable with Ctrl-C):
         straight into its destination when that is a contiguous CPU
         tensor of the saved dtype, else into staging buffers copied into
@@ -294,7 +371,7 @@ class StorageReader(_Base):  # type: ignore[misc]
         # items could stage (aligned), whatever the budget: staging_mb of
         # a TB for a small plan must not ask the allocator for a TB.
         most = 0
-        for it in plan.items:
+        for it in items:
             if it.type != _BYTE_IO:
                 n = self._key(it.storage_index.fqn)[3]
                 for x in it.lengths:
@@ -302,7 +379,7 @@ class StorageReader(_Base):  # type: ignore[misc]
                 most += n + 63
         batch = _Batch(self._open(), self.threads, min(budget, most))
         cpu = torch.device("cpu")
-        for it in plan.items:
+        for it in items:
             key, saved, nbytes, isz = self._key(it.storage_index.fqn)
             if it.type == _BYTE_IO:
                 batch.room(nbytes, budget, planner)
@@ -336,9 +413,6 @@ class StorageReader(_Base):  # type: ignore[misc]
                           (_STAGED, it, target, dest, stage, i == last),
                           staged=n)
         batch.run(planner)
-        fut: Future[None] = Future()
-        fut.set_result(None)
-        return fut
 
 
 #: The default staging budget of a StorageReader, in MiB (staging_mb).

@@ -266,3 +266,20 @@ def test_core_messages_naming_a_key_record_it():
                 found.append(f"{os.path.relpath(path, ROOT)}:"
                              f"{src.count(chr(10), 0, m.start()) + 1}")
     assert not found, found
+
+
+def test_errors_pickle_with_their_fields():
+    """torch.distributed.checkpoint gathers each rank's exception to every
+    rank by pickling it: a ReadError or CheckpointError must come back
+    whole (it raised TypeError in __init__ before)."""
+    import pickle
+    from ckptfs.errors import CheckpointError, ReadError
+    for e in (ReadError("d: short read", code=5, path="/x/__0_0.distcp",
+                        key="model.w", offset=64),
+              CheckpointError("bad", code=22, path="/x/.metadata")):
+        b = pickle.loads(pickle.dumps(e))
+        assert type(b) is type(e)
+        assert (str(b), b.code, b.path, b.key, b.offset) == \
+            (str(e), e.code, e.path, e.key, e.offset)
+    r = pickle.loads(pickle.dumps(ReadError("m", code=5)))
+    assert isinstance(r, OSError) and r.errno == 5

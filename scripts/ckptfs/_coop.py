@@ -1,0 +1,335 @@
+# SPDX-License-Identifier: MIT
+"""Cooperative reads for :class:`ckptfs.StorageReader`: of the ranks
+whose plans need the same saved bytes, one (the owner) reads them from
+the store and sends them to the others over the job's own
+``torch.distributed`` process group (point-to-point ``isend``/``irecv``
+on the default group; gloo, or NCCL through the current CUDA device).
+
+The unit shared is a *box*: a key's saved region (global offsets,
+lengths) exactly as a ReadItem asks for it, or a bytes entry.  DDP
+(every rank loads everything), HSDP's replica groups, TP-replicated
+norms and the ``param_groups`` bytes all ask for identical boxes, so the
+same bytes are fetched once per job instead of once per replica.
+
+How it runs:
+
+- ``prepare_local_plan``: each rank marks its plan with its global rank
+  (``storage_data``), so the coordinator knows which rank each plan is
+  and that every rank's reader takes part.
+- ``prepare_global_plan`` (the coordinator): boxes needed by two or more
+  ranks are cut along dim 0 into parts of at most the staging budget;
+  each part gets one owner among the ranks that need it, largest parts
+  first to the rank with the fewest bytes so far (its own reads
+  included); parts are grouped into rounds in which no rank holds more
+  than the budget.  Each rank's plan carries only its own parts.
+- ``read_data``: a rank first reads what it alone needs, then for each
+  of its rounds in order: reads the parts it owns (into its destination
+  tensor where that is a contiguous CPU tensor of the saved dtype, else
+  into staging), sends each owner-to-needer pair a status, then the
+  parts; the needers receive in place where they can.  A rank whose read
+  failed still takes part in every later round, sending a failed status
+  and no data, and raises at the end; its peers raise naming it.  So a
+  failure on one rank is an error on each rank that needed its bytes,
+  never a hang.
+
+Rounds are ordered, and every rank posts a round's operations only after
+its earlier rounds complete; round 0's are posted by every rank involved
+without waiting on any peer, so by induction every round completes.
+"""
+from __future__ import annotations
+
+import io
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+import torch
+
+MARK = "ckptfs.coop"
+#: (fqn, global offsets, lengths); a bytes entry: (fqn, None, None)
+Box = Tuple[str, Any, Any]
+#: one part of a box: (tag, box, row_from, row_to, nbytes, owner,
+#: needers, round); rows None: the whole box
+Part = Tuple[int, Box, Any, Any, int, int, Tuple[int, ...], int]
+
+
+def box_of(it: Any, bytes_type: Any) -> Box:
+    """The saved region ReadItem it reads."""
+    fqn = it.storage_index.fqn
+    if it.type == bytes_type:
+        return (fqn, None, None)
+    off = tuple(int(o) + int(so) for o, so in
+                zip(it.storage_index.offset, it.storage_offsets))
+    return (fqn, off, tuple(int(x) for x in it.lengths))
+
+
+def local_mark(plan: Any, enabled: bool) -> Any:
+    """Mark plan (a rank's local plan) for the coordinator: this rank's
+    global rank, when a process group is up and cooperation is on."""
+    if not enabled or not _dist_up():
+        return plan
+    import dataclasses
+    import torch.distributed as dist
+    if plan.storage_data is not None:
+        return plan         # someone else's: leave it alone
+    return dataclasses.replace(plan, storage_data={
+        MARK: {"rank": dist.get_rank()}})
+
+
+def _dist_up() -> bool:
+    try:
+        import torch.distributed as dist
+    except ImportError:     # pragma: no cover - torch without distributed
+        return False
+    return bool(dist.is_available() and dist.is_initialized())
+
+
+def global_plan(plans: List[Any], bytes_type: Any,
+                nbytes: Callable[[str], Tuple[int, int]],
+                budget: int) -> List[Any]:
+    """The coordinator's step: plans with their cooperative parts in
+    storage_data, or plans unchanged when any rank did not mark its plan
+    (no process group, cooperation off, or another reader), the ranks are
+    not distinct, or nothing is shared.  nbytes(fqn) gives (item size,
+    or 0 for a bytes entry; the entry's bytes)."""
+    import dataclasses
+    if len(plans) < 2:
+        return plans
+    ranks = []
+    for p in plans:
+        sd = p.storage_data
+        if not isinstance(sd, dict) or MARK not in sd:
+            return plans
+        ranks.append(int(sd[MARK]["rank"]))
+    if len(set(ranks)) != len(ranks):
+        return plans
+    needers: Dict[Box, List[int]] = {}
+    own_bytes = {r: 0 for r in ranks}
+    size_of: Dict[Box, Tuple[int, int]] = {}
+    for r, p in zip(ranks, plans):
+        seen = set()
+        for it in p.items:
+            b = box_of(it, bytes_type)
+            if b in seen:
+                continue
+            seen.add(b)
+            needers.setdefault(b, []).append(r)
+            if b not in size_of:
+                isz, whole = nbytes(b[0])
+                if b[2] is None:            # bytes
+                    size_of[b] = (whole, 0)
+                    continue
+                row = isz
+                for x in b[2][1:]:
+                    row *= x
+                size_of[b] = (row * b[2][0], row) if b[2] else (isz, 0)
+    shared = sorted((b for b, n in needers.items()
+                     if len(n) > 1 and size_of[b][0] > 0),
+                    key=lambda b: (b[0], b[1] or (), b[2] or ()))
+    if not shared:
+        return [dataclasses.replace(p, storage_data=None) for p in plans]
+    for b, n in needers.items():
+        if len(n) == 1 or not size_of[b][0]:
+            for r in n:
+                own_bytes[r] += size_of[b][0]
+    # parts: a box larger than the budget is cut along dim 0
+    raw: List[Tuple[Box, Any, Any, int]] = []
+    for b in shared:
+        total, row = size_of[b]
+        if row and total > budget and b[2][0] > 1:
+            step = max(1, budget // row)
+            for a in range(0, b[2][0], step):
+                z = min(b[2][0], a + step)
+                raw.append((b, a, z, row * (z - a)))
+        else:
+            raw.append((b, None, None, total))
+    # owners: largest first, to the needer with the fewest bytes so far
+    owner: Dict[int, int] = {}
+    load = dict(own_bytes)
+    for i in sorted(range(len(raw)), key=lambda i: (-raw[i][3], i)):
+        cand = needers[raw[i][0]]
+        o = min(cand, key=lambda r: (load[r], r))
+        owner[i] = o
+        load[o] += raw[i][3]
+    # rounds: in box order, no rank above the budget within a round
+    parts: List[Part] = []
+    held: Dict[int, int] = {}
+    rnd = 0
+    for i, (b, a, z, nb) in enumerate(raw):
+        who = needers[b]
+        if held and any(held.get(r, 0) + nb > budget for r in who):
+            rnd += 1
+            held = {}
+        for r in who:
+            held[r] = held.get(r, 0) + nb
+        parts.append((i, b, a, z, nb, owner[i], tuple(who), rnd))
+    mine: Dict[int, List[Part]] = {r: [] for r in ranks}
+    for pt in parts:
+        for r in pt[6]:
+            mine[r].append(pt)
+    return [dataclasses.replace(p, storage_data={MARK: {
+        "rank": r, "parts": mine[r]}}) for r, p in zip(ranks, plans)]
+
+
+def parts_of(plan: Any) -> Optional[List[Part]]:
+    """This rank's cooperative parts, from its final plan, or None."""
+    sd = plan.storage_data
+    if not isinstance(sd, dict) or MARK not in sd:
+        return None
+    return sd[MARK].get("parts") or None
+
+
+class Exchange:
+    """One rank's side of the cooperative rounds of a plan."""
+
+    def __init__(self, rank: int, parts: List[Part], bytes_type: Any,
+                 read: Callable[[List[Tuple[Box, int, int, Any]]], None],
+                 saved: Callable[[str], Any]) -> None:
+        import torch.distributed as dist
+        self.dist = dist
+        self.rank = rank
+        self.parts = parts
+        self.bytes_type = bytes_type
+        self.read = read        # [(box, row_from, row_to, buf)] -> None
+        self.saved = saved      # fqn -> saved torch dtype
+        backend = str(dist.get_backend())
+        self.dev = torch.device("cuda", torch.cuda.current_device()) \
+            if backend == "nccl" else torch.device("cpu")
+        self.failed: Optional[BaseException] = None
+        self.failed_peer: Optional[Tuple[int, str]] = None
+
+    def boxes(self) -> Set[Box]:
+        """The boxes this rank takes part in."""
+        return {p[1] for p in self.parts}
+
+    def run(self, items: Dict[Box, List[Tuple[Any, Any]]],
+            planner: Any) -> None:
+        """Run every round; items maps each shared box to its
+        (ReadItem, resolved target) pairs on this rank.  Commits each
+        item once its box is in, or hands bytes to the planner."""
+        rounds: Dict[int, List[Part]] = {}
+        for p in self.parts:
+            rounds.setdefault(p[7], []).append(p)
+        left = {b: sum(1 for p in self.parts if p[1] == b)
+                for b in self.boxes()}
+        for r in sorted(rounds):
+            self._round(r, rounds[r], items, planner, left)
+        if self.failed is not None:
+            raise self.failed
+        if self.failed_peer is not None:
+            peer, fqn = self.failed_peer
+            raise OSError(5, f"ckptfs.StorageReader: rank {peer} could not "
+                             f"read key '{fqn}' it was to share (see that "
+                             f"rank's error)")
+
+    def _buf(self, pt: Part, items: Dict[Box, List[Tuple[Any, Any]]]
+             ) -> Tuple[Any, Any]:
+        """The buffer part pt arrives in, and the destination tensor it
+        is (a view of) (None: a buffer of its own, copied after)."""
+        b, a, z = pt[1], pt[2], pt[3]
+        if b[2] is None:
+            return torch.empty(pt[4], dtype=torch.uint8), None
+        dt = self.saved(b[0])
+        shape = list(b[2]) if a is None else [z - a] + list(b[2][1:])
+        for _, t in items.get(b, []):
+            if (t.dtype == dt and t.device == self.dev and
+                    t.is_contiguous() and list(t.shape) == list(b[2])):
+                return (t if a is None else t[a:z]), t
+        return torch.empty(shape, dtype=dt, device=self.dev), None
+
+    @staticmethod
+    def _raw(t: Any) -> Any:
+        """t's bytes as a flat uint8 tensor (a view)."""
+        return t.reshape(-1).view(torch.uint8) if t.numel() else \
+            torch.empty(0, dtype=torch.uint8, device=t.device)
+
+    def _round(self, rnd: int, parts: List[Part],
+               items: Dict[Box, List[Tuple[Any, Any]]], planner: Any,
+               left: Dict[Box, int]) -> None:
+        dist, me = self.dist, self.rank
+        bufs = {pt[0]: self._buf(pt, items) for pt in parts}
+        owned = [pt for pt in parts if pt[5] == me]
+        ok = self.failed is None
+        if owned and ok:
+            host = []
+            for pt in owned:
+                buf = bufs[pt[0]][0]
+                if buf.device.type != "cpu":
+                    buf = torch.empty(buf.shape, dtype=buf.dtype)
+                host.append((pt, buf))
+            try:
+                self.read([(pt[1], pt[2], pt[3], buf) for pt, buf in host])
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # noqa: B902 - re-raised at the end
+                self.failed = e
+                ok = False
+            if ok:
+                for pt, buf in host:
+                    dst = bufs[pt[0]][0]
+                    if dst is not buf:
+                        dst.copy_(buf)
+        # statuses: one per owner -> needer pair of this round
+        tag_s = 2 * rnd
+        reqs = []
+        sends = sorted({r for pt in owned for r in pt[6] if r != me})
+        st_out = torch.tensor([1 if ok else 0], dtype=torch.int64,
+                              device=self.dev)
+        for r in sends:
+            reqs.append(dist.isend(st_out, r, tag=tag_s))
+        froms = sorted({pt[5] for pt in parts if pt[5] != me})
+        st_in = {o: torch.zeros(1, dtype=torch.int64, device=self.dev)
+                 for o in froms}
+        for o in froms:
+            reqs.append(dist.irecv(st_in[o], o, tag=tag_s))
+        for q in reqs:
+            q.wait()
+        good = {o for o in froms if int(st_in[o].item()) == 1}
+        # the parts, in tag order on every rank
+        reqs = []
+        for pt in sorted(parts):
+            raw = self._raw(bufs[pt[0]][0])
+            if pt[5] == me:
+                if ok:
+                    for r in pt[6]:
+                        if r != me:
+                            reqs.append(dist.isend(raw, r, tag=2 * pt[0] + 1))
+            elif pt[5] in good:
+                reqs.append(dist.irecv(raw, pt[5], tag=2 * pt[0] + 1))
+            elif self.failed_peer is None:
+                self.failed_peer = (pt[5], pt[1][0])
+        for q in reqs:
+            q.wait()
+        for pt in sorted(parts):
+            have = (pt[5] == me and ok) or pt[5] in good
+            b = pt[1]
+            buf, placed = bufs[pt[0]]
+            if have:
+                self._place(pt, buf, placed, items.get(b, []))
+            left[b] -= 1
+            if left[b] == 0 and have:
+                self._finish(b, buf, items.get(b, []), planner)
+
+    def _place(self, pt: Part, buf: Any, placed: Any,
+               its: List[Tuple[Any, Any]]) -> None:
+        """Copy part pt (in buf) into each destination of its box but the
+        one buf is (a view of)."""
+        b, a, z = pt[1], pt[2], pt[3]
+        if b[2] is None:
+            return
+        for _, t in its:
+            if t is placed:
+                continue
+            if a is not None:
+                t[a:z].copy_(buf)
+            elif list(t.shape) == list(buf.shape):
+                t.copy_(buf)
+            else:           # the whole box, as many items in another shape
+                t.copy_(buf.reshape(t.shape))
+
+    def _finish(self, b: Box, buf: Any, its: List[Tuple[Any, Any]],
+                planner: Any) -> None:
+        for it, t in its:
+            if it.type == self.bytes_type:
+                planner.load_bytes(it, io.BytesIO(
+                    buf.cpu().numpy().tobytes()))
+            else:
+                planner.commit_tensor(it, t)
