@@ -30,7 +30,7 @@ NP = {"float64": "<f8", "float32": "<f4", "float16": "<f2",
 
 
 def encode(comp):
-    """A path component as a file name (see README: percent-encoding)."""
+    """A path component as a file name (see docs/usage.md: percent-encoding)."""
     comp = str(comp)
     if comp == "":
         return "%"

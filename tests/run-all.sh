@@ -3,7 +3,8 @@
 # The whole test run behind `make check`: for each build directory given
 # (plain, then sanitized), the C unit tests and the end-to-end bats suites
 # through real mounts; then the Python package's pytest suite on the first
-# (tests/python/: mypy --strict, a venv install, the README walkthrough).  Ends with one line "N passed, N failed, N skipped".
+# (tests/python/: mypy --strict, a venv install, every runnable block of
+# README.md and docs/*.md: test_docs.py).  Ends with one line "N passed, N failed, N skipped".
 # A skipped test (TAP "ok N ... # skip") is counted as skipped, not passed,
 # and any skip fails the run: every suite (torch and loader included)
 # must run in `make check`.

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """ckptfs.StorageReader with the newest torch (2.x, Debian sid's, in the
 chroot scripts/sid-chroot.sh keeps): tests/python/torch2_reader.py run
-there.  The multi-rank resume (4 ranks to 8) is the README walkthrough
-(test_readme.py); tests/bats/torch2.bats covers DTensor meshes."""
+there.  The multi-rank resume (4 ranks to 8) is the resume walkthrough
+(docs/resume.md, run by test_docs.py); tests/bats/torch2.bats covers DTensor meshes."""
 import os
 import shutil
 import subprocess
