@@ -65,22 +65,74 @@ static const char *untrusted(const struct stat *st)
 	return NULL;
 }
 
-/* mkdir -p path's parents and path itself, 0700 (existing ones kept). */
-static void make_dirs(const char *path)
+/*
+ * Open directory path component by component, from / (or the working
+ * directory for a relative path), each with O_NOFOLLOW|O_DIRECTORY
+ * through its parent's fd, making the missing ones (0700): a symlink
+ * anywhere in the path (planted by whoever may write to a parent) is
+ * refused, never followed, and no name is resolved twice.  Returns the
+ * fd, or -errno with err naming the component.
+ */
+static int open_dir_nofollow(const char *path, char *err, size_t errlen)
 {
-	char *p = strdup(path), *s;
+	char *p = strdup(path), *comp, *next;
+	struct stat st;
+	int fd, sub, rc;
 
 	if (!p)
-		return;
-	for (s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		(void)mkdir(p, 0700);
-		*s = '/';
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	fd = open(path[0] == '/' ? "/" : ".",
+		  O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		free(p);
+		return ckpt_errf(err, errlen, rc, "index cache %s: %s", path,
+				 strerror(-rc));
 	}
-	(void)mkdir(p, 0700);
+	for (comp = p; comp; comp = next) {
+		next = strchr(comp, '/');
+		if (next)
+			*next++ = '\0';
+		if (!comp[0] || !strcmp(comp, "."))
+			continue;
+		if (!strcmp(comp, "..")) {
+			rc = ckpt_errf(err, errlen, -EINVAL,
+				       "index cache %s: not used: '..' in the path",
+				       path);
+			goto out_close;
+		}
+		sub = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+			     O_CLOEXEC);
+		if (sub < 0 && errno == ENOENT &&
+		    (!mkdirat(fd, comp, 0700) || errno == EEXIST))
+			sub = openat(fd, comp, O_RDONLY | O_DIRECTORY |
+				     O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0) {
+			rc = -errno;
+			/* O_DIRECTORY|O_NOFOLLOW says ENOTDIR for a symlink */
+			if ((rc == -ENOTDIR || rc == -ELOOP) &&
+			    !fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) &&
+			    S_ISLNK(st.st_mode))
+				rc = ckpt_errf(err, errlen, -ELOOP,
+					       "index cache %s: not used: %.*s is a symlink (no component of the path is followed)",
+					       path, (int)(comp - p + strlen(comp)),
+					       path);
+			else
+				rc = ckpt_errf(err, errlen, rc,
+					       "index cache %s: cannot open %.*s: %s",
+					       path, (int)(comp - p + strlen(comp)),
+					       path, strerror(-rc));
+			goto out_close;
+		}
+		close(fd);
+		fd = sub;
+	}
 	free(p);
+	return fd;
+out_close:
+	close(fd);
+	free(p);
+	return rc;
 }
 
 int ckpt_index_cache_open(const char *dir, struct ckpt_index_cache *c,
@@ -96,22 +148,9 @@ int ckpt_index_cache_open(const char *dir, struct ckpt_index_cache *c,
 	if (!dir || !dir[0])
 		return ckpt_errf(err, errlen, -EINVAL,
 				 "index cache: no directory given");
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT) {
-		make_dirs(dir);
-		fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-			  O_CLOEXEC);
-	}
-	if (fd < 0) {
-		rc = -errno;
-		/* O_DIRECTORY|O_NOFOLLOW says ENOTDIR for a symlink. */
-		if (rc == -ENOTDIR && !lstat(dir, &st) && S_ISLNK(st.st_mode))
-			rc = -ELOOP;
-		return ckpt_errf(err, errlen, rc,
-				 "index cache %s: cannot open: %s%s", dir,
-				 strerror(-rc), rc == -ELOOP ?
-				 " (a symlink: not followed)" : "");
-	}
+	fd = open_dir_nofollow(dir, err, errlen);
+	if (fd < 0)
+		return fd;
 	if (fstat(fd, &st)) {
 		rc = -errno;
 		close(fd);
@@ -371,15 +410,52 @@ static int cmp_age(const void *a, const void *b)
 	return x->nsec < y->nsec ? -1 : x->nsec > y->nsec;
 }
 
-static bool has_suffix(const char *s, const char *suf)
+/* Whether s starts with 32 lowercase hex digits (a key) followed by
+ * suffix exactly. */
+static bool is_key_name(const char *s, const char *suffix)
 {
-	size_t n = strlen(s), m = strlen(suf);
+	unsigned i;
 
-	return n > m && !memcmp(s + n - m, suf, m);
+	for (i = 0; i < CKPT_INDEX_CACHE_KEY_HEX - 1; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		      (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return !strcmp(s + i, suffix);
+}
+
+/* A temp file's name: TMP_PREFIX, a key, '.', base-36 digits. */
+static bool is_tmp_name(const char *s)
+{
+	size_t i = sizeof(TMP_PREFIX) - 1, k = i + CKPT_INDEX_CACHE_KEY_HEX - 1;
+
+	if (strncmp(s, TMP_PREFIX, i) || strlen(s) < k + 2 || s[k] != '.')
+		return false;
+	for (; i < k; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		      (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	for (i = k + 1; s[i]; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		      (s[i] >= 'a' && s[i] <= 'z')))
+			return false;
+	return true;
+}
+
+/* Remove name from c's directory when it is a regular file of the euid's
+ * own (what the cache made); anything else there is left alone. */
+static void remove_own(const struct ckpt_index_cache *c, const char *name)
+{
+	struct stat st;
+
+	if (!fstatat(c->dfd, name, &st, AT_SYMLINK_NOFOLLOW) &&
+	    S_ISREG(st.st_mode) && st.st_uid == geteuid())
+		(void)unlinkat(c->dfd, name, 0);
 }
 
 /* Remove the oldest images beyond CKPT_INDEX_CACHE_MAX (and their lock
- * files), and temp files a crashed writer left.  Best effort. */
+ * files), and temp files a crashed writer left: only regular files of
+ * the euid's own whose names are the cache's own (<32 hex>.ckptfs-index,
+ * <32 hex>.lock, .tmp-<32 hex>.<base 36>).  Best effort. */
 static void prune(const struct ckpt_index_cache *c)
 {
 	struct entry *e = NULL;
@@ -397,18 +473,17 @@ static void prune(const struct ckpt_index_cache *c)
 		return;
 	}
 	while ((d = readdir(dir)) && seen++ < SCAN_MAX) {
-		bool img = has_suffix(d->d_name, IMG_SUFFIX);
-		bool tmp = !strncmp(d->d_name, TMP_PREFIX,
-				    sizeof(TMP_PREFIX) - 1);
+		bool img = is_key_name(d->d_name, IMG_SUFFIX);
+		bool tmp = !img && is_tmp_name(d->d_name);
 		struct stat st;
 
 		if ((!img && !tmp) ||
 		    fstatat(c->dfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
-		    !S_ISREG(st.st_mode))
+		    !S_ISREG(st.st_mode) || st.st_uid != geteuid())
 			continue;
 		if (tmp) {
 			if (st.st_mtim.tv_sec + TMP_MAX_AGE < time(NULL))
-				(void)unlinkat(c->dfd, d->d_name, 0);
+				remove_own(c, d->d_name);
 			continue;
 		}
 		if (ckpt_grow((void **)&e, &cap, n + 1, sizeof(*e)))
@@ -427,12 +502,12 @@ static void prune(const struct ckpt_index_cache *c)
 			size_t k = strlen(e[i].name) - (sizeof(IMG_SUFFIX) - 1);
 			char lock[NAME_MAX + 1];
 
-			(void)unlinkat(c->dfd, e[i].name, 0);
+			remove_own(c, e[i].name);
 			if (k + sizeof(LOCK_SUFFIX) <= sizeof(lock)) {
 				memcpy(lock, e[i].name, k);
 				memcpy(lock + k, LOCK_SUFFIX,
 				       sizeof(LOCK_SUFFIX));
-				(void)unlinkat(c->dfd, lock, 0);
+				remove_own(c, lock);
 			}
 		}
 	}

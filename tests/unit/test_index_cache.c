@@ -72,6 +72,41 @@ static void test_dir_trust(void)
 	CHECK(strstr(err, "symlink") != NULL);
 }
 
+/* A symlink in the middle of the path (planted by whoever may write to a
+ * parent, e.g. a shared directory) is refused too, naming it, and
+ * nothing is made or opened where it leads. */
+static void test_symlink_in_the_middle(void)
+{
+	struct ckpt_index_cache c;
+	char real[256], mid[256], d[600], p[600], err[512];
+	struct stat st;
+
+	sub(real, sizeof(real), "victim");
+	CHECK(mkdir(real, 0700) == 0);
+	snprintf(p, sizeof(p), "%s/cache", real);
+	CHECK(mkdir(p, 0700) == 0);
+	sub(mid, sizeof(mid), "shared");
+	CHECK(symlink(real, mid) == 0);
+	/* an existing directory behind the link */
+	snprintf(d, sizeof(d), "%s/cache", mid);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == -ELOOP);
+	CHECK(strstr(err, "symlink") != NULL && strstr(err, mid) != NULL);
+	/* a missing one is not made there */
+	snprintf(d, sizeof(d), "%s/new/cache", mid);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == -ELOOP);
+	snprintf(p, sizeof(p), "%s/new", real);
+	CHECK(stat(p, &st) == -1 && errno == ENOENT);
+	/* nor a link earlier still, nor '..' */
+	snprintf(d, sizeof(d), "%s/a/b/c", mid);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == -ELOOP);
+	snprintf(d, sizeof(d), "%s/victim/../victim/cache", base);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == -EINVAL);
+	/* the same path without the link is fine */
+	snprintf(d, sizeof(d), "%s//./cache/", real);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == 0);
+	ckpt_index_cache_close(&c);
+}
+
 static void test_read_write_lock(void)
 {
 	static const uint8_t img[] = "an image";
@@ -159,7 +194,7 @@ static void test_bound(void)
 {
 	struct ckpt_index_cache c;
 	char d[256], err[512], hex[CKPT_INDEX_CACHE_KEY_HEX], first[64];
-	char v[32], p[512], leftover[512];
+	char v[32], p[512], leftover[512], foreign[5][512];
 	int i, n = 0;
 	uint8_t *buf;
 	size_t len;
@@ -167,14 +202,28 @@ static void test_bound(void)
 
 	sub(d, sizeof(d), "bound");
 	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == 0);
-	/* A crashed writer's temp file, two hours old, goes too. */
-	snprintf(leftover, sizeof(leftover), "%s/.tmp-x.abcdef", d);
-	close(open(leftover, O_CREAT | O_WRONLY, 0600));
-	{
-		struct timespec old[2] = { { time(NULL) - 7200, 0 },
-					   { time(NULL) - 7200, 0 } };
+	/* A crashed writer's temp file, two hours old, goes too; files
+	 * whose names are not the cache's own, or whose owner is another
+	 * user, stay, however old. */
+	ckpt_index_cache_key("/x", "tmp", hex);
+	snprintf(leftover, sizeof(leftover), "%s/.tmp-%s.abc0z", d, hex);
+	ckpt_index_cache_key("/x", "foreign", hex);
+	snprintf(foreign[0], sizeof(foreign[0]), "%s/.tmp-x.abcdef", d);
+	snprintf(foreign[1], sizeof(foreign[1]), "%s/notes.ckptfs-index", d);
+	snprintf(foreign[2], sizeof(foreign[2]), "%s/%s.ckptfs-index.bak", d,
+		 hex);
+	snprintf(foreign[3], sizeof(foreign[3]), "%s/%s.ckptfs-index", d,
+		 hex);
+	snprintf(foreign[4], sizeof(foreign[4]), "%s/%s.lock", d, hex);
+	for (i = -1; i < 5; i++) {
+		const char *f = i < 0 ? leftover : foreign[i];
+		struct timespec old[2] = { { 100, 0 }, { 100, 0 } };
 
-		CHECK(utimensat(AT_FDCWD, leftover, old, 0) == 0);
+		close(open(f, O_CREAT | O_WRONLY, 0600));
+		CHECK(utimensat(AT_FDCWD, f, old, 0) == 0);
+		/* root only: another user's image and lock */
+		if (i >= 3 && geteuid() == 0)
+			CHECK(chown(f, 65534, 65534) == 0);
 	}
 	for (i = 0; i <= CKPT_INDEX_CACHE_MAX; i++) {
 		snprintf(v, sizeof(v), "%d", i);
@@ -201,6 +250,8 @@ static void test_bound(void)
 	snprintf(p, sizeof(p), "%s/%s.lock", d, first);
 	CHECK(stat(p, &st) == -1 && errno == ENOENT);
 	CHECK(stat(leftover, &st) == -1 && errno == ENOENT);
+	for (i = 0; i < (geteuid() == 0 ? 5 : 3); i++)
+		CHECK(stat(foreign[i], &st) == 0);
 	for (i = 1; i <= CKPT_INDEX_CACHE_MAX; i++) {
 		snprintf(v, sizeof(v), "%d", i);
 		ckpt_index_cache_key("/x", v, hex);
@@ -269,6 +320,7 @@ int main(void)
 	}
 	TEST(test_key);
 	TEST(test_dir_trust);
+	TEST(test_symlink_in_the_middle);
 	TEST(test_read_write_lock);
 	TEST(test_fork_does_not_keep_the_lock);
 	TEST(test_write_stays_in_the_opened_dir);
