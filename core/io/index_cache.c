@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -145,6 +146,7 @@ int ckpt_index_cache_open(const char *dir, struct ckpt_index_cache *c,
 	c->dir = dir;
 	c->dfd = -1;
 	c->lock_fd = -1;
+	c->beat = NULL;
 	if (!dir || !dir[0])
 		return ckpt_errf(err, errlen, -EINVAL,
 				 "index cache: no directory given");
@@ -230,8 +232,83 @@ static bool held_track(int fd, bool add)
 	return ok;
 }
 
+/* The holder's heartbeat: the lock file's mtime, set every period. */
+struct ckpt_index_beat {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stop;		/* guarded by mu */
+	int fd;
+	unsigned period_ms;
+};
+
+static void *beat_main(void *arg)
+{
+	struct ckpt_index_beat *b = arg;
+	struct timespec t;
+
+	pthread_mutex_lock(&b->mu);
+	while (!b->stop) {
+		(void)futimens(b->fd, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		t.tv_sec += b->period_ms / 1000;
+		t.tv_nsec += (long)(b->period_ms % 1000) * 1000000L;
+		if (t.tv_nsec >= 1000000000L) {
+			t.tv_sec++;
+			t.tv_nsec -= 1000000000L;
+		}
+		while (!b->stop &&
+		       pthread_cond_timedwait(&b->cv, &b->mu, &t) == 0)
+			;
+	}
+	pthread_mutex_unlock(&b->mu);
+	return NULL;
+}
+
+/* Start beating on fd; NULL (no heartbeat: waiters may give up sooner)
+ * when no thread can be made. */
+static struct ckpt_index_beat *beat_start(int fd, unsigned limit_ms)
+{
+	struct ckpt_index_beat *b = calloc(1, sizeof(*b));
+	pthread_condattr_t ca;
+
+	if (!b)
+		return NULL;
+	b->fd = fd;
+	b->period_ms = limit_ms / 4 < 10 ? 10 : limit_ms / 4 > 1000 ? 1000 :
+		       limit_ms / 4;
+	pthread_mutex_init(&b->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&b->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&b->thread, NULL, beat_main, b)) {
+		pthread_cond_destroy(&b->cv);
+		pthread_mutex_destroy(&b->mu);
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+static void beat_stop(struct ckpt_index_beat *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&b->mu);
+	b->stop = true;
+	pthread_cond_signal(&b->cv);
+	pthread_mutex_unlock(&b->mu);
+	pthread_join(b->thread, NULL);
+	pthread_cond_destroy(&b->cv);
+	pthread_mutex_destroy(&b->mu);
+	free(b);
+}
+
 void ckpt_index_cache_close(struct ckpt_index_cache *c)
 {
+	beat_stop(c->beat);
+	c->beat = NULL;
 	if (c->lock_fd >= 0) {
 		(void)flock(c->lock_fd, LOCK_UN);
 		held_track(c->lock_fd, false);
@@ -332,6 +409,14 @@ out_close:
 	return rc;
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
 static unsigned wait_limit(void)
 {
 	const char *e = getenv("CKPTFS_INDEX_CACHE_WAIT_MS");
@@ -351,7 +436,10 @@ int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 			  char *err, size_t errlen)
 {
 	char name[CKPT_INDEX_CACHE_KEY_HEX + sizeof(LOCK_SUFFIX)];
-	unsigned waited, nap, limit = wait_limit();
+	unsigned nap, limit = wait_limit();
+	uint64_t now, last_beat, start;
+	struct timespec seen = { 0 };
+	struct stat st;
 	int fd, rc;
 
 	snprintf(name, sizeof(name), "%s%s", hex, LOCK_SUFFIX);
@@ -369,9 +457,12 @@ int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 				 "%s/%s: this process holds %u cache locks already",
 				 c->dir, name, HELD_MAX);
 	}
-	/* Polled, not blocking: a holder that is stopped or hung must not
-	 * hold up every other process of the node for good. */
-	for (waited = 0, nap = 1; flock(fd, LOCK_EX | LOCK_NB); ) {
+	/* Polled, not blocking: a holder that is stopped or hung (no
+	 * heartbeat) must not hold up every other process of the node for
+	 * good, and a dead one has released its flock by the next poll.  One
+	 * loop, one sleep: the place for a cancellation check. */
+	start = last_beat = now = mono_ms();
+	for (nap = 1; flock(fd, LOCK_EX | LOCK_NB); ) {
 		rc = -errno;
 		if (rc != -EWOULDBLOCK && rc != -EINTR) {
 			held_track(fd, false);
@@ -380,19 +471,27 @@ int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 					 "%s/%s: cannot lock: %s", c->dir,
 					 name, strerror(-rc));
 		}
-		if (waited >= limit) {
+		now = mono_ms();
+		if (!fstat(fd, &st) && (st.st_mtim.tv_sec != seen.tv_sec ||
+					st.st_mtim.tv_nsec != seen.tv_nsec)) {
+			if (seen.tv_sec || seen.tv_nsec)
+				last_beat = now;	/* the holder lives */
+			seen = st.st_mtim;
+		}
+		if (now - last_beat >= limit) {
 			held_track(fd, false);
 			close(fd);
 			return ckpt_errf(err, errlen, -ETIMEDOUT,
-					 "%s/%s: held by another process for %u ms",
-					 c->dir, name, waited);
+					 "%s/%s: held by another process, with no heartbeat for %u ms (waited %" PRIu64 " ms)",
+					 c->dir, name, limit, now - start);
 		}
 		nanosleep(&(struct timespec){ 0, (long)nap * 1000000L }, NULL);
-		waited += nap;
-		if (nap < 16)
-			nap *= 2;
+		if (nap < CKPT_INDEX_CACHE_POLL_MS)
+			nap = nap * 2 > CKPT_INDEX_CACHE_POLL_MS ?
+			      CKPT_INDEX_CACHE_POLL_MS : nap * 2;
 	}
 	c->lock_fd = fd;
+	c->beat = beat_start(fd, limit);
 	return 0;
 }
 

@@ -4,6 +4,7 @@
  * the bound on cached images. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,6 +310,66 @@ static void test_fork_does_not_keep_the_lock(void)
 	close(ready[0]);
 }
 
+static unsigned scale(void)
+{
+	const char *e = getenv("CKPTFS_TIME_SCALE");
+	int s = e ? atoi(e) : 1;
+
+	return s > 0 ? (unsigned)s : 1;
+}
+
+/* A holder that lives (its heartbeat) keeps a waiter waiting past the
+ * wait limit; a stopped one (no heartbeat) is given up on after it. */
+static void test_heartbeat(void)
+{
+	char d[256], err[512], hex[CKPT_INDEX_CACHE_KEY_HEX], lim[32];
+	unsigned limit = 400 * scale();
+	struct ckpt_index_cache c;
+	int ready[2], status, rc;
+	pid_t holder;
+	char b;
+
+	snprintf(lim, sizeof(lim), "%u", limit);
+	CHECK(setenv("CKPTFS_INDEX_CACHE_WAIT_MS", lim, 1) == 0);
+	sub(d, sizeof(d), "beat");
+	ckpt_index_cache_key("/beat", "1", hex);
+	for (int stopped = 0; stopped < 2; stopped++) {
+		CHECK(pipe(ready) == 0);
+		holder = fork();
+		if (holder == 0) {
+			close(ready[0]);
+			if (ckpt_index_cache_open(d, &c, err, sizeof(err)) ||
+			    ckpt_index_cache_lock(&c, hex, err, sizeof(err)))
+				_exit(2);
+			if (write(ready[1], "r", 1) != 1)
+				_exit(1);
+			/* indexing, for 4 wait limits */
+			usleep(4 * limit * 1000);
+			ckpt_index_cache_close(&c);
+			_exit(0);
+		}
+		close(ready[1]);
+		CHECK(read(ready[0], &b, 1) == 1);
+		close(ready[0]);
+		if (stopped)
+			CHECK(kill(holder, SIGSTOP) == 0);
+		CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == 0);
+		rc = ckpt_index_cache_lock(&c, hex, err, sizeof(err));
+		if (!stopped) {
+			CHECK(rc == 0);	/* after the holder ended */
+		} else {
+			CHECK(rc == -ETIMEDOUT);
+			CHECK(strstr(err, "no heartbeat") != NULL);
+			CHECK(kill(holder, SIGKILL) == 0);
+		}
+		ckpt_index_cache_close(&c);
+		CHECK(waitpid(holder, &status, 0) == holder);
+		CHECK(stopped ? WIFSIGNALED(status) :
+		      WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	CHECK(unsetenv("CKPTFS_INDEX_CACHE_WAIT_MS") == 0);
+}
+
 int main(void)
 {
 	char cmd[128];
@@ -325,6 +386,7 @@ int main(void)
 	TEST(test_fork_does_not_keep_the_lock);
 	TEST(test_write_stays_in_the_opened_dir);
 	TEST(test_bound);
+	TEST(test_heartbeat);
 	rc = TEST_REPORT();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
 	if (system(cmd) != 0)
