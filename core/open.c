@@ -307,9 +307,11 @@ static int cache_hit(const struct ckpt_index_cache *c, const char *hex,
 	if (!rc) {
 		snprintf(path, sizeof(path), "%s/%s.ckptfs-index", c->dir, hex);
 		ic->index_path = path;
+		ic->strict = true;
 		rc = ckpt_torch_index_check(ic, *img, *imglen, why,
 					    sizeof(why));
 		ic->index_path = NULL;
+		ic->strict = false;
 		if (rc) {
 			free(*img);
 			*img = NULL;

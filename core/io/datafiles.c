@@ -5,9 +5,12 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <xxhash.h>
 
 #include "common/errbuf.h"
 #include "common/relpath.h"
@@ -56,6 +59,44 @@ int ckpt_files_open_one(struct ckpt_store *s, const char *name,
 		return ckpt_errf_key(err, errlen, rc, key, keylen, "%s%s", k,
 				     why);
 	}
+}
+
+/* Guards by file, then offset. */
+static int cmp_guard(const void *a, const void *b, void *ctx)
+{
+	const struct ckpt_meta *m = ctx;
+	const struct ckpt_guard *x = &m->guards[*(const uint32_t *)a];
+	const struct ckpt_guard *y = &m->guards[*(const uint32_t *)b];
+	uint32_t fx = m->chunks[x->chunk].file, fy = m->chunks[y->chunk].file;
+
+	if (fx != fy)
+		return fx < fy ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* m->guard_order and guard_ok, and each opened file's share of them. */
+static int order_guards(struct ckpt_meta *m, struct ckpt_file_open *opened,
+			char *err, size_t errlen)
+{
+	uint32_t i;
+
+	if (!m->nguards)
+		return 0;
+	m->guard_order = malloc(m->nguards * sizeof(*m->guard_order));
+	m->guard_ok = calloc(m->nguards, sizeof(*m->guard_ok));
+	if (!m->guard_order || !m->guard_ok)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	for (i = 0; i < m->nguards; i++)
+		m->guard_order[i] = i;
+	qsort_r(m->guard_order, m->nguards, sizeof(*m->guard_order),
+		cmp_guard, m);
+	for (i = m->nguards; i-- > 0; ) {
+		uint32_t f = m->chunks[m->guards[m->guard_order[i]].chunk].file;
+
+		opened[f].guard_first = i;
+		opened[f].guard_count++;
+	}
+	return 0;
 }
 
 static int files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
@@ -111,10 +152,17 @@ static int files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 		}
 		opened[i].size = info.size;
 	}
+	rc = order_guards(m, opened, err, errlen);
+	if (rc)
+		goto out_free;
 	m->opened = opened;
 	m->huge_pages = flags & CKPT_FILES_HUGE_PAGES;
 	return 0;
 out_free:
+	free(m->guard_order);
+	free((void *)m->guard_ok);
+	m->guard_order = NULL;
+	m->guard_ok = NULL;
 	free(opened);
 	return rc;
 }
@@ -140,22 +188,155 @@ bool ckpt_files_are_open(const struct ckpt_meta *m)
 int ckpt_files_pread(struct ckpt_meta *m, uint32_t fi, void *buf, size_t len,
 		     uint64_t off)
 {
+	struct ckpt_store_range r = { fi, off, len, buf };
+
 	if (!m->opened || fi >= m->nfiles)
 		return -EIO;	/* a decoded record: records/record_cache.h */
-	return ckpt_store_pread(m->store, m->opened[fi].id, buf, len, off);
+	return ckpt_files_read(m, &r, 1);
+}
+
+/*
+ * Call fn(m, g, arg) for each guard of file fi (m->guards index g) whose
+ * record [foff, foff + len) meets [off, off + len) and that is not yet
+ * known intact; stops at and returns fn's first non-zero result.
+ * The records of a file do not overlap, so ordered by guard offset they
+ * are ordered by end as well: a binary search finds the first.
+ */
+static int each_unchecked(struct ckpt_meta *m, uint32_t fi, uint64_t off,
+			  uint64_t len,
+			  int (*fn)(struct ckpt_meta *, uint32_t, void *),
+			  void *arg)
+{
+	const struct ckpt_file_open *f = &m->opened[fi];
+	uint32_t lo = f->guard_first, hi = f->guard_first + f->guard_count;
+	uint64_t end = off + len;	/* in the file: cannot wrap */
+	int rc;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const struct ckpt_chunk *c =
+			&m->chunks[m->guards[m->guard_order[mid]].chunk];
+
+		if (c->foff + c->len <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < f->guard_first + f->guard_count; lo++) {
+		uint32_t g = m->guard_order[lo];
+		const struct ckpt_chunk *c = &m->chunks[m->guards[g].chunk];
+
+		if (c->foff >= end)
+			break;
+		if (c->foff + c->len <= off ||
+		    atomic_load_explicit(&m->guard_ok[g], memory_order_relaxed))
+			continue;
+		rc = fn(m, g, arg);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+struct guard_batch {
+	struct ckpt_store_range *r;	/* the data's ranges, then guards' */
+	uint32_t *g;			/* the guards, in the order added */
+	uint8_t *buf;			/* their bytes, one after another */
+	size_t base;			/* the guards' ranges start at r[base] */
+	size_t n, bytes;
+};
+
+static int count_guard(struct ckpt_meta *m, uint32_t g, void *arg)
+{
+	struct guard_batch *b = arg;
+
+	b->n++;
+	b->bytes += m->guards[g].len;
+	return 0;
+}
+
+static int add_guard_range(struct ckpt_meta *m, uint32_t g, void *arg)
+{
+	struct guard_batch *b = arg;
+	const struct ckpt_guard *gd = &m->guards[g];
+
+	b->r[b->base + b->n] = (struct ckpt_store_range){
+		.id = m->opened[m->chunks[gd->chunk].file].id,
+		.off = gd->off, .len = gd->len, .dst = b->buf + b->bytes,
+	};
+	b->g[b->n] = g;
+	b->n++;
+	b->bytes += gd->len;
+	return 0;
+}
+
+/* Guard g's bytes as read into at: intact (marked so), or -EIO naming
+ * the file, the key and what moved. */
+static int check_guard(struct ckpt_meta *m, uint32_t g, const uint8_t *at)
+{
+	const struct ckpt_guard *gd = &m->guards[g];
+	const struct ckpt_chunk *c = &m->chunks[gd->chunk];
+	const char *rel = m->strings + m->files[c->file].path;
+	const char *key = ckpt_entry_fqn(m, &m->entries[gd->entry]);
+
+	if (XXH3_64bits(at, gd->len) == gd->xxh3) {
+		atomic_store_explicit(&m->guard_ok[g], 1, memory_order_relaxed);
+		return 0;
+	}
+	ckpt_errf_key(NULL, 0, -EIO, key, SIZE_MAX,
+		      "%s/%s: key '%.*s': the record at %" PRIu64 " is not where the index says: the zip local header before it (%" PRIu32 " bytes at %" PRIu64 ") is not the one indexed (the file was rewritten since it was indexed; index it again)",
+		      m->dir, rel, KEY_SHOWN, key, c->foff, gd->len, gd->off);
+	ckpt_last_error_file(m->dir, rel, gd->off);
+	return -EIO;
 }
 
 int ckpt_files_read(struct ckpt_meta *m, struct ckpt_store_range *r,
 		    size_t n)
 {
+	struct guard_batch b = { 0 };
 	size_t i;
+	int rc;
 
 	for (i = 0; i < n; i++) {
 		if (!m->opened || r[i].id >= m->nfiles)
 			return -EIO;
-		r[i].id = m->opened[r[i].id].id;
+		if (m->nguards)
+			each_unchecked(m, r[i].id, r[i].off, r[i].len,
+				       count_guard, &b);
 	}
-	return ckpt_store_read(m->store, r, n);
+	if (!b.n) {
+		for (i = 0; i < n; i++)
+			r[i].id = m->opened[r[i].id].id;
+		return ckpt_store_read(m->store, r, n);
+	}
+	/* Read each guard not yet checked with the data it guards, in one
+	 * batch: the store merges neighbouring ranges, so on S3 a record's
+	 * header costs no request of its own. */
+	b.r = malloc((n + b.n) * sizeof(*b.r));
+	b.g = malloc(b.n * sizeof(*b.g));
+	b.buf = malloc(b.bytes ? b.bytes : 1);
+	if (!b.r || !b.g || !b.buf) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	/* Another thread may mark some intact meanwhile: fewer, not more. */
+	b.base = n;
+	b.n = b.bytes = 0;
+	for (i = 0; i < n; i++)
+		each_unchecked(m, r[i].id, r[i].off, r[i].len,
+			       add_guard_range, &b);
+	for (i = 0; i < n; i++) {
+		r[i].id = m->opened[r[i].id].id;
+		b.r[i] = r[i];
+	}
+	rc = ckpt_store_read(m->store, b.r, n + b.n);
+	for (i = 0; !rc && i < b.n; i++)
+		rc = check_guard(m, b.g[i], b.r[n + i].dst);
+out_free:
+	free(b.r);
+	free(b.g);
+	free(b.buf);
+	return rc;
 }
 
 void ckpt_files_willneed(struct ckpt_meta *m, uint32_t fi, uint64_t off,
@@ -170,6 +351,10 @@ void ckpt_files_close(struct ckpt_meta *m)
 {
 	free(m->opened);
 	m->opened = NULL;
+	free(m->guard_order);
+	free((void *)m->guard_ok);
+	m->guard_order = NULL;
+	m->guard_ok = NULL;
 	ckpt_store_free(m->store);
 	m->store = NULL;
 }

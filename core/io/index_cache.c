@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -65,22 +66,74 @@ static const char *untrusted(const struct stat *st)
 	return NULL;
 }
 
-/* mkdir -p path's parents and path itself, 0700 (existing ones kept). */
-static void make_dirs(const char *path)
+/*
+ * Open directory path component by component, from / (or the working
+ * directory for a relative path), each with O_NOFOLLOW|O_DIRECTORY
+ * through its parent's fd, making the missing ones (0700): a symlink
+ * anywhere in the path (planted by whoever may write to a parent) is
+ * refused, never followed, and no name is resolved twice.  Returns the
+ * fd, or -errno with err naming the component.
+ */
+static int open_dir_nofollow(const char *path, char *err, size_t errlen)
 {
-	char *p = strdup(path), *s;
+	char *p = strdup(path), *comp, *next;
+	struct stat st;
+	int fd, sub, rc;
 
 	if (!p)
-		return;
-	for (s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		(void)mkdir(p, 0700);
-		*s = '/';
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	fd = open(path[0] == '/' ? "/" : ".",
+		  O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		free(p);
+		return ckpt_errf(err, errlen, rc, "index cache %s: %s", path,
+				 strerror(-rc));
 	}
-	(void)mkdir(p, 0700);
+	for (comp = p; comp; comp = next) {
+		next = strchr(comp, '/');
+		if (next)
+			*next++ = '\0';
+		if (!comp[0] || !strcmp(comp, "."))
+			continue;
+		if (!strcmp(comp, "..")) {
+			rc = ckpt_errf(err, errlen, -EINVAL,
+				       "index cache %s: not used: '..' in the path",
+				       path);
+			goto out_close;
+		}
+		sub = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+			     O_CLOEXEC);
+		if (sub < 0 && errno == ENOENT &&
+		    (!mkdirat(fd, comp, 0700) || errno == EEXIST))
+			sub = openat(fd, comp, O_RDONLY | O_DIRECTORY |
+				     O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0) {
+			rc = -errno;
+			/* O_DIRECTORY|O_NOFOLLOW says ENOTDIR for a symlink */
+			if ((rc == -ENOTDIR || rc == -ELOOP) &&
+			    !fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) &&
+			    S_ISLNK(st.st_mode))
+				rc = ckpt_errf(err, errlen, -ELOOP,
+					       "index cache %s: not used: %.*s is a symlink (no component of the path is followed)",
+					       path, (int)(comp - p + strlen(comp)),
+					       path);
+			else
+				rc = ckpt_errf(err, errlen, rc,
+					       "index cache %s: cannot open %.*s: %s",
+					       path, (int)(comp - p + strlen(comp)),
+					       path, strerror(-rc));
+			goto out_close;
+		}
+		close(fd);
+		fd = sub;
+	}
 	free(p);
+	return fd;
+out_close:
+	close(fd);
+	free(p);
+	return rc;
 }
 
 int ckpt_index_cache_open(const char *dir, struct ckpt_index_cache *c,
@@ -93,25 +146,13 @@ int ckpt_index_cache_open(const char *dir, struct ckpt_index_cache *c,
 	c->dir = dir;
 	c->dfd = -1;
 	c->lock_fd = -1;
+	c->beat = NULL;
 	if (!dir || !dir[0])
 		return ckpt_errf(err, errlen, -EINVAL,
 				 "index cache: no directory given");
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT) {
-		make_dirs(dir);
-		fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-			  O_CLOEXEC);
-	}
-	if (fd < 0) {
-		rc = -errno;
-		/* O_DIRECTORY|O_NOFOLLOW says ENOTDIR for a symlink. */
-		if (rc == -ENOTDIR && !lstat(dir, &st) && S_ISLNK(st.st_mode))
-			rc = -ELOOP;
-		return ckpt_errf(err, errlen, rc,
-				 "index cache %s: cannot open: %s%s", dir,
-				 strerror(-rc), rc == -ELOOP ?
-				 " (a symlink: not followed)" : "");
-	}
+	fd = open_dir_nofollow(dir, err, errlen);
+	if (fd < 0)
+		return fd;
 	if (fstat(fd, &st)) {
 		rc = -errno;
 		close(fd);
@@ -191,8 +232,83 @@ static bool held_track(int fd, bool add)
 	return ok;
 }
 
+/* The holder's heartbeat: the lock file's mtime, set every period. */
+struct ckpt_index_beat {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stop;		/* guarded by mu */
+	int fd;
+	unsigned period_ms;
+};
+
+static void *beat_main(void *arg)
+{
+	struct ckpt_index_beat *b = arg;
+	struct timespec t;
+
+	pthread_mutex_lock(&b->mu);
+	while (!b->stop) {
+		(void)futimens(b->fd, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		t.tv_sec += b->period_ms / 1000;
+		t.tv_nsec += (long)(b->period_ms % 1000) * 1000000L;
+		if (t.tv_nsec >= 1000000000L) {
+			t.tv_sec++;
+			t.tv_nsec -= 1000000000L;
+		}
+		while (!b->stop &&
+		       pthread_cond_timedwait(&b->cv, &b->mu, &t) == 0)
+			;
+	}
+	pthread_mutex_unlock(&b->mu);
+	return NULL;
+}
+
+/* Start beating on fd; NULL (no heartbeat: waiters may give up sooner)
+ * when no thread can be made. */
+static struct ckpt_index_beat *beat_start(int fd, unsigned limit_ms)
+{
+	struct ckpt_index_beat *b = calloc(1, sizeof(*b));
+	pthread_condattr_t ca;
+
+	if (!b)
+		return NULL;
+	b->fd = fd;
+	b->period_ms = limit_ms / 4 < 10 ? 10 : limit_ms / 4 > 1000 ? 1000 :
+		       limit_ms / 4;
+	pthread_mutex_init(&b->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&b->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&b->thread, NULL, beat_main, b)) {
+		pthread_cond_destroy(&b->cv);
+		pthread_mutex_destroy(&b->mu);
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
+static void beat_stop(struct ckpt_index_beat *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&b->mu);
+	b->stop = true;
+	pthread_cond_signal(&b->cv);
+	pthread_mutex_unlock(&b->mu);
+	pthread_join(b->thread, NULL);
+	pthread_cond_destroy(&b->cv);
+	pthread_mutex_destroy(&b->mu);
+	free(b);
+}
+
 void ckpt_index_cache_close(struct ckpt_index_cache *c)
 {
+	beat_stop(c->beat);
+	c->beat = NULL;
 	if (c->lock_fd >= 0) {
 		(void)flock(c->lock_fd, LOCK_UN);
 		held_track(c->lock_fd, false);
@@ -293,6 +409,14 @@ out_close:
 	return rc;
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
 static unsigned wait_limit(void)
 {
 	const char *e = getenv("CKPTFS_INDEX_CACHE_WAIT_MS");
@@ -312,7 +436,10 @@ int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 			  char *err, size_t errlen)
 {
 	char name[CKPT_INDEX_CACHE_KEY_HEX + sizeof(LOCK_SUFFIX)];
-	unsigned waited, nap, limit = wait_limit();
+	unsigned nap, limit = wait_limit();
+	uint64_t now, last_beat, start;
+	struct timespec seen = { 0 };
+	struct stat st;
 	int fd, rc;
 
 	snprintf(name, sizeof(name), "%s%s", hex, LOCK_SUFFIX);
@@ -330,9 +457,12 @@ int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 				 "%s/%s: this process holds %u cache locks already",
 				 c->dir, name, HELD_MAX);
 	}
-	/* Polled, not blocking: a holder that is stopped or hung must not
-	 * hold up every other process of the node for good. */
-	for (waited = 0, nap = 1; flock(fd, LOCK_EX | LOCK_NB); ) {
+	/* Polled, not blocking: a holder that is stopped or hung (no
+	 * heartbeat) must not hold up every other process of the node for
+	 * good, and a dead one has released its flock by the next poll.  One
+	 * loop, one sleep: the place for a cancellation check. */
+	start = last_beat = now = mono_ms();
+	for (nap = 1; flock(fd, LOCK_EX | LOCK_NB); ) {
 		rc = -errno;
 		if (rc != -EWOULDBLOCK && rc != -EINTR) {
 			held_track(fd, false);
@@ -341,19 +471,27 @@ int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 					 "%s/%s: cannot lock: %s", c->dir,
 					 name, strerror(-rc));
 		}
-		if (waited >= limit) {
+		now = mono_ms();
+		if (!fstat(fd, &st) && (st.st_mtim.tv_sec != seen.tv_sec ||
+					st.st_mtim.tv_nsec != seen.tv_nsec)) {
+			if (seen.tv_sec || seen.tv_nsec)
+				last_beat = now;	/* the holder lives */
+			seen = st.st_mtim;
+		}
+		if (now - last_beat >= limit) {
 			held_track(fd, false);
 			close(fd);
 			return ckpt_errf(err, errlen, -ETIMEDOUT,
-					 "%s/%s: held by another process for %u ms",
-					 c->dir, name, waited);
+					 "%s/%s: held by another process, with no heartbeat for %u ms (waited %" PRIu64 " ms)",
+					 c->dir, name, limit, now - start);
 		}
 		nanosleep(&(struct timespec){ 0, (long)nap * 1000000L }, NULL);
-		waited += nap;
-		if (nap < 16)
-			nap *= 2;
+		if (nap < CKPT_INDEX_CACHE_POLL_MS)
+			nap = nap * 2 > CKPT_INDEX_CACHE_POLL_MS ?
+			      CKPT_INDEX_CACHE_POLL_MS : nap * 2;
 	}
 	c->lock_fd = fd;
+	c->beat = beat_start(fd, limit);
 	return 0;
 }
 
@@ -371,15 +509,52 @@ static int cmp_age(const void *a, const void *b)
 	return x->nsec < y->nsec ? -1 : x->nsec > y->nsec;
 }
 
-static bool has_suffix(const char *s, const char *suf)
+/* Whether s starts with 32 lowercase hex digits (a key) followed by
+ * suffix exactly. */
+static bool is_key_name(const char *s, const char *suffix)
 {
-	size_t n = strlen(s), m = strlen(suf);
+	unsigned i;
 
-	return n > m && !memcmp(s + n - m, suf, m);
+	for (i = 0; i < CKPT_INDEX_CACHE_KEY_HEX - 1; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		      (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return !strcmp(s + i, suffix);
+}
+
+/* A temp file's name: TMP_PREFIX, a key, '.', base-36 digits. */
+static bool is_tmp_name(const char *s)
+{
+	size_t i = sizeof(TMP_PREFIX) - 1, k = i + CKPT_INDEX_CACHE_KEY_HEX - 1;
+
+	if (strncmp(s, TMP_PREFIX, i) || strlen(s) < k + 2 || s[k] != '.')
+		return false;
+	for (; i < k; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		      (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	for (i = k + 1; s[i]; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		      (s[i] >= 'a' && s[i] <= 'z')))
+			return false;
+	return true;
+}
+
+/* Remove name from c's directory when it is a regular file of the euid's
+ * own (what the cache made); anything else there is left alone. */
+static void remove_own(const struct ckpt_index_cache *c, const char *name)
+{
+	struct stat st;
+
+	if (!fstatat(c->dfd, name, &st, AT_SYMLINK_NOFOLLOW) &&
+	    S_ISREG(st.st_mode) && st.st_uid == geteuid())
+		(void)unlinkat(c->dfd, name, 0);
 }
 
 /* Remove the oldest images beyond CKPT_INDEX_CACHE_MAX (and their lock
- * files), and temp files a crashed writer left.  Best effort. */
+ * files), and temp files a crashed writer left: only regular files of
+ * the euid's own whose names are the cache's own (<32 hex>.ckptfs-index,
+ * <32 hex>.lock, .tmp-<32 hex>.<base 36>).  Best effort. */
 static void prune(const struct ckpt_index_cache *c)
 {
 	struct entry *e = NULL;
@@ -397,18 +572,17 @@ static void prune(const struct ckpt_index_cache *c)
 		return;
 	}
 	while ((d = readdir(dir)) && seen++ < SCAN_MAX) {
-		bool img = has_suffix(d->d_name, IMG_SUFFIX);
-		bool tmp = !strncmp(d->d_name, TMP_PREFIX,
-				    sizeof(TMP_PREFIX) - 1);
+		bool img = is_key_name(d->d_name, IMG_SUFFIX);
+		bool tmp = !img && is_tmp_name(d->d_name);
 		struct stat st;
 
 		if ((!img && !tmp) ||
 		    fstatat(c->dfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
-		    !S_ISREG(st.st_mode))
+		    !S_ISREG(st.st_mode) || st.st_uid != geteuid())
 			continue;
 		if (tmp) {
 			if (st.st_mtim.tv_sec + TMP_MAX_AGE < time(NULL))
-				(void)unlinkat(c->dfd, d->d_name, 0);
+				remove_own(c, d->d_name);
 			continue;
 		}
 		if (ckpt_grow((void **)&e, &cap, n + 1, sizeof(*e)))
@@ -427,12 +601,12 @@ static void prune(const struct ckpt_index_cache *c)
 			size_t k = strlen(e[i].name) - (sizeof(IMG_SUFFIX) - 1);
 			char lock[NAME_MAX + 1];
 
-			(void)unlinkat(c->dfd, e[i].name, 0);
+			remove_own(c, e[i].name);
 			if (k + sizeof(LOCK_SUFFIX) <= sizeof(lock)) {
 				memcpy(lock, e[i].name, k);
 				memcpy(lock + k, LOCK_SUFFIX,
 				       sizeof(LOCK_SUFFIX));
-				(void)unlinkat(c->dfd, lock, 0);
+				remove_own(c, lock);
 			}
 		}
 	}

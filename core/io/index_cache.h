@@ -21,11 +21,14 @@
 void ckpt_index_cache_key(const char *root, const char *version,
 			  char hex[CKPT_INDEX_CACHE_KEY_HEX]);
 
+struct ckpt_index_beat;
+
 /* An open cache directory. */
 struct ckpt_index_cache {
 	const char *dir;	/* as given; borrowed */
 	int dfd;		/* the directory, O_RDONLY|O_DIRECTORY */
 	int lock_fd;		/* the key's lock file while held, else -1 */
+	struct ckpt_index_beat *beat;	/* the holder's heartbeat, or NULL */
 };
 
 /*
@@ -61,15 +64,22 @@ int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
 			  size_t errlen);
 
 /* How long a process waits for another that indexes the same checkpoint
- * (ms); the environment's CKPTFS_INDEX_CACHE_WAIT_MS, when a number,
- * replaces it. */
+ * without a sign of life from it (ms); the environment's
+ * CKPTFS_INDEX_CACHE_WAIT_MS, when a number, replaces it. */
 #define CKPT_INDEX_CACHE_WAIT_MS 120000u
+/* How often the waiters poll the lock (ms): a holder that dies releases
+ * its flock, and the next poll takes it. */
+#define CKPT_INDEX_CACHE_POLL_MS 20u
 
 /*
  * Take hex's lock (flock(LOCK_EX) on <hex>.lock, created 0600), waiting
- * for the process that holds it, at most CKPT_INDEX_CACHE_WAIT_MS
- * (then -ETIMEDOUT: the caller indexes without the cache).  Returns 0 or
- * -errno with err; held until ckpt_index_cache_close().
+ * for the process that holds it.  The holder's heartbeat (a thread that
+ * sets the lock file's mtime every wait limit / 4, at most every second,
+ * while the lock is held) extends the wait: only after the wait limit
+ * (CKPT_INDEX_CACHE_WAIT_MS) with no heartbeat does it give up
+ * (-ETIMEDOUT: the caller indexes without the cache).  Polls every
+ * CKPT_INDEX_CACHE_POLL_MS at most.  Returns 0 or -errno with err; held
+ * (and beating) until ckpt_index_cache_close().
  */
 int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 			  char *err, size_t errlen);

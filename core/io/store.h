@@ -62,6 +62,10 @@ struct ckpt_store_file_info {
 	char version[CKPT_STORE_VERSION_MAX];	/* NUL-terminated */
 	int64_t mtime_sec, mtime_nsec;	/* last modified (local: st_mtim,
 					 * S3: Last-Modified); 0: unknown */
+	/* What a node-local cache compares besides size and version: what
+	 * no user can set back (local: device, inode and ctime, which
+	 * `touch -r` cannot restore; S3: the ETag again).  NUL-terminated. */
+	char ident[CKPT_STORE_VERSION_MAX];
 };
 
 /*

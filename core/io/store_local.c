@@ -403,6 +403,10 @@ static void fill_info(const struct lfile *f, struct ckpt_store_file_info *info)
 	snprintf(info->version, sizeof(info->version),
 		 "%" PRIu64 "@%" PRId64 ".%09" PRId64, f->size, f->mtime_sec,
 		 f->mtime_nsec);
+	snprintf(info->ident, sizeof(info->ident),
+		 "%" PRIx64 ":%" PRIx64 ":%" PRId64 ".%09" PRId64 ":%" PRIu64
+		 "@%" PRId64 ".%09" PRId64, f->dev, f->ino, f->ctime_sec,
+		 f->ctime_nsec, f->size, f->mtime_sec, f->mtime_nsec);
 }
 
 static int open_error(const struct local_store *ls, const char *name, int rc,

@@ -174,6 +174,7 @@ static void fill_info(const struct name_ent *e, uint32_t *id,
 		memset(info, 0, sizeof(*info));
 		info->size = e->size;
 		memcpy(info->version, e->etag, sizeof(info->version));
+		memcpy(info->ident, e->etag, sizeof(info->ident));
 		info->mtime_sec = e->mtime;	/* whole seconds: a HEAD
 						 * gives no more */
 	}

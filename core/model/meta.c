@@ -17,6 +17,7 @@ void ckpt_meta_free_parsed(struct ckpt_meta *m)
 		return;
 	assert(!m->records);
 	free(m->zrecs);
+	free(m->guards);
 	ckpt_strtab_destroy(&m->by_fqn);
 	free(m->entries);
 	free(m->chunks);

@@ -51,6 +51,22 @@ struct ckpt_chunk {
 	bool has_crc32;		/* CRC-32 of the record (torch's zip CRC) */
 };
 
+/*
+ * A record's guard (a torch record's "zip_header", docs/format.md): the
+ * len bytes at [off, off + len) of the chunk's file, which end at or
+ * before its foff, hash to xxh3.  The reads of an open check it once
+ * (io/datafiles.c), so an index whose record moved gives EIO, not other
+ * bytes.
+ */
+#define CKPT_GUARD_MAX (30u + 65535u + 65535u)	/* a zip local header */
+struct ckpt_guard {
+	uint64_t off;
+	uint64_t xxh3;
+	uint32_t len;
+	uint32_t chunk;		/* meta->chunks index */
+	uint32_t entry;		/* meta->entries index, for messages */
+};
+
 /* One state key. */
 struct ckpt_entry {
 	uint32_t fqn;		/* NUL-terminated, at meta->strings + fqn */
@@ -88,6 +104,8 @@ struct ckpt_store;	/* io/store.h: where the bytes come from */
 struct ckpt_file_open {
 	uint32_t id;		/* in meta->store */
 	uint64_t size;		/* when opened */
+	uint32_t guard_first;	/* its guards: meta->guard_order[first, */
+	uint32_t guard_count;	/* first + count), by offset */
 };
 
 /*
@@ -139,6 +157,8 @@ struct ckpt_meta {
 	uint32_t nfiles;
 	struct ckpt_zrec *zrecs;	/* records stored with transforms */
 	uint32_t nzrecs;
+	struct ckpt_guard *guards;	/* records' guards, in record order */
+	uint32_t nguards;
 	/* The decoded-record cache: mutable, with its own lock; owned by
 	 * this handle (made by records/ on first use or at open, freed by
 	 * ckpt_meta_free() in open.c).  Read and set atomically. */
@@ -154,6 +174,11 @@ struct ckpt_meta {
 	struct ckpt_store *store;	/* owned; NULL when parsed from memory */
 	struct ckpt_file_open *opened;	/* [nfiles]; NULL until
 					 * ckpt_files_open() */
+	/* The guards by file, then offset (meta->guards indices), and
+	 * whether each guard was found intact (set once, atomically):
+	 * made by ckpt_files_open(). */
+	uint32_t *guard_order;
+	_Atomic uint8_t *guard_ok;	/* [nguards] */
 	bool follow_symlinks;	/* ckpt_open_opts.follow_symlinks */
 	bool huge_pages;	/* CKPT_FILES_HUGE_PAGES */
 };

@@ -603,6 +603,8 @@ struct record {
 	int payload;		/* -1: not given */
 	uint64_t size;		/* the decoded size (bytes records) */
 	bool has_size;
+	uint64_t guard[3];	/* zip_header: offset, length, xxh3 */
+	bool has_guard;
 };
 
 /* "transforms": an array of descriptor strings, parsed by their grammar;
@@ -697,6 +699,19 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 				return type_error(ps, where, "size",
 						  "unsigned integer", c);
 			r->has_size = true;
+		} else if (str_is(k, len, "zip_header")) {
+			uint32_t gn, gi;
+
+			if (mp_read_array(c, &gn) || gn != 3)
+				return type_error(ps, where, "zip_header",
+						  "[offset, length, xxh3]", c);
+			for (gi = 0; gi < 3; gi++)
+				if (mp_read_uint(c, &r->guard[gi]))
+					return type_error(ps, where,
+							  "zip_header",
+							  "[offset, length, xxh3]",
+							  c);
+			r->has_guard = true;
 		} else if (str_is(k, len, "index")) {
 			uint64_t ignored;
 
@@ -920,12 +935,45 @@ static int add_zrec(struct parser *ps, const struct record *r, uint32_t fi,
 	return 0;
 }
 
+/* r's zip_header as a guard of chunk ch: bytes before the record's own,
+ * of a zip local header's length, in a record without transforms. */
+static int add_guard(struct parser *ps, const struct record *r,
+		     const struct ckpt_entry *e, const struct ckpt_chunk *ch,
+		     size_t *cap)
+{
+	struct ckpt_meta *m = ps->m;
+	const char *key = ckpt_entry_fqn(m, e);
+	size_t ei = (size_t)(e - m->entries);
+	uint32_t ci = (uint32_t)(ch - m->chunks);
+	uint64_t end;
+	if (r->ntransforms || r->guard[1] == 0 ||
+	    r->guard[1] > CKPT_GUARD_MAX ||
+	    __builtin_add_overflow(r->guard[0], r->guard[1], &end) ||
+	    end > ch->foff)
+		return ckpt_errf_key(ps->err, ps->errlen, -EINVAL, key,
+				     SIZE_MAX,
+				     "%s: key '%s': zip_header [%" PRIu64 ", %" PRIu64 "] is not a zip local header before the record at %" PRIu64 "%s",
+				     ps->name, key, r->guard[0], r->guard[1],
+				     ch->foff, r->ntransforms ?
+				     " (a record with transforms has none)" : "");
+	if (ckpt_grow((void **)&m->guards, cap, (size_t)m->nguards + 1,
+		      sizeof(*m->guards)))
+		return oom(ps);
+	m->guards[m->nguards].off = r->guard[0];
+	m->guards[m->nguards].len = (uint32_t)r->guard[1];
+	m->guards[m->nguards].xxh3 = r->guard[2];
+	m->guards[m->nguards].chunk = ci;
+	m->guards[m->nguards].entry = (uint32_t)(ei);
+	m->nguards++;
+	return 0;
+}
+
 static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 {
 	struct ckpt_meta *m = ps->m;
 	struct ckpt_strtab files;
 	struct ckpt_entry *e = NULL;
-	size_t cap_files = 0, cap_zrecs = 0;
+	size_t cap_files = 0, cap_zrecs = 0, cap_guards = 0;
 	uint32_t n, i, fi = CKPT_NONE;
 	struct record r;
 	char a[256], b[256];
@@ -1048,6 +1096,11 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 		ch->len = r.length;
 		if (r.ntransforms) {
 			rc = add_zrec(ps, &r, fi, ch, decoded, &cap_zrecs);
+			if (rc)
+				goto out_files;
+		}
+		if (r.has_guard) {
+			rc = add_guard(ps, &r, e, ch, &cap_guards);
 			if (rc)
 				goto out_files;
 		}

@@ -625,6 +625,10 @@ struct location {
 	unsigned ntransforms;
 	uint8_t transforms[CKPT_MAX_TRANSFORMS];
 	uint64_t size;		/* bytes records: the decoded size */
+	/* [guard_off, +guard_len): the zip local header right before the
+	 * record's storage, which hashes to guard_xxh3; guard_len 0: none */
+	uint64_t guard_off, guard_xxh3;
+	uint32_t guard_len;
 };
 
 /* _StorageInfo.transform_descriptors: None, [], or descriptors ckptfs
@@ -799,6 +803,40 @@ static int locate_in_safetensors(struct tctx *t, const struct pk_value *fqn,
 	return 0;
 }
 
+/*
+ * The guard of a tensor record (docs/format.md "zip_header"): the hash of
+ * its zip local header, name and extra field, which lie right before the
+ * storage's bytes.  A read checks it once per open (io/datafiles.c), so a
+ * record moved within a rewritten archive that kept its size and times
+ * fails with EIO rather than serving other bytes.
+ */
+static int put_guard(struct blob *b, uint64_t boff,
+		     const struct torch_tensor_rec *r, const char *where,
+		     struct location *loc, char *err, size_t errlen)
+{
+	uint64_t n = r->data_off - r->hdr_off;
+	uint8_t *h;
+
+	/* torch_record_locate() found data_off past hdr_off's header. */
+	if (r->data_off < r->hdr_off || n > CKPT_GUARD_MAX)
+		return ckpt_errf(err, errlen, -EINVAL,
+				 "%s: zip local header of %" PRIu64 " bytes",
+				 where, r->data_off - r->hdr_off);
+	h = malloc(n ? n : 1);
+	if (!h)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	if (blob_read(b, r->hdr_off, h, n)) {
+		free(h);
+		return ckpt_errf(err, errlen, -EIO,
+				 "%s: cannot read its zip local header", where);
+	}
+	loc->guard_off = boff + r->hdr_off;
+	loc->guard_len = (uint32_t)n;
+	loc->guard_xxh3 = XXH3_64bits(h, n);
+	free(h);
+	return 0;
+}
+
 static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 			 const struct pk_value *entry, const uint64_t *off,
 			 unsigned n, int64_t hint, const struct pk_value *path,
@@ -874,6 +912,9 @@ static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 	 * exactly that (torch writes 0 when it computes none). */
 	loc->crc32 = loc->offset == base && len == r.data_len ? r.crc32 : 0;
 	loc->strided = !rowmajor;
+	rc = put_guard(&b, boff, &r, where, loc, t->err, t->errlen);
+	if (rc)
+		return rc;
 	memcpy(loc->strides, r.stride, n * sizeof(*r.stride));
 	return 0;
 }
@@ -893,7 +934,7 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 	const struct pk_value *si = state_of(val, TG_STORAGE_INFO);
 	const struct pk_value *fqn, *offv, *idx, *path, *o, *l, *td, *entry;
 	uint64_t off[CKPT_MAX_DIMS];
-	struct location loc;
+	struct location loc = { .guard_len = 0 };
 	unsigned n = 0;
 	uint32_t ei;
 	bool tensor;
@@ -947,6 +988,7 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 		loc.crc32 = 0;
 	}
 	msgpack_pack_map(&t->w.pk, 6 + loc.strided + (loc.crc32 != 0) +
+			 (loc.guard_len != 0) +
 			 (loc.ntransforms ? 2 + !tensor : 0));
 	ckpt_pack_cstr(&t->w.pk, "fqn");
 	put_key(&t->w, fqn);
@@ -973,6 +1015,13 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 	if (loc.crc32) {
 		ckpt_pack_cstr(&t->w.pk, "crc32");
 		msgpack_pack_uint64(&t->w.pk, loc.crc32);
+	}
+	if (loc.guard_len) {
+		ckpt_pack_cstr(&t->w.pk, "zip_header");
+		msgpack_pack_array(&t->w.pk, 3);
+		msgpack_pack_uint64(&t->w.pk, loc.guard_off);
+		msgpack_pack_uint64(&t->w.pk, loc.guard_len);
+		msgpack_pack_uint64(&t->w.pk, loc.guard_xxh3);
 	}
 	if (loc.ntransforms) {
 		unsigned k;
@@ -1050,13 +1099,15 @@ static void put_file_stamp(struct tctx *t, const char *name, size_t len)
 	    ckpt_store_open(t->store, p, &id, &fi, NULL, 0))
 		memset(&fi, 0, sizeof(fi));
 	free(p);
-	msgpack_pack_map(&t->w.pk, 3);
+	msgpack_pack_map(&t->w.pk, 4);
 	ckpt_pack_cstr(&t->w.pk, "path");
 	msgpack_pack_str_with_body(&t->w.pk, name, len);
 	ckpt_pack_cstr(&t->w.pk, "size");
 	msgpack_pack_uint64(&t->w.pk, fi.size);
 	ckpt_pack_cstr(&t->w.pk, "version");
 	ckpt_pack_cstr(&t->w.pk, fi.version);
+	ckpt_pack_cstr(&t->w.pk, "ident");
+	ckpt_pack_cstr(&t->w.pk, fi.ident);
 }
 
 /*
@@ -1283,8 +1334,8 @@ bool ckpt_torch_index_matches(const uint8_t *img, size_t imglen,
 /* One stamped file against the file there now (opened through the
  * store, which then reads that very file): 0, or -ESTALE with err. */
 static int check_file(const struct ckpt_index_check *ic, const char *path,
-		      uint64_t size, const char *version, char *err,
-		      size_t errlen)
+		      uint64_t size, const char *version, const char *ident,
+		      char *err, size_t errlen)
 {
 	struct ckpt_store_file_info now;
 	char why[512];
@@ -1301,6 +1352,13 @@ static int check_file(const struct ckpt_index_check *ic, const char *path,
 				 ic->index_path, ic->dir, path, now.size,
 				 now.version, size,
 				 version[0] ? version : "(unreadable)", ic->dir);
+	/* The node-local cache also compares what a copy does not keep and
+	 * no user can set back (inode, ctime): its image is never moved. */
+	if (ic->strict && (!ident || strcmp(now.ident, ident)))
+		return ckpt_errf(err, errlen, -ESTALE,
+				 "%s: stale: %s/%s is file %s now, but the index was built from file %s",
+				 ic->index_path, ic->dir, path, now.ident,
+				 ident ? ident : "(not recorded)");
 	return 0;
 }
 
@@ -1308,9 +1366,10 @@ static int check_file(const struct ckpt_index_check *ic, const char *path,
 static int check_files(const struct ckpt_index_check *ic,
 		       struct mp_cursor c, char *err, size_t errlen)
 {
-	uint32_t n, i, m, j, kl, pl = 0, vl = 0;
-	const char *k, *p = NULL, *v = NULL;
+	uint32_t n, i, m, j, kl, pl = 0, vl = 0, il = 0;
+	const char *k, *p = NULL, *v = NULL, *id = NULL;
 	char path[4096], version[CKPT_STORE_VERSION_MAX];
+	char ident[CKPT_STORE_VERSION_MAX];
 	uint64_t size = UINT64_MAX;
 	int rc;
 
@@ -1331,21 +1390,31 @@ static int check_files(const struct ckpt_index_check *ic,
 			} else if (kl == 7 && !memcmp(k, "version", 7)) {
 				if (mp_read_str(&c, &v, &vl))
 					goto bad;
+			} else if (kl == 5 && !memcmp(k, "ident", 5)) {
+				if (mp_read_str(&c, &id, &il))
+					goto bad;
 			} else if (mp_skip(&c)) {
 				goto bad;
 			}
 		}
 		if (!p || !v || size == UINT64_MAX || pl >= sizeof(path) ||
-		    vl >= sizeof(version) || !ckpt_relpath_is_safe(p, pl))
+		    vl >= sizeof(version) || il >= sizeof(ident) ||
+		    !ckpt_relpath_is_safe(p, pl))
 			goto bad;
 		memcpy(path, p, pl);
 		path[pl] = '\0';
 		memcpy(version, v, vl);
 		version[vl] = '\0';
-		rc = check_file(ic, path, size, version, err, errlen);
+		if (id) {
+			memcpy(ident, id, il);
+			ident[il] = '\0';
+		}
+		rc = check_file(ic, path, size, version, id ? ident : NULL,
+				err, errlen);
 		if (rc)
 			return rc;
-		p = v = NULL;
+		p = v = id = NULL;
+		il = 0;
 		size = UINT64_MAX;
 	}
 	return 0;

@@ -51,13 +51,17 @@ struct ckpt_index_check {
 	struct ckpt_store *store;	/* the checkpoint's store */
 	const uint8_t *pkl;	/* .metadata's bytes now */
 	size_t pkl_len;
+	bool strict;		/* the node-local index cache's image: each
+				 * file's "ident" (ckpt_store_file_info) must
+				 * match too, not only its size and version */
 };
 
 /*
  * Whether the index img still describes the checkpoint: built from this
  * very pickle, not edited since (its image hash), and every data file it
- * stamped of the same size and version now (opened through ic->store,
- * which then keeps reading exactly those files).  Returns 0, or -ESTALE
+ * stamped of the same size and version now (and, with ic->strict, the
+ * same ident: inode and ctime locally) (opened through ic->store, which
+ * then keeps reading exactly those files).  Returns 0, or -ESTALE
  * with one line naming the index, the mismatch and "run 'ckptfs index
  * DIR' again".
  */

@@ -196,6 +196,7 @@ int torch_record_locate(tz_read_fn read, void *ctx, uint64_t len,
 			       where, t->storage_numel);
 		goto out_arena;
 	}
+	t->hdr_off = data.hdr_off;
 	t->data_off = data.data_off;
 	t->data_len = data.size;
 	t->crc32 = data.crc32;

@@ -23,6 +23,9 @@ struct torch_tensor_rec {
 	uint64_t stride[CKPT_MAX_DIMS];	/* in elements */
 	uint64_t storage_offset;	/* in elements */
 	uint64_t storage_numel;
+	uint64_t hdr_off;		/* its zip local header, archive-relative:
+					 * [hdr_off, data_off) is the header with
+					 * its name and extra field */
 	uint64_t data_off;		/* the storage's bytes, archive-relative */
 	uint64_t data_len;		/* = storage_numel * itemsize */
 	uint32_t crc32;			/* of the storage's bytes, from the

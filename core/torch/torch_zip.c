@@ -224,6 +224,7 @@ static int entry_record(struct tz_archive *z, const uint8_t *h,
 				 ") runs past the data area of the %" PRIu64 "-byte archive",
 				 z->where, (int)(nlen > 200 ? 200 : nlen), name,
 				 usize, data_off, z->len);
+	r->hdr_off = lho;
 	r->data_off = data_off;
 	r->size = usize;
 	r->crc32 = (uint32_t)rd(h + 16, 4);

@@ -38,6 +38,7 @@ struct tz_archive {
 
 /* One record: its data at [data_off, data_off + size) of the archive. */
 struct tz_record {
+	uint64_t hdr_off;	/* its local file header */
 	uint64_t data_off;
 	uint64_t size;
 	uint32_t crc32;

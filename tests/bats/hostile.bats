@@ -450,7 +450,7 @@ for i, a in enumerate(recs):
     if pair:
         break
 a, b = pair
-for f in ("relative_path", "offset", "crc32"):
+for f in ("relative_path", "offset", "crc32", "zip_header"):  # a forger moves all
     a[f], b[f] = b[f], a[f]
 body = b"".join(msgpack.packb(k) + msgpack.packb(v)
                 for k, v in img.items() if k not in ("format", "version", "source"))

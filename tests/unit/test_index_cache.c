@@ -4,6 +4,7 @@
  * the bound on cached images. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,41 @@ static void test_dir_trust(void)
 	CHECK(symlink("new/deeper", d) == 0);
 	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == -ELOOP);
 	CHECK(strstr(err, "symlink") != NULL);
+}
+
+/* A symlink in the middle of the path (planted by whoever may write to a
+ * parent, e.g. a shared directory) is refused too, naming it, and
+ * nothing is made or opened where it leads. */
+static void test_symlink_in_the_middle(void)
+{
+	struct ckpt_index_cache c;
+	char real[256], mid[256], d[600], p[600], err[512];
+	struct stat st;
+
+	sub(real, sizeof(real), "victim");
+	CHECK(mkdir(real, 0700) == 0);
+	snprintf(p, sizeof(p), "%s/cache", real);
+	CHECK(mkdir(p, 0700) == 0);
+	sub(mid, sizeof(mid), "shared");
+	CHECK(symlink(real, mid) == 0);
+	/* an existing directory behind the link */
+	snprintf(d, sizeof(d), "%s/cache", mid);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == -ELOOP);
+	CHECK(strstr(err, "symlink") != NULL && strstr(err, mid) != NULL);
+	/* a missing one is not made there */
+	snprintf(d, sizeof(d), "%s/new/cache", mid);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == -ELOOP);
+	snprintf(p, sizeof(p), "%s/new", real);
+	CHECK(stat(p, &st) == -1 && errno == ENOENT);
+	/* nor a link earlier still, nor '..' */
+	snprintf(d, sizeof(d), "%s/a/b/c", mid);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == -ELOOP);
+	snprintf(d, sizeof(d), "%s/victim/../victim/cache", base);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == -EINVAL);
+	/* the same path without the link is fine */
+	snprintf(d, sizeof(d), "%s//./cache/", real);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == 0);
+	ckpt_index_cache_close(&c);
 }
 
 static void test_read_write_lock(void)
@@ -159,7 +195,7 @@ static void test_bound(void)
 {
 	struct ckpt_index_cache c;
 	char d[256], err[512], hex[CKPT_INDEX_CACHE_KEY_HEX], first[64];
-	char v[32], p[512], leftover[512];
+	char v[32], p[512], leftover[512], foreign[5][512];
 	int i, n = 0;
 	uint8_t *buf;
 	size_t len;
@@ -167,14 +203,28 @@ static void test_bound(void)
 
 	sub(d, sizeof(d), "bound");
 	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == 0);
-	/* A crashed writer's temp file, two hours old, goes too. */
-	snprintf(leftover, sizeof(leftover), "%s/.tmp-x.abcdef", d);
-	close(open(leftover, O_CREAT | O_WRONLY, 0600));
-	{
-		struct timespec old[2] = { { time(NULL) - 7200, 0 },
-					   { time(NULL) - 7200, 0 } };
+	/* A crashed writer's temp file, two hours old, goes too; files
+	 * whose names are not the cache's own, or whose owner is another
+	 * user, stay, however old. */
+	ckpt_index_cache_key("/x", "tmp", hex);
+	snprintf(leftover, sizeof(leftover), "%s/.tmp-%s.abc0z", d, hex);
+	ckpt_index_cache_key("/x", "foreign", hex);
+	snprintf(foreign[0], sizeof(foreign[0]), "%s/.tmp-x.abcdef", d);
+	snprintf(foreign[1], sizeof(foreign[1]), "%s/notes.ckptfs-index", d);
+	snprintf(foreign[2], sizeof(foreign[2]), "%s/%s.ckptfs-index.bak", d,
+		 hex);
+	snprintf(foreign[3], sizeof(foreign[3]), "%s/%s.ckptfs-index", d,
+		 hex);
+	snprintf(foreign[4], sizeof(foreign[4]), "%s/%s.lock", d, hex);
+	for (i = -1; i < 5; i++) {
+		const char *f = i < 0 ? leftover : foreign[i];
+		struct timespec old[2] = { { 100, 0 }, { 100, 0 } };
 
-		CHECK(utimensat(AT_FDCWD, leftover, old, 0) == 0);
+		close(open(f, O_CREAT | O_WRONLY, 0600));
+		CHECK(utimensat(AT_FDCWD, f, old, 0) == 0);
+		/* root only: another user's image and lock */
+		if (i >= 3 && geteuid() == 0)
+			CHECK(chown(f, 65534, 65534) == 0);
 	}
 	for (i = 0; i <= CKPT_INDEX_CACHE_MAX; i++) {
 		snprintf(v, sizeof(v), "%d", i);
@@ -201,6 +251,8 @@ static void test_bound(void)
 	snprintf(p, sizeof(p), "%s/%s.lock", d, first);
 	CHECK(stat(p, &st) == -1 && errno == ENOENT);
 	CHECK(stat(leftover, &st) == -1 && errno == ENOENT);
+	for (i = 0; i < (geteuid() == 0 ? 5 : 3); i++)
+		CHECK(stat(foreign[i], &st) == 0);
 	for (i = 1; i <= CKPT_INDEX_CACHE_MAX; i++) {
 		snprintf(v, sizeof(v), "%d", i);
 		ckpt_index_cache_key("/x", v, hex);
@@ -258,6 +310,66 @@ static void test_fork_does_not_keep_the_lock(void)
 	close(ready[0]);
 }
 
+static unsigned scale(void)
+{
+	const char *e = getenv("CKPTFS_TIME_SCALE");
+	int s = e ? atoi(e) : 1;
+
+	return s > 0 ? (unsigned)s : 1;
+}
+
+/* A holder that lives (its heartbeat) keeps a waiter waiting past the
+ * wait limit; a stopped one (no heartbeat) is given up on after it. */
+static void test_heartbeat(void)
+{
+	char d[256], err[512], hex[CKPT_INDEX_CACHE_KEY_HEX], lim[32];
+	unsigned limit = 400 * scale();
+	struct ckpt_index_cache c;
+	int ready[2], status, rc;
+	pid_t holder;
+	char b;
+
+	snprintf(lim, sizeof(lim), "%u", limit);
+	CHECK(setenv("CKPTFS_INDEX_CACHE_WAIT_MS", lim, 1) == 0);
+	sub(d, sizeof(d), "beat");
+	ckpt_index_cache_key("/beat", "1", hex);
+	for (int stopped = 0; stopped < 2; stopped++) {
+		CHECK(pipe(ready) == 0);
+		holder = fork();
+		if (holder == 0) {
+			close(ready[0]);
+			if (ckpt_index_cache_open(d, &c, err, sizeof(err)) ||
+			    ckpt_index_cache_lock(&c, hex, err, sizeof(err)))
+				_exit(2);
+			if (write(ready[1], "r", 1) != 1)
+				_exit(1);
+			/* indexing, for 4 wait limits */
+			usleep(4 * limit * 1000);
+			ckpt_index_cache_close(&c);
+			_exit(0);
+		}
+		close(ready[1]);
+		CHECK(read(ready[0], &b, 1) == 1);
+		close(ready[0]);
+		if (stopped)
+			CHECK(kill(holder, SIGSTOP) == 0);
+		CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == 0);
+		rc = ckpt_index_cache_lock(&c, hex, err, sizeof(err));
+		if (!stopped) {
+			CHECK(rc == 0);	/* after the holder ended */
+		} else {
+			CHECK(rc == -ETIMEDOUT);
+			CHECK(strstr(err, "no heartbeat") != NULL);
+			CHECK(kill(holder, SIGKILL) == 0);
+		}
+		ckpt_index_cache_close(&c);
+		CHECK(waitpid(holder, &status, 0) == holder);
+		CHECK(stopped ? WIFSIGNALED(status) :
+		      WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	CHECK(unsetenv("CKPTFS_INDEX_CACHE_WAIT_MS") == 0);
+}
+
 int main(void)
 {
 	char cmd[128];
@@ -269,10 +381,12 @@ int main(void)
 	}
 	TEST(test_key);
 	TEST(test_dir_trust);
+	TEST(test_symlink_in_the_middle);
 	TEST(test_read_write_lock);
 	TEST(test_fork_does_not_keep_the_lock);
 	TEST(test_write_stays_in_the_opened_dir);
 	TEST(test_bound);
+	TEST(test_heartbeat);
 	rc = TEST_REPORT();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
 	if (system(cmd) != 0)
