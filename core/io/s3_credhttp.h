@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/s3_creds.h"
+#include "io/s3_credset.h"
 
 struct ckpt_s3_sts_call {
 	const char *endpoint;	/* "https://sts.us-east-1.amazonaws.com" */

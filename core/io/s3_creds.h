@@ -31,32 +31,13 @@
 #ifndef CKPT_S3_CREDS_H
 #define CKPT_S3_CREDS_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "ckptfs.h"
+#include "io/s3_credset.h"
 #include "io/s3_ini.h"
-
-/* One set of credentials, immutable once made. */
-struct ckpt_s3_credset {
-	_Atomic unsigned refs;
-	char *access_key;
-	char *secret_key;
-	char *session_token;	/* or NULL */
-	char *token_hdr;	/* "x-amz-security-token: ..." or NULL */
-	int64_t expires;	/* seconds since the epoch; 0: never */
-};
-
-/* A set from its parts (copied); 1 reference.  NULL when out of
- * memory.  Free with ckpt_s3_credset_put(). */
-struct ckpt_s3_credset *ckpt_s3_credset_new(const char *ak, const char *sk,
-					    const char *token,
-					    int64_t expires);
-
-/* Drop a reference; the last one wipes and frees.  Accepts NULL. */
-void ckpt_s3_credset_put(struct ckpt_s3_credset *c);
 
 struct ckpt_s3_creds;
 
