@@ -926,12 +926,12 @@ static int resolve(struct chain *ch, struct recipe **out, char *err,
 	{
 		char what[700];
 
-		snprintf(what, sizeof(what), "profile '%s' in %s%s%s",
+		snprintf(what, sizeof(what), "profile '%s' in %s%s and %s%s",
 			 e->profile,
-			 e->cred && e->cred->exists ? e->cred->path :
-			 "(no credentials file)", " and ",
-			 e->conf && e->conf->exists ? e->conf->path :
-			 "(no config file)");
+			 e->cred && e->cred->exists ? "" : "no ",
+			 e->cred && e->cred->path ? e->cred->path : "?",
+			 e->conf && e->conf->exists ? "" : "no ",
+			 e->conf && e->conf->path ? e->conf->path : "?");
 		tried(ch, what);
 	}
 	rc = container_recipe(ch, out, err, errlen);
