@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "io/s3_config.h"
+#include "io/s3_credhttp.h"
+#include "io/s3_ini.h"
 #include "io/s3_url.h"
 #include "io/s3_xml.h"
 #include "testhelp.h"
@@ -489,6 +491,60 @@ static void test_xml(void)
 	CHECK(ckpt_s3_xml_text("&#x1F600;", 9, out, sizeof(out)) == 4);
 }
 
+/* The shared files as botocore reads them. */
+static void test_ini(void)
+{
+	char text[] = "# c\n[profile Dev]\nRole_ARN = arn:aws:iam::1:role/x\n"
+		      "Region: eu-west-1\n; c2\ns3 =\n  Addressing_Style = path\n"
+		      "  endpoint_url = http://n:1\nnote = one\n  two\n"
+		      "[default]\nregion = us-east-2\n[other]\nregion = x\n"
+		      "[services svc]\nsts =\n  endpoint_url = http://sts:1\n";
+	struct ckpt_ini ini = { 0 };
+
+	CHECK(ckpt_ini_parse(text, true, &ini) == 0);
+	CHECK(ckpt_ini_has_section(&ini, "Dev"));
+	CHECK(!ckpt_ini_has_section(&ini, "other"));	/* not a profile */
+	CHECK(strcmp(ckpt_ini_get(&ini, "Dev", "role_arn"),
+		     "arn:aws:iam::1:role/x") == 0);
+	CHECK(strcmp(ckpt_ini_get(&ini, "Dev", "region"), "eu-west-1") == 0);
+	CHECK(strcmp(ckpt_ini_get(&ini, "Dev", "s3.addressing_style"),
+		     "path") == 0);
+	CHECK(strcmp(ckpt_ini_get(&ini, "Dev", "s3.endpoint_url"),
+		     "http://n:1") == 0);
+	CHECK(strcmp(ckpt_ini_get(&ini, "Dev", "note"), "one\ntwo") == 0);
+	CHECK(strcmp(ckpt_ini_get(&ini, "default", "region"),
+		     "us-east-2") == 0);
+	CHECK(strcmp(ckpt_ini_get(&ini, "services svc", "sts.endpoint_url"),
+		     "http://sts:1") == 0);
+	ckpt_ini_destroy(&ini);
+
+	CHECK(ckpt_s3_parse_time("2026-12-04T13:43:12.250335979Z") ==
+	      1796391792);
+	CHECK(ckpt_s3_parse_time("2026-12-04T14:43:12+01:00") == 1796391792);
+	CHECK(ckpt_s3_parse_time("2026-12-04 13:43:12") == -1);
+}
+
+/* A profile's keys in any case; services' sts endpoint. */
+static void test_profile_case(void)
+{
+	struct ckpt_s3_cfg c;
+	char err[512];
+
+	clean();
+	put_file(".aws/credentials", "[default]\nAWS_ACCESS_KEY_ID = UPKEY\n"
+		 "Aws_Secret_Access_Key: upsecret\n");
+	CHECK(ckpt_s3_config_load(NULL, &c, err, sizeof(err)) == 0);
+	CHECK(ak(&c) && strcmp(ak(&c), "UPKEY") == 0);
+	CHECK(strcmp(sk(&c), "upsecret") == 0);
+	ckpt_s3_config_destroy(&c);
+	/* A named profile with a role but no source: an error naming it. */
+	put_file(".aws/config", "[profile r]\nrole_arn = arn:aws:iam::1:role/x\n");
+	setenv("AWS_PROFILE", "r", 1);
+	CHECK(ckpt_s3_config_load(NULL, &c, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "'r'") && strstr(err, "neither source_profile"));
+	unsetenv("AWS_PROFILE");
+}
+
 int main(void)
 {
 	snprintf(home, sizeof(home), "/tmp/ckptfs-s3cfg-XXXXXX");
@@ -501,6 +557,8 @@ int main(void)
 		mkdir(d, 0700);
 	}
 	TEST(test_defaults);
+	TEST(test_ini);
+	TEST(test_profile_case);
 	TEST(test_env_over_files);
 	TEST(test_opts_win);
 	TEST(test_profiles);
