@@ -15,6 +15,7 @@ load helpers
 load ../s3/suite
 
 setup_file() {
+	export RGW_STS=1	# radosgw's STS on, with a role (rgw.sh)
 	s3_setup_file || return 1
 	$PY "$ROOT/scripts/gen_ckpt.py" --seed 31 --keys 10 --files 2 \
 		"$S3TMP/ck" >/dev/null
