@@ -44,10 +44,12 @@ const char *ckpt_version(void);
  * function's signature below changes.  A binding checks, at load, the
  * version and the size and field offsets of every struct it mirrors.
  */
-#define CKPT_ABI_VERSION 4	/* 2: ckpt_s3_opts.credentials_file,
+#define CKPT_ABI_VERSION 5	/* 2: ckpt_s3_opts.credentials_file,
 				 * config_file; ckpt_io_stats; 3:
 				 * ckpt_open_opts.index_cache; 4:
-				 * CKPT_FILES_DIRECT_IO */
+				 * CKPT_FILES_DIRECT_IO; 5:
+				 * ckpt_s3_opts.no_sign_request,
+				 * ckpt_meta_credentials() */
 
 /* CKPT_ABI_VERSION as the library was built. */
 unsigned ckpt_abi_version(void);
@@ -185,6 +187,10 @@ struct ckpt_s3_opts {
 					 * ~/.aws/credentials */
 	const char *config_file;	/* instead of AWS_CONFIG_FILE or
 					 * ~/.aws/config */
+	bool no_sign_request;	/* unsigned requests, for public buckets
+				 * (the AWS CLI's --no-sign-request);
+				 * without it, finding no credentials is
+				 * an error (see docs/s3-credentials.md) */
 };
 
 #define CKPT_S3_NO_RETRIES UINT32_MAX	/* ckpt_s3_opts.retries: none */
@@ -283,6 +289,15 @@ struct ckpt_io_stats {
 /* Fill *out with m's counters (zeros for a meta parsed from memory).
  * Thread-safe. */
 void ckpt_meta_io_stats(const struct ckpt_meta *m, struct ckpt_io_stats *out);
+
+/*
+ * Where the credentials of m's object store come from, e.g. "the
+ * environment (AWS_ACCESS_KEY_ID)" or "web identity
+ * (AWS_WEB_IDENTITY_TOKEN_FILE), role arn:aws:iam::1:role/x"; never a
+ * secret.  NULL for a local checkpoint.  Borrowed: valid until m is
+ * freed.  Thread-safe.
+ */
+const char *ckpt_meta_credentials(const struct ckpt_meta *m);
 
 enum {
 	/* Allow symlinks that lead outside the checkpoint directory. */

@@ -631,6 +631,11 @@ void ckpt_meta_cancel(struct ckpt_meta *m)
 		ckpt_store_cancel(m->store);
 }
 
+const char *ckpt_meta_credentials(const struct ckpt_meta *m)
+{
+	return m && m->store ? ckpt_store_credentials(m->store) : NULL;
+}
+
 void ckpt_meta_io_stats(const struct ckpt_meta *m, struct ckpt_io_stats *out)
 {
 	struct ckpt_store_stats st = { 0 };

@@ -379,8 +379,10 @@ static int tool_info(const struct tool_args *a)
 		if (j < 64)
 			tilings[j].count++;
 	}
-	printf("checkpoint\t%s\nformat\t%s\nversion\t%" PRIu64 "\n", mi.dir,
-	       mi.format, mi.version);
+	printf("checkpoint\t%s\n", mi.dir);
+	if (ckpt_meta_credentials(m))
+		printf("credentials\t%s\n", ckpt_meta_credentials(m));
+	printf("format\t%s\nversion\t%" PRIu64 "\n", mi.format, mi.version);
 	printf("keys\t%" PRIu32 " (%" PRIu32 " tensors, %" PRIu64 " bytes entries)\n",
 	       mi.nkeys, ntensors, nbytes_keys);
 	printf("dtypes\t");

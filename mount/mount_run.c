@@ -186,6 +186,9 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	}
 	if (ckpt_meta_warning(meta))
 		fprintf(stderr, "ckptfs: warning: %s\n", ckpt_meta_warning(meta));
+	if (o->debug && ckpt_meta_credentials(meta))
+		fprintf(stderr, "ckptfs: %s: credentials: %s\n", src,
+			ckpt_meta_credentials(meta));
 	vo.world = o->world;
 	vo.rank = o->rank;
 	vo.ranks = o->ranks;

@@ -10,7 +10,7 @@
 #define NO_SECRETS \
 	"S3 credentials are never taken from options (a command line shows in ps); set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or use a profile of the AWS files (s3_profile, s3_credentials_file)"
 
-enum kind { STR, U32, SIZE };
+enum kind { STR, U32, SIZE, FLAG };
 
 struct s3_key {
 	const char *name;	/* without "s3_" */
@@ -31,6 +31,7 @@ static const struct s3_key keys[] = {
 	{ "timeout_ms", U32, F(timeout_ms) },
 	{ "part_size", SIZE, F(part_bytes) },
 	{ "merge_gap", SIZE, F(merge_gap) },
+	{ "no_sign_request", FLAG, F(no_sign_request) },
 };	/* in the order of S3_CLI_LONG_OPTIONS' codes */
 
 /* Names that would carry a credential (after "s3_" or "aws_"). */
@@ -102,11 +103,24 @@ int s3_cli_take(struct s3_cli *c, const char *name, const char *val,
 			 name);
 		return -1;
 	}
+	if (k->kind == FLAG) {
+		bool on = !val || !strcmp(val, "1") || !strcmp(val, "true");
+
+		if (!on && strcmp(val, "0") && strcmp(val, "false")) {
+			snprintf(err, errlen, "%s takes no value, or 1/0, "
+				 "true/false; got '%s'", name, val);
+			return -1;
+		}
+		*(bool *)((char *)c + k->at) = on;
+		return 1;
+	}
 	if (!val || !*val) {
 		snprintf(err, errlen, "%s needs a value", name);
 		return -1;
 	}
 	switch (k->kind) {
+	case FLAG:
+		return 1;
 	case STR:
 		sp = (char **)((char *)c + k->at);
 		free(*sp);
@@ -177,6 +191,7 @@ void s3_cli_fill(const struct s3_cli *c, struct ckpt_s3_opts *o)
 	o->timeout_ms = c->timeout_ms;
 	o->part_bytes = c->part_bytes;
 	o->merge_gap = c->merge_gap;
+	o->no_sign_request = c->no_sign_request;
 }
 
 void s3_cli_destroy(struct s3_cli *c)

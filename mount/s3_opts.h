@@ -23,6 +23,7 @@ struct s3_cli {
 	char *endpoint, *region, *profile, *credentials_file, *config_file;
 	uint32_t parallel, retries, timeout_ms;
 	uint64_t part_bytes, merge_gap;
+	bool no_sign_request;
 };
 
 /*
@@ -45,6 +46,8 @@ int s3_cli_take(struct s3_cli *c, const char *name, const char *val,
 #define S3_CLI_OPT_SECRET (S3_CLI_OPT + 0xff)
 #define S3_CLI_LONG(name, i) \
 	{ name, required_argument, NULL, S3_CLI_OPT + (i) }
+#define S3_CLI_FLAG(name, i) \
+	{ name, no_argument, NULL, S3_CLI_OPT + (i) }
 #define S3_CLI_SECRET(name) \
 	{ name, optional_argument, NULL, S3_CLI_OPT_SECRET }
 #define S3_CLI_LONG_OPTIONS \
@@ -58,6 +61,8 @@ int s3_cli_take(struct s3_cli *c, const char *name, const char *val,
 	S3_CLI_LONG("s3_config_file", 4), S3_CLI_LONG("s3_parallel", 5), \
 	S3_CLI_LONG("s3_retries", 6), S3_CLI_LONG("s3_timeout_ms", 7), \
 	S3_CLI_LONG("s3_part_size", 8), S3_CLI_LONG("s3_merge_gap", 9), \
+	S3_CLI_FLAG("s3-no-sign-request", 10), \
+	S3_CLI_FLAG("s3_no_sign_request", 10), \
 	S3_CLI_SECRET("s3-access-key"), S3_CLI_SECRET("s3-access-key-id"), \
 	S3_CLI_SECRET("s3-secret-key"), S3_CLI_SECRET("s3-secret-access-key"), \
 	S3_CLI_SECRET("s3-session-token"), \
@@ -76,8 +81,9 @@ void s3_cli_destroy(struct s3_cli *c);
 
 /* The options' help lines, for the usage texts. */
 #define S3_CLI_HELP \
-"  s3:// checkpoints (credentials only from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/\n" \
-"  AWS_SESSION_TOKEN or the AWS files, never from options); each also -o s3_NAME=V:\n" \
+"  s3:// checkpoints (credentials as the AWS SDKs find them: environment, web\n" \
+"  identity, the AWS files' profile, container, EC2 metadata; never from options;\n" \
+"  see docs/s3-credentials.md); each also -o s3_NAME=V:\n" \
 "  --s3-endpoint URL        e.g. http://127.0.0.1:7480 (AWS_ENDPOINT_URL)\n" \
 "  --s3-region R            (AWS_REGION; default us-east-1)\n" \
 "  --s3-profile P           profile of the AWS files (AWS_PROFILE)\n" \
@@ -87,6 +93,8 @@ void s3_cli_destroy(struct s3_cli *c);
 "  --s3-part-size SIZE      large ranges split into parts of SIZE (8M)\n" \
 "  --s3-merge-gap SIZE      ranges at most SIZE apart fetched by one GET (256K)\n" \
 "  --s3-retries N           per request, after the first try (5)\n" \
-"  --s3-timeout-ms N        per request (30000)\n"
+"  --s3-timeout-ms N        per request (30000)\n" \
+"  --s3-no-sign-request     unsigned requests, for public buckets (without it,\n" \
+"                           no credentials found is an error)\n"
 
 #endif

@@ -47,6 +47,7 @@ static const struct field s3_opts_fields[] = {
 	F(ckpt_s3_opts, timeout_ms),
 	F(ckpt_s3_opts, credentials_file),
 	F(ckpt_s3_opts, config_file),
+	F(ckpt_s3_opts, no_sign_request),
 	{ NULL, 0 }
 };
 

@@ -14,37 +14,8 @@
 #include <unistd.h>
 
 #include "common/errbuf.h"
+#include "io/s3_ini.h"
 #include "io/s3_url.h"
-
-#define AWS_FILE_MAX (1u << 20)	/* a larger ~/.aws file is refused */
-
-/* What one profile of one AWS file says. */
-struct aws_vals {
-	char *access_key;
-	char *secret_key;
-	char *session_token;
-	char *region;
-	char *endpoint;
-	bool found;		/* the profile's section is there */
-};
-
-static void wipe_free(char *s)
-{
-	if (s) {
-		explicit_bzero(s, strlen(s));
-		free(s);
-	}
-}
-
-static void aws_vals_destroy(struct aws_vals *v)
-{
-	wipe_free(v->access_key);
-	wipe_free(v->secret_key);
-	wipe_free(v->session_token);
-	free(v->region);
-	free(v->endpoint);
-	memset(v, 0, sizeof(*v));
-}
 
 static const char *env(const char *name)
 {
@@ -81,154 +52,6 @@ static char *aws_file_path(const char *opt, const char *var, const char *dflt)
 	return expand_home(env(var) ? env(var) : dflt);
 }
 
-static char *trim(char *s)
-{
-	char *e;
-
-	while (*s == ' ' || *s == '\t')
-		s++;
-	e = s + strlen(s);
-	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
-		*--e = '\0';
-	return s;
-}
-
-/* Does section header text hdr (between the brackets, trimmed) name
- * profile?  The config file writes "[profile NAME]" (and "[default]"),
- * the credentials file "[NAME]". */
-static bool section_is(char *hdr, const char *profile, bool config_style)
-{
-	if (config_style && strncmp(hdr, "profile", 7) == 0 &&
-	    (hdr[7] == ' ' || hdr[7] == '\t'))
-		return strcmp(trim(hdr + 7), profile) == 0;
-	if (config_style && strcmp(profile, "default") != 0)
-		return false;
-	return strcmp(hdr, profile) == 0;
-}
-
-static int set_val(char **slot, const char *v)
-{
-	char *c = strdup(v);
-
-	if (!c)
-		return -ENOMEM;
-	wipe_free(*slot);
-	*slot = c;
-	return 0;
-}
-
-/* Parse text (NUL-terminated, modified) for profile's keys into v. */
-static int parse_aws_file(char *text, const char *profile, bool config_style,
-			  struct aws_vals *v)
-{
-	bool in = false;
-	char *line, *next;
-	int rc = 0;
-
-	for (line = text; line && rc == 0; line = next) {
-		char *eq, *key, *val;
-
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		/* An indented line belongs to a nested block ("s3 =\n
-		 *   endpoint_url = ..."), which is not read. */
-		if (line[0] == ' ' || line[0] == '\t')
-			continue;
-		line = trim(line);
-		if (!line[0] || line[0] == '#' || line[0] == ';')
-			continue;
-		if (line[0] == '[') {
-			char *close = strrchr(line, ']');
-
-			if (!close)
-				continue;
-			*close = '\0';
-			in = section_is(trim(line + 1), profile, config_style);
-			v->found |= in;
-			continue;
-		}
-		if (!in)
-			continue;
-		eq = strchr(line, '=');
-		if (!eq)
-			continue;
-		*eq = '\0';
-		key = trim(line);
-		val = trim(eq + 1);
-		if (strcmp(key, "aws_access_key_id") == 0)
-			rc = set_val(&v->access_key, val);
-		else if (strcmp(key, "aws_secret_access_key") == 0)
-			rc = set_val(&v->secret_key, val);
-		else if (strcmp(key, "aws_session_token") == 0)
-			rc = set_val(&v->session_token, val);
-		else if (config_style && strcmp(key, "region") == 0)
-			rc = set_val(&v->region, val);
-		else if (config_style && strcmp(key, "endpoint_url") == 0)
-			rc = set_val(&v->endpoint, val);
-	}
-	return rc;
-}
-
-/* Read profile's values from the AWS file at path into v.  A missing
- * file is no error (v->found stays false) unless named is set: the name
- * came from an option (named names that option for the message). */
-static int read_aws_file(const char *path, const char *profile,
-			 bool config_style, const char *named,
-			 struct aws_vals *v, char *err, size_t errlen)
-{
-	struct stat st;
-	char *text;
-	size_t got = 0;
-	int fd, rc;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0) {
-		if ((errno == ENOENT || errno == ENOTDIR) && !named)
-			return 0;
-		if (named)
-			return ckpt_errf(err, errlen, -errno, "%s (from the %s "
-					 "option): %s", path, named,
-					 strerror(errno));
-		return ckpt_errf(err, errlen, -errno, "%s: %s", path,
-				 strerror(errno));
-	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return ckpt_errf(err, errlen, -EINVAL,
-				 "%s: not a regular file", path);
-	}
-	if (st.st_size > AWS_FILE_MAX) {
-		close(fd);
-		return ckpt_errf(err, errlen, -EFBIG,
-				 "%s: larger than %u bytes", path,
-				 AWS_FILE_MAX);
-	}
-	text = malloc((size_t)st.st_size + 1);
-	if (!text) {
-		close(fd);
-		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
-				 path);
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, text + got, (size_t)st.st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	close(fd);
-	text[got] = '\0';
-	rc = parse_aws_file(text, profile, config_style, v);
-	explicit_bzero(text, got);
-	free(text);
-	if (rc)
-		return ckpt_errf(err, errlen, rc, "%s: out of memory", path);
-	return 0;
-}
-
 /* A value that goes into a header or the signing scope must not hold a
  * control byte (a CR/LF would end the header). */
 static bool is_clean(const char *s)
@@ -248,74 +71,6 @@ static bool is_region(const char *s)
 		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
 			return false;
 	return true;
-}
-
-/* The credentials as one set from the first source that has a key id. */
-static int pick_credentials(const struct ckpt_s3_opts *o, bool skip_env,
-			    const struct aws_vals *cred, const char *cred_path,
-			    const struct aws_vals *conf, const char *conf_path,
-			    const char *profile, struct ckpt_s3_cfg *cfg,
-			    char *err, size_t errlen)
-{
-	const char *ak = NULL, *sk = NULL, *tok = NULL;
-	const char *src = NULL, *ak_name = NULL, *sk_name = NULL;
-	char *where = NULL;
-
-	if (o && (o->access_key || o->secret_key)) {
-		ak = o->access_key;
-		sk = o->secret_key;
-		tok = o->session_token;
-		src = "the access_key option";
-		ak_name = "access_key";
-		sk_name = "secret_key";
-	} else if (!skip_env &&
-		   (env("AWS_ACCESS_KEY_ID") || env("AWS_SECRET_ACCESS_KEY"))) {
-		ak = env("AWS_ACCESS_KEY_ID");
-		sk = env("AWS_SECRET_ACCESS_KEY");
-		tok = env("AWS_SESSION_TOKEN");
-		src = "AWS_ACCESS_KEY_ID";
-		ak_name = "AWS_ACCESS_KEY_ID";
-		sk_name = "AWS_SECRET_ACCESS_KEY";
-	} else if (cred->access_key || cred->secret_key ||
-		   conf->access_key || conf->secret_key) {
-		bool in_cred = cred->access_key || cred->secret_key;
-		const struct aws_vals *v = in_cred ? cred : conf;
-
-		ak = v->access_key;
-		sk = v->secret_key;
-		tok = v->session_token;
-		if (asprintf(&where, "profile '%s' in %s", profile,
-			     in_cred ? cred_path : conf_path) < 0)
-			return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-		ak_name = "aws_access_key_id";
-		sk_name = "aws_secret_access_key";
-	} else {
-		cfg->cred_source = strdup("no credentials (anonymous)");
-		return cfg->cred_source ? 0 :
-		       ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-	}
-	if (!where && !(where = strdup(src)))
-		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-	cfg->cred_source = where;
-	if (!ak || !ak[0])
-		return ckpt_errf(err, errlen, -EINVAL,
-				 "S3 credentials from %s: %s is set but %s "
-				 "is not", where, sk_name, ak_name);
-	if (!sk || !sk[0])
-		return ckpt_errf(err, errlen, -EINVAL,
-				 "S3 credentials from %s: %s is set but %s "
-				 "is not", where, ak_name, sk_name);
-	if (!is_clean(ak) || !is_clean(sk) || !is_clean(tok))
-		return ckpt_errf(err, errlen, -EINVAL,
-				 "S3 credentials from %s hold a control "
-				 "character", where);
-	cfg->access_key = strdup(ak);
-	cfg->secret_key = strdup(sk);
-	cfg->session_token = tok && tok[0] ? strdup(tok) : NULL;
-	if (!cfg->access_key || !cfg->secret_key ||
-	    (tok && tok[0] && !cfg->session_token))
-		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-	return 0;
 }
 
 /* opts' numbers, 0 meaning the default, checked against sane bounds. */
@@ -358,12 +113,32 @@ static int pick_numbers(const struct ckpt_s3_opts *o, struct ckpt_s3_cfg *cfg,
 	return 0;
 }
 
+/* The config file's value of key for profile p: the profile's own, else
+ * (nested) in the profile's services section under svc ("s3"). */
+static const char *conf_get(const struct ckpt_ini *conf, const char *p,
+			    const char *svc, const char *key)
+{
+	const char *v = ckpt_ini_get(conf, p, key), *sn;
+	char sec[300], k[128];
+
+	if (v && v[0])
+		return v;
+	sn = ckpt_ini_get(conf, p, "services");
+	if (!sn || !svc)
+		return NULL;
+	snprintf(sec, sizeof(sec), "services %s", sn);
+	snprintf(k, sizeof(k), "%s.%s", svc, key);
+	v = ckpt_ini_get(conf, sec, k);
+	return v && v[0] ? v : NULL;
+}
+
 int ckpt_s3_config_load(const struct ckpt_s3_opts *o,
 			struct ckpt_s3_cfg *cfg, char *err, size_t errlen)
 {
-	struct aws_vals cred = { 0 }, conf = { 0 };
+	struct ckpt_ini cred = { 0 }, conf = { 0 };
+	struct ckpt_s3_creds_env ce = { 0 };
 	char *cred_path = NULL, *conf_path = NULL;
-	const char *profile, *region, *endpoint, *src;
+	const char *profile, *region, *endpoint, *src, *v;
 	bool named, skip_env;
 	int rc;
 
@@ -386,17 +161,18 @@ int ckpt_s3_config_load(const struct ckpt_s3_opts *o,
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 		goto out_fail;
 	}
-	rc = read_aws_file(cred_path, profile, false,
+	rc = ckpt_ini_load(cred_path, false,
 			   o && o->credentials_file && o->credentials_file[0] ?
 			   "credentials_file" : NULL, &cred, err, errlen);
 	if (rc)
 		goto out_fail;
-	rc = read_aws_file(conf_path, profile, true,
+	rc = ckpt_ini_load(conf_path, true,
 			   o && o->config_file && o->config_file[0] ?
 			   "config_file" : NULL, &conf, err, errlen);
 	if (rc)
 		goto out_fail;
-	if (named && !cred.found && !conf.found) {
+	if (named && !ckpt_ini_has_section(&cred, profile) &&
+	    !ckpt_ini_has_section(&conf, profile)) {
 		rc = ckpt_errf(err, errlen, -ENOENT,
 			       "S3 profile '%s' (from %s) is in neither %s "
 			       "nor %s", profile,
@@ -405,19 +181,15 @@ int ckpt_s3_config_load(const struct ckpt_s3_opts *o,
 		goto out_fail;
 	}
 
-	rc = pick_credentials(o, skip_env, &cred, cred_path, &conf, conf_path,
-			      profile, cfg, err, errlen);
-	if (rc)
-		goto out_fail;
-
+	v = conf_get(&conf, profile, NULL, "region");
 	if (o && o->region && o->region[0])
 		region = o->region, src = "the region option";
 	else if (env("AWS_REGION"))
 		region = env("AWS_REGION"), src = "AWS_REGION";
 	else if (env("AWS_DEFAULT_REGION"))
 		region = env("AWS_DEFAULT_REGION"), src = "AWS_DEFAULT_REGION";
-	else if (conf.region && conf.region[0])
-		region = conf.region, src = conf_path;
+	else if (v)
+		region = v, src = conf_path;
 	else
 		region = CKPT_S3_DEFAULT_REGION, src = "the default";
 	if (!is_region(region)) {
@@ -428,6 +200,19 @@ int ckpt_s3_config_load(const struct ckpt_s3_opts *o,
 	}
 	cfg->region = strdup(region);
 
+	/* The services section's s3 endpoint_url, else the profile's. */
+	v = conf_get(&conf, profile, "s3", "endpoint_url");
+	if (ckpt_ini_get(&conf, profile, "services") &&
+	    ckpt_ini_get(&conf, profile, "endpoint_url")) {
+		const char *sv;
+		char sec[300];
+
+		snprintf(sec, sizeof(sec), "services %s",
+			 ckpt_ini_get(&conf, profile, "services"));
+		sv = ckpt_ini_get(&conf, sec, "s3.endpoint_url");
+		if (sv && sv[0])
+			v = sv;
+	}
 	if (o && o->endpoint && o->endpoint[0])
 		endpoint = o->endpoint, src = "the endpoint option";
 	else if (env("AWS_ENDPOINT_URL_S3"))
@@ -435,8 +220,8 @@ int ckpt_s3_config_load(const struct ckpt_s3_opts *o,
 		src = "AWS_ENDPOINT_URL_S3";
 	else if (env("AWS_ENDPOINT_URL"))
 		endpoint = env("AWS_ENDPOINT_URL"), src = "AWS_ENDPOINT_URL";
-	else if (conf.endpoint && conf.endpoint[0])
-		endpoint = conf.endpoint, src = conf_path;
+	else if (v)
+		endpoint = v, src = conf_path;
 	else
 		endpoint = NULL, src = "the default";
 	if (endpoint) {
@@ -454,14 +239,26 @@ int ckpt_s3_config_load(const struct ckpt_s3_opts *o,
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 		goto out_fail;
 	}
+
+	ce.region = cfg->region;
+	ce.profile = profile;
+	ce.profile_named = named;
+	ce.profile_from = skip_env ? "the profile option" : "AWS_PROFILE";
+	ce.cred = &cred;
+	ce.conf = &conf;
+	ce.timeout_ms = cfg->timeout_ms;
+	rc = ckpt_s3_creds_new(o, &ce, &cfg->creds, err, errlen);
+	if (rc)
+		goto out_fail;
+	cfg->cred_source = ckpt_s3_creds_source(cfg->creds);
 	rc = 0;
 	goto out_free;
 
 out_fail:
 	ckpt_s3_config_destroy(cfg);
 out_free:
-	aws_vals_destroy(&cred);
-	aws_vals_destroy(&conf);
+	ckpt_ini_destroy(&cred);
+	ckpt_ini_destroy(&conf);
 	free(cred_path);
 	free(conf_path);
 	return rc;
@@ -469,11 +266,8 @@ out_free:
 
 void ckpt_s3_config_destroy(struct ckpt_s3_cfg *cfg)
 {
-	wipe_free(cfg->access_key);
-	wipe_free(cfg->secret_key);
-	wipe_free(cfg->session_token);
+	ckpt_s3_creds_free(cfg->creds);
 	free(cfg->endpoint);
 	free(cfg->region);
-	free(cfg->cred_source);
 	memset(cfg, 0, sizeof(*cfg));
 }

@@ -8,18 +8,17 @@
  *                https://s3.REGION.amazonaws.com
  *   region       opts, AWS_REGION, AWS_DEFAULT_REGION, the profile's
  *                region in the config file, then us-east-1
- *   credentials  as one set (key id, secret, session token) from opts,
- *                AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
- *                AWS_SESSION_TOKEN (skipped when opts name a profile, as
- *                the AWS SDKs skip them for an explicit profile), the
- *                profile in the credentials file, the profile in the
- *                config file; none at all: unsigned (anonymous) requests
+ *   credentials  the SDKs' chain (s3_creds.h): opts, the environment,
+ *                web identity, the profile, container credentials, EC2
+ *                instance metadata; unsigned only with no_sign_request
  *   profile      opts, AWS_PROFILE, then "default"
  *   files        opts' credentials_file, AWS_SHARED_CREDENTIALS_FILE or
  *                ~/.aws/credentials ("[name]" sections); opts'
  *                config_file, AWS_CONFIG_FILE or ~/.aws/config
  *                ("[profile name]" sections, "[default]"); a file an
- *                option names must exist
+ *                option names must exist; parsed as botocore does
+ *                (s3_ini.h); endpoint_url also from the profile's
+ *                services section ("s3 =" / "  endpoint_url = ...")
  *
  * Secrets live only in the resolved struct and are wiped when it is
  * destroyed; no message this module writes holds one.
@@ -30,6 +29,7 @@
 #include <stdint.h>
 
 #include "ckptfs.h"
+#include "io/s3_creds.h"
 
 #define CKPT_S3_DEFAULT_PARALLEL 16
 #define CKPT_S3_DEFAULT_PART_BYTES (8u << 20)
@@ -53,12 +53,12 @@
 struct ckpt_s3_cfg {
 	char *endpoint;		/* see ckpt_s3_endpoint_norm() */
 	char *region;
-	char *access_key;	/* NULL: anonymous requests */
-	char *secret_key;
-	char *session_token;	/* or NULL */
-	char *cred_source;	/* where the credentials came from, for
-				 * messages ("AWS_ACCESS_KEY_ID", "profile
-				 * 'x' in /root/.aws/credentials") */
+	struct ckpt_s3_creds *creds;	/* owned; the signer takes the
+					 * current set from it per request */
+	const char *cred_source;	/* where the credentials came from,
+					 * for messages ("the environment
+					 * (AWS_ACCESS_KEY_ID)"); borrowed
+					 * from creds */
 	uint32_t parallel;
 	uint32_t retries;
 	uint32_t timeout_ms;

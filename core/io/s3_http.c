@@ -71,7 +71,6 @@ struct ckpt_s3_http {
 	const struct ckpt_s3_cfg *cfg;
 	struct ckpt_store *ctr;
 	char sigv4[96];		/* "aws:amz:REGION:s3" */
-	char *token_hdr;	/* "x-amz-security-token: ..." or NULL */
 	pthread_mutex_t lock;
 	pthread_cond_t slot_freed;
 	unsigned slots;		/* requests that may still start; guarded
@@ -482,11 +481,6 @@ static int easy_setup(struct ckpt_s3_http *h, struct s3_worker *w,
 	SET(CURLOPT_CLOSESOCKETDATA, w);
 	SET(CURLOPT_PREREQFUNCTION, on_prereq);
 	SET(CURLOPT_PREREQDATA, e);
-	if (c->access_key) {
-		SET(CURLOPT_AWS_SIGV4, h->sigv4);
-		SET(CURLOPT_USERNAME, c->access_key);
-		SET(CURLOPT_PASSWORD, c->secret_key);
-	}
 #undef SET
 	if (rc != CURLE_OK) {
 		curl_easy_cleanup(k);
@@ -631,6 +625,9 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	char range[48], im[CKPT_STORE_VERSION_MAX + 16];
 	CURL *k = e->curl;
 	CURLcode rc = CURLE_OK;
+	/* This request's reference to the current credentials (a refresh
+	 * may swap them meanwhile); libcurl copies what it keeps. */
+	struct ckpt_s3_credset *cs = ckpt_s3_creds_get(h->cfg->creds);
 
 	q->got = 0;
 	q->buflen = 0;
@@ -643,19 +640,26 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	q->code[0] = '\0';
 	e->errbuf[0] = '\0';
 	t = curl_slist_append(hd, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-	if (t && h->token_hdr)
-		t = curl_slist_append(t, h->token_hdr);
+	if (t && cs && cs->token_hdr)
+		t = curl_slist_append(t, cs->token_hdr);
 	if (t && q->if_match) {
 		snprintf(im, sizeof(im), "If-Match: %s", q->if_match);
 		t = curl_slist_append(t, im);
 	}
 	if (!t) {
 		curl_slist_free_all(hd);
+		ckpt_s3_credset_put(cs);
 		return -ENOMEM;
 	}
 	hd = t;
 #define SET(opt, val) \
 	do { if (rc == CURLE_OK) rc = curl_easy_setopt(k, opt, val); } while (0)
+	if (cs) {
+		SET(CURLOPT_AWS_SIGV4, h->sigv4);
+		SET(CURLOPT_USERNAME, cs->access_key);
+		SET(CURLOPT_PASSWORD, cs->secret_key);
+	}
+	ckpt_s3_credset_put(cs);
 	SET(CURLOPT_URL, q->url);
 	/* Only a path with a "." or ".." segment needs it: libcurl 8
 	 * refuses it together with SigV4 (the request then fails, naming
@@ -1024,12 +1028,6 @@ int ckpt_s3_http_new(const struct ckpt_s3_cfg *cfg, struct ckpt_store *counters,
 	h->slots = cfg->parallel;
 	h->pid = getpid();
 	snprintf(h->sigv4, sizeof(h->sigv4), "aws:amz:%s:s3", cfg->region);
-	if (cfg->session_token &&
-	    asprintf(&h->token_hdr, "x-amz-security-token: %s",
-		     cfg->session_token) < 0) {
-		free(h);
-		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-	}
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_cond_init(&h->slot_freed, NULL);
 	*out = h;
@@ -1045,10 +1043,6 @@ void ckpt_s3_http_free(struct ckpt_s3_http *h)
 	while ((w = h->pool)) {
 		h->pool = w->next;
 		worker_free(w);
-	}
-	if (h->token_hdr) {
-		explicit_bzero(h->token_hdr, strlen(h->token_hdr));
-		free(h->token_hdr);
 	}
 	pthread_mutex_destroy(&h->lock);
 	pthread_cond_destroy(&h->slot_freed);

@@ -276,3 +276,16 @@ void ckpt_s3_xml_error_code(const char *xml, size_t len, char *code,
 			break;
 		}
 }
+
+long ckpt_s3_xml_elem(const char *xml, size_t len, const char *tag,
+		      char *out, size_t cap)
+{
+	const char *t;
+	size_t tl;
+
+	if (cap)
+		out[0] = '\0';
+	if (!xml || !find_elem(xml, xml + len, tag, &t, &tl))
+		return -1;
+	return ckpt_s3_xml_text(t, tl, out, cap);
+}

@@ -47,4 +47,12 @@ void ckpt_s3_xml_error_code(const char *xml, size_t len, char *code,
  */
 long ckpt_s3_xml_text(const char *s, size_t len, char *out, size_t cap);
 
+/*
+ * The decoded text of the first element <tag> of len bytes of xml (an STS
+ * answer's <AccessKeyId>, say) into out (cap bytes, NUL-terminated).
+ * Returns its length, or -1 when there is none or it does not fit.
+ */
+long ckpt_s3_xml_elem(const char *xml, size_t len, const char *tag,
+		      char *out, size_t cap);
+
 #endif

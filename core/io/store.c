@@ -56,6 +56,11 @@ const char *ckpt_store_identity(const struct ckpt_store *s)
 	return s->identity;
 }
 
+const char *ckpt_store_credentials(const struct ckpt_store *s)
+{
+	return s->credentials;
+}
+
 unsigned ckpt_store_parallelism(const struct ckpt_store *s)
 {
 	return s->parallelism;

@@ -102,6 +102,10 @@ const char *ckpt_store_root(const struct ckpt_store *s);
  * the S3 endpoint, bucket and prefix.  Borrowed from s. */
 const char *ckpt_store_identity(const struct ckpt_store *s);
 
+/* Where the store's credentials come from (an object store's; NULL for a
+ * local directory), never a secret.  Borrowed from s. */
+const char *ckpt_store_credentials(const struct ckpt_store *s);
+
 /* How many reads are worth keeping in flight at once, for the parallel
  * engine's default thread count: 0 for a local directory (meaning "as
  * the CPUs allow"), the parallel setting for S3. */

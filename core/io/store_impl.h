@@ -44,6 +44,8 @@ struct ckpt_store {
 	const struct ckpt_store_ops *ops;
 	char *root;		/* as given; owned */
 	char *identity;		/* see ckpt_store_identity(); owned */
+	const char *credentials;	/* see ckpt_store_credentials();
+					 * the implementation's, or NULL */
 	unsigned parallelism;
 	/* Counters, updated by the implementation as it works. */
 	_Atomic uint64_t bytes_fetched;

@@ -442,7 +442,7 @@ static int probe(struct s3_store *st, char *err, size_t errlen)
 			       "access key id from %s (%s)", root,
 			       c->endpoint, c->cred_source, q.reason);
 	} else if (q.status == 403 && strcmp(q.code, "AccessDenied") == 0 &&
-		   c->access_key) {
+		   !ckpt_s3_creds_is_anonymous(c->creds)) {
 		rc = 0;		/* may not list, may still read */
 	} else if (q.status == 403) {
 		rc = ckpt_errf(err, errlen, -EACCES, "%s: %s denied access "
@@ -499,6 +499,7 @@ int ckpt_store_s3_new(const char *root, const struct ckpt_store_opts *o,
 		goto out_fail;
 	}
 	st->base.parallelism = st->cfg.parallel;
+	st->base.credentials = st->cfg.cred_source;
 	rc = ckpt_s3_http_new(&st->cfg, &st->base, &st->http, cerr,
 			      sizeof(cerr));
 	if (rc) {

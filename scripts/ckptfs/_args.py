@@ -100,13 +100,16 @@ def threads(value: object) -> Optional[int]:
 
 #: The S3 settings as keyword arguments (the mount's -o keys of the same
 #: names), and each one's kind: "str", "count" (an int >= 1), "size"
-#: (bytes, an int >= 1) or "retries" (an int >= 0).  Credentials are not
-#: among them: they come from the AWS environment variables or files.
+#: (bytes, an int >= 1), "retries" (an int >= 0) or "bool".  Credentials
+#: are not among them: they come from the chain the AWS SDKs walk
+#: (docs/s3-credentials.md); s3_no_sign_request=True asks for unsigned
+#: requests (public buckets).
 S3_OPTIONS: Dict[str, str] = {
     "s3_endpoint": "str", "s3_region": "str", "s3_profile": "str",
     "s3_credentials_file": "str", "s3_config_file": "str",
     "s3_parallel": "count", "s3_part_size": "size", "s3_merge_gap": "size",
     "s3_retries": "retries", "s3_timeout_ms": "count",
+    "s3_no_sign_request": "bool",
 }
 
 
@@ -122,7 +125,13 @@ def s3_options(values: Dict[str, object]) -> Dict[str, Union[bytes, int]]:
             raise TypeError(f"unexpected keyword argument {name!r}")
         if v is None:
             continue
-        if kind == "str":
+        if kind == "bool":
+            if not isinstance(v, bool):
+                raise TypeError(f"{name} must be True or False, not "
+                                f"{type(v).__name__}")
+            if v:
+                out[name] = 1
+        elif kind == "str":
             out[name] = path(name, v)
         elif kind == "size":
             out[name] = integer(name, v, 1, U64_MAX)

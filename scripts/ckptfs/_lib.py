@@ -19,7 +19,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 #: The ABI of core/ckptfs.h this module mirrors (CKPT_ABI_VERSION).
-ABI_VERSION = 4
+ABI_VERSION = 5
 MAX_DIMS = 16
 NONE = 0xFFFFFFFF
 NO_OFFSET = 0xFFFFFFFFFFFFFFFF
@@ -49,7 +49,8 @@ class S3Opts(C.Structure):
                 ("merge_gap", C.c_uint64), ("retries", C.c_uint32),
                 ("timeout_ms", C.c_uint32),
                 ("credentials_file", C.c_char_p),
-                ("config_file", C.c_char_p)]
+                ("config_file", C.c_char_p),
+                ("no_sign_request", C.c_bool)]
 
 
 class IoStats(C.Structure):

@@ -373,8 +373,11 @@ def open(path: PathArg, *, cache_mb: Optional[int] = None,
         None or absent: ``AWS_ENDPOINT_URL``, ``AWS_REGION``,
         ``AWS_PROFILE``, ``~/.aws`` files..., then the defaults (16
         GETs, 8 MiB parts, 256 KiB gap, 5 retries, 30 s).  Credentials
-        come only from ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``
-        / ``AWS_SESSION_TOKEN`` or the AWS files, never from arguments.
+        come from the chain the AWS SDKs walk (environment, web identity,
+        the AWS files' profile, container credentials, EC2 instance
+        metadata), never from arguments; ``s3_no_sign_request=True``
+        sends unsigned requests (public buckets), and finding no
+        credentials without it is an error.
 
     Use it as a context manager (``with ckptfs.open(p) as c:``) or call
     ``close()``: that releases the file descriptors and caches at once.

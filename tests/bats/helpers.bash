@@ -10,6 +10,9 @@ PY=/usr/bin/python3
 # The ckptfs Python package, imported from the work tree (scripts/ckptfs/),
 # loads the plain build's library unless a suite points it elsewhere.
 export CKPTFS_LIB=${CKPTFS_LIB:-$ROOT/build/libckptfs.so}
+# The S3 credential chain ends at EC2 instance metadata on a link-local
+# address: never from a test (the suites use loopback only).
+export AWS_EC2_METADATA_DISABLED=true
 GEN="$PY $ROOT/scripts/gen_ckpt.py"
 REF="$PY $ROOT/tests/reference.py"
 BAD="$PY $ROOT/tests/make_bad_ckpt.py"

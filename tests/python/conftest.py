@@ -14,6 +14,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 BUILD = os.environ.get("CKPTFS_BUILD", os.path.join(ROOT, "build"))
 os.environ.setdefault("CKPTFS_LIB", os.path.join(BUILD, "libckptfs.so"))
+# The S3 credential chain ends at EC2 instance metadata on a link-local
+# address: never from a test (loopback only).
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 PY = "/usr/bin/python3"

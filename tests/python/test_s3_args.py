@@ -28,6 +28,10 @@ ROOT = "s3://ck-bucket/run"
     (dict(s3_endpoint=""), ValueError, "s3_endpoint is empty"),
     (dict(s3_endpoint="http://a\0b"), ValueError, "s3_endpoint contains a NUL"),
     (dict(s3_region=5), TypeError, "s3_region must be a str"),
+    (dict(s3_no_sign_request="yes"), TypeError,
+     "s3_no_sign_request must be True or False, not str"),
+    (dict(s3_no_sign_request=1), TypeError,
+     "s3_no_sign_request must be True or False, not int"),
 ])
 @pytest.mark.parametrize("fn", ["load", "open", "reader"])
 def test_bad_s3_arguments(fn, kw, exc, text, request):
@@ -61,13 +65,16 @@ def test_struct_fields():
         s3_endpoint="http://127.0.0.1:7480", s3_region="eu-west-1",
         s3_profile="p", s3_credentials_file="/c", s3_config_file="/f",
         s3_parallel=4, s3_part_size=1 << 20, s3_merge_gap=4096,
-        s3_retries=0, s3_timeout_ms=500)))
+        s3_retries=0, s3_timeout_ms=500, s3_no_sign_request=True)))
     assert o.endpoint == b"http://127.0.0.1:7480"
     assert o.region == b"eu-west-1" and o.profile == b"p"
     assert o.credentials_file == b"/c" and o.config_file == b"/f"
     assert (o.parallel, o.part_bytes, o.merge_gap) == (4, 1 << 20, 4096)
     assert o.retries == _lib.S3_NO_RETRIES and o.timeout_ms == 500
     assert o.access_key is None and o.secret_key is None
+    assert o.no_sign_request is True
+    assert not _s3_struct(_args.s3_options(dict(
+        s3_region="r", s3_no_sign_request=False))).no_sign_request
     assert _s3_struct(_args.s3_options(dict(s3_region=None))) is None
 
 
@@ -76,7 +83,8 @@ def test_the_library_gets_them(tmp_path):
     # naming it, after no retry.
     with pytest.raises(ckptfs.Error) as e:
         ckptfs.load(ROOT, 2, 1, s3_endpoint="http://127.0.0.1:1",
-                    s3_retries=0, s3_timeout_ms=2000)
+                    s3_retries=0, s3_timeout_ms=2000,
+                    s3_no_sign_request=True)
     assert "cannot reach http://127.0.0.1:1" in str(e.value)
     # A credentials file that an option names must be there.
     missing = tmp_path / "creds"
@@ -101,6 +109,27 @@ def test_no_secret_in_messages(monkeypatch, tmp_path):
         ckptfs.load(ROOT, 2, 1, s3_endpoint="http://127.0.0.1:1",
                     s3_retries=0)
     assert secret not in str(e.value) and secret not in repr(e.value)
+
+
+def test_no_credentials_is_an_error(monkeypatch, tmp_path):
+    # Nothing anywhere: an error naming the sources tried, not unsigned
+    # requests; s3_no_sign_request=True asks for those.
+    for v in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE",
+              "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+              "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+              "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        monkeypatch.delenv(v, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("AWS_SHARED_CREDENTIALS_FILE", raising=False)
+    monkeypatch.delenv("AWS_CONFIG_FILE", raising=False)
+    with pytest.raises(ckptfs.Error) as e:
+        ckptfs.open(ROOT, s3_endpoint="http://127.0.0.1:1", s3_retries=0)
+    assert "no S3 credentials: tried" in str(e.value)
+    assert "EC2 instance metadata" in str(e.value)
+    with pytest.raises(ckptfs.Error) as e:
+        ckptfs.open(ROOT, s3_endpoint="http://127.0.0.1:1", s3_retries=0,
+                    s3_no_sign_request=True)
+    assert "cannot reach http://127.0.0.1:1" in str(e.value)
 
 
 def test_threads_default_for_s3():

@@ -6,7 +6,12 @@
 #
 #   rgw.sh start DIR          make the cluster in DIR (new or empty), start
 #                             it, create an S3 user; DIR/env holds the
-#                             AWS_* exports for it
+#                             AWS_* exports for it; with RGW_STS=1,
+#                             radosgw's STS is on (AssumeRole), with a
+#                             role the user may assume, its ARN in
+#                             DIR/role_arn (off by default: with it,
+#                             radosgw answers a bad signature with
+#                             AccessDenied, not SignatureDoesNotMatch)
 #   rgw.sh stop DIR           stop radosgw, then the OSD, then the monitor
 #   rgw.sh stop-rgw DIR       stop radosgw alone (objects are kept)
 #   rgw.sh start-rgw DIR      start radosgw again, wait until it answers
@@ -66,6 +71,21 @@ start_rgw() {
 	wait_for 60 rgw_up || die "radosgw does not answer on port $(cat "$D/rgw.port"); see $D/log"
 }
 
+# STS: a role the user may assume, allowed everything on S3.
+make_role() {
+	radosgw-admin -c "$D/ceph.conf" caps add --uid=ckptfs \
+		--caps="roles=*" >>"$D/log/admin.out" 2>&1 ||
+		die "radosgw-admin caps add failed"
+	radosgw-admin -c "$D/ceph.conf" role create --role-name=ckptfs-reader \
+		--path=/ --assume-role-policy-doc='{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":["arn:aws:iam:::user/ckptfs"]},"Action":["sts:AssumeRole"]}]}' \
+		>"$D/log/role.json" 2>>"$D/log/admin.out" || die "radosgw-admin role create failed"
+	radosgw-admin -c "$D/ceph.conf" role-policy put --role-name=ckptfs-reader \
+		--policy-name=s3all --policy-doc='{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["s3:*"],"Resource":"arn:aws:s3:::*"}]}' \
+		>>"$D/log/admin.out" 2>&1 || die "radosgw-admin role-policy put failed"
+	/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["Arn"])' \
+		"$D/log/role.json" >"$D/role_arn" || die "no role ARN in $D/log/role.json"
+}
+
 cmd_start() {
 	local monport rgwport fsid ak sk
 	mkdir -p "$D"
@@ -123,6 +143,12 @@ rgw frontends = beast endpoint=127.0.0.1:$rgwport
 rgw data = $D/rgw
 rgw dns name = 127.0.0.1
 CONF
+	if [ "${RGW_STS:-0}" = 1 ]; then
+		cat >> "$D/ceph.conf" <<CONF
+rgw sts key = $(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
+rgw s3 auth use sts = true
+CONF
+	fi
 	monmaptool --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$monport]" \
 		"$D/monmap" >/dev/null
 	ceph-mon -c "$D/ceph.conf" --mkfs -i a --monmap "$D/monmap" \
@@ -141,6 +167,7 @@ CONF
 	radosgw-admin -c "$D/ceph.conf" user create --uid=ckptfs \
 		--display-name=ckptfs --access-key="$ak" --secret="$sk" \
 		>>"$D/log/admin.out" 2>&1 || die "radosgw-admin user create failed"
+	if [ "${RGW_STS:-0}" = 1 ]; then make_role; fi
 	cat > "$D/env" <<ENV
 export AWS_ACCESS_KEY_ID=$ak
 export AWS_SECRET_ACCESS_KEY=$sk

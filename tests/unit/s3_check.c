@@ -587,7 +587,6 @@ out:
 static void test_replaced(void)
 {
 	struct ckpt_s3_opts o = { 0 };
-	char *ak, *sk;
 	struct ckpt_store_range r;
 	struct ckpt_store *s;
 	struct ckpt_store_file_info fi;
@@ -631,15 +630,9 @@ static void test_replaced(void)
 	mkbucket("ck-pub");
 	CHECK(put("ck-pub", "chg2", 24, 100000));
 	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
-	ak = strdup(getenv("AWS_ACCESS_KEY_ID"));
-	sk = strdup(getenv("AWS_SECRET_ACCESS_KEY"));
-	unsetenv("AWS_ACCESS_KEY_ID");
-	unsetenv("AWS_SECRET_ACCESS_KEY");
+	o.no_sign_request = true;
 	s = store("s3://ck-pub", &o);
-	setenv("AWS_ACCESS_KEY_ID", ak, 1);
-	setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
-	free(ak);
-	free(sk);
+	o.no_sign_request = false;
 	CHECK(s);
 	if (!s)
 		return;

@@ -14,11 +14,53 @@
 #include <unistd.h>
 
 #include "io/s3_config.h"
+#include "io/s3_credhttp.h"
+#include "io/s3_ini.h"
 #include "io/s3_url.h"
 #include "io/s3_xml.h"
 #include "testhelp.h"
 
 static char home[64];
+
+/* The current credentials of c, copied (NULL: unsigned requests). */
+static char ak_buf[256], sk_buf[256], tok_buf[256];
+
+static void cur(struct ckpt_s3_cfg *c, bool *anon, bool *has_tok)
+{
+	struct ckpt_s3_credset *cs = ckpt_s3_creds_get(c->creds);
+
+	*anon = !cs;
+	*has_tok = cs && cs->session_token;
+	snprintf(ak_buf, sizeof(ak_buf), "%s", cs ? cs->access_key : "");
+	snprintf(sk_buf, sizeof(sk_buf), "%s", cs ? cs->secret_key : "");
+	snprintf(tok_buf, sizeof(tok_buf), "%s",
+		 cs && cs->session_token ? cs->session_token : "");
+	ckpt_s3_credset_put(cs);
+}
+
+static const char *ak(struct ckpt_s3_cfg *c)
+{
+	bool a, t;
+
+	cur(c, &a, &t);
+	return a ? NULL : ak_buf;
+}
+
+static const char *sk(struct ckpt_s3_cfg *c)
+{
+	bool a, t;
+
+	cur(c, &a, &t);
+	return a ? NULL : sk_buf;
+}
+
+static const char *tok(struct ckpt_s3_cfg *c)
+{
+	bool a, t;
+
+	cur(c, &a, &t);
+	return t ? tok_buf : NULL;
+}
 
 static void put_file(const char *rel, const char *text)
 {
@@ -49,12 +91,21 @@ static void clean(void)
 		"AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
 		"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
 		"AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+		"AWS_ROLE_SESSION_NAME", "AWS_ENDPOINT_URL_STS",
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+		"AWS_CONTAINER_CREDENTIALS_FULL_URI",
+		"AWS_CONTAINER_AUTHORIZATION_TOKEN",
+		"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+		"AWS_EC2_METADATA_SERVICE_ENDPOINT",
 	};
 	size_t i;
 
 	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
 	setenv("HOME", home, 1);
+	/* Never the link-local metadata address from a test. */
+	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
 	rm_file(".aws/credentials");
 	rm_file(".aws/config");
 	rm_file("other-creds");
@@ -62,18 +113,30 @@ static void clean(void)
 
 static void test_defaults(void)
 {
+	struct ckpt_s3_opts o = { 0 };
 	struct ckpt_s3_cfg c;
 	char err[512];
 
 	clean();
-	CHECK(ckpt_s3_config_load(NULL, &c, err, sizeof(err)) == 0);
-	CHECK(c.access_key == NULL && c.secret_key == NULL);
+	/* Nothing anywhere is an error naming the sources tried. */
+	CHECK(ckpt_s3_config_load(NULL, &c, err, sizeof(err)) == -ENOKEY);
+	fprintf(stderr, "  %s\n", err);
+	CHECK(strstr(err, "no S3 credentials") &&
+	      strstr(err, "AWS_ACCESS_KEY_ID") &&
+	      strstr(err, "AWS_WEB_IDENTITY_TOKEN_FILE") &&
+	      strstr(err, "profile 'default'") &&
+	      strstr(err, "AWS_CONTAINER_CREDENTIALS") &&
+	      strstr(err, "EC2 instance metadata") &&
+	      strstr(err, "no-sign-request"));
+	o.no_sign_request = true;
+	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == 0);
+	CHECK(ak(&c) == NULL && sk(&c) == NULL);
 	CHECK(strcmp(c.region, "us-east-1") == 0);
 	CHECK(strcmp(c.endpoint, "https://s3.us-east-1.amazonaws.com") == 0);
 	CHECK(c.parallel == 16 && c.retries == 5 && c.timeout_ms == 30000);
 	CHECK(c.part_bytes == 8u << 20);
 	CHECK(c.merge_gap == CKPT_S3_DEFAULT_MERGE_GAP);
-	CHECK(strstr(c.cred_source, "anonymous"));
+	CHECK(strstr(c.cred_source, "unsigned"));
 	ckpt_s3_config_destroy(&c);
 }
 
@@ -90,9 +153,9 @@ static void test_env_over_files(void)
 	put_file(".aws/config", "[default]\nregion = eu-west-3\n"
 		 "endpoint_url = http://file-endpoint:9000/\n");
 	CHECK(ckpt_s3_config_load(NULL, &c, err, sizeof(err)) == 0);
-	CHECK(c.access_key && strcmp(c.access_key, "FILEKEY") == 0);
-	CHECK(c.secret_key && strcmp(c.secret_key, "filesecret") == 0);
-	CHECK(c.session_token && strcmp(c.session_token, "filetoken") == 0);
+	CHECK(ak(&c) && strcmp(ak(&c), "FILEKEY") == 0);
+	CHECK(sk(&c) && strcmp(sk(&c), "filesecret") == 0);
+	CHECK(tok(&c) && strcmp(tok(&c), "filetoken") == 0);
 	CHECK(strstr(c.cred_source, "profile 'default'"));
 	CHECK(strstr(c.cred_source, ".aws/credentials"));
 	CHECK(strcmp(c.region, "eu-west-3") == 0);
@@ -105,10 +168,10 @@ static void test_env_over_files(void)
 	setenv("AWS_DEFAULT_REGION", "ap-south-1", 1);
 	setenv("AWS_ENDPOINT_URL", "http://env-endpoint:1", 1);
 	CHECK(ckpt_s3_config_load(NULL, &c, err, sizeof(err)) == 0);
-	CHECK(strcmp(c.access_key, "ENVKEY") == 0);
-	CHECK(strcmp(c.secret_key, "envsecret") == 0);
-	CHECK(c.session_token == NULL);
-	CHECK(strcmp(c.cred_source, "AWS_ACCESS_KEY_ID") == 0);
+	CHECK(strcmp(ak(&c), "ENVKEY") == 0);
+	CHECK(strcmp(sk(&c), "envsecret") == 0);
+	CHECK(tok(&c) == NULL);
+	CHECK(strcmp(c.cred_source, "the environment (AWS_ACCESS_KEY_ID)") == 0);
 	CHECK(strcmp(c.region, "ap-south-1") == 0);
 	CHECK(strcmp(c.endpoint, "http://env-endpoint:1") == 0);
 	ckpt_s3_config_destroy(&c);
@@ -121,7 +184,7 @@ static void test_env_over_files(void)
 	CHECK(ckpt_s3_config_load(NULL, &c, err, sizeof(err)) == 0);
 	CHECK(strcmp(c.region, "us-west-2") == 0);
 	CHECK(strcmp(c.endpoint, "https://s3-only:443") == 0);
-	CHECK(c.session_token && strcmp(c.session_token, "envtoken") == 0);
+	CHECK(tok(&c) && strcmp(tok(&c), "envtoken") == 0);
 	ckpt_s3_config_destroy(&c);
 }
 
@@ -143,9 +206,9 @@ static void test_opts_win(void)
 	setenv("AWS_REGION", "us-west-2", 1);
 	setenv("AWS_ENDPOINT_URL", "http://env-endpoint:1", 1);
 	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == 0);
-	CHECK(strcmp(c.access_key, "OPTKEY") == 0);
-	CHECK(strcmp(c.secret_key, "optsecret") == 0);
-	CHECK(c.session_token == NULL);
+	CHECK(strcmp(ak(&c), "OPTKEY") == 0);
+	CHECK(strcmp(sk(&c), "optsecret") == 0);
+	CHECK(tok(&c) == NULL);
 	CHECK(strcmp(c.region, "sa-east-1") == 0);
 	CHECK(strcmp(c.endpoint, "http://opt-endpoint:2") == 0);
 	CHECK(c.parallel == 4 && c.part_bytes == 1 << 20);
@@ -175,7 +238,7 @@ static void test_profiles(void)
 		 "[p2]\nregion = not-a-config-section\n");
 	setenv("AWS_PROFILE", "p2", 1);
 	CHECK(ckpt_s3_config_load(NULL, &c, err, sizeof(err)) == 0);
-	CHECK(strcmp(c.access_key, "P2KEY") == 0);
+	CHECK(strcmp(ak(&c), "P2KEY") == 0);
 	CHECK(strcmp(c.region, "eu-north-1") == 0);
 	/* The nested s3 block is not read: the default endpoint. */
 	CHECK(strcmp(c.endpoint, "https://s3.eu-north-1.amazonaws.com") == 0);
@@ -185,7 +248,7 @@ static void test_profiles(void)
 	/* Keys in the config file alone. */
 	setenv("AWS_PROFILE", "p3", 1);
 	CHECK(ckpt_s3_config_load(NULL, &c, err, sizeof(err)) == 0);
-	CHECK(strcmp(c.access_key, "P3KEY") == 0);
+	CHECK(strcmp(ak(&c), "P3KEY") == 0);
 	CHECK(strcmp(c.endpoint, "http://p3:3") == 0);
 	CHECK(strstr(c.cred_source, ".aws/config"));
 	ckpt_s3_config_destroy(&c);
@@ -194,17 +257,17 @@ static void test_profiles(void)
 	setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "envsecret", 1);
 	CHECK(ckpt_s3_config_load(NULL, &c, err, sizeof(err)) == 0);
-	CHECK(strcmp(c.access_key, "ENVKEY") == 0);
+	CHECK(strcmp(ak(&c), "ENVKEY") == 0);
 	ckpt_s3_config_destroy(&c);
 	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == 0);
-	CHECK(strcmp(c.access_key, "P3KEY") == 0);
+	CHECK(strcmp(ak(&c), "P3KEY") == 0);
 	ckpt_s3_config_destroy(&c);
 
 	/* A named profile that is nowhere. */
 	setenv("AWS_PROFILE", "nope", 1);
 	CHECK(ckpt_s3_config_load(NULL, &c, err, sizeof(err)) == -ENOENT);
 	CHECK(strstr(err, "'nope'") && strstr(err, "AWS_PROFILE"));
-	CHECK(c.endpoint == NULL && c.access_key == NULL);
+	CHECK(c.endpoint == NULL && ak(&c) == NULL);
 
 	/* Other file locations, with ~ expanded. */
 	unsetenv("AWS_PROFILE");
@@ -215,7 +278,7 @@ static void test_profiles(void)
 	setenv("AWS_SHARED_CREDENTIALS_FILE", "~/other-creds", 1);
 	setenv("AWS_CONFIG_FILE", "~/missing-config", 1);
 	CHECK(ckpt_s3_config_load(NULL, &c, err, sizeof(err)) == 0);
-	CHECK(c.access_key && strcmp(c.access_key, "OTHER") == 0);
+	CHECK(ak(&c) && strcmp(ak(&c), "OTHER") == 0);
 	CHECK(strstr(c.cred_source, "/other-creds"));
 	CHECK(strcmp(c.region, "us-east-1") == 0);
 	ckpt_s3_config_destroy(&c);
@@ -428,6 +491,60 @@ static void test_xml(void)
 	CHECK(ckpt_s3_xml_text("&#x1F600;", 9, out, sizeof(out)) == 4);
 }
 
+/* The shared files as botocore reads them. */
+static void test_ini(void)
+{
+	char text[] = "# c\n[profile Dev]\nRole_ARN = arn:aws:iam::1:role/x\n"
+		      "Region: eu-west-1\n; c2\ns3 =\n  Addressing_Style = path\n"
+		      "  endpoint_url = http://n:1\nnote = one\n  two\n"
+		      "[default]\nregion = us-east-2\n[other]\nregion = x\n"
+		      "[services svc]\nsts =\n  endpoint_url = http://sts:1\n";
+	struct ckpt_ini ini = { 0 };
+
+	CHECK(ckpt_ini_parse(text, true, &ini) == 0);
+	CHECK(ckpt_ini_has_section(&ini, "Dev"));
+	CHECK(!ckpt_ini_has_section(&ini, "other"));	/* not a profile */
+	CHECK(strcmp(ckpt_ini_get(&ini, "Dev", "role_arn"),
+		     "arn:aws:iam::1:role/x") == 0);
+	CHECK(strcmp(ckpt_ini_get(&ini, "Dev", "region"), "eu-west-1") == 0);
+	CHECK(strcmp(ckpt_ini_get(&ini, "Dev", "s3.addressing_style"),
+		     "path") == 0);
+	CHECK(strcmp(ckpt_ini_get(&ini, "Dev", "s3.endpoint_url"),
+		     "http://n:1") == 0);
+	CHECK(strcmp(ckpt_ini_get(&ini, "Dev", "note"), "one\ntwo") == 0);
+	CHECK(strcmp(ckpt_ini_get(&ini, "default", "region"),
+		     "us-east-2") == 0);
+	CHECK(strcmp(ckpt_ini_get(&ini, "services svc", "sts.endpoint_url"),
+		     "http://sts:1") == 0);
+	ckpt_ini_destroy(&ini);
+
+	CHECK(ckpt_s3_parse_time("2026-12-04T13:43:12.250335979Z") ==
+	      1796391792);
+	CHECK(ckpt_s3_parse_time("2026-12-04T14:43:12+01:00") == 1796391792);
+	CHECK(ckpt_s3_parse_time("2026-12-04 13:43:12") == -1);
+}
+
+/* A profile's keys in any case; services' sts endpoint. */
+static void test_profile_case(void)
+{
+	struct ckpt_s3_cfg c;
+	char err[512];
+
+	clean();
+	put_file(".aws/credentials", "[default]\nAWS_ACCESS_KEY_ID = UPKEY\n"
+		 "Aws_Secret_Access_Key: upsecret\n");
+	CHECK(ckpt_s3_config_load(NULL, &c, err, sizeof(err)) == 0);
+	CHECK(ak(&c) && strcmp(ak(&c), "UPKEY") == 0);
+	CHECK(strcmp(sk(&c), "upsecret") == 0);
+	ckpt_s3_config_destroy(&c);
+	/* A named profile with a role but no source: an error naming it. */
+	put_file(".aws/config", "[profile r]\nrole_arn = arn:aws:iam::1:role/x\n");
+	setenv("AWS_PROFILE", "r", 1);
+	CHECK(ckpt_s3_config_load(NULL, &c, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "'r'") && strstr(err, "neither source_profile"));
+	unsetenv("AWS_PROFILE");
+}
+
 int main(void)
 {
 	snprintf(home, sizeof(home), "/tmp/ckptfs-s3cfg-XXXXXX");
@@ -440,6 +557,8 @@ int main(void)
 		mkdir(d, 0700);
 	}
 	TEST(test_defaults);
+	TEST(test_ini);
+	TEST(test_profile_case);
 	TEST(test_env_over_files);
 	TEST(test_opts_win);
 	TEST(test_profiles);

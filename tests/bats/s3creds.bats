@@ -1,0 +1,282 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: MIT
+# S3 credentials the way clusters provide them (issue 28, part 1), against
+# a radosgw this suite starts (tests/s3/suite.bash) with its STS on: a
+# profile's role_arn through radosgw's own AssumeRole; web identity, EC2
+# instance metadata (IMDSv2) and the container endpoint through
+# tests/s3/credserver.py on 127.0.0.1, which hands out fresh temporary
+# credentials from radosgw's STS and counts requests (radosgw 16.2's
+# AssumeRoleWithWebIdentity needs an OIDC provider over https with a
+# certificate thumbprint, so the server stands in for STS there);
+# credential_process with a script; refresh with short expiry times; and
+# each source's failure as one line that holds no secret.
+
+load helpers
+load ../s3/suite
+
+setup_file() {
+	export RGW_STS=1	# radosgw's STS on, with a role (rgw.sh)
+	s3_setup_file || return 1
+	$PY "$ROOT/scripts/gen_ckpt.py" --seed 31 --keys 10 --files 2 \
+		"$S3TMP/ck" >/dev/null
+	upload "$S3TMP/ck" ck-creds/run
+}
+teardown_file() { s3_teardown_file; }
+
+setup() {
+	common_setup
+	SECRET=$AWS_SECRET_ACCESS_KEY
+	ARN=$(cat "$S3TMP/rgw/role_arn")
+	mkdir -p "$TMP/home"
+	export HOME=$TMP/home
+}
+
+teardown() {
+	local p
+	for p in "$TMP"/*.pid; do
+		[ -s "$p" ] && kill "$(cat "$p")" 2>/dev/null
+	done
+	common_teardown
+}
+
+# credserver NAME EXPIRE [ARGS...]: start tests/s3/credserver.py; its URL
+# in $CS.
+credserver() {
+	local name=$1 exp=$2 i
+	shift 2
+	CRED_AK=$AWS_ACCESS_KEY_ID CRED_SK=$AWS_SECRET_ACCESS_KEY setsid $PY \
+		"$ROOT/tests/s3/credserver.py" --port-file "$TMP/$name.port" \
+		--sts "$AWS_ENDPOINT_URL" --role-arn "$ARN" --expire "$exp" "$@" \
+		</dev/null >"$TMP/$name.log" 2>&1 &
+	echo $! >"$TMP/$name.pid"
+	for i in $(seq "$(polls 10)"); do
+		[ -s "$TMP/$name.port" ] && break
+		sleep 0.05
+	done
+	CS="http://127.0.0.1:$(cat "$TMP/$name.port")"
+}
+
+# cs_stat FIELD: a count of the credential server's.
+cs_stat() {
+	curl -sf "$CS/__stats" |
+		$PY -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
+}
+
+# no_keys: the suite's static keys out of the environment.
+no_keys() {
+	unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN
+}
+
+# fresh_reads: drop the page cache, so that the mount's next reads are
+# new GETs.
+fresh_reads() {
+	sync
+	echo 1 >/proc/sys/vm/drop_caches
+}
+
+# check_mount W R: the mount's files against the numpy reference.
+check_mount() {
+	run $REF check "$S3TMP/ck" "$MNT" --world "$1" --rank "$2"
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
+@test "s3 credentials: a profile's role_arn with source_profile -> radosgw's STS AssumeRole; its temporary credentials read a mount; info and -d name the role; keys any case, ':' or '=', comments, nested sections" {
+	cat >"$TMP/config" <<EOF
+# the source profile
+[profile base]
+AWS_Access_Key_ID = $AWS_ACCESS_KEY_ID
+aws_secret_access_key : $AWS_SECRET_ACCESS_KEY
+s3 =
+  addressing_style = path
+[profile dev]
+; the role
+Role_Arn = $ARN
+source_profile = base
+role_session_name = ckptfs-test
+EOF
+	no_keys
+	export AWS_CONFIG_FILE=$TMP/config AWS_PROFILE=dev
+	run "$CKPTFS" info s3://ck-creds/run
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"credentials	profile 'dev': assume role $ARN (with profile 'base' in $TMP/config)"* ]]
+	[[ "$output" != *"$SECRET"* ]]
+	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 1 -d
+	check_mount 2 1
+	stop_mount
+	grep -q "s3://ck-creds/run: credentials: profile 'dev': assume role $ARN" "$TMP/daemon.log"
+	! grep -qF "$SECRET" "$TMP/daemon.log"
+	# The same profile through -o keys and the Python package.
+	PYTHONPATH=$ROOT/scripts run $(direct_env) $PY -c 'import sys, ckptfs
+print(sorted(ckptfs.load(sys.argv[1], 2, 0, backend="numpy")))' s3://ck-creds/run
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
+@test "s3 credentials: web identity (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN, STS at AWS_ENDPOINT_URL_STS) in a mount, refreshed at half-life while reads go on" {
+	echo "eyJ.web-identity-token.sig" >"$TMP/token"
+	credserver sts 4 --web-token-file "$TMP/token"
+	no_keys
+	export AWS_WEB_IDENTITY_TOKEN_FILE=$TMP/token AWS_ROLE_ARN=arn:aws:iam::123456789012:role/trainer
+	export AWS_ENDPOINT_URL_STS=$CS AWS_ROLE_SESSION_NAME=job-7
+	run "$CKPTFS" info s3://ck-creds/run
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"credentials	web identity (AWS_WEB_IDENTITY_TOKEN_FILE), role arn:aws:iam::123456789012:role/trainer"* ]]
+	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 0
+	check_mount 2 0
+	[ "$(cs_stat webid)" -eq 2 ]	# info's, the mount's
+	sleep 3				# past half of the 4 s life
+	fresh_reads
+	check_mount 2 0
+	stop_mount
+	echo "webid requests: $(cs_stat webid), refused: $(cs_stat refused)"
+	[ "$(cs_stat webid)" -ge 3 ]
+	[ "$(cs_stat refused)" -eq 0 ]
+	# A token STS does not take: one line naming the source, no token.
+	echo "eyJ.other.sig" >"$TMP/token2"
+	AWS_WEB_IDENTITY_TOKEN_FILE=$TMP/token2 run "$CKPTFS" info s3://ck-creds/run
+	echo "$output"
+	[ "$status" -ne 0 ] && [ "${#lines[@]}" -eq 1 ]
+	[[ "$output" == *"web identity"*"InvalidIdentityToken"* ]]
+	[[ "$output" != *"eyJ"* ]]
+	# Half the configuration is an error, not another source.
+	AWS_ROLE_ARN= run "$CKPTFS" info s3://ck-creds/run
+	[[ "$output" == *"AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN is not"* ]]
+}
+
+@test "s3 credentials: EC2 instance metadata (IMDSv2: token, role, credentials) at AWS_EC2_METADATA_SERVICE_ENDPOINT; refreshed in the daemon; a refusal is one line" {
+	credserver imds 4
+	no_keys
+	unset AWS_EC2_METADATA_DISABLED
+	export AWS_EC2_METADATA_SERVICE_ENDPOINT=$CS
+	run "$CKPTFS" info s3://ck-creds/run
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"credentials	EC2 instance metadata ($CS), role 'ckptfs-role'"* ]]
+	[ "$(cs_stat token)" -eq 1 ] && [ "$(cs_stat creds)" -eq 1 ]
+	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 1
+	check_mount 2 1
+	sleep 3
+	fresh_reads
+	check_mount 2 1
+	stop_mount
+	echo "tokens $(cs_stat token), credentials $(cs_stat creds)"
+	[ "$(cs_stat creds)" -ge 3 ] && [ "$(cs_stat token)" -ge 3 ]
+	curl -sf -X POST -d deny "$CS/__mode"
+	run "$CKPTFS" info s3://ck-creds/run
+	echo "$output"
+	[ "$status" -ne 0 ] && [ "${#lines[@]}" -eq 1 ]
+	[[ "$output" == *"EC2 instance metadata at $CS: the credentials of role 'ckptfs-role': HTTP 403"* ]]
+	# Disabled: not asked at all.
+	local before
+	before=$(cs_stat token)
+	AWS_EC2_METADATA_DISABLED=true run "$CKPTFS" info s3://ck-creds/run
+	[[ "$output" == *"no S3 credentials: tried"*"AWS_EC2_METADATA_DISABLED"* ]]
+	[ "$(cs_stat token)" -eq "$before" ]
+}
+
+@test "s3 credentials: the container endpoint (AWS_CONTAINER_CREDENTIALS_FULL_URI with AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE or _TOKEN); a wrong token or a remote http URI is one line without the token" {
+	credserver ecs 3600 --auth "tok-Zx81-auth"
+	no_keys
+	echo "tok-Zx81-auth" >"$TMP/auth"
+	export AWS_CONTAINER_CREDENTIALS_FULL_URI=$CS/creds
+	AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=$TMP/auth run "$CKPTFS" info s3://ck-creds/run
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"credentials	container credentials (AWS_CONTAINER_CREDENTIALS_FULL_URI)"* ]]
+	export AWS_CONTAINER_AUTHORIZATION_TOKEN=tok-Zx81-auth
+	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 0
+	check_mount 2 0
+	stop_mount
+	[ "$(cs_stat container)" -eq 2 ]
+	AWS_CONTAINER_AUTHORIZATION_TOKEN=tok-wrong-Q7 run "$CKPTFS" info s3://ck-creds/run
+	echo "$output"
+	[ "$status" -ne 0 ] && [ "${#lines[@]}" -eq 1 ]
+	[[ "$output" == *"container credentials at $CS/creds: HTTP 401"* ]]
+	[[ "$output" != *"tok-"* ]]
+	AWS_CONTAINER_CREDENTIALS_FULL_URI=http://192.0.2.1/creds run "$CKPTFS" info s3://ck-creds/run
+	echo "$output"
+	[[ "$output" == *"only https, or http on a loopback address"* ]]
+}
+
+@test "s3 credentials: credential_process runs the profile's command (quoted arguments), each fetch once; its failure is one line without the secret" {
+	cat >"$TMP/creds.sh" <<'EOF'
+#!/bin/sh
+echo run >>"$1"
+[ "$2" = "two words" ] || exit 9
+printf '{"Version": 1, "AccessKeyId": "%s", "SecretAccessKey": "%s"}\n' "$K" "$S"
+EOF
+	chmod +x "$TMP/creds.sh"
+	cat >"$TMP/config" <<EOF
+[default]
+credential_process = $TMP/creds.sh $TMP/runs "two words"
+[profile broken]
+credential_process = sh -c 'echo "$S" >&2; exit 3'
+[profile noversion]
+credential_process = sh -c 'echo "{\\"AccessKeyId\\": \\"a\\", \\"SecretAccessKey\\": \\"b\\"}"'
+EOF
+	export K=$AWS_ACCESS_KEY_ID S=$AWS_SECRET_ACCESS_KEY
+	export AWS_CONFIG_FILE=$TMP/config
+	no_keys
+	run "$CKPTFS" info s3://ck-creds/run
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"credentials	credential_process of profile 'default'"* ]]
+	[ "$(wc -l <"$TMP/runs")" -eq 1 ]
+	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 1
+	check_mount 2 1
+	stop_mount
+	[ "$(wc -l <"$TMP/runs")" -eq 2 ]	# static keys: never again
+	AWS_PROFILE=broken run "$CKPTFS" info s3://ck-creds/run 2>/dev/null
+	echo "$output"
+	[ "$status" -ne 0 ] && [ "${#lines[@]}" -eq 1 ]
+	[[ "$output" == *"credential_process of profile 'broken': 'sh' exited with status 3"* ]]
+	[[ "$output" != *"$S"* ]]
+	AWS_PROFILE=noversion run "$CKPTFS" info s3://ck-creds/run
+	[[ "$output" == *"no \"Version\": 1"* ]]
+}
+
+@test "s3 credentials: never silently anonymous: no credentials is an error naming the sources; a named profile without credentials names what it lacks; a role without a source; a role STS refuses; --s3-no-sign-request reads a public bucket" {
+	K0=$AWS_ACCESS_KEY_ID
+	no_keys
+	run "$CKPTFS" info s3://ck-creds/run
+	echo "$output"
+	[ "$status" -ne 0 ] && [ "${#lines[@]}" -eq 1 ]
+	[[ "$output" == *"no S3 credentials: tried AWS_ACCESS_KEY_ID; AWS_WEB_IDENTITY_TOKEN_FILE; profile 'default'"*"AWS_CONTAINER_CREDENTIALS"*"EC2 instance metadata"*"--s3-no-sign-request"* ]]
+	refuse_mount s3://ck-creds/run "no S3 credentials"
+	printf '[profile dev]\nregion = us-east-1\n[profile norole]\nrole_arn = %s\n[profile bad]\nrole_arn = arn:aws:iam:::role/nosuchrole\nsource_profile = keys\n[profile keys]\naws_access_key_id = %s\naws_secret_access_key = %s\n' \
+		"$ARN" "$K0" "$SECRET" >"$TMP/config"
+	export AWS_CONFIG_FILE=$TMP/config
+	AWS_PROFILE=dev run "$CKPTFS" info s3://ck-creds/run
+	echo "$output"
+	[[ "$output" == *"S3 profile 'dev' (from AWS_PROFILE) in"*"yields no credentials: it has no aws_access_key_id, role_arn, web_identity_token_file or credential_process"* ]]
+	run "$CKPTFS" info s3://ck-creds/run --s3-profile norole
+	echo "$output"
+	[[ "$output" == *"S3 profile 'norole' in $TMP/config has role_arn but neither source_profile nor credential_source"* ]]
+	AWS_PROFILE=bad run "$CKPTFS" info s3://ck-creds/run
+	echo "$output"
+	[ "$status" -ne 0 ] && [ "${#lines[@]}" -eq 1 ]
+	[[ "$output" == *"profile 'bad': assume role arn:aws:iam:::role/nosuchrole"*"STS AssumeRole of role arn:aws:iam:::role/nosuchrole at $AWS_ENDPOINT_URL: HTTP"* ]]
+	[[ "$output" != *"$SECRET"* ]]
+	# A public bucket: unsigned only when asked.
+	curl -sS --fail -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" \
+		--user "$K0:$SECRET" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
+		-H "x-amz-acl: public-read" "$AWS_ENDPOINT_URL/ck-public"
+	for f in "$S3TMP"/ck/* "$S3TMP"/ck/.metadata; do
+		curl -sS --fail -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" \
+			--user "$K0:$SECRET" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
+			-H "x-amz-acl: public-read" -T "$f" \
+			"$AWS_ENDPOINT_URL/ck-public/run/$(basename "$f")"
+	done
+	unset AWS_CONFIG_FILE
+	run "$CKPTFS" info s3://ck-public/run
+	[ "$status" -ne 0 ]
+	run "$CKPTFS" info s3://ck-public/run --s3-no-sign-request
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"credentials	none: unsigned requests (no_sign_request)"* ]]
+	start_mount s3://ck-public/run "$MNT" --world 2 --rank 1 -o s3_no_sign_request
+	check_mount 2 1
+}
