@@ -57,12 +57,13 @@ struct tool {
 	int (*run)(const struct tool_args *a);
 };
 
-static int parse_num(const char *what, const char *s, uint32_t *out)
+static int parse_num(const char *tool, const char *what, const char *s,
+		     uint32_t *out)
 {
 	char err[256];
 
 	if (mount_num_arg(what, s, out, err, sizeof(err))) {
-		fprintf(stderr, "ckptfs: %s\n", err);
+		fprintf(stderr, "ckptfs %s: %s\n", tool, err);
 		return -1;
 	}
 	return 0;
@@ -104,26 +105,26 @@ static int take_option(const struct tool *t, int c, char **argv,
 		return 0;
 	case OPT_WORLD:
 		a->has_world = true;
-		return parse_num("--world", optarg, &a->world);
+		return parse_num(t->name, "world", optarg, &a->world);
 	case OPT_RANK:
 		a->has_rank = true;
-		return parse_num("--rank", optarg, &a->rank);
+		return parse_num(t->name, "rank", optarg, &a->rank);
 	case OPT_PREFIX:
 		a->prefix = optarg;
 		return 0;
 	case OPT_JOBS:
-		return parse_num("--jobs", optarg, &a->jobs);
+		return parse_num(t->name, "--jobs", optarg, &a->jobs);
 	case OPT_FORMAT:
 		if (strcmp(optarg, "raw") && strcmp(optarg, "npy")) {
-			fprintf(stderr, "ckptfs: --format must be raw or npy, got '%s'\n",
-				optarg);
+			fprintf(stderr, "ckptfs %s: format must be raw or npy, got '%s'\n",
+				t->name, optarg);
 			return -1;
 		}
 		a->npy = !strcmp(optarg, "npy");
 		return 0;
 	case OPT_INDEX_CACHE:
 		if (!*optarg) {
-			fprintf(stderr, "ckptfs %s: --index-cache needs a value\n",
+			fprintf(stderr, "ckptfs %s: index_cache needs a value\n",
 				t->name);
 			return -1;
 		}
@@ -192,15 +193,30 @@ static int parse_args(const struct tool *t, int argc, char **argv,
 			t->name);
 		return -1;
 	}
-	if (a->has_world != a->has_rank) {
-		fprintf(stderr, "ckptfs %s: %s is required with %s\n",
-			t->name, a->has_world ? "--rank" : "--world",
-			a->has_world ? "--world" : "--rank");
+	if (a->has_world && a->world < 1) {
+		fprintf(stderr, "ckptfs %s: world must be at least 1, got 0\n",
+			t->name);
 		return -1;
 	}
-	if (a->world < 1 || a->rank >= a->world) {
-		fprintf(stderr, "ckptfs: rank %u is out of range: need 0 <= rank < world (%u)\n",
-			a->rank, a->world);
+	if (a->has_world != a->has_rank) {
+		fprintf(stderr, "ckptfs %s: %s is required with %s\n",
+			t->name, a->has_world ? "rank" : "world",
+			a->has_world ? "world" : "rank");
+		return -1;
+	}
+	if (a->prefix && !*a->prefix) {
+		fprintf(stderr, "ckptfs %s: prefix must not be empty\n",
+			t->name);
+		return -1;
+	}
+	if (s3_cli_first(&a->s3) && strncmp(a->pos[0], "s3://", 5)) {
+		fprintf(stderr, "ckptfs %s: %s is only for s3:// checkpoints, not '%s'\n",
+			t->name, s3_cli_first(&a->s3), a->pos[0]);
+		return -1;
+	}
+	if (a->rank >= a->world) {
+		fprintf(stderr, "ckptfs %s: rank %u is out of range: need 0 <= rank < world (%u)\n",
+			t->name, a->rank, a->world);
 		return -1;
 	}
 	s3_cli_fill(&a->s3, &a->s3o);

@@ -495,26 +495,26 @@ static int take_arg(struct mount_opts *o, int c, char **argv, char *err,
 	case 'o':
 		return take_o_list(o, optarg, err, errlen);
 	case L_WORLD:
-		return set_num("--world", optarg, &o->world, &o->has_world,
+		return set_num("world", optarg, &o->world, &o->has_world,
 			       err, errlen);
 	case L_RANK:
-		return set_num("--rank", optarg, &o->rank, &o->has_rank, err,
+		return set_num("rank", optarg, &o->rank, &o->has_rank, err,
 			       errlen);
 	case L_PREFIX:
 		return set_prefix(o, optarg, err, errlen);
 	case L_INDEX:
-		return set_str(&o->index, "--index", optarg, err, errlen);
+		return set_str(&o->index, "index", optarg, err, errlen);
 	case L_INDEX_CACHE:
-		return set_str(&o->index_cache, "--index-cache", optarg, err,
+		return set_str(&o->index_cache, "index_cache", optarg, err,
 			       errlen);
 	case L_LAYOUT:
-		return set_str(&o->layout, "--layout", optarg, err, errlen);
+		return set_str(&o->layout, "layout", optarg, err, errlen);
 	case L_RANKS:
-		return set_str(&o->ranks_spec, "--ranks", optarg, err, errlen);
+		return set_str(&o->ranks_spec, "ranks", optarg, err, errlen);
 	case L_FORMAT:
 		return set_format(o, optarg, err, errlen);
 	case L_DTYPE:
-		return set_str(&o->dtype, "--dtype", optarg, err, errlen);
+		return set_str(&o->dtype, "dtype", optarg, err, errlen);
 	case ':':
 		if (optopt == 'o')
 			snprintf(err, errlen, "-o needs a list of options");

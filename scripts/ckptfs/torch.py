@@ -138,7 +138,9 @@ class StorageReader(_Base):  # type: ignore[misc]
             raise TypeError("direct_io must be a bool, got "
                             f"{type(direct_io).__name__}")
         self.direct_io: bool = direct_io
-        _args.s3_options(s3)          # checked now, not at first use
+        s3given = _args.s3_options(s3)  # checked now, not at first use
+        if path is not None:
+            _args.s3_only(_args.path("path", path), s3given)
         _args.index_cache(index_cache)
         self.index_cache: IndexCacheArg = index_cache
         self.s3: Dict[str, Any] = dict(s3)

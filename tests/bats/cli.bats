@@ -134,7 +134,7 @@ print(len(fqns), "keys planned")' "$TMP/ckpt" "$ROOT/tests" "$TMP/plan"
 	run "$CKPTFS" ls "$TMP/ckpt" --world 2 --rank 2
 	[ "$status" -ne 0 ]; [[ "$output" == *"rank 2 is out of range"* ]]
 	run "$CKPTFS" extract "$TMP/ckpt" "$TMP/x" --world 2 --rank 0 --format csv
-	[ "$status" -ne 0 ]; [[ "$output" == *"--format must be raw or npy"* ]]
+	[ "$status" -ne 0 ]; [[ "$output" == *"format must be raw or npy"* ]]
 	run "$CKPTFS" info "$TMP/nope"
 	[ "$status" -ne 0 ]; [[ "$output" == *"nope/.metadata: cannot open"* ]]
 }

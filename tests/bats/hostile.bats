@@ -143,14 +143,14 @@ print("whole files only")' "$1" "$2" "$ROOT/tests" "$3" "$4"
 
 @test "arguments: --world and --rank only together, 32-bit limits named, the ranks cap named" {
 	run "$CKPTFS" ls "$TMP/ckpt" --world 2
-	[ "$status" -eq 2 ]; [[ "$output" == *"--rank is required with --world"* ]]
+	[ "$status" -eq 2 ]; [[ "$output" == *"rank is required with world"* ]]
 	run "$CKPTFS" stats "$TMP/ckpt" --world 2
-	[ "$status" -eq 2 ]; [[ "$output" == *"--rank is required with --world"* ]]
+	[ "$status" -eq 2 ]; [[ "$output" == *"rank is required with world"* ]]
 	run "$CKPTFS" ls "$TMP/ckpt" --rank 1
-	[ "$status" -eq 2 ]; [[ "$output" == *"--world is required with --rank"* ]]
+	[ "$status" -eq 2 ]; [[ "$output" == *"world is required with rank"* ]]
 	for c in ls mount; do
 		run "$CKPTFS" $c "$TMP/ckpt" "$MNT" --world 4294967296 --rank 0
-		[ "$status" -ne 0 ]; [[ "$output" == *"--world must be at most 4294967295, got '4294967296'"* ]]
+		[ "$status" -ne 0 ]; [[ "$output" == *"world must be at most 4294967295, got '4294967296'"* ]]
 	done
 	run "$CKPTFS" "$TMP/ckpt" "$MNT" -o world=2,rank=18446744073709551617
 	[ "$status" -ne 0 ]; [[ "$output" == *"rank must be at most 4294967295"* ]]

@@ -79,7 +79,7 @@ refuse() {
 	run "$CKPTFS" "$TMP/ckpt" "$MNT" -o world=4,rank=9
 	[ "$status" -ne 0 ]; [[ "$output" == *"rank 9 is out of range"* ]]
 	run "$CKPTFS" mount "$TMP/ckpt" "$MNT" --world x --rank 0
-	[ "$status" -ne 0 ]; [[ "$output" == *"--world must be a whole number, got 'x'"* ]]
+	[ "$status" -ne 0 ]; [[ "$output" == *"world must be a whole number, got 'x'"* ]]
 	run "$CKPTFS" mount "$TMP/ckpt" "$MNT" --world -3 --rank 0
 	[ "$status" -ne 0 ]
 	run "$CKPTFS" mount "$TMP/ckpt" "$MNT" --world 4

@@ -221,7 +221,15 @@ def test_box_read_outside_the_shape_is_a_checkpoint_error(native_ckpt):
 
 
 
-@pytest.mark.parametrize("prefix", ["nope", ""])
+def test_an_empty_prefix_is_refused_as_the_cli_refuses_it(native_ckpt):
+    """Issue 27 item 5: "" is refused before the library, with the
+    command's message for --prefix ''."""
+    with pytest.raises(ckptfs.CheckpointError, match="^prefix must not be "
+                       "empty$"):
+        ckptfs.load(native_ckpt, 2, 0, prefix="", backend="numpy")
+
+
+@pytest.mark.parametrize("prefix", ["nope"])
 def test_a_prefix_matching_nothing_lists_the_prefixes(native_ckpt, prefix):
     """Issue 19 item 9: a typo must not resume from an empty state; the
     library refuses it and the class comes from its code."""
