@@ -50,6 +50,7 @@ static void usage(FILE *f)
 "                           decoded once, kept LRU; none may decode to more\n"
 "  -o verify                check each record's xxh3 when first read; EIO if bad\n"
 "  -o follow_symlinks       allow data-file symlinks leading outside CKPT\n"
+"  -o nonempty              mount over a directory that holds files\n"
 "  -o readahead_kb=N        the mount's readahead (default 1024; needs root)\n"
 "  -o ahead_kb=N            in-order readers of strided (e.g. transposed) records\n"
 "                           or of an s3:// checkpoint:\n"

@@ -269,6 +269,7 @@ enum {
 	K_WORLD, K_RANK, K_READAHEAD, K_PREFIX, K_LAYOUT, K_INDEX, K_RANKS,
 	K_DTYPE, K_FORMAT, K_VERIFY, K_PREFETCH, K_FOLLOW, K_DEBUG,
 	K_MAX_THREADS, K_MAX_IDLE, K_CACHE_MB, K_AHEAD, K_INDEX_CACHE,
+	K_NONEMPTY,
 };
 
 static const struct fuse_opt o_spec[] = {
@@ -290,6 +291,7 @@ static const struct fuse_opt o_spec[] = {
 	FUSE_OPT_KEY("max_idle_threads=", K_MAX_IDLE),
 	FUSE_OPT_KEY("cache_mb=", K_CACHE_MB),
 	FUSE_OPT_KEY("ahead_kb=", K_AHEAD),
+	FUSE_OPT_KEY("nonempty", K_NONEMPTY),
 	FUSE_OPT_END
 };
 
@@ -405,6 +407,9 @@ static int take_o(void *data, const char *arg, int key,
 		return 0;
 	case K_DEBUG:
 		o->debug = true;
+		return 0;
+	case K_NONEMPTY:	/* libfuse 2's key: ours now (mountpoint.h) */
+		o->nonempty = true;
 		return 0;
 	case FUSE_OPT_KEY_OPT:
 		break;
