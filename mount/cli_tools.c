@@ -532,6 +532,14 @@ static int plan_run(void *ctx, const struct ckpt_read_run *r)
 	return 0;
 }
 
+/* Whether node i of v is a key's file (not a directory, not .ckptfs/). */
+static bool key_is_file(const struct ckpt_view *v, uint32_t i)
+{
+	struct ckpt_node_info ni;
+
+	return !ckpt_view_node(v, i, &ni) && ni.type == CKPT_NODE_KEY;
+}
+
 static void plan_one(const struct ckpt_view *v, uint32_t node)
 {
 	struct plan_out p = { .m = ckpt_view_meta(v) };
@@ -588,8 +596,17 @@ static int tool_plan(const struct tool_args *a)
 		}
 		plan_one(v, i);
 	} else {
-		for (i = 1; i < nnodes(v); i++)
+		uint64_t total = 0, size;
+
+		for (i = 1; i < nnodes(v); i++) {
 			plan_one(v, i);
+			if (!key_is_file(v, i) || ckpt_view_size(v, 0, i, &size))
+				continue;
+			total += size;
+		}
+		/* What du -sb of the mount would say of the keys' files,
+		 * without .ckptfs/ (whose view.safetensors repeats them). */
+		printf("view bytes: %" PRIu64 "\n", total);
 	}
 	ckpt_view_free(v);
 	ckpt_meta_free(m);
@@ -1465,6 +1482,11 @@ static const struct tool tools[] = {
 	  tool_verify },
 };
 
+const char *cli_tool_name(size_t i)
+{
+	return i < sizeof(tools) / sizeof(tools[0]) ? tools[i].name : NULL;
+}
+
 int cli_tool_run(int argc, char **argv)
 {
 	struct tool_args a;
@@ -1482,7 +1504,7 @@ int cli_tool_run(int argc, char **argv)
 			fputs(tools[i].usage, stdout);
 			fputs("  --index-cache DIR: a PyTorch checkpoint without an index is indexed\n"
 			      "  once per node and kept in DIR (as mount -o index_cache=DIR)\n"
-			      "CKPT may be s3://BUCKET/PREFIX.\n" S3_CLI_HELP,
+			      "  CKPT may be s3://BUCKET/PREFIX: its settings in 'ckptfs help s3'\n",
 			      stdout);
 			s3_cli_destroy(&a.s3);
 			return 0;

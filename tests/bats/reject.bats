@@ -67,7 +67,7 @@ refuse() {
 	mkdir -p "$TMP/ckpt"
 	run "$CKPTFS" mount "$TMP/ckpt" "$MNT"
 	[ "$status" -ne 0 ]
-	[[ "$output" == *".metadata: cannot open: No such file or directory"* ]]
+	[ "$output" = "ckptfs: $TMP/ckpt: not a checkpoint: it holds none of .metadata (ckptfs, PyTorch DCP), __R.metadata (PyTorch rank-local), *.safetensors, model.safetensors.index.json" ]
 }
 
 @test "world 0, rank out of range, non-numbers, missing rank" {
