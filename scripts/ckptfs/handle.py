@@ -135,7 +135,7 @@ class Checkpoint:
         lib = _lib.lib
         if lib.ckpt_meta_open_opts(self._bpath, C.byref(oo), C.byref(m), err,
                                    len(err)):
-            raise from_lib(_lib.last_error())
+            raise from_lib(_lib.last_error(), opened=self.path)
         warning = lib.ckpt_meta_warning(m)
         if warning:
             warnings.warn(f"ckptfs: {_text(warning)}", stacklevel=3)
