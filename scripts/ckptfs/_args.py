@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import operator
 import os
-from typing import Dict, Iterable, List, Optional, Union
+from typing import Dict, Iterable, List, Mapping, Optional, Set, Union
 
 from .errors import CheckpointError
 
@@ -103,7 +103,7 @@ def world_rank(world: object, rank: object, ranks: Optional[Iterable[object]]
                 raise CheckpointError(f"ranks '{spec}': rank {r} is more "
                                       "than the largest rank, "
                                       f"{U32_MAX - 1}")
-        seen: set = set()
+        seen: Set[int] = set()
         for r in sorted(vals):
             if r in seen:
                 raise CheckpointError(f"ranks '{spec}': rank {r} is listed "
@@ -199,7 +199,7 @@ def cache_mb(value: object) -> Optional[int]:
     return v
 
 
-def s3_only(path: bytes, given: Dict[str, object]) -> None:
+def s3_only(path: bytes, given: Mapping[str, object]) -> None:
     """Refuse S3 settings for a checkpoint that is not s3://..., as the
     ckptfs command does: they would be silently ignored."""
     if path.startswith(b"s3://"):

@@ -135,9 +135,9 @@ def from_code(code: int, message: str, path: Optional[str] = None,
         return NotFoundError(message, code=code, path=path, key=key,
                              offset=offset)
     if code in (_errno.EACCES, _errno.EPERM):
-        cls: type = PermissionDeniedError
-    else:
-        cls = ReadError if code in IO_CODES else CheckpointError
+        return PermissionDeniedError(message, code=code, path=path, key=key,
+                                     offset=offset)
+    cls = ReadError if code in IO_CODES else CheckpointError
     return cls(message, code=code, path=path, key=key, offset=offset)
 
 
