@@ -27,8 +27,8 @@
 
 /*
  * The store of checkpoint dir: every byte of the checkpoint is read
- * through it.  A directory that does not exist has no .metadata, and the
- * message says so as reading .metadata would.
+ * through it.  A directory that does not exist is -ENOENT naming it (a
+ * directory holding no checkpoint is -EINVAL, "not a checkpoint").
  */
 static int open_store(const char *dir, bool follow,
 		      const struct ckpt_s3_opts *s3, struct ckpt_store **s,
@@ -41,7 +41,7 @@ static int open_store(const char *dir, bool follow,
 	/* (An object store's own line says which of endpoint, bucket or
 	 * credentials is wrong: kept.) */
 	if (rc == -ENOENT && strncmp(dir, "s3://", 5) != 0)
-		ckpt_errf(err, errlen, rc, "%s/.metadata: cannot open: %s", dir,
+		ckpt_errf(err, errlen, rc, "%s: cannot open: %s", dir,
 			  strerror(ENOENT));
 	return rc;
 }
@@ -538,7 +538,17 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 					   CKPT_ORIGIN_SAFETENSORS;
 		}
 		if (rc == -ENOENT) {
-			rc = ckpt_errf(err, errlen, -ENOENT, "%s", why);
+			/* (why: .metadata's own reason, kept for an object
+			 * store, whose line names what answered) */
+			rc = ckpt_errf(err, errlen, -EINVAL,
+				       "%s: not a checkpoint: it holds none of "
+				       ".metadata (ckptfs, PyTorch DCP), "
+				       "__R.metadata (PyTorch rank-local), "
+				       "*.safetensors, "
+				       "model.safetensors.index.json%s%s",
+				       dir, strncmp(dir, "s3://", 5) ? "" :
+				       "; ", strncmp(dir, "s3://", 5) ? "" :
+				       why);
 			goto out_path;
 		}
 		if (rc)

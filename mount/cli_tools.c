@@ -57,12 +57,13 @@ struct tool {
 	int (*run)(const struct tool_args *a);
 };
 
-static int parse_num(const char *what, const char *s, uint32_t *out)
+static int parse_num(const char *tool, const char *what, const char *s,
+		     uint32_t *out)
 {
 	char err[256];
 
 	if (mount_num_arg(what, s, out, err, sizeof(err))) {
-		fprintf(stderr, "ckptfs: %s\n", err);
+		fprintf(stderr, "ckptfs %s: %s\n", tool, err);
 		return -1;
 	}
 	return 0;
@@ -104,26 +105,26 @@ static int take_option(const struct tool *t, int c, char **argv,
 		return 0;
 	case OPT_WORLD:
 		a->has_world = true;
-		return parse_num("--world", optarg, &a->world);
+		return parse_num(t->name, "world", optarg, &a->world);
 	case OPT_RANK:
 		a->has_rank = true;
-		return parse_num("--rank", optarg, &a->rank);
+		return parse_num(t->name, "rank", optarg, &a->rank);
 	case OPT_PREFIX:
 		a->prefix = optarg;
 		return 0;
 	case OPT_JOBS:
-		return parse_num("--jobs", optarg, &a->jobs);
+		return parse_num(t->name, "--jobs", optarg, &a->jobs);
 	case OPT_FORMAT:
 		if (strcmp(optarg, "raw") && strcmp(optarg, "npy")) {
-			fprintf(stderr, "ckptfs: --format must be raw or npy, got '%s'\n",
-				optarg);
+			fprintf(stderr, "ckptfs %s: format must be raw or npy, got '%s'\n",
+				t->name, optarg);
 			return -1;
 		}
 		a->npy = !strcmp(optarg, "npy");
 		return 0;
 	case OPT_INDEX_CACHE:
 		if (!*optarg) {
-			fprintf(stderr, "ckptfs %s: --index-cache needs a value\n",
+			fprintf(stderr, "ckptfs %s: index_cache needs a value\n",
 				t->name);
 			return -1;
 		}
@@ -192,15 +193,30 @@ static int parse_args(const struct tool *t, int argc, char **argv,
 			t->name);
 		return -1;
 	}
-	if (a->has_world != a->has_rank) {
-		fprintf(stderr, "ckptfs %s: %s is required with %s\n",
-			t->name, a->has_world ? "--rank" : "--world",
-			a->has_world ? "--world" : "--rank");
+	if (a->has_world && a->world < 1) {
+		fprintf(stderr, "ckptfs %s: world must be at least 1, got 0\n",
+			t->name);
 		return -1;
 	}
-	if (a->world < 1 || a->rank >= a->world) {
-		fprintf(stderr, "ckptfs: rank %u is out of range: need 0 <= rank < world (%u)\n",
-			a->rank, a->world);
+	if (a->has_world != a->has_rank) {
+		fprintf(stderr, "ckptfs %s: %s is required with %s\n",
+			t->name, a->has_world ? "rank" : "world",
+			a->has_world ? "world" : "rank");
+		return -1;
+	}
+	if (a->prefix && !*a->prefix) {
+		fprintf(stderr, "ckptfs %s: prefix must not be empty\n",
+			t->name);
+		return -1;
+	}
+	if (s3_cli_first(&a->s3) && strncmp(a->pos[0], "s3://", 5)) {
+		fprintf(stderr, "ckptfs %s: %s is only for s3:// checkpoints, not '%s'\n",
+			t->name, s3_cli_first(&a->s3), a->pos[0]);
+		return -1;
+	}
+	if (a->rank >= a->world) {
+		fprintf(stderr, "ckptfs %s: rank %u is out of range: need 0 <= rank < world (%u)\n",
+			t->name, a->rank, a->world);
 		return -1;
 	}
 	s3_cli_fill(&a->s3, &a->s3o);
@@ -518,6 +534,14 @@ static int plan_run(void *ctx, const struct ckpt_read_run *r)
 	return 0;
 }
 
+/* Whether node i of v is a key's file (not a directory, not .ckptfs/). */
+static bool key_is_file(const struct ckpt_view *v, uint32_t i)
+{
+	struct ckpt_node_info ni;
+
+	return !ckpt_view_node(v, i, &ni) && ni.type == CKPT_NODE_KEY;
+}
+
 static void plan_one(const struct ckpt_view *v, uint32_t node)
 {
 	struct plan_out p = { .m = ckpt_view_meta(v) };
@@ -574,8 +598,17 @@ static int tool_plan(const struct tool_args *a)
 		}
 		plan_one(v, i);
 	} else {
-		for (i = 1; i < nnodes(v); i++)
+		uint64_t total = 0, size;
+
+		for (i = 1; i < nnodes(v); i++) {
 			plan_one(v, i);
+			if (!key_is_file(v, i) || ckpt_view_size(v, 0, i, &size))
+				continue;
+			total += size;
+		}
+		/* What du -sb of the mount would say of the keys' files,
+		 * without .ckptfs/ (whose view.safetensors repeats them). */
+		printf("view bytes: %" PRIu64 "\n", total);
 	}
 	ckpt_view_free(v);
 	ckpt_meta_free(m);
@@ -1451,6 +1484,11 @@ static const struct tool tools[] = {
 	  tool_verify },
 };
 
+const char *cli_tool_name(size_t i)
+{
+	return i < sizeof(tools) / sizeof(tools[0]) ? tools[i].name : NULL;
+}
+
 int cli_tool_run(int argc, char **argv)
 {
 	struct tool_args a;
@@ -1468,7 +1506,7 @@ int cli_tool_run(int argc, char **argv)
 			fputs(tools[i].usage, stdout);
 			fputs("  --index-cache DIR: a PyTorch checkpoint without an index is indexed\n"
 			      "  once per node and kept in DIR (as mount -o index_cache=DIR)\n"
-			      "CKPT may be s3://BUCKET/PREFIX.\n" S3_CLI_HELP,
+			      "  CKPT may be s3://BUCKET/PREFIX: its settings in 'ckptfs help s3'\n",
 			      stdout);
 			s3_cli_destroy(&a.s3);
 			return 0;

@@ -269,6 +269,7 @@ enum {
 	K_WORLD, K_RANK, K_READAHEAD, K_PREFIX, K_LAYOUT, K_INDEX, K_RANKS,
 	K_DTYPE, K_FORMAT, K_VERIFY, K_PREFETCH, K_FOLLOW, K_DEBUG,
 	K_MAX_THREADS, K_MAX_IDLE, K_CACHE_MB, K_AHEAD, K_INDEX_CACHE,
+	K_NONEMPTY,
 };
 
 static const struct fuse_opt o_spec[] = {
@@ -290,6 +291,7 @@ static const struct fuse_opt o_spec[] = {
 	FUSE_OPT_KEY("max_idle_threads=", K_MAX_IDLE),
 	FUSE_OPT_KEY("cache_mb=", K_CACHE_MB),
 	FUSE_OPT_KEY("ahead_kb=", K_AHEAD),
+	FUSE_OPT_KEY("nonempty", K_NONEMPTY),
 	FUSE_OPT_END
 };
 
@@ -406,6 +408,9 @@ static int take_o(void *data, const char *arg, int key,
 	case K_DEBUG:
 		o->debug = true;
 		return 0;
+	case K_NONEMPTY:	/* libfuse 2's key: ours now (mountpoint.h) */
+		o->nonempty = true;
+		return 0;
 	case FUSE_OPT_KEY_OPT:
 		break;
 	default:	/* FUSE_OPT_KEY_NONOPT: not from an -o list */
@@ -495,26 +500,26 @@ static int take_arg(struct mount_opts *o, int c, char **argv, char *err,
 	case 'o':
 		return take_o_list(o, optarg, err, errlen);
 	case L_WORLD:
-		return set_num("--world", optarg, &o->world, &o->has_world,
+		return set_num("world", optarg, &o->world, &o->has_world,
 			       err, errlen);
 	case L_RANK:
-		return set_num("--rank", optarg, &o->rank, &o->has_rank, err,
+		return set_num("rank", optarg, &o->rank, &o->has_rank, err,
 			       errlen);
 	case L_PREFIX:
 		return set_prefix(o, optarg, err, errlen);
 	case L_INDEX:
-		return set_str(&o->index, "--index", optarg, err, errlen);
+		return set_str(&o->index, "index", optarg, err, errlen);
 	case L_INDEX_CACHE:
-		return set_str(&o->index_cache, "--index-cache", optarg, err,
+		return set_str(&o->index_cache, "index_cache", optarg, err,
 			       errlen);
 	case L_LAYOUT:
-		return set_str(&o->layout, "--layout", optarg, err, errlen);
+		return set_str(&o->layout, "layout", optarg, err, errlen);
 	case L_RANKS:
-		return set_str(&o->ranks_spec, "--ranks", optarg, err, errlen);
+		return set_str(&o->ranks_spec, "ranks", optarg, err, errlen);
 	case L_FORMAT:
 		return set_format(o, optarg, err, errlen);
 	case L_DTYPE:
-		return set_str(&o->dtype, "--dtype", optarg, err, errlen);
+		return set_str(&o->dtype, "dtype", optarg, err, errlen);
 	case ':':
 		if (optopt == 'o')
 			snprintf(err, errlen, "-o needs a list of options");

@@ -23,6 +23,7 @@ struct mount_opts {
 	char *prefix;		/* owned, or NULL */
 	bool foreground, debug, single_thread, allow_other, help;
 	bool follow_symlinks;	/* -o follow_symlinks */
+	bool nonempty;		/* -o nonempty: mount over a directory's files */
 	uint32_t readahead_kb;	/* -o readahead_kb=N; 0 keeps the kernel's */
 	uint32_t ahead_kb;	/* -o ahead_kb=N: read-ahead windows for
 				 * in-order readers of strided files (8192;

@@ -18,6 +18,7 @@
 
 #include "ckptfs.h"
 #include "../fs/ops.h"
+#include "mountpoint.h"
 #include "shutdown.h"
 
 #define ATTR_TIMEOUT 86400.0
@@ -164,6 +165,10 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		strcpy(src, o->src);
 	} else if (!realpath(o->src, src)) {
 		fprintf(stderr, "ckptfs: %s: %s\n", o->src, strerror(errno));
+		return 1;
+	}
+	if (mountpoint_check(o->mnt, o->nonempty, err, sizeof(err))) {
+		fprintf(stderr, "ckptfs: %s\n", err);
 		return 1;
 	}
 	if (!realpath(o->mnt, mnt_abs)) {

@@ -133,8 +133,13 @@ int s3_cli_take(struct s3_cli *c, const char *name, const char *val,
 	case U32:
 		errno = 0;
 		n = strtoull(val, &end, 10);
-		if (*val < '0' || *val > '9' || errno || *end ||
-		    n >= UINT32_MAX) {
+		if (*val >= '0' && *val <= '9' && !*end &&
+		    (errno == ERANGE || n >= UINT32_MAX)) {
+			snprintf(err, errlen, "%s must be at most %u, got '%s'",
+				 name, UINT32_MAX - 1, val);
+			return -1;
+		}
+		if (*val < '0' || *val > '9' || errno || *end) {
 			snprintf(err, errlen,
 				 "%s must be a whole number, got '%s'", name,
 				 val);
@@ -176,6 +181,27 @@ int s3_cli_take_opt(struct s3_cli *c, int code, const char *val, char *err,
 		return 0;
 	snprintf(name, sizeof(name), "s3_%s", keys[code - S3_CLI_OPT].name);
 	return s3_cli_take(c, name, val, err, errlen);
+}
+
+const char *s3_cli_first(const struct s3_cli *c)
+{
+	/* keys[]' names with "s3_", in the same order */
+	static const char *const full[] = {
+		"s3_endpoint", "s3_region", "s3_profile", "s3_credentials_file",
+		"s3_config_file", "s3_parallel", "s3_retries", "s3_timeout_ms",
+		"s3_part_size", "s3_merge_gap",
+	};
+	const char *at;
+	size_t i;
+
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		at = (const char *)c + keys[i].at;
+		if ((keys[i].kind == STR && *(char *const *)at) ||
+		    (keys[i].kind == U32 && *(const uint32_t *)at) ||
+		    (keys[i].kind == SIZE && *(const uint64_t *)at))
+			return full[i];
+	}
+	return NULL;
 }
 
 void s3_cli_fill(const struct s3_cli *c, struct ckpt_s3_opts *o)

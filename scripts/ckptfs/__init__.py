@@ -22,7 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import _lib
-from .errors import CheckpointError, Error, ReadError
+from .errors import (CheckpointError, Error, NotFoundError,
+                     PermissionDeniedError, ReadError)
 from .handle import (Checkpoint, CheckpointInfo, KeyInfo, PlanEntry, PlanRun,
                      open)
 from .load import load
@@ -34,7 +35,8 @@ __version__: str = _lib.lib.version
 
 __all__ = ["__version__", "open", "load", "load_view", "StorageReader",
            "Checkpoint", "CheckpointInfo", "KeyInfo", "PlanEntry",
-           "PlanRun", "Error", "CheckpointError", "ReadError"]
+           "PlanRun", "Error", "CheckpointError", "ReadError",
+           "NotFoundError", "PermissionDeniedError"]
 
 
 def __getattr__(name: str) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import operator
 import os
-from typing import Dict, Iterable, List, Optional, Union
+from typing import Dict, Iterable, List, Mapping, Optional, Set, Union
 
 from .errors import CheckpointError
 
@@ -21,7 +21,9 @@ U64_MAX = 2**64 - 1
 def integer(name: str, value: object, lo: int, hi: int) -> int:
     """value as an int in [lo, hi]: TypeError when it is not an integer
     (a float, a str), ValueError (CheckpointError) naming the argument when
-    it is out of range."""
+    it is out of range, worded as the ckptfs command words it for the
+    option of the same name ("must be a whole number", "must be at most
+    N", "must be at least N")."""
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an integer, not bool")
     try:
@@ -29,8 +31,12 @@ def integer(name: str, value: object, lo: int, hi: int) -> int:
     except TypeError:
         raise TypeError(f"{name} must be an integer, not "
                         f"{type(value).__name__}") from None
-    if not lo <= v <= hi:
-        raise CheckpointError(f"{name} must be in [{lo}, {hi}], got {v}")
+    if v < 0:
+        raise CheckpointError(f"{name} must be a whole number, got '{v}'")
+    if v > hi:
+        raise CheckpointError(f"{name} must be at most {hi}, got '{v}'")
+    if v < lo:
+        raise CheckpointError(f"{name} must be at least {lo}, got '{v}'")
     return v
 
 
@@ -44,7 +50,7 @@ def path(name: str, value: object) -> bytes:
     if b"\0" in b:
         raise CheckpointError(f"{name} contains a NUL byte: {value!r}")
     if not b:
-        raise CheckpointError(f"{name} is empty")
+        raise CheckpointError(f"{name} needs a value")
     return b
 
 
@@ -63,31 +69,73 @@ def text(name: str, value: object) -> bytes:
 
 def world_rank(world: object, rank: object, ranks: Optional[Iterable[object]]
                ) -> tuple[int, int, Optional[List[int]]]:
-    """(world, rank, ranks) checked: world in [1, 2**32-1], each rank in
-    [0, world), ranks distinct and not empty, and not both rank and
-    ranks."""
-    w = integer("world", world, 1, U32_MAX)
+    """(world, rank, ranks) checked as ``ckptfs mount`` checks --world,
+    --rank and --ranks, refusing what it refuses with its message: world
+    in [1, 2**32-1]; rank with a world (None: not given); a world above 1
+    with a rank or ranks (rank 0 of it is not a default: the CLI refuses
+    --world without --rank); ranks with a world, distinct, not empty, each
+    in [0, world); not both rank and ranks.  world None is 1."""
+    if world is not None:
+        w = integer("world", world, 0, U32_MAX)
+        if w == 0:
+            raise CheckpointError("world must be at least 1, got 0")
     if ranks is not None:
         if rank is not None:
-            raise TypeError("give rank or ranks, not both")
+            raise CheckpointError("give either rank or ranks, not both")
         if isinstance(ranks, (str, bytes)):
             raise TypeError("ranks must be a list of integers, not "
                             f"{type(ranks).__name__}")
-        lst = [integer("ranks[]", r, 0, U32_MAX) for r in ranks]
-        if not lst:
-            raise CheckpointError("ranks is empty")
+        lst = list(ranks)
         for r in lst:
+            if isinstance(r, bool) or not _is_index(r):
+                integer("ranks[]", r, 0, U32_MAX)   # the TypeError
+        vals = [operator.index(r) for r in lst]  # type: ignore[arg-type]
+        spec = ",".join(str(r) for r in vals)
+        if not vals:
+            raise CheckpointError("ranks needs a value")
+        if world is None:
+            raise CheckpointError("world is required with ranks")
+        for r in vals:
+            if r < 0:
+                raise CheckpointError("ranks must be a list such as 0-7 or "
+                                      f"0,2,4-6, got '{spec}'")
+            if r >= U32_MAX:
+                raise CheckpointError(f"ranks '{spec}': rank {r} is more "
+                                      "than the largest rank, "
+                                      f"{U32_MAX - 1}")
+        seen: Set[int] = set()
+        for r in sorted(vals):
+            if r in seen:
+                raise CheckpointError(f"ranks '{spec}': rank {r} is listed "
+                                      "twice")
+            seen.add(r)
+        for r in vals:
             if r >= w:
-                raise CheckpointError(f"rank {r} is out of range: need 0 <= "
-                                      f"rank < world ({w})")
-        if len(set(lst)) != len(lst):
-            raise CheckpointError(f"ranks must be distinct, got {lst}")
-        return w, 0, lst
-    r = integer("rank", 0 if rank is None else rank, 0, U32_MAX)
+                raise CheckpointError(f"ranks '{spec}': rank {r} is out of "
+                                      f"range: need 0 <= rank < world ({w})")
+        return w, 0, vals
+    if rank is not None:
+        r = integer("rank", rank, 0, U32_MAX)
+        if world is None:
+            raise CheckpointError("world is required with rank")
+    elif world is not None and w > 1:
+        raise CheckpointError("rank is required with world")
+    else:
+        r = 0
+    if world is None:
+        w = 1
     if r >= w:
         raise CheckpointError(f"rank {r} is out of range: need 0 <= rank < "
                               f"world ({w})")
     return w, r, None
+
+
+def _is_index(value: object) -> bool:
+    try:
+        operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return True
 
 
 def threads(value: object) -> Optional[int]:
@@ -134,18 +182,41 @@ def s3_options(values: Dict[str, object]) -> Dict[str, Union[bytes, int]]:
         elif kind == "str":
             out[name] = path(name, v)
         elif kind == "size":
-            out[name] = integer(name, v, 1, U64_MAX)
+            out[name] = integer(name, v, 0, U64_MAX)
+            if not out[name]:
+                raise CheckpointError(f"{name} must be a size such as "
+                                      f"262144, 256K or 8M, got '{v}'")
         else:
             out[name] = integer(name, v, 0 if kind == "retries" else 1,
                                 U32_MAX - 1)
     return out
 
 
+#: The most memory -o cache_mb (and cache_mb=) may give, in MiB: 1 TiB.
+CACHE_MB_MAX = 1 << 20
+
+
 def cache_mb(value: object) -> Optional[int]:
-    """None (libckptfs's default, 1024), or MiB in [1, 2**44 - 1]."""
+    """None (libckptfs's default, 1024), or MiB in [1, CACHE_MB_MAX], the
+    bounds and message of ``-o cache_mb``."""
     if value is None:
         return None
-    return integer("cache_mb", value, 1, (U64_MAX >> 20))
+    v = integer("cache_mb", value, 0, U32_MAX)
+    if not 1 <= v <= CACHE_MB_MAX:
+        raise CheckpointError(f"cache_mb must be between 1 and "
+                              f"{CACHE_MB_MAX} (MiB), got {v}")
+    return v
+
+
+def s3_only(path: bytes, given: Mapping[str, object]) -> None:
+    """Refuse S3 settings for a checkpoint that is not s3://..., as the
+    ckptfs command does: they would be silently ignored."""
+    if path.startswith(b"s3://"):
+        return
+    for name, v in given.items():
+        if v is not None:
+            raise CheckpointError(f"{name} is only for s3:// checkpoints, "
+                                  f"not '{os.fsdecode(path)}'")
 
 
 #: The environment variable that names the index cache directory (empty:
@@ -181,11 +252,23 @@ def index_cache(value: object) -> Optional[bytes]:
 
 def choice(name: str, value: object, allowed: tuple[Optional[str], ...]
            ) -> Optional[str]:
-    """value, which must be one of allowed."""
+    """value, which must be one of allowed (None among them: may be
+    left out).  The message is the ckptfs command's for the option of
+    the same name: "dtype must be float32 or bfloat16, got 'x'"."""
     if value not in allowed:
-        names = " or ".join(repr(a) for a in allowed)
-        raise CheckpointError(f"{name} must be {names}, not {value!r}")
+        names = " or ".join(str(a) for a in allowed if a is not None)
+        raise CheckpointError(f"{name} must be {names}, got '{value}'")
     return value  # type: ignore[return-value]
+
+
+def prefix(value: object) -> Optional[bytes]:
+    """A prefix= argument: None, or a non-empty str/bytes without NUL."""
+    if value is None:
+        return None
+    b = text("prefix", value)
+    if not b:
+        raise CheckpointError("prefix must not be empty")
+    return b
 
 
 #: Where launchers say how many processes of the job run on this node:

@@ -7,7 +7,12 @@ what libckptfs reported as fields (``code``, ``path``, ``key``,
   bad (malformed, inconsistent, refused) or an argument is;
 - :class:`ReadError` (also an :class:`OSError`, with ``errno`` set): the
   bytes could not be read (a data file truncated or replaced since it was
-  opened, an I/O error, a ``verify`` mismatch).
+  opened, an I/O error, a ``verify`` mismatch);
+  :class:`PermissionDeniedError` (a ReadError and a
+  :class:`PermissionError`) when the code is EACCES or EPERM;
+- :class:`NotFoundError` (also a :class:`FileNotFoundError`): the
+  checkpoint opened does not exist.  A directory that exists but holds no
+  checkpoint is a CheckpointError, as is a checkpoint missing a data file.
 
 Arguments of the wrong type raise :class:`TypeError`, as Python does.
 """
@@ -17,7 +22,8 @@ import errno as _errno
 import os
 from typing import Any, Optional
 
-__all__ = ["Error", "CheckpointError", "ReadError"]
+__all__ = ["Error", "CheckpointError", "ReadError", "NotFoundError",
+           "PermissionDeniedError"]
 
 #: Codes that mean "the bytes could not be read", not "the input is bad".
 IO_CODES = frozenset({
@@ -100,19 +106,59 @@ class ReadError(Error, OSError):
         return self.message
 
 
+class PermissionDeniedError(ReadError, PermissionError):
+    """A file or directory that may not be read (EACCES, EPERM)."""
+
+
+class NotFoundError(Error, FileNotFoundError):
+    """The checkpoint path given does not exist (ENOENT): ``errno`` and
+    ``filename`` are set, as for any FileNotFoundError."""
+
+    def __init__(self, message: str, *, code: int = _errno.ENOENT,
+                 path: Optional[str] = None, key: Optional[str] = None,
+                 offset: Optional[int] = None) -> None:
+        OSError.__init__(self, code, message, path)
+        self._fields(message, code, path, key, offset)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _same_path(a: Optional[str], b: Optional[str]) -> bool:
+    """Whether a and b are the same local path (an s3:// root never is:
+    what is missing there is a file an option names, or an object)."""
+    return a is not None and b is not None and \
+        not b.startswith("s3://") and \
+        os.path.normpath(os.path.abspath(a)) == \
+        os.path.normpath(os.path.abspath(b))
+
+
 def from_code(code: int, message: str, path: Optional[str] = None,
               key: Optional[str] = None,
-              offset: Optional[int] = None) -> BaseException:
+              offset: Optional[int] = None,
+              opened: Optional[str] = None) -> BaseException:
     """The exception for a libckptfs failure: MemoryError for ENOMEM,
-    ReadError for an I/O code, CheckpointError for any other."""
+    NotFoundError for ENOENT of the local path opened itself (opened: the
+    checkpoint path given, when this is the failure to open it),
+    PermissionDeniedError for EACCES and EPERM, ReadError for another I/O
+    code, CheckpointError for any other (ENOENT of a data file
+    included)."""
     if code == _errno.ENOMEM:
         return MemoryError(message)
+    if code == _errno.ENOENT and _same_path(path, opened):
+        return NotFoundError(message, code=code, path=path, key=key,
+                             offset=offset)
+    if code in (_errno.EACCES, _errno.EPERM):
+        return PermissionDeniedError(message, code=code, path=path, key=key,
+                                     offset=offset)
     cls = ReadError if code in IO_CODES else CheckpointError
     return cls(message, code=code, path=path, key=key, offset=offset)
 
 
-def from_lib(err: object, fallback: str = "") -> BaseException:
-    """The exception for a ``struct ckpt_error`` (ckptfs._lib.Error)."""
+def from_lib(err: object, fallback: str = "",
+             opened: Optional[str] = None) -> BaseException:
+    """The exception for a ``struct ckpt_error`` (ckptfs._lib.Error);
+    opened as for :func:`from_code`."""
     from . import _lib
     assert isinstance(err, _lib.Error)
     text = err.message.decode("utf-8", "replace") or fallback or \
@@ -120,4 +166,5 @@ def from_lib(err: object, fallback: str = "") -> BaseException:
     path = os.fsdecode(err.path) if err.path else None
     key = err.key.decode("utf-8", "surrogateescape") if err.key else None
     off = None if err.offset == _lib.NO_OFFSET else int(err.offset)
-    return from_code(int(err.code) or _errno.EIO, text, path, key, off)
+    return from_code(int(err.code) or _errno.EIO, text, path, key, off,
+                     opened)

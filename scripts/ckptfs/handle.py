@@ -112,7 +112,9 @@ class Checkpoint:
                  index_cache: IndexCacheArg = None,
                  direct_io: bool = False, **s3: Any) -> None:
         self._bpath = _args.path("path", path)
-        s3opts = _s3_struct(_args.s3_options(s3))
+        s3given = _args.s3_options(s3)
+        _args.s3_only(self._bpath, s3given)
+        s3opts = _s3_struct(s3given)
         icache = _args.index_cache(index_cache)
         self.path: str = os.fsdecode(self._bpath)
         cache = _args.cache_mb(cache_mb)
@@ -133,7 +135,7 @@ class Checkpoint:
         lib = _lib.lib
         if lib.ckpt_meta_open_opts(self._bpath, C.byref(oo), C.byref(m), err,
                                    len(err)):
-            raise from_lib(_lib.last_error())
+            raise from_lib(_lib.last_error(), opened=self.path)
         warning = lib.ckpt_meta_warning(m)
         if warning:
             warnings.warn(f"ckptfs: {_text(warning)}", stacklevel=3)
@@ -265,7 +267,8 @@ class Checkpoint:
                                   key=name) from None
 
     # -- reading -----------------------------------------------------
-    def load(self, world: int = 1, rank: Optional[int] = None, *,
+    def load(self, world: Optional[int] = None, rank: Optional[int] = None,
+             *,
              ranks: Optional[Iterable[int]] = None,
              prefix: Optional[str] = None,
              layout: Optional[PathArg] = None, dtype: Optional[str] = None,
@@ -279,7 +282,8 @@ class Checkpoint:
                          threads=threads, trust_pickles=trust_pickles,
                          huge_pages=huge_pages)
 
-    def plan(self, world: int = 1, rank: Optional[int] = None, *,
+    def plan(self, world: Optional[int] = None,
+             rank: Optional[int] = None, *,
              ranks: Optional[Iterable[int]] = None,
              prefix: Optional[str] = None,
              layout: Optional[PathArg] = None) -> List[PlanEntry]:

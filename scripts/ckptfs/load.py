@@ -38,7 +38,7 @@ class View:
                  layout: Optional[Any] = None,
                  dtype: Optional[str] = None) -> None:
         w, r, rank_list = _args.world_rank(world, rank, ranks)
-        pre = None if prefix is None else _args.text("prefix", prefix)
+        pre = _args.prefix(prefix)
         lay_path = None if layout is None else _args.path("layout", layout)
         self.ck = ck
         self.multi = rank_list is not None
@@ -145,7 +145,7 @@ def read_batch(m_or_v: C.c_void_p, reqs: Any, n: int, threads: int,
             OSError(-rc, os.strerror(-rc))
 
 
-def load_from(ck: Checkpoint, world: object = 1, rank: object = None, *,
+def load_from(ck: Checkpoint, world: object = None, rank: object = None, *,
               ranks: Optional[Any] = None, prefix: Optional[Any] = None,
               layout: Optional[Any] = None, dtype: Optional[str] = None,
               backend: str = "torch", threads: Optional[int] = None,
@@ -208,7 +208,8 @@ def load_from(ck: Checkpoint, world: object = 1, rank: object = None, *,
     return outs if v.multi else outs[0]
 
 
-def load(ckpt: PathArg, world: int = 1, rank: Optional[int] = None, *,
+def load(ckpt: PathArg, world: Optional[int] = None,
+         rank: Optional[int] = None, *,
          ranks: Optional[Any] = None, prefix: Optional[str] = None,
          layout: Optional[PathArg] = None, dtype: Optional[str] = None,
          backend: str = "torch", threads: Optional[int] = None,
@@ -226,8 +227,10 @@ def load(ckpt: PathArg, world: int = 1, rank: Optional[int] = None, *,
     and closes the checkpoint: to load several times, use
     :func:`ckptfs.open`.
 
-    world, rank: integers, 1 <= world < 2**32, 0 <= rank < world (rank
-        defaults to 0).
+    world, rank: integers, 1 <= world < 2**32, 0 <= rank < world; as
+        ``ckptfs mount`` refuses --world without --rank (and --rank without
+        --world), a world above 1 needs a rank (or ranks), and a rank needs
+        a world.  Neither: the whole checkpoint (world 1, rank 0).
     ranks: a list of ranks instead of ``rank``: returns a list of dicts,
         one per rank, read in one pass.
     prefix, layout, dtype: as ``--prefix``, ``--layout FILE`` and
@@ -266,7 +269,8 @@ def load(ckpt: PathArg, world: int = 1, rank: Optional[int] = None, *,
     if ranks is not None and not isinstance(ranks, (str, bytes)):
         ranks = list(ranks)
     _args.world_rank(world, rank, ranks)
-    _args.s3_options(s3)
+    _args.prefix(prefix)
+    _args.s3_only(_args.path("path", ckpt), _args.s3_options(s3))
     _args.index_cache(index_cache)
     with Checkpoint(ckpt, cache_mb=cache_mb, threads=threads,
                     index_cache=index_cache, direct_io=direct_io,

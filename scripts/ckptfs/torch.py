@@ -148,7 +148,9 @@ class StorageReader(_Base):  # type: ignore[misc]
                                 f"{type(v).__name__}")
         self.direct_io: bool = direct_io
         self.cooperative: bool = cooperative
-        _args.s3_options(s3)          # checked now, not at first use
+        s3given = _args.s3_options(s3)  # checked now, not at first use
+        if path is not None:
+            _args.s3_only(_args.path("path", path), s3given)
         _args.index_cache(index_cache)
         self.index_cache: IndexCacheArg = index_cache
         self.s3: Dict[str, Any] = dict(s3)

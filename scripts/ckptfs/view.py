@@ -215,12 +215,13 @@ def load_view(path: PathArg, prefix: Optional[str] = None,
     """
     _args.choice("backend", backend, ("torch", "numpy"))
     p = os.fsdecode(_args.path("path", path))
+    pre_b = _args.prefix(prefix)     # before the mount: as the CLI checks
     if not os.path.isdir(p) or mount_of(p) is None:
         raise CheckpointError(f"{p}: not a ckptfs mount (no fuse.ckptfs "
                               f"file system there)", path=p)
     if prefix is None:
         return _walk(p, backend, trust_pickles, mmap)
-    pre = os.fsdecode(_args.text("prefix", prefix))
+    pre = os.fsdecode(pre_b or b"")
     sub = os.path.join(p, pre)
     if not os.path.isdir(sub):
         raise CheckpointError(f"{p}: the view has no {pre!r} subtree "

@@ -105,3 +105,61 @@ daemon_pid() {
 	stop_mount
 	[ "$status" -eq 0 ]
 }
+
+# Issue 27 item 6: a mount point that cannot be used is refused in one line
+# with a nonzero exit before anything is opened or daemonized, in every
+# form (ckptfs mount, the fstab form, mount.fuse3).
+@test "mount point: a regular file is refused (it used to mount and give EIO)" {
+	: > "$TMP/file"
+	for form in mount fstab fuse3; do
+		case $form in
+		mount) run timeout "$(secs 20)" "$CKPTFS" mount "$TMP/ckpt" "$TMP/file" --world 2 --rank 0 ;;
+		fstab) run timeout "$(secs 20)" "$CKPTFS" "$TMP/ckpt" "$TMP/file" -o ro,world=2,rank=0 ;;
+		fuse3) mkdir -p "$TMP/bin"; ln -sf "$CKPTFS" "$TMP/bin/ckptfs"
+		       run env PATH="$TMP/bin:$PATH" timeout "$(secs 20)" mount.fuse3 "$TMP/ckpt" "$TMP/file" -t ckptfs -o ro,world=2,rank=0 ;;
+		esac
+		echo "$form: status=$status output=$output"
+		[ "$status" -ne 0 ]; [ "$status" -ne 124 ]
+		[ "${#lines[@]}" -eq 1 ]
+		[ "${lines[0]}" = "ckptfs: cannot mount on $TMP/file: not a directory (a mount point is an existing directory)" ]
+		not mountpoint -q "$TMP/file"
+	done
+	[ ! -s "$TMP/file" ]
+}
+
+@test "mount point: one that holds a ckptfs mount is refused, naming what is mounted there" {
+	start_mount "$TMP/ckpt" "$MNT" --world 4 --rank 2
+	want="ckptfs: cannot mount on $MNT: it already holds a ckptfs mount of $TMP/ckpt, world 4, rank 2 (ckptfs umount $MNT first)"
+	run timeout "$(secs 20)" "$CKPTFS" mount "$TMP/ckpt" "$MNT" --world 4 --rank 3
+	echo "status=$status output=$output"
+	[ "$status" -ne 0 ]; [ "$status" -ne 124 ]
+	[ "$output" = "$want" ]
+	run timeout "$(secs 20)" "$CKPTFS" "$TMP/ckpt" "$MNT" -o world=4,rank=3,nonempty
+	echo "status=$status output=$output"
+	[ "$status" -ne 0 ]; [ "$output" = "$want" ]
+	# still rank 2's view, one mount, not stacked
+	[ "$(findmnt -n -o TARGET "$MNT" | wc -l)" -eq 1 ]
+	run $REF check "$TMP/ckpt" "$MNT" --world 4 --rank 2
+	echo "$output"; [ "$status" -eq 0 ]
+	stop_mount
+}
+
+@test "mount point: a directory with files is refused unless -o nonempty" {
+	echo hi > "$MNT/keep"
+	for form in mount fstab; do
+		if [ $form = mount ]; then
+			run timeout "$(secs 20)" "$CKPTFS" mount "$TMP/ckpt" "$MNT" --world 2 --rank 1
+		else
+			run timeout "$(secs 20)" "$CKPTFS" "$TMP/ckpt" "$MNT" -o world=2,rank=1
+		fi
+		echo "status=$status output=$output"
+		[ "$status" -ne 0 ]; [ "$status" -ne 124 ]
+		[ "$output" = "ckptfs: cannot mount on $MNT: not empty (it holds 'keep'; -o nonempty mounts over it)" ]
+		not mountpoint -q "$MNT"
+	done
+	start_mount "$TMP/ckpt" "$MNT" --world 2 --rank 1 -o nonempty
+	run $REF check "$TMP/ckpt" "$MNT" --world 2 --rank 1
+	echo "$output"; [ "$status" -eq 0 ]
+	stop_mount
+	[ "$(cat "$MNT/keep")" = hi ]
+}

@@ -67,7 +67,7 @@ refuse() {
 	mkdir -p "$TMP/ckpt"
 	run "$CKPTFS" mount "$TMP/ckpt" "$MNT"
 	[ "$status" -ne 0 ]
-	[[ "$output" == *".metadata: cannot open: No such file or directory"* ]]
+	[ "$output" = "ckptfs: $TMP/ckpt: not a checkpoint: it holds none of .metadata (ckptfs, PyTorch DCP), __R.metadata (PyTorch rank-local), *.safetensors, model.safetensors.index.json" ]
 }
 
 @test "world 0, rank out of range, non-numbers, missing rank" {
@@ -79,7 +79,7 @@ refuse() {
 	run "$CKPTFS" "$TMP/ckpt" "$MNT" -o world=4,rank=9
 	[ "$status" -ne 0 ]; [[ "$output" == *"rank 9 is out of range"* ]]
 	run "$CKPTFS" mount "$TMP/ckpt" "$MNT" --world x --rank 0
-	[ "$status" -ne 0 ]; [[ "$output" == *"--world must be a whole number, got 'x'"* ]]
+	[ "$status" -ne 0 ]; [[ "$output" == *"world must be a whole number, got 'x'"* ]]
 	run "$CKPTFS" mount "$TMP/ckpt" "$MNT" --world -3 --rank 0
 	[ "$status" -ne 0 ]
 	run "$CKPTFS" mount "$TMP/ckpt" "$MNT" --world 4

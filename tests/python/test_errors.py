@@ -36,8 +36,16 @@ def test_class_from_code_never_from_text():
     e = errors.from_code(errno.EINVAL, "read error: Input/output error")
     assert type(e) is ckptfs.CheckpointError
     assert type(errors.from_code(errno.ENOMEM, "x")) is MemoryError
-    for code in (errno.EACCES, errno.ESTALE, errno.EMFILE):
+    for code in (errno.ESTALE, errno.EMFILE):
         assert type(errors.from_code(code, "x")) is ckptfs.ReadError
+    for code in (errno.EACCES, errno.EPERM):
+        e = errors.from_code(code, "x")
+        assert type(e) is ckptfs.PermissionDeniedError
+        assert isinstance(e, ckptfs.ReadError) and \
+            isinstance(e, PermissionError) and e.errno == code
+    # ENOENT is FileNotFoundError only for the path opened itself
+    e = errors.from_code(errno.ENOENT, "x", path="/a/b", opened="/a/b/")
+    assert type(e) is ckptfs.NotFoundError and e.filename == "/a/b"
     for code in (errno.EBADMSG, errno.ENOENT, errno.EXDEV, errno.EFBIG):
         assert type(errors.from_code(code, "x")) is ckptfs.CheckpointError
 
@@ -49,7 +57,7 @@ def bad(kind, path):
 
 
 def test_bad_checkpoints_are_checkpoint_errors(tmp_path):
-    with pytest.raises(ckptfs.CheckpointError) as ei:
+    with pytest.raises(FileNotFoundError) as ei:
         ckptfs.load(str(tmp_path / "none"))
     assert ei.value.code == errno.ENOENT
     assert ei.value.path == str(tmp_path / "none")
@@ -221,7 +229,15 @@ def test_box_read_outside_the_shape_is_a_checkpoint_error(native_ckpt):
 
 
 
-@pytest.mark.parametrize("prefix", ["nope", ""])
+def test_an_empty_prefix_is_refused_as_the_cli_refuses_it(native_ckpt):
+    """Issue 27 item 5: "" is refused before the library, with the
+    command's message for --prefix ''."""
+    with pytest.raises(ckptfs.CheckpointError, match="^prefix must not be "
+                       "empty$"):
+        ckptfs.load(native_ckpt, 2, 0, prefix="", backend="numpy")
+
+
+@pytest.mark.parametrize("prefix", ["nope"])
 def test_a_prefix_matching_nothing_lists_the_prefixes(native_ckpt, prefix):
     """Issue 19 item 9: a typo must not resume from an empty state; the
     library refuses it and the class comes from its code."""
@@ -283,3 +299,69 @@ def test_errors_pickle_with_their_fields():
             (str(e), e.code, e.path, e.key, e.offset)
     r = pickle.loads(pickle.dumps(ReadError("m", code=5)))
     assert isinstance(r, OSError) and r.errno == 5
+
+
+def test_open_errno_classes(tmp_path, native_ckpt):
+    """Issue 26 item 13: a checkpoint path that does not exist is a
+    FileNotFoundError (not a CheckpointError/ValueError); a directory that
+    holds no checkpoint is a CheckpointError; a missing data file stays a
+    CheckpointError."""
+    missing = str(tmp_path / "nonexistent")
+    for call in (lambda: ckptfs.open(missing),
+                 lambda: ckptfs.load(missing),
+                 lambda: ckptfs.open(missing).load(2, 0)):
+        with pytest.raises(FileNotFoundError) as ei:
+            call()
+        e = ei.value
+        assert not isinstance(e, ValueError)
+        assert isinstance(e, ckptfs.Error) and isinstance(e, OSError)
+        assert e.errno == errno.ENOENT and e.filename == missing
+        assert str(e) == f"{missing}: cannot open: No such file or directory"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("x")
+    with pytest.raises(ckptfs.CheckpointError) as ei:
+        ckptfs.open(str(empty))
+    assert not isinstance(ei.value, OSError)
+    assert str(ei.value).startswith(f"{empty}: not a checkpoint: it holds "
+                                    "none of .metadata")
+    c = bad("file_missing", tmp_path / "fm")
+    with pytest.raises(ckptfs.CheckpointError) as ei:
+        ckptfs.open(c)
+    assert not isinstance(ei.value, FileNotFoundError)
+    assert ei.value.code == errno.ENOENT
+
+
+def test_permission_denied_is_a_permission_error(tmp_path, native_ckpt):
+    """A checkpoint directory the caller may not read: PermissionError
+    (also a ReadError), run as nobody since root reads everything."""
+    import shutil
+    import tempfile
+    # pytest's tmp_path lies under a 0700 directory: nobody needs a path
+    top = tempfile.mkdtemp(prefix="ckptfs-perm-")
+    try:
+        os.chmod(top, 0o755)
+        locked = os.path.join(top, "locked")
+        shutil.copytree(native_ckpt, locked)
+        os.chmod(locked, 0o700)
+        run_as_nobody(locked)
+    finally:
+        shutil.rmtree(top)
+
+
+def run_as_nobody(locked):
+    code = '''
+import sys, ckptfs
+try:
+    ckptfs.open(sys.argv[1])
+except PermissionError as e:
+    print(type(e).__name__, e.errno, isinstance(e, ckptfs.ReadError), e)
+'''
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "scripts"),
+               CKPTFS_INDEX_CACHE="")
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534",
+                        "--clear-groups", PY, "-c", code, str(locked)],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == (f"PermissionDeniedError {errno.EACCES} True "
+                                f"{locked}: cannot open: Permission denied")
