@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # `make demo`: mount the built-in demo checkpoint (demo/ckpt, 4 saving
 # ranks) as rank 3 of a new world of 8, show the view from the shell and
-# from numpy, check it against the independent reference, and unmount.
+# from numpy, check it against the independent reference, and unmount;
+# then print the next three commands a newcomer types.
 set -euo pipefail
 CKPTFS=${1:-build/ckptfs}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -61,3 +62,16 @@ import ckptfs
 sd = ckptfs.load(sys.argv[2], world=8, rank=3, backend="numpy")
 print("layer1.weight exp_avg, rank 3 of 8:", sd["optim"]["state"]["layer1.weight"]["exp_avg"])
 PY
+
+# What a newcomer types next, with the binary where `make` left it (the
+# packages, the wheel or `make install` put ckptfs on PATH instead:
+# docs/install.md).
+bin=$CKPTFS
+case $bin in "$ROOT"/*) bin=${bin#"$ROOT"/} ;; esac
+cat <<NEXT
+
+Next, from $ROOT (ckptfs is $bin until you install it: docs/install.md):
+  $bin info demo/ckpt
+  mkdir -p /tmp/view && $bin mount demo/ckpt /tmp/view --world 8 --rank 3
+  $bin umount /tmp/view
+NEXT

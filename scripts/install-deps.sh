@@ -17,8 +17,12 @@ CHECK=(bats attr valgrind clang libclang-rt-14-dev python3-torch
        debhelper devscripts lintian dh-python fakeroot)
 
 # No argument: everything (make check); --demo: the demo's set; else
-# the packages named.
+# the packages named.  --list [--demo] prints the set, installs nothing.
 case "${1:-}" in
+--list)
+	if [ "${2:-}" = --demo ]; then printf '%s\n' "${DEMO[@]}"
+	else printf '%s\n' "${DEMO[@]}" "${CHECK[@]}"; fi
+	exit 0 ;;
 "") pkgs=("${DEMO[@]}" "${CHECK[@]}") ;;
 --demo) pkgs=("${DEMO[@]}") ;;
 *) pkgs=("$@") ;;
