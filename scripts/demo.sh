@@ -55,7 +55,13 @@ say "ckptfs umount $MNT"
 "$CKPTFS" umount "$MNT"
 
 say "python3 -c 'ckptfs.load(...)'   # the same view without a mount: libckptfs reads the data files directly"
-CKPTFS_LIB="$(dirname "$CKPTFS")/libckptfs.so" /usr/bin/python3 - "$ROOT" "$CKPT" <<'PY'
+lib="$(dirname "$CKPTFS")/libckptfs.so"
+pre=()
+# A sanitized build's library (SAN=...) needs its runtimes loaded first.
+if nm -D "$lib" 2>/dev/null | grep __asan_ >/dev/null; then
+	pre=(LD_PRELOAD="$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so)" ASAN_OPTIONS=detect_leaks=0)
+fi
+env "${pre[@]}" CKPTFS_LIB="$lib" /usr/bin/python3 - "$ROOT" "$CKPT" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1] + "/scripts")
 import ckptfs
