@@ -60,6 +60,10 @@ setup_file() {
 	cp "$DEBS"/*.deb "$CH/pkg/"
 	cp -a "$ROOT/demo/ckpt" "$CH/pkg/ckpt"
 	installed > "$RUN/pristine"
+	# apt's download cache is shared by the runs of every clone: one at
+	# a time.
+	exec {lock}>"$("$ROOT/scripts/bookworm-chroot.sh" path).debs.lock"
+	flock "$lock"
 	# The runtime packages as a user installs them (apt's defaults,
 	# Recommends included), then the -dev one.
 	inside apt-get -q -y -o Acquire::Check-Valid-Until=false install \
@@ -72,6 +76,7 @@ setup_file() {
 		>"$RUN/apt-dev.log" 2>&1 ||
 		{ tail -40 "$RUN/apt-dev.log"; return 1; }
 	installed > "$RUN/all"
+	exec {lock}>&-
 	for p in ckptfs libckptfs0 libckptfs-dev python3-ckptfs; do
 		inside dpkg -L "$p"
 	done | sort -u > "$RUN/files"
