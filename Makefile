@@ -59,7 +59,8 @@ S3_CHECK := $(O)/tests/s3_check
 FUZZ_TIME ?= 60
 FUZZ_CC ?= clang
 
-.PHONY: all help deps check test unit bats demo install clean check-layers fuzz bench sid-chroot
+.PHONY: all help deps deps-demo check test unit bats demo install clean check-layers fuzz bench sid-chroot \
+	bookworm-chroot deb wheel
 
 all: $(LIB_A) $(LIB_SO) $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY) $(FUZZ_TORCH_REPLAY) $(FUZZ_ST_REPLAY) $(FUZZ_ZSTD_REPLAY) $(S3_CHECK) $(O)/ceilfs $(EXAMPLE)
 
@@ -71,7 +72,10 @@ help:
 	@echo "make bats       run the end-to-end tests through a real mount"
 	@echo "make bench      throughput vs raw pread and a minimal FUSE ceiling (>= 2 GiB checkpoints; BENCH_ARGS=...)"
 	@echo "make fuzz       libFuzzer (clang) on the metadata parser, validator and planner, and on the torch unpickler and zip locator, FUZZ_TIME=$(FUZZ_TIME) s each"
-	@echo "make deps       install the Debian packages ckptfs needs (apt-get)"
+	@echo "make deps       install the Debian packages ckptfs needs to build and test (apt-get)"
+	@echo "make deb        Debian packages ckptfs, libckptfs0, libckptfs-dev, python3-ckptfs in build/deb/ (lintian-checked)"
+	@echo "make wheel      a wheel with libckptfs and the ckptfs command in build/wheel/"
+	@echo "make bookworm-chroot  build (once) or reuse the Debian 12 chroot the packages are tested in, cached in /var/cache/ckptfs/bookworm"
 	@echo "make sid-chroot build (once) or reuse the Debian sid chroot with the newest PyTorch, cached in /var/cache/ckptfs/sid"
 	@echo "make install    install ckptfs, libckptfs (.a, .so, ckptfs.h, ckptfs.pc) into \$$DESTDIR\$$PREFIX, and the ckptfs Python package into /usr/bin/python3's site-packages"
 	@echo "make check-layers  libckptfs's folder order, no cycles, no FUSE in core/, public header only outside it"
@@ -80,6 +84,9 @@ help:
 
 deps:
 	$(Q)scripts/install-deps.sh
+
+deps-demo:
+	$(Q)scripts/install-deps.sh --demo
 
 $(O)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -214,18 +221,37 @@ bats: $(BIN)
 sid-chroot:
 	$(Q)scripts/sid-chroot.sh build
 
+bookworm-chroot:
+	$(Q)scripts/bookworm-chroot.sh build
+
 check: deps
 	$(Q)$(MAKE) --no-print-directory all check-layers
 	$(Q)$(MAKE) --no-print-directory sid-chroot
+	$(Q)$(MAKE) --no-print-directory bookworm-chroot deb wheel
 	$(Q)$(MAKE) --no-print-directory SAN=address,undefined all
 	$(Q)$(MAKE) --no-print-directory SAN=thread O=build-tsan build-tsan/ckptfs
 	$(Q)tests/run-all.sh build build-san
 
 test: check
 
-demo: deps
+demo: deps-demo
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)scripts/demo.sh $(abspath $(BIN))
+
+# Debian packages (scripts/debian/, staged into build/deb/src/), built
+# with the tools installed only when missing.
+DEB_TOOLS := debhelper devscripts lintian dh-python fakeroot build-essential \
+	pkg-config libfuse3-dev libmsgpack-dev libxxhash-dev zlib1g-dev \
+	libzstd-dev libcurl4-openssl-dev
+deb:
+	$(Q)scripts/install-deps.sh $(DEB_TOOLS)
+	$(Q)scripts/build-deb.sh $(VERSION)
+
+# A wheel (py3-none-manylinux_2_XX_ARCH) with libckptfs.so.0 and the
+# ckptfs command inside, written by scripts/build-wheel.py.
+wheel: $(BIN) $(LIB_SO)
+	$(Q)/usr/bin/python3 scripts/build-wheel.py --version $(VERSION) \
+		--lib $(LIB_SO) --bin $(BIN) --out $(O)/wheel
 
 # The Python package goes where /usr/bin/python3 imports from, its
 # libckptfs.so.0 a link to the one installed above (in a virtual

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # `make demo`: mount the built-in demo checkpoint (demo/ckpt, 4 saving
 # ranks) as rank 3 of a new world of 8, show the view from the shell and
-# from numpy, check it against the independent reference, and unmount.
+# from numpy, check it against the independent reference, and unmount;
+# then print the next three commands a newcomer types.
 set -euo pipefail
 CKPTFS=${1:-build/ckptfs}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,10 +55,29 @@ say "ckptfs umount $MNT"
 "$CKPTFS" umount "$MNT"
 
 say "python3 -c 'ckptfs.load(...)'   # the same view without a mount: libckptfs reads the data files directly"
-CKPTFS_LIB="$(dirname "$CKPTFS")/libckptfs.so" /usr/bin/python3 - "$ROOT" "$CKPT" <<'PY'
+lib="$(dirname "$CKPTFS")/libckptfs.so"
+pre=()
+# A sanitized build's library (SAN=...) needs its runtimes loaded first.
+if nm -D "$lib" 2>/dev/null | grep __asan_ >/dev/null; then
+	pre=(LD_PRELOAD="$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so)" ASAN_OPTIONS=detect_leaks=0)
+fi
+env "${pre[@]}" CKPTFS_LIB="$lib" /usr/bin/python3 - "$ROOT" "$CKPT" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1] + "/scripts")
 import ckptfs
 sd = ckptfs.load(sys.argv[2], world=8, rank=3, backend="numpy")
 print("layer1.weight exp_avg, rank 3 of 8:", sd["optim"]["state"]["layer1.weight"]["exp_avg"])
 PY
+
+# What a newcomer types next, with the binary where `make` left it (the
+# packages, the wheel or `make install` put ckptfs on PATH instead:
+# docs/install.md).
+bin=$CKPTFS
+case $bin in "$ROOT"/*) bin=${bin#"$ROOT"/} ;; esac
+cat <<NEXT
+
+Next, from $ROOT (ckptfs is $bin until you install it: docs/install.md):
+  $bin info demo/ckpt
+  mkdir -p /tmp/view && $bin mount demo/ckpt /tmp/view --world 8 --rank 3
+  $bin umount /tmp/view
+NEXT

@@ -1,16 +1,32 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Install the Debian packages ckptfs needs to build, test and demo, only
-# those missing.  Safe to run again; does nothing when all are there.
+# those missing.  `install-deps.sh --demo` installs only the demo's.  Safe to run again; does nothing when all are there.
 set -euo pipefail
 
-pkgs=("$@")
-[ ${#pkgs[@]} -gt 0 ] || pkgs=(build-essential pkg-config fuse3 libfuse3-dev libmsgpack-dev
-      libxxhash-dev zlib1g-dev bats python3-numpy python3-msgpack attr valgrind clang
-      libclang-rt-14-dev python3-torch python3-xxhash debootstrap
-      libzstd-dev python3-zstandard libcurl4-openssl-dev curl
-      ceph-mon ceph-osd radosgw ceph-common python3-pytest python3-venv
-      python3-setuptools mypy)
+# What `make demo` needs (build, mount, the numpy reference), and the
+# rest that `make check` adds (test tools, Ceph for S3, torch, clang for
+# fuzzing, debootstrap for the chroots, the Debian packaging tools).
+DEMO=(build-essential pkg-config fuse3 libfuse3-dev libmsgpack-dev
+      libxxhash-dev zlib1g-dev libzstd-dev libcurl4-openssl-dev
+      python3-numpy python3-msgpack)
+CHECK=(bats attr valgrind clang libclang-rt-14-dev python3-torch
+       python3-xxhash debootstrap python3-zstandard curl
+       ceph-mon ceph-osd radosgw ceph-common python3-pytest python3-venv
+       python3-setuptools python3-wheel python3-pip mypy
+       debhelper devscripts lintian dh-python fakeroot)
+
+# No argument: everything (make check); --demo: the demo's set; else
+# the packages named.  --list [--demo] prints the set, installs nothing.
+case "${1:-}" in
+--list)
+	if [ "${2:-}" = --demo ]; then printf '%s\n' "${DEMO[@]}"
+	else printf '%s\n' "${DEMO[@]}" "${CHECK[@]}"; fi
+	exit 0 ;;
+"") pkgs=("${DEMO[@]}" "${CHECK[@]}") ;;
+--demo) pkgs=("${DEMO[@]}") ;;
+*) pkgs=("$@") ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do
