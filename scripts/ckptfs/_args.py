@@ -224,20 +224,65 @@ def s3_only(path: bytes, given: Mapping[str, object]) -> None:
 INDEX_CACHE_ENV = "CKPTFS_INDEX_CACHE"
 
 
+#: statfs f_type of filesystems shared between nodes, where flock is
+#: unreliable and a "node-local" cache would be cluster-wide: NFS, SMB and
+#: CIFS, Lustre, GPFS, CephFS, AFS, 9p, BeeGFS, and FUSE (sshfs, s3fs,
+#: gcsfuse, JuiceFS...).
+NETWORK_FS = {0x6969: "nfs", 0x517B: "smb", 0xFF534D42: "cifs",
+              0xFE534D42: "smb2", 0x0BD00BD0: "lustre", 0x47504653: "gpfs",
+              0x00C36400: "ceph", 0x5346414F: "afs", 0x01021997: "9p",
+              0x19830326: "beegfs", 0x65735546: "fuse"}
+
+
+def network_fs(p: bytes) -> Optional[str]:
+    """The name of the network filesystem holding p (or its nearest
+    existing parent), or None for a local one or when statfs fails."""
+    import ctypes
+    import ctypes.util
+    while p and not os.path.exists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    except OSError:
+        return None
+    buf = ctypes.create_string_buffer(256)     # struct statfs, f_type first
+    if libc.statfs(p, buf) != 0:
+        return None
+    ftype = ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
+    return NETWORK_FS.get(ftype)
+
+
 def default_index_cache() -> Optional[bytes]:
     """The node-local index cache directory when none is given:
     ``$CKPTFS_INDEX_CACHE`` (set but empty: None, no cache), else
-    ``$XDG_CACHE_HOME/ckptfs``, else ``~/.cache/ckptfs``."""
+    ``$XDG_CACHE_HOME/ckptfs``, else ``~/.cache/ckptfs``; but when that
+    one is on a network filesystem (:data:`NETWORK_FS`: a home on NFS is
+    common on clusters), ``/var/tmp/ckptfs-UID`` instead, with a warning
+    saying so."""
     env = os.environb.get(INDEX_CACHE_ENV.encode())
     if env is not None:
         return env or None
     xdg = os.environb.get(b"XDG_CACHE_HOME")
     if xdg and os.path.isabs(xdg):
-        return os.path.join(xdg, b"ckptfs")
-    home = os.path.expanduser(b"~")
-    if home == b"~" or not home:
-        return None
-    return os.path.join(home, b".cache", b"ckptfs")
+        d = os.path.join(xdg, b"ckptfs")
+    else:
+        home = os.path.expanduser(b"~")
+        if home == b"~" or not home:
+            return None
+        d = os.path.join(home, b".cache", b"ckptfs")
+    fs = network_fs(d)
+    if fs is None:
+        return d
+    local = b"/var/tmp/ckptfs-%d" % os.getuid()
+    import warnings
+    warnings.warn(f"ckptfs: {os.fsdecode(d)} is on a network filesystem "
+                  f"({fs}), where the index cache would not be node-local; "
+                  f"using {os.fsdecode(local)} (set CKPTFS_INDEX_CACHE or "
+                  f"index_cache= to choose)", stacklevel=3)
+    return local
 
 
 def index_cache(value: object) -> Optional[bytes]:

@@ -369,3 +369,54 @@ print(refused)
     assert os.listdir(cache) == []
     run_py(code, cache, src)
     assert len(images(cache)) == 1
+
+
+def test_default_cache_leaves_a_network_filesystem(tmp_path):
+    """Issue 26 item 9: a home on a network filesystem (here a FUSE one:
+    a ckptfs mount of the demo) is no place for a node-local cache: the
+    default moves to /var/tmp/ckptfs-UID with one warning; a local home
+    keeps ~/.cache/ckptfs, silently."""
+    import time
+    from conftest import CKPTFS
+    code = ("import warnings, ckptfs._args as a\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    print(a.default_index_cache().decode())\n"
+            "    print(len(w), w[0].message if w else '')\n")
+    env = {"CKPTFS_INDEX_CACHE": None, "XDG_CACHE_HOME": None}
+
+    def default_for(home):
+        e = {k: v for k, v in os.environ.items() if k not in env}
+        e["HOME"] = str(home)
+        e["PYTHONPATH"] = os.path.join(ROOT, "scripts")
+        p = subprocess.run([PY, "-c", code], env=e, capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.splitlines()
+
+    out = default_for(tmp_path)
+    assert out[0] == str(tmp_path / ".cache" / "ckptfs")
+    assert out[1].startswith("0")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    proc = subprocess.Popen([CKPTFS, "mount", os.path.join(ROOT, "demo",
+                                                           "ckpt"),
+                             str(mnt), "-f"])
+    try:
+        for _ in range(400):
+            if os.path.ismount(mnt) or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert os.path.ismount(mnt)
+        out = default_for(mnt)
+        assert out[0] == f"/var/tmp/ckptfs-{os.getuid()}"
+        assert out[1].startswith("1 ") and "network filesystem (fuse)" \
+            in out[1], out
+    finally:
+        subprocess.call(["fusermount3", "-u", str(mnt)])
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            subprocess.call(["fusermount3", "-uz", str(mnt)])
+            proc.kill()
+            proc.wait()
