@@ -68,8 +68,10 @@ int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
 /*
  * Take hex's lock (flock(LOCK_EX) on <hex>.lock, created 0600), waiting
  * for the process that holds it, at most CKPT_INDEX_CACHE_WAIT_MS
- * (then -ETIMEDOUT: the caller indexes without the cache).  Returns 0 or
- * -errno with err; held until ckpt_index_cache_close().
+ * (then -ETIMEDOUT: the caller indexes without the cache), or until the
+ * calling thread's cancel flag is set (-ECANCELED: the caller gives up;
+ * the flag is polled every few ms).  Returns 0 or -errno with err; held
+ * until ckpt_index_cache_close().
  */
 int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 			  char *err, size_t errlen);
