@@ -11,7 +11,8 @@ checked.
 
 A rule sees a Req (method, key, query dict, ranged).  count: how many
 matching requests stall (then they are served again).  Stalled handlers
-wait until close().
+wait until close().  With busy=True the picked requests are answered
+503 SlowDown at once instead (a server the client keeps retrying).
 """
 import email.utils
 import http.server
@@ -44,6 +45,8 @@ class StallS3:
         self.rule: Optional[Callable[[Req], bool]] = None
         self.count = 0
         self.headers_first = False
+        self.busy = False
+        self.picked = 0
         self.stalled = threading.Event()
         self.released = threading.Event()
         self.lock = threading.Lock()
@@ -69,12 +72,15 @@ class StallS3:
         self.thread.start()
 
     def stall(self, rule: Callable[[Req], bool], count: int = 1,
-              headers_first: bool = False) -> None:
+              headers_first: bool = False, busy: bool = False) -> None:
         """Stall the next count requests rule picks (headers_first:
-        answer 206/200 headers and 16 body bytes first)."""
+        answer 206/200 headers and 16 body bytes first; busy: answer 503
+        instead)."""
         with self.lock:
             self.rule, self.count = rule, count
             self.headers_first = headers_first
+            self.busy = busy
+            self.picked = 0
             self.stalled.clear()
 
     def close(self) -> None:
@@ -89,6 +95,7 @@ class StallS3:
             if self.rule is None or self.count <= 0 or not self.rule(r):
                 return False
             self.count -= 1
+            self.picked += 1
             return True
 
     def _path(self, key: str) -> Optional[str]:
@@ -126,7 +133,11 @@ class StallS3:
             return self._error(h, 404, "NoSuchBucket", head)
         key = parts[1] if len(parts) > 1 else ""
         r = Req("HEAD" if head else "GET", key, query, rng is not None)
-        if self._pick(r):
+        picked = self._pick(r)
+        if picked and self.busy:
+            self.stalled.set()
+            return self._error(h, 503, "SlowDown", head)
+        if picked:
             self.stalled.set()
             if self.headers_first and not head and key:
                 self._stall_after_headers(h, key, rng)

@@ -371,15 +371,19 @@ def test_ctrl_c_in_the_index_cache_lock_wait(tmp_path, torch_ckpts):
     assert r["later"]
 
 
-@pytest.mark.parametrize("headers_first", [False, True],
-                         ids=["silent", "headers-then-stall"])
-def test_ctrl_c_in_a_read_then_the_handle_reads(s3dir, tmp_path,
-                                                headers_first):
+@pytest.mark.parametrize("mode", ["silent", "headers-then-stall",
+                                  "503-backoff"])
+def test_ctrl_c_in_a_read_then_the_handle_reads(s3dir, tmp_path, mode):
     d, srv = s3dir
     ck = gen_native(d / "ck", seed=9, keys=8)
+    busy = mode == "503-backoff"
     srv.stall(lambda q: q.method == "GET" and q.ranged and
-              q.key.endswith(".distcp"), headers_first=headers_first)
-    r = _run_phase(tmp_path, "read", f"s3://{BUCKET}/ck",
-                   dict(s3_endpoint=srv.url), lambda p: srv.stalled.is_set(),
+              q.key.endswith(".distcp"), count=10 ** 6 if busy else 1,
+              headers_first=mode == "headers-then-stall", busy=busy)
+    # 503s: SIGINT once a request was sent again, in a retry's backoff
+    # or the retry itself (s3_retries=20: minutes of backoff).
+    kw = dict(s3_endpoint=srv.url, s3_retries=20)
+    r = _run_phase(tmp_path, "read", f"s3://{BUCKET}/ck", kw,
+                   lambda p: srv.picked >= (8 if busy else 1),
                    lambda: srv.stall(lambda q: False, 0), open_first=True)
     _check_native(r, ck)
