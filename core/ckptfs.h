@@ -108,7 +108,8 @@ void ckpt_last_error_get(struct ckpt_error *out);
  * flag of the thread that called it when its options give none).  HTTP
  * transfers in flight are broken off (their connections closed), and
  * retries and their backoff are not waited for.  A local pread is not
- * interrupted (it ends by itself).
+ * interrupted (it ends by itself), and a call that has nothing left to
+ * wait for may still succeed.
  *
  * Unlike ckpt_meta_cancel(), this stops one call, not the handle: a
  * cancelled open leaves nothing behind, and a meta whose read was

@@ -387,3 +387,39 @@ def test_ctrl_c_in_a_read_then_the_handle_reads(s3dir, tmp_path, mode):
                    lambda p: srv.picked >= (8 if busy else 1),
                    lambda: srv.stall(lambda q: False, 0), open_first=True)
     _check_native(r, ck)
+
+
+def test_a_thread_flag_set_before_an_open_sends_nothing(s3dir):
+    """ckpt_thread_cancel_set(): the C contract.  A set flag stops an
+    S3 open before its first request (-ECANCELED, "cancelled" in the
+    last error); cleared, the same thread opens; the flag is the
+    thread's only."""
+    d, srv = s3dir
+    gen_native(d / "ck", seed=5, keys=4)
+    L = _lib.lib
+    s3 = _lib.S3Opts()
+    s3.endpoint = srv.url.encode()
+    s3.access_key, s3.secret_key = b"ck", b"ck-secret"
+    s3.region = b"us-east-1"
+    oo = _lib.OpenOpts()
+    oo.s3 = ctypes.pointer(s3)
+    flag = ctypes.c_int(1)
+    m = ctypes.c_void_p()
+    err = ctypes.create_string_buffer(512)
+    root = f"s3://{BUCKET}/ck".encode()
+    old = L.ckpt_thread_cancel_set(ctypes.pointer(flag))
+    try:
+        rc = L.ckpt_meta_open_opts(root, ctypes.byref(oo), ctypes.byref(m),
+                                   err, len(err))
+        e = _lib.last_error()
+        sent = len(srv.log)
+        flag.value = 0
+        rc2 = L.ckpt_meta_open_opts(root, ctypes.byref(oo), ctypes.byref(m),
+                                    err, len(err))
+    finally:
+        L.ckpt_thread_cancel_set(old)
+    assert rc == -errno.ECANCELED and e.code == errno.ECANCELED
+    assert e.message == root + b": cancelled", e.message
+    assert sent == 0
+    assert rc2 == 0, err.value
+    L.ckpt_meta_free(m)
