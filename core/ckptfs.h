@@ -49,7 +49,8 @@ const char *ckpt_version(void);
 				 * ckpt_open_opts.index_cache; 4:
 				 * CKPT_FILES_DIRECT_IO; 5:
 				 * ckpt_s3_opts.no_sign_request,
-				 * ckpt_meta_credentials() */
+				 * ckpt_meta_credentials(),
+				 * ckpt_thread_cancel_set() */
 
 /* CKPT_ABI_VERSION as the library was built. */
 unsigned ckpt_abi_version(void);
@@ -92,6 +93,34 @@ struct ckpt_error {
  * succeeds may leave it unchanged.
  */
 void ckpt_last_error_get(struct ckpt_error *out);
+
+/* ------------------------------------------------------------------ */
+/* Cancelling a call */
+
+/*
+ * Set the calling thread's cancel flag (NULL: none) and return the one it
+ * had.  While it is set, every call of this header the thread makes
+ * polls *flag; once another thread stores a nonzero value there, the
+ * call ends soon (its waits poll every 20 ms; docs/cancel.md gives the
+ * latencies measured) and fails with -ECANCELED
+ * ("cancelled" in ckpt_last_error()).  That covers every phase that can
+ * wait: an open (the HEAD and GET of .metadata, the listing of a bucket,
+ * the index pass over a torch checkpoint's records, the index cache's
+ * lock wait), ckpt_files_open(), and reads (a batch's threads take the
+ * flag of the thread that called it when its options give none).  HTTP
+ * transfers in flight are broken off (their connections closed), and
+ * retries and their backoff are not waited for.  A local pread is not
+ * interrupted (it ends by itself), and a call that has nothing left to
+ * wait for may still succeed.
+ *
+ * Unlike ckpt_meta_cancel(), this stops one call, not the handle: a
+ * cancelled open leaves nothing behind, and a meta whose read was
+ * cancelled serves the next call as before.  The flag is borrowed: it
+ * must stay valid until it is replaced (set NULL before it goes away).
+ * Thread-local: it affects the calling thread only; async-signal-safe
+ * to store into *flag, not to call this.
+ */
+const volatile int *ckpt_thread_cancel_set(const volatile int *flag);
 
 /* ------------------------------------------------------------------ */
 /* Element types */

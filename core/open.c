@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/cancel.h"
 #include "common/errbuf.h"
 #include "common/grow.h"
 #include "io/datafiles.h"
@@ -355,7 +356,12 @@ static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 	}
 	if (!cache_hit(&c, hex, ic, img, imglen, warning))
 		goto out_hit;
-	if (ckpt_index_cache_lock(&c, hex, why, sizeof(why))) {
+	rc = ckpt_index_cache_lock(&c, hex, why, sizeof(why));
+	if (rc == -ECANCELED) {
+		ckpt_index_cache_close(&c);
+		return ckpt_errf(err, errlen, rc, "%s", why);
+	}
+	if (rc) {
 		add_warning(warning, "index cache: %s (indexed in memory)",
 			    why);
 		goto out_close;
@@ -611,6 +617,7 @@ int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 
 	ckpt_clear_last_error();
 	rc = open_opts(dir, o, out, err, errlen);
+	rc = ckpt_cancel_result(rc, dir, err, errlen);
 	if (rc)
 		return ckpt_last_error_finish(rc, dir);
 	ckpt_clear_last_error();

@@ -12,6 +12,7 @@
 
 #include <xxhash.h>
 
+#include "common/cancel.h"
 #include "common/errbuf.h"
 #include "common/relpath.h"
 
@@ -174,6 +175,7 @@ int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 
 	ckpt_clear_last_error();
 	rc = files_open(m, flags, max_open, err, errlen);
+	rc = ckpt_cancel_result(rc, m->dir, err, errlen);
 	if (rc)
 		return ckpt_last_error_finish(rc, m->dir);
 	ckpt_clear_last_error();

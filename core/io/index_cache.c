@@ -23,6 +23,7 @@
 #include <xxhash.h>
 
 #include "ckptfs.h"
+#include "common/cancel.h"
 #include "common/errbuf.h"
 #include "common/grow.h"
 
@@ -470,6 +471,13 @@ int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 			return ckpt_errf(err, errlen, rc,
 					 "%s/%s: cannot lock: %s", c->dir,
 					 name, strerror(-rc));
+		}
+		if (ckpt_is_cancelled()) {	/* the caller's Ctrl-C */
+			held_track(fd, false);
+			close(fd);
+			return ckpt_errf(err, errlen, -ECANCELED,
+					 "%s/%s: cancelled while waiting",
+					 c->dir, name);
 		}
 		now = mono_ms();
 		if (!fstat(fd, &st) && (st.st_mtim.tv_sec != seen.tv_sec ||

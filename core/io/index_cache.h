@@ -78,8 +78,9 @@ int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
  * while the lock is held) extends the wait: only after the wait limit
  * (CKPT_INDEX_CACHE_WAIT_MS) with no heartbeat does it give up
  * (-ETIMEDOUT: the caller indexes without the cache).  Polls every
- * CKPT_INDEX_CACHE_POLL_MS at most.  Returns 0 or -errno with err; held
- * (and beating) until ckpt_index_cache_close().
+ * CKPT_INDEX_CACHE_POLL_MS at most, and gives up at once when the calling
+ * thread's cancel flag is set (-ECANCELED).  Returns 0 or -errno with
+ * err; held (and beating) until ckpt_index_cache_close().
  */
 int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 			  char *err, size_t errlen);

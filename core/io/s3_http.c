@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cancel.h"
 #include "common/errbuf.h"
 #include "common/grow.h"
 #include "io/s3_url.h"
@@ -595,15 +596,31 @@ static void easy_give(struct s3_worker *w, struct s3_easy *e)
 	w->idle[w->nidle++] = (unsigned)(e - w->easy);
 }
 
-/* Take one of the store-wide request slots: wait for one when block. */
-static bool slot_take(struct ckpt_s3_http *h, bool block)
+/* Take one of the store-wide request slots: wait for one when block
+ * (polling the call's cancel flag cf, when it has one). */
+static bool slot_take(struct ckpt_s3_http *h, bool block,
+		      const volatile int *cf)
 {
+	struct timespec ts;
 	bool ok;
 
 	pthread_mutex_lock(&h->lock);
-	while (block && h->slots == 0 && !atomic_load(&h->cancelled))
-		pthread_cond_wait(&h->slot_freed, &h->lock);
-	ok = h->slots > 0 && !atomic_load(&h->cancelled);
+	while (block && h->slots == 0 && !atomic_load(&h->cancelled) &&
+	       !ckpt_is_flag_set(cf)) {
+		if (!cf) {
+			pthread_cond_wait(&h->slot_freed, &h->lock);
+			continue;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += CKPT_CANCEL_POLL_MS * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&h->slot_freed, &h->lock, &ts);
+	}
+	ok = h->slots > 0 && !atomic_load(&h->cancelled) &&
+	     !ckpt_is_flag_set(cf);
 	if (ok)
 		h->slots--;
 	pthread_mutex_unlock(&h->lock);
@@ -860,6 +877,7 @@ static int judge(struct ckpt_s3_http *h, struct ckpt_s3_req *r, int verdict,
 int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 		     size_t *failed)
 {
+	const volatile int *cf = ckpt_cancel_flag();	/* this call's */
 	struct s3_worker *w;
 	size_t *waiting, nwait = 0, fresh = 0, left = n, i;
 	unsigned held = 0;
@@ -868,9 +886,9 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 	*failed = 0;
 	if (n == 0)
 		return 0;
-	if (atomic_load(&h->cancelled)) {
+	if (atomic_load(&h->cancelled) || ckpt_is_flag_set(cf)) {
 		snprintf(q[0].reason, sizeof(q[0].reason), "cancelled");
-		return -EINTR;
+		return ckpt_is_flag_set(cf) ? -ECANCELED : -EINTR;
 	}
 	for (i = 0; i < n; i++) {
 		q[i].state = ST_WAIT;
@@ -898,13 +916,15 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 		int running, nq, ms;
 		bool done_some;
 
-		if (atomic_load(&h->cancelled)) {
+		/* The store's cancel (shutdown) or this call's: what is
+		 * in flight is removed below, its connection closed. */
+		if (atomic_load(&h->cancelled) || ckpt_is_flag_set(cf)) {
 			for (i = 0; i < n && q[i].state == ST_DONE; i++)
 				;
 			*failed = i < n ? i : 0;
 			snprintf(q[*failed].reason, sizeof(q[0].reason),
 				 "cancelled");
-			rc = -EINTR;
+			rc = ckpt_is_flag_set(cf) ? -ECANCELED : -EINTR;
 			break;
 		}
 
@@ -915,7 +935,7 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 
 			if (k < 0)
 				break;
-			if (!slot_take(h, held == 0)) {
+			if (!slot_take(h, held == 0, cf)) {
 				waiting[nwait++] = (size_t)k;	/* later */
 				break;
 			}
@@ -966,6 +986,8 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 			break;
 		/* Slots were freed: start more before waiting. */
 		ms = done_some ? 0 : poll_ms(w->multi, held, q, waiting, nwait);
+		if (cf && ms > CKPT_CANCEL_POLL_MS)
+			ms = CKPT_CANCEL_POLL_MS;	/* cf is only polled */
 		if (ms > 0)
 			curl_multi_poll(w->multi, NULL, 0, ms, NULL);
 	}

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "common/cancel.h"
 #include "common/errbuf.h"
 #include "common/mpcursor.h"
 #include "common/mpout.h"
@@ -1064,6 +1065,11 @@ static int put_storage_data(struct tctx *t, const struct pk_value *sd)
 		msgpack_pack_uint64(&t->w.pk, t->side_size[i]);
 	}
 	for (i = 0; i + 1 < sd->n; i += 2) {
+		if (ckpt_is_cancelled()) {	/* between records */
+			rc = ckpt_errf(t->err, t->errlen, -ECANCELED,
+				       "%s: indexing cancelled", t->name);
+			break;
+		}
 		if ((i / 2) % PF_RECORDS == 0)
 			pf_load(t, sd, i / 2);
 		rc = put_record(t, sd->u.items[i], sd->u.items[i + 1], i / 2);

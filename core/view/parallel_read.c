@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ckptfs.h"
+#include "common/cancel.h"
 #include "common/errbuf.h"
 #include "io/datafiles.h"
 #include "io/store.h"
@@ -273,12 +274,16 @@ static void *worker(void *arg)
 {
 	struct job *j = arg;
 	struct ckpt_scratch *s = ckpt_scratch_new();
+	/* The batch's flag is this thread's too: the waits under a piece
+	 * (HTTP transfers, their backoff) poll it. */
+	const volatile int *outer = ckpt_thread_cancel_set(j->cancel);
 	size_t i;
 	int rc;
 
 	if (!s) {
 		ckpt_errf(NULL, 0, -ENOMEM, "out of memory");
 		fail(j, -ENOMEM);
+		ckpt_thread_cancel_set(outer);
 		return NULL;
 	}
 	while (!atomic_load(&j->failed) &&
@@ -295,6 +300,7 @@ static void *worker(void *arg)
 			fail(j, rc);
 	}
 	ckpt_scratch_free(s);
+	ckpt_thread_cancel_set(outer);
 	return NULL;
 }
 
@@ -402,6 +408,14 @@ static int run(struct job *j, unsigned threads, char *err, size_t errlen)
 	worker(j);	/* the calling thread works too */
 	for (t = 1; t <= started; t++)
 		pthread_join(th[t], NULL);
+	if (j->rc && j->rc != -ECANCELED && cancelled(j)) {
+		/* a piece broken off by the flag failed as it could */
+		ckpt_clear_last_error();
+		ckpt_errf(NULL, 0, -ECANCELED, "cancelled");
+		ckpt_last_error_finish(-ECANCELED, NULL);
+		ckpt_last_error_get(&j->error);
+		j->rc = -ECANCELED;
+	}
 	if (j->rc) {
 		ckpt_last_error_put(&j->error);
 		if (err && errlen)
@@ -426,7 +440,7 @@ static struct job *job_new(size_t n, const struct ckpt_batch_opts *o,
 		*len = NULL;
 		return NULL;
 	}
-	j->cancel = o ? o->cancel : NULL;
+	j->cancel = o && o->cancel ? o->cancel : ckpt_cancel_flag();
 	return j;
 }
 

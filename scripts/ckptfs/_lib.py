@@ -187,6 +187,7 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "ckpt_meta_open_opts": (_int, [_cp, _P(OpenOpts), _P(_vp), _cp, _sz]),
     "ckpt_meta_free": (None, [_vp]),
     "ckpt_meta_cancel": (None, [_vp]),
+    "ckpt_thread_cancel_set": (_vp, [_vp]),
     "ckpt_meta_io_stats": (None, [_vp, _P(IoStats)]),
     "ckpt_files_open": (_int, [_vp, C.c_uint, _u32, _cp, _sz]),
     "ckpt_meta_info": (None, [_vp, _P(MetaInfo)]),
@@ -331,24 +332,35 @@ def _join(t: threading.Thread) -> None:
 
 def run_cancellable(call: Callable[["C._Pointer[C.c_int]"], int]
                     ) -> Tuple[int, Optional[Error]]:
-    """Run ``call(cancel)``, a libckptfs batch read given a cancel flag,
-    so that Ctrl-C is acted on at once: in the main thread, the call runs
-    in a worker thread while the main thread waits; a KeyboardInterrupt
-    (or any exception a signal handler raises) sets the flag, waits for
-    the engine to stop (its threads check the flag between pieces of a
-    few MiB) and is raised again.  Returns the call's result and, when it
-    failed, its error as the library recorded it."""
+    """Run ``call(cancel)``, one or more libckptfs calls (an open, a batch
+    read given the cancel flag), so that Ctrl-C is acted on at once: the
+    flag is the calling thread's cancel flag (ckpt_thread_cancel_set)
+    while it runs, which every wait of the library polls (HTTP transfers,
+    retries, the index cache's lock, the index pass).  In the main
+    thread, the call runs in a worker thread while the main thread waits;
+    a KeyboardInterrupt (or any exception a signal handler raises) sets
+    the flag, waits for the library to stop (well under a second: see
+    docs/cancel.md) and is raised again.  Returns the call's result and,
+    when it failed, its error as the library recorded it."""
     flag = C.c_int(0)
     ptr = C.pointer(flag)
+
+    def flagged() -> int:
+        old = lib.ckpt_thread_cancel_set(ptr)
+        try:
+            return call(ptr)
+        finally:
+            lib.ckpt_thread_cancel_set(old)
+
     if threading.current_thread() is not threading.main_thread():
-        rc = call(ptr)
+        rc = flagged()
         return rc, (last_error() if rc else None)
     out: List[Any] = []
     done = threading.Event()
 
     def work() -> None:
         try:
-            rc = call(ptr)
+            rc = flagged()
             out.append((rc, last_error() if rc else None))
         except BaseException as e:   # noqa: B902 - handed to the caller
             out.append(e)

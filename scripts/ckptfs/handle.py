@@ -6,6 +6,7 @@ between loads and released at once by :meth:`Checkpoint.close` (or the
 from __future__ import annotations
 
 import ctypes as C
+import errno
 import os
 import threading
 import warnings
@@ -131,14 +132,7 @@ class Checkpoint:
         if s3opts is not None:
             oo.s3 = C.pointer(s3opts)
         oo.index_cache = icache
-        m = C.c_void_p()
         lib = _lib.lib
-        if lib.ckpt_meta_open_opts(self._bpath, C.byref(oo), C.byref(m), err,
-                                   len(err)):
-            raise from_lib(_lib.last_error(), opened=self.path)
-        warning = lib.ckpt_meta_warning(m)
-        if warning:
-            warnings.warn(f"ckptfs: {_text(warning)}", stacklevel=3)
         # Loads put the tensors they allocate on huge pages themselves
         # (_dtypes.Arena); a StorageReader fills the caller's tensors,
         # which are left alone: the library is not asked to advise any
@@ -147,10 +141,35 @@ class Checkpoint:
         flags = _lib.FILES_FOLLOW_SYMLINKS if follow_symlinks else 0
         if direct_io:
             flags |= _lib.FILES_DIRECT_IO
-        if lib.ckpt_files_open(m, flags, 0, err, len(err)):
-            e = from_lib(_lib.last_error())
-            lib.ckpt_meta_free(m)
-            raise e
+        m = C.c_void_p()
+        opened: List[bool] = []
+
+        def call(cancel: Any) -> int:
+            # Both, cancellable with Ctrl-C (S3 requests, the listing, the
+            # index pass, the index cache's lock wait).
+            rc = int(lib.ckpt_meta_open_opts(self._bpath, C.byref(oo),
+                                             C.byref(m), err, len(err)))
+            if rc:
+                return rc
+            opened.append(True)
+            return int(lib.ckpt_files_open(m, flags, 0, err, len(err)))
+
+        try:
+            rc, e = _lib.run_cancellable(call)
+        except BaseException:
+            if opened:
+                lib.ckpt_meta_free(m)
+            raise
+        if rc:
+            if opened:
+                lib.ckpt_meta_free(m)
+            if rc == -errno.ECANCELED:
+                raise KeyboardInterrupt
+            raise from_lib(e if e is not None else _lib.last_error(),
+                           opened=None if opened else self.path)
+        warning = lib.ckpt_meta_warning(m)
+        if warning:
+            warnings.warn(f"ckptfs: {_text(warning)}", stacklevel=3)
         self._m = m
         self._keys: Optional[Dict[str, int]] = None
 
