@@ -110,7 +110,7 @@ static void fetch_error(const struct part *p, const struct ckpt_s3_req *q)
 {
 	const char *what = "";
 
-	if (q->status == 412 || q->replaced)
+	if (q->status == 412)
 		what = "replaced since it was opened: ";
 	else if (q->status == 404)
 		what = "deleted since it was opened: ";

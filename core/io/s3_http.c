@@ -200,6 +200,21 @@ static void quick_ack(const struct s3_easy *e)
 		setsockopt(e->fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
 }
 
+static bool etag_byte_ok(unsigned char c)
+{
+	return c >= 0x20 && c < 0x7f;
+}
+
+bool ckpt_s3_etag_is_clean(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i]; i++)
+		if (!etag_byte_ok((unsigned char)s[i]))
+			return false;
+	return i < CKPT_STORE_VERSION_MAX;
+}
+
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
 	struct ckpt_s3_req *q = ud;
@@ -211,6 +226,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 		q->has_cr = false;
 		q->has_length = false;
 		q->etag[0] = '\0';
+		q->etag_bad = false;
 	} else if (header_is(p, len, "content-range", &v, &vl)) {
 		parse_content_range(q, v, vl);
 	} else if (header_is(p, len, "content-length", &v, &vl)) {
@@ -219,14 +235,15 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 		q->has_length = parse_num(&v, ve, &q->length) && v == ve;
 	} else if (header_is(p, len, "etag", &v, &vl)) {
 		q->etag[0] = '\0';
+		q->etag_bad = true;
 		if (vl >= sizeof(q->etag))
 			return len;
 		for (i = 0; i < vl; i++)	/* it goes into If-Match */
-			if ((unsigned char)v[i] < 0x20 ||
-			    (unsigned char)v[i] >= 0x7f)
+			if (!etag_byte_ok((unsigned char)v[i]))
 				return len;
 		memcpy(q->etag, v, vl);
 		q->etag[vl] = '\0';
+		q->etag_bad = false;
 	}
 	return len;
 }
@@ -248,9 +265,11 @@ static bool range_ok(const struct ckpt_s3_req *q, long status)
 
 /*
  * Is the answer of the version asked for?  A server that honours If-Match
- * answers 412 instead; one that ignores it still names the version it
- * sends (ETag) and its size (Content-Range's total, or Content-Length of
- * a 200).  Sets the reason when not.
+ * answers 412 instead.  One that ignores it must still name the version
+ * it sends: a 2xx answer to a GET with If-Match shows the pinned ETag, or
+ * it is refused (the size alone cannot tell two versions of one size
+ * apart).  The size (Content-Range's total, or Content-Length of a 200)
+ * must match too.  Sets the reason when not.
  */
 static bool version_ok(struct ckpt_s3_req *q, long status)
 {
@@ -258,10 +277,16 @@ static bool version_ok(struct ckpt_s3_req *q, long status)
 
 	if (!q->if_match)
 		return true;
-	if (q->etag[0] && strcmp(q->etag, q->if_match) != 0) {
+	if (!q->etag[0]) {
 		snprintf(q->reason, sizeof(q->reason),
-			 "the answer's ETag %.100s is not the %.100s fixed at "
-			 "open (the server ignored If-Match)", q->etag,
+			 "replaced or unpinned: the server sent no ETag, "
+			 "pinned %.100s (it ignored If-Match)", q->if_match);
+		return false;
+	}
+	if (strcmp(q->etag, q->if_match) != 0) {
+		snprintf(q->reason, sizeof(q->reason),
+			 "replaced or unpinned: the server sent ETag %.100s, "
+			 "pinned %.100s (it ignored If-Match)", q->etag,
 			 q->if_match);
 		return false;
 	}
@@ -271,9 +296,9 @@ static bool version_ok(struct ckpt_s3_req *q, long status)
 		size = q->length;
 	if (q->obj_size && size != UINT64_MAX && size != q->obj_size) {
 		snprintf(q->reason, sizeof(q->reason),
-			 "it has %" PRIu64 " bytes now, not the %" PRIu64
-			 " fixed at open (the server ignored If-Match)", size,
-			 q->obj_size);
+			 "replaced or unpinned: it has %" PRIu64 " bytes now, "
+			 "not the %" PRIu64 " fixed at open (the server "
+			 "ignored If-Match)", size, q->obj_size);
 		return false;
 	}
 	return true;
@@ -326,6 +351,14 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 				   CKPT_S3_ERRBODY_MAX);
 		return n;
 	}
+	if (q->got == 0 && q->etag_bad) {
+		snprintf(q->reason, sizeof(q->reason), "the answer's ETag "
+			 "holds a control character or is too long: refused");
+		q->bad_body = true;
+		q->bad_final = true;
+		q->bad_rc = -EIO;
+		return 0;
+	}
 	if (q->got == 0 && !version_ok(q, status)) {
 		q->replaced = true;
 		q->bad_body = true;
@@ -347,6 +380,17 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 				 "for bytes %" PRIu64 "-%" PRIu64 " asked",
 				 status, q->off + q->done, q->off + q->len - 1);
 		q->bad_body = true;
+		if (status == 200) {
+			/* The whole object for a range: the server ignores
+			 * Range, and every try would be the same. */
+			snprintf(q->reason, sizeof(q->reason),
+				 "HTTP 200 (the whole object) for bytes "
+				 "%" PRIu64 "-%" PRIu64 " asked: the server "
+				 "ignored Range", q->off + q->done,
+				 q->off + q->len - 1);
+			q->bad_final = true;
+			q->bad_rc = -EIO;
+		}
 		return 0;
 	}
 	if (q->ranged && q->got + n > q->len - q->done) {
@@ -640,8 +684,15 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	q->bad_body = false;
 	q->replaced = false;
 	q->etag[0] = '\0';
+	q->etag_bad = false;
 	q->code[0] = '\0';
 	e->errbuf[0] = '\0';
+	if (q->if_match && !ckpt_s3_etag_is_clean(q->if_match)) {
+		/* Never sent: it would add headers of the server's choice. */
+		snprintf(q->reason, sizeof(q->reason), "the pinned ETag holds "
+			 "a control character: refused");
+		return -EINVAL;
+	}
 	t = curl_slist_append(hd, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 	if (t && h->token_hdr)
 		t = curl_slist_append(t, h->token_hdr);
@@ -739,6 +790,14 @@ static int req_finish(struct s3_worker *w, struct ckpt_s3_req *q,
 	if (rc == CURLE_OK && st >= 200 && st <= 299) {
 		curl_off_t ft = -1;
 
+		if (q->etag_bad) {
+			snprintf(q->reason, sizeof(q->reason), "the answer's "
+				 "ETag holds a control character or is too "
+				 "long: refused");
+			q->bad_final = true;
+			q->bad_rc = -EIO;
+			return TRY_FAIL;
+		}
 		if (q->head &&
 		    curl_easy_getinfo(e->curl, CURLINFO_FILETIME_T, &ft) ==
 		    CURLE_OK && ft > 0)
@@ -921,8 +980,13 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 				if (e)
 					easy_give(w, e);
 				slot_give(h);
-				snprintf(q[k].reason, sizeof(q[k].reason),
-					 "out of memory");
+				if (rc == -ENOMEM || !q[k].reason[0])
+					snprintf(q[k].reason,
+						 sizeof(q[k].reason), "%s",
+						 rc == -ENOMEM ?
+						 "out of memory" :
+						 "libcurl refused the "
+						 "request");
 				*failed = (size_t)k;
 				break;
 			}

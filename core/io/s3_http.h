@@ -58,7 +58,10 @@ struct ckpt_s3_req {
 	/* out */
 	long status;		/* last HTTP status (0: none) */
 	int curl_code;		/* last CURLcode */
-	char etag[CKPT_STORE_VERSION_MAX];	/* ETag header, "" if none */
+	char etag[CKPT_STORE_VERSION_MAX];	/* ETag header, "" if none
+						 * or refused (etag_bad) */
+	bool etag_bad;		/* the answer's ETag held a control byte
+				 * (or did not fit): the answer is refused */
 	uint64_t length;	/* Content-Length, when has_length */
 	int64_t mtime;		/* Last-Modified (HEAD), seconds; 0: none */
 	bool has_length;
@@ -119,6 +122,14 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
  * Thread-safe.
  */
 void ckpt_s3_http_cancel(struct ckpt_s3_http *h);
+
+/*
+ * Is the ETag s safe to pin and to send back in If-Match: no byte below
+ * 0x20, no DEL, nothing above 0x7e, shorter than CKPT_STORE_VERSION_MAX?
+ * An ETag from a HEAD, a GET or a listing that is not is refused, so no
+ * server can make a later request carry a header of its choosing.
+ */
+bool ckpt_s3_etag_is_clean(const char *s);
 
 /* Free what the engine left in q (buf).  Accepts a zeroed q. */
 void ckpt_s3_req_destroy(struct ckpt_s3_req *q);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/escape.h"
 #include "io/s3_url.h"
 #include "io/s3_xml.h"
 
@@ -22,6 +23,7 @@ struct page_ctx {
 	const char *want;	/* "prefix/" */
 	int fn_rc;
 	bool bad_key;
+	bool bad_etag;	/* key holds the entry whose ETag was refused */
 	char key[KEY_MAX];	/* the entry's key, decoded */
 };
 
@@ -38,6 +40,11 @@ static int on_entry(void *ctx, const struct ckpt_s3_xml_entry *e)
 	}
 	if (strncmp(pc->key, pc->want, pc->plen) != 0)
 		return 0;
+	if (!ckpt_s3_etag_is_clean(e->etag)) {
+		/* It would be pinned and sent back in If-Match. */
+		pc->bad_etag = true;
+		return -EBADMSG;
+	}
 	name = pc->key + pc->plen;
 	if (!name[0] || strchr(name, '/'))
 		return 0;
@@ -54,7 +61,7 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 {
 	struct page_ctx *pc;
 	char *want = NULL, *token = NULL, *query = NULL, *url = NULL;
-	char mk[16], perr[160];
+	char mk[16], perr[160], shown[256];
 	unsigned long page = 0;
 	int rc = 0;
 
@@ -111,7 +118,16 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 					   perr, sizeof(perr));
 		ckpt_s3_req_destroy(&q);
 		if (rc) {
-			if (pc->bad_key)
+			if (pc->bad_etag)
+				ckpt_errf(err, errlen, -EBADMSG, "%s: listing "
+					  "(page %lu): the ETag of '%s' holds "
+					  "a control character or is too "
+					  "long: refused", root, page,
+					  ckpt_escape_msg(pc->key,
+							  strlen(pc->key),
+							  false, shown,
+							  sizeof(shown)));
+			else if (pc->bad_key)
 				ckpt_errf(err, errlen, -EBADMSG, "%s: listing "
 					  "(page %lu): a key is not "
 					  "percent-encoded as asked", root,

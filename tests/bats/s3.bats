@@ -38,8 +38,12 @@ s3check() {
 	s3check read
 }
 
-@test "s3: an object overwritten (If-Match, 412; or by ETag and size when a server ignores If-Match) or deleted after open gives EIO naming it" {
+@test "s3: an object overwritten (If-Match, 412; or by ETag and size when a server ignores If-Match; no ETag at all, same size) or deleted after open gives EIO naming it; a 200 to a ranged GET fails without retries" {
 	s3check replaced
+}
+
+@test "s3: an ETag with a control character, in a listing (CR LF) or a HEAD (ESC), is refused with one line and never sent back" {
+	s3check etag
 }
 
 @test "s3: a wrong secret, an unknown key id, an unknown bucket, an unreachable endpoint: one line each, no credential" {

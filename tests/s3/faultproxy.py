@@ -19,6 +19,11 @@ it can instead, for a fraction of the requests or the first N of them:
   shift     forward, but move the Content-Range one byte on
   noifmatch forward without the If-Match header (a server that ignores it)
   noversion the same, and drop the answer's ETag header too
+  norange   forward without the Range header (a server that ignores it:
+            200 and the whole object)
+  badetag   forward, but a HEAD or GET answer's ETag gets an escape
+            sequence ('"v1"ESC[31m') and every <ETag> of a listing
+            decodes to '"v1"CR LF X-Injected: yes'
 
 Control (JSON over HTTP on the same port):
   POST /__faultproxy/config  {"mode": "503", "rate": 0.3, "first": 0,
@@ -26,6 +31,8 @@ Control (JSON over HTTP on the same port):
        "seed": 1}      set the fault (mode "none": forward everything);
                        resets the count of faults injected
   GET  /__faultproxy/stats   {"requests", "faults", "bytes", "by_status",
+                              "injected" (requests that carried an
+                              X-Injected header),
                               "inflight_max" (the most requests served at
                               once, control requests not counted),
                               "log": [[method, path, range, status,
@@ -46,6 +53,7 @@ import http.client
 import http.server
 import json
 import random
+import re
 import socket
 import socketserver
 import struct
@@ -73,6 +81,7 @@ class State:
         self.faults = 0
         self.bytes = 0
         self.by_status = {}
+        self.injected_headers = 0
         self.log = []
         self.inflight = getattr(self, "inflight", 0)
         self.inflight_max = 0
@@ -82,7 +91,8 @@ class State:
             mode = cfg.get("mode", "none")
             if mode not in ("none", "delay", "reset", "503", "500", "429",
                             "truncate", "short", "long", "shift",
-                            "noifmatch", "noversion"):
+                            "noifmatch", "noversion", "norange",
+                            "badetag"):
                 raise ValueError("unknown mode %r" % mode)
             self.cfg = dict(cfg)
             self.rng = random.Random(cfg.get("seed", 1))
@@ -131,6 +141,7 @@ class State:
             return {"requests": self.requests, "faults": self.faults,
                     "bytes": self.bytes, "by_status": dict(self.by_status),
                     "inflight_max": self.inflight_max,
+                    "injected": self.injected_headers,
                     "log": list(self.log)}
 
     def enter(self):
@@ -177,6 +188,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         rng = self.headers.get("Range")
+        if self.headers.get("X-Injected") is not None:
+            with STATE.lock:
+                STATE.injected_headers += 1
         fault = STATE.pick(self.command, rng is not None)
         mode = fault["mode"] if fault else "none"
         if mode == "delay":
@@ -216,6 +230,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if k.lower() in HOP or (k.lower() == "if-match" and mode in
                                         ("noifmatch", "noversion")):
                     continue
+                if k.lower() == "range" and mode == "norange":
+                    continue
                 conn.putheader(k, v)
             conn.endheaders(body)
             resp = conn.getresponse()
@@ -233,7 +249,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
                    (k.lower() == "etag" and mode == "noversion")]
         clen = resp.getheader("Content-Length")
         data = None
-        if self.command == "HEAD":
+        if mode == "badetag":
+            headers = [(k, '"v1"\x1b[31m' if k.lower() == "etag" else v)
+                       for k, v in headers]
+        if (mode == "badetag" and self.command == "GET" and
+                "list-type=2" in self.path):
+            data = re.sub(rb"<ETag>[^<]*</ETag>",
+                          b"<ETag>&quot;v1&quot;&#13;&#10;X-Injected: yes"
+                          b"</ETag>", resp.read())
+            total = len(data)
+            headers = [(k, v) for k, v in headers
+                       if k.lower() != "content-length"]
+            headers.append(("Content-Length", str(total)))
+        elif self.command == "HEAD":
             resp.read()  # no body: lets the connection take a request
             total = 0
         elif clen is None:

@@ -584,10 +584,27 @@ out:
 
 /* An object overwritten or deleted after it was opened: EIO naming it,
  * never the new bytes. */
+/* A store that reads unsigned (for a public bucket), so that the proxy
+ * may drop signed headers. */
+static struct ckpt_store *anon_store(const char *root, struct ckpt_s3_opts *o)
+{
+	char *ak = strdup(getenv("AWS_ACCESS_KEY_ID"));
+	char *sk = strdup(getenv("AWS_SECRET_ACCESS_KEY"));
+	struct ckpt_store *s;
+
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	s = store(root, o);
+	setenv("AWS_ACCESS_KEY_ID", ak, 1);
+	setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
+	free(ak);
+	free(sk);
+	return s;
+}
+
 static void test_replaced(void)
 {
 	struct ckpt_s3_opts o = { 0 };
-	char *ak, *sk;
 	struct ckpt_store_range r;
 	struct ckpt_store *s;
 	struct ckpt_store_file_info fi;
@@ -631,15 +648,7 @@ static void test_replaced(void)
 	mkbucket("ck-pub");
 	CHECK(put("ck-pub", "chg2", 24, 100000));
 	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
-	ak = strdup(getenv("AWS_ACCESS_KEY_ID"));
-	sk = strdup(getenv("AWS_SECRET_ACCESS_KEY"));
-	unsetenv("AWS_ACCESS_KEY_ID");
-	unsetenv("AWS_SECRET_ACCESS_KEY");
-	s = store("s3://ck-pub", &o);
-	setenv("AWS_ACCESS_KEY_ID", ak, 1);
-	setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
-	free(ak);
-	free(sk);
+	s = anon_store("s3://ck-pub", &o);
 	CHECK(s);
 	if (!s)
 		return;
@@ -650,18 +659,124 @@ static void test_replaced(void)
 	CHECK(put("ck-pub", "chg2", 25, 100000));
 	CHECK(sread(s, &r, 1) == -EIO);
 	fprintf(stderr, "  %s\n", ckpt_last_error());
-	CHECK(strstr(ckpt_last_error(), "replaced since it was opened") &&
-	      strstr(ckpt_last_error(), "ETag"));
+	CHECK(strstr(ckpt_last_error(), "replaced or unpinned: the server "
+		     "sent ETag \"") && strstr(ckpt_last_error(), "pinned"));
+	/* No ETag on the answers either, and a new version of the same
+	 * size: the size cannot tell, the missing ETag must. */
 	CHECK(proxy_ctl("config", "{\"mode\":\"noversion\"}"));
-	CHECK(put("ck-pub", "chg2", 26, 100001));
+	CHECK(put("ck-pub", "chg2", 26, 100000));
+	memset(buf, 0, sizeof(buf));
 	CHECK(sread(s, &r, 1) == -EIO);
 	fprintf(stderr, "  %s\n", ckpt_last_error());
-	CHECK(strstr(ckpt_last_error(), "replaced since it was opened") &&
-	      strstr(ckpt_last_error(), "100001 bytes now"));
+	CHECK(strstr(ckpt_last_error(), "s3://ck-pub/chg2: bytes 100-") &&
+	      strstr(ckpt_last_error(), "replaced or unpinned: the server "
+		     "sent no ETag, pinned \""));
+	CHECK(one_line(ckpt_last_error()));
+	CHECK(!gen_matches(26, 100, buf, sizeof(buf)));
+	/* Many parts of one read, the object replaced again and again
+	 * (same size) while they run: an error, never a mix. */
+	CHECK(atomic_load(&s->retries) == 0);
+	store_free(s);
+	{
+		uint8_t *big = malloc(400000);
+		struct ckpt_store_range rb = { 0, 0, 400000, big };
+		struct ckpt_s3_opts po = o;
+		uint32_t id3;
+		int k;
+
+		po.part_bytes = 64 << 10;
+		po.parallel = 2;
+		CHECK(put("ck-pub", "chg3", 40, 400000));
+		CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+		s = anon_store("s3://ck-pub", &po);
+		CHECK(s && big);
+		if (s && big) {
+			CHECK(sopen(s, "chg3", &id3, &fi) == 0);
+			rb.id = id3;
+			CHECK(proxy_ctl("config",
+					"{\"mode\":\"noversion\"}"));
+			for (k = 0; k < 4; k++) {
+				CHECK(put("ck-pub", "chg3", 41 + (k & 1),
+					  400000));
+				CHECK(sread(s, &rb, 1) == -EIO);
+			}
+		}
+		store_free(s);
+		free(big);
+	}
+	/* A server that ignores Range: a 200 with the whole object fails
+	 * at once, no retries. */
+	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+	s = anon_store("s3://ck-pub", &o);
+	CHECK(s);
+	if (!s)
+		return;
+	CHECK(sopen(s, "chg3", &id, &fi) == 0);
+	r = (struct ckpt_store_range){ id, 100, sizeof(buf), buf };
+	CHECK(proxy_ctl("config", "{\"mode\":\"norange\"}"));
+	CHECK(sread(s, &r, 1) == -EIO);
+	fprintf(stderr, "  %s\n", ckpt_last_error());
+	CHECK(strstr(ckpt_last_error(), "HTTP 200") &&
+	      strstr(ckpt_last_error(), "ignored Range"));
 	CHECK(atomic_load(&s->retries) == 0);
 	proxy_ctl("config", "{\"mode\":\"none\"}");
 	up_acl = NULL;
 	store_free(s);
+}
+
+/* ETags with control characters, from a listing (CR LF: a header
+ * injection) and from a HEAD (an escape sequence): refused with one line
+ * saying so, and never sent back. */
+static void test_etag(void)
+{
+	struct ckpt_s3_opts o = { .endpoint = proxy };
+	struct listed l = { 0 };
+	struct ckpt_store_file_info fi;
+	struct ckpt_store_range r;
+	struct ckpt_store *s;
+	uint8_t buf[1000];
+	char err[512];
+	uint32_t id;
+	int rc;
+
+	mkbucket("ck-etag");
+	CHECK(put("ck-etag", "d/obj", 31, 5000));
+	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+	CHECK(proxy_ctl("reset", "{}"));
+	s = store("s3://ck-etag/d", &o);
+	CHECK(s);
+	if (!s)
+		return;
+	CHECK(proxy_ctl("config", "{\"mode\":\"badetag\",\"only\":\"all\"}"));
+	err[0] = '\0';
+	rc = s->ops->list(s, count_listed, &l, err, sizeof(err));
+	fprintf(stderr, "  list: %s\n", err);
+	CHECK(rc == -EBADMSG);
+	CHECK(strstr(err, "s3://ck-etag/d: listing (page 1): the ETag of "
+		     "'d/obj' holds a control character"));
+	CHECK(one_line(err));
+	rc = sopen(s, "obj", &id, &fi);
+	CHECK(rc == -EIO);
+	if (rc == 0) {	/* the old way: pinned; a read sends it back */
+		r = (struct ckpt_store_range){ id, 0, sizeof(buf), buf };
+		sread(s, &r, 1);
+	}
+	store_free(s);
+	/* Not listed: the HEAD's ETag is refused. */
+	s = store("s3://ck-etag/d", &o);
+	CHECK(s);
+	if (s) {
+		char e2[512];
+
+		rc = s->ops->open(s, "obj", &id, &fi, e2, sizeof(e2));
+		fprintf(stderr, "  open: %s\n", e2);
+		CHECK(rc == -EIO && strstr(e2, "s3://ck-etag/d/obj") &&
+		      strstr(e2, "ETag holds a control character"));
+		CHECK(one_line(e2) && !strchr(e2, '\x1b'));
+		store_free(s);
+	}
+	CHECK(proxy_stat("injected") == 0);
+	proxy_ctl("config", "{\"mode\":\"none\"}");
 }
 
 /* A wrong secret, an unknown key id, an unknown bucket, an unreachable
@@ -1202,7 +1317,7 @@ static const struct {
 	{ "bodies", test_bodies }, { "faults16", test_faults16 },
 	{ "memory", test_memory }, { "restart", test_restart },
 	{ "token", test_token }, { "fork", test_fork },
-	{ "cancel", test_cancel },
+	{ "cancel", test_cancel }, { "etag", test_etag },
 };
 
 int main(int argc, char **argv)
@@ -1225,7 +1340,8 @@ int main(int argc, char **argv)
 		if (!proxy && (cases[i].fn == test_bodies ||
 			       cases[i].fn == test_faults16 ||
 			       cases[i].fn == test_token ||
-			       cases[i].fn == test_cancel)) {
+			       cases[i].fn == test_cancel ||
+			       cases[i].fn == test_etag)) {
 			printf("not ok %s: S3CHECK_PROXY is not set\n",
 			       cases[i].name);
 			th_failed++;
