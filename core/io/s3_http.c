@@ -28,7 +28,6 @@
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_CAP_MS 5000
 #define RECV_BUFFER (64 * 1024)	/* libcurl's buffer, per request */
-#define CONNECT_MAX_MS 10000
 #define POLL_MAX_MS 1000
 
 enum { ST_WAIT, ST_ACTIVE, ST_DONE };
@@ -227,6 +226,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 		q->has_length = false;
 		q->etag[0] = '\0';
 		q->etag_bad = false;
+		q->answered = true;
 	} else if (header_is(p, len, "content-range", &v, &vl)) {
 		parse_content_range(q, v, vl);
 	} else if (header_is(p, len, "content-length", &v, &vl)) {
@@ -492,14 +492,55 @@ static int on_prereq(void *ud, char *ip, char *lip, int port, int lport)
 }
 
 /* Settings that stay the same for every request of an easy handle. */
+/*
+ * libcurl calls this about once a second, and as data moves: end a try
+ * that has had no byte of an answer for the first-byte bound, one past
+ * its request's deadline, and every one once the engine is cancelled.
+ */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow,
+		       curl_off_t ultotal, curl_off_t ulnow)
+{
+	struct ckpt_s3_req *q = ud;
+	struct s3_easy *e = q->easy;
+	uint64_t now = now_ns();
+
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	if (atomic_load(&e->h->cancelled)) {
+		snprintf(q->reason, sizeof(q->reason), "cancelled");
+		q->bad_body = true;
+		q->bad_final = true;
+		q->bad_rc = -EINTR;
+		return 1;
+	}
+	if (q->deadline_ns && now >= q->deadline_ns) {
+		snprintf(q->reason, sizeof(q->reason), "no complete answer "
+			 "within the deadline of %u ms (try %u)",
+			 q->deadline_ms, q->tries);
+		q->bad_body = true;
+		q->bad_final = true;
+		q->bad_rc = -EIO;
+		return 1;
+	}
+	if (!q->answered &&
+	    now - q->started_ns >= (uint64_t)e->h->cfg->timeout_ms * 1000000u) {
+		snprintf(q->reason, sizeof(q->reason), "no answer within %u ms "
+			 "of the request (the first-byte bound)",
+			 e->h->cfg->timeout_ms);
+		q->bad_body = true;
+		return 1;
+	}
+	return 0;
+}
+
 static int easy_setup(struct ckpt_s3_http *h, struct s3_worker *w,
 		      struct s3_easy *e)
 {
 	const struct ckpt_s3_cfg *c = h->cfg;
 	CURL *k;
 	CURLcode rc = CURLE_OK;
-	long connect_ms = c->timeout_ms < CONNECT_MAX_MS ? (long)c->timeout_ms :
-			  CONNECT_MAX_MS;
 
 	e->h = h;
 	e->w = w;
@@ -517,8 +558,15 @@ static int easy_setup(struct ckpt_s3_http *h, struct s3_worker *w,
 	SET(CURLOPT_FOLLOWLOCATION, 0L);
 	SET(CURLOPT_BUFFERSIZE, (long)RECV_BUFFER);
 	SET(CURLOPT_TCP_KEEPALIVE, 1L);
-	SET(CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
-	SET(CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
+	/* No bound on a try's total time: one that makes progress never
+	 * fails for its length.  Connecting, the first byte (on_progress)
+	 * and stalls (below LOW_SPEED_LIMIT bytes/s for LOW_SPEED_TIME s)
+	 * are bounded apart, and each request's deadline on top. */
+	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)c->connect_timeout_ms);
+	SET(CURLOPT_LOW_SPEED_LIMIT, (long)c->low_speed_limit);
+	SET(CURLOPT_LOW_SPEED_TIME, (long)c->low_speed_time);
+	SET(CURLOPT_NOPROGRESS, 0L);
+	SET(CURLOPT_XFERINFOFUNCTION, on_progress);
 	SET(CURLOPT_USERAGENT, "ckptfs");
 	SET(CURLOPT_SOCKOPTFUNCTION, on_sockopt);
 	SET(CURLOPT_SOCKOPTDATA, w);
@@ -728,6 +776,7 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	SET(CURLOPT_HTTPHEADER, hd);
 	SET(CURLOPT_WRITEDATA, q);
 	SET(CURLOPT_HEADERDATA, q);
+	SET(CURLOPT_XFERINFODATA, q);
 	SET(CURLOPT_PRIVATE, q);
 #undef SET
 	if (rc != CURLE_OK) {
@@ -741,6 +790,11 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	}
 	q->headers = hd;
 	q->easy = e;
+	q->answered = false;
+	q->started_ns = now_ns();
+	if (q->tries == 0)
+		q->deadline_ns = q->started_ns +
+				 (uint64_t)q->deadline_ms * 1000000u;
 	q->tries++;
 	q->state = ST_ACTIVE;
 	atomic_fetch_add(&h->ctr->requests, 1);
@@ -883,12 +937,23 @@ static int poll_ms(CURLM *multi, unsigned held, const struct ckpt_s3_req *q,
 static int judge(struct ckpt_s3_http *h, struct ckpt_s3_req *r, int verdict,
 		 size_t *waiting, size_t *nwait, size_t idx, size_t *left)
 {
+	uint64_t wait;
 	size_t l;
 
 	if (verdict == TRY_OK) {
 		r->state = ST_DONE;
 		(*left)--;
 		return 0;
+	}
+	wait = backoff_ns(r->tries);
+	if (verdict == TRY_AGAIN && r->tries < r->max_tries &&
+	    now_ns() + wait >= r->deadline_ns) {
+		l = strlen(r->reason);
+		if (l < sizeof(r->reason))
+			snprintf(r->reason + l, sizeof(r->reason) - l,
+				 "; the deadline of %u ms ends the retries "
+				 "after %u tries", r->deadline_ms, r->tries);
+		return -EIO;
 	}
 	if (verdict == TRY_AGAIN && r->tries < r->max_tries) {
 		/* A body cut short resumes where it broke; one that broke a
@@ -900,7 +965,7 @@ static int judge(struct ckpt_s3_http *h, struct ckpt_s3_req *r, int verdict,
 		if (r->done >= r->len)
 			r->done = 0;
 		r->state = ST_WAIT;
-		r->not_before = now_ns() + backoff_ns(r->tries);
+		r->not_before = now_ns() + wait;
 		waiting[(*nwait)++] = idx;
 		atomic_fetch_add(&h->ctr->retries, 1);
 		return 0;
@@ -937,6 +1002,11 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 		q[i].reason[0] = '\0';
 		if (!q[i].max_tries)
 			q[i].max_tries = 1 + h->cfg->retries;
+		if (!q[i].deadline_ms)
+			q[i].deadline_ms = q[i].ranged ?
+					   h->cfg->read_deadline_ms :
+					   h->cfg->open_deadline_ms;
+		q[i].deadline_ns = 0;	/* set at its first try */
 	}
 	waiting = malloc(n * sizeof(*waiting));
 	w = worker_get(h);

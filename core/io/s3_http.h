@@ -54,6 +54,10 @@ struct ckpt_s3_req {
 	void *ctx;
 	size_t max_body;
 	unsigned max_tries;	/* 0: 1 + the configured retries */
+	uint32_t deadline_ms;	/* its tries, backoffs included, end within
+				 * this time of its first try; 0: the
+				 * configured read deadline for a ranged
+				 * GET, else the open deadline */
 
 	/* out */
 	long status;		/* last HTTP status (0: none) */
@@ -81,6 +85,10 @@ struct ckpt_s3_req {
 				 * counted from the resume point */
 	uint64_t done;		/* body bytes of earlier tries kept */
 	uint64_t not_before;	/* CLOCK_MONOTONIC ns of the next try */
+	uint64_t deadline_ns;	/* CLOCK_MONOTONIC ns: see deadline_ms */
+	uint64_t started_ns;	/* of the current try */
+	bool answered;		/* the current try has an answer's status
+				 * line */
 	uint64_t cr_first, cr_last, cr_total;	/* Content-Range */
 	bool has_cr;
 	bool bad_body;		/* the sink or a check stopped it */

@@ -3,6 +3,7 @@
 #include "io/s3_list.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include "common/escape.h"
 #include "io/s3_url.h"
 #include "io/s3_xml.h"
+
+#include <xxhash.h>
 
 #define PAGE_MAX (16u << 20)	/* bytes of one page's XML */
 #define KEY_MAX 4096
@@ -22,6 +25,9 @@ struct page_ctx {
 	void *ctx;
 	const char *want;	/* "prefix/" */
 	int fn_rc;
+	uint64_t keys;		/* entries seen, all pages */
+	uint32_t key_cap;	/* 0: none */
+	bool over_cap;
 	bool bad_key;
 	bool bad_etag;	/* key holds the entry whose ETag was refused */
 	char key[KEY_MAX];	/* the entry's key, decoded */
@@ -32,6 +38,10 @@ static int on_entry(void *ctx, const struct ckpt_s3_xml_entry *e)
 	struct page_ctx *pc = ctx;
 	const char *name;
 
+	if (pc->key_cap && ++pc->keys > pc->key_cap) {
+		pc->over_cap = true;
+		return -EFBIG;
+	}
 	/* Keys come percent-encoded (encoding-type=url), so that a key with
 	 * a byte XML cannot carry still lists. */
 	if (ckpt_s3_pct_decode(e->key, pc->key, KEY_MAX) < 0) {
@@ -52,9 +62,34 @@ static int on_entry(void *ctx, const struct ckpt_s3_xml_entry *e)
 	return pc->fn_rc;
 }
 
+/* Has the token (hash) been given before?  Remember it if not.  A 64-bit
+ * hash: a collision, which would stop a sound listing, is as unlikely as
+ * any. */
+static int token_seen(uint64_t **seen, size_t *n, size_t *cap,
+		      const char *token)
+{
+	uint64_t hv = XXH3_64bits(token, strlen(token));
+	size_t i;
+
+	for (i = 0; i < *n; i++)
+		if ((*seen)[i] == hv)
+			return 1;
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 64;
+		uint64_t *ns = realloc(*seen, nc * sizeof(*ns));
+
+		if (!ns)
+			return -ENOMEM;
+		*seen = ns;
+		*cap = nc;
+	}
+	(*seen)[(*n)++] = hv;
+	return 0;
+}
+
 int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 		 const char *bucket, const char *prefix, unsigned max_keys,
-		 const char *root,
+		 uint32_t key_cap, const char *root,
 		 int (*fn)(void *ctx, const char *name, uint64_t size,
 			   const char *etag, int64_t mtime),
 		 void *ctx, char *err, size_t errlen)
@@ -62,8 +97,13 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 	struct page_ctx *pc;
 	char *want = NULL, *token = NULL, *query = NULL, *url = NULL;
 	char mk[16], perr[160], shown[256];
-	unsigned long page = 0;
+	unsigned long page = 0, page_cap;
+	uint64_t *seen = NULL;
+	size_t nseen = 0, capseen = 0;
 	int rc = 0;
+
+	page_cap = key_cap ? 2ul * (key_cap / (max_keys ? max_keys : 1000) + 1) +
+			     16 : ULONG_MAX;
 
 	pc = calloc(1, sizeof(*pc));
 	if (!pc || asprintf(&want, "%s%s", prefix, prefix[0] ? "/" : "") < 0) {
@@ -75,6 +115,7 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 	pc->ctx = ctx;
 	pc->want = want;
 	pc->plen = strlen(want);
+	pc->key_cap = key_cap;
 	snprintf(mk, sizeof(mk), "%u", max_keys);
 	do {
 		struct ckpt_s3_param p[6] = {
@@ -88,6 +129,13 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 		bool truncated;
 		char *next;
 
+		if (page >= page_cap) {
+			rc = ckpt_errf(err, errlen, -EFBIG, "%s: listing "
+				       "stopped after %lu pages, the most for "
+				       "%u keys (s3_list_max_keys)", root,
+				       page, key_cap);
+			break;
+		}
 		if (token)
 			p[np++] = (struct ckpt_s3_param){ "continuation-token",
 							  token };
@@ -118,7 +166,12 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 					   perr, sizeof(perr));
 		ckpt_s3_req_destroy(&q);
 		if (rc) {
-			if (pc->bad_etag)
+			if (pc->over_cap)
+				ckpt_errf(err, errlen, -EFBIG, "%s: listing "
+					  "stopped at page %lu: more than %u "
+					  "keys (s3_list_max_keys)", root,
+					  page, key_cap);
+			else if (pc->bad_etag)
 				ckpt_errf(err, errlen, -EBADMSG, "%s: listing "
 					  "(page %lu): the ETag of '%s' holds "
 					  "a control character or is too "
@@ -137,19 +190,35 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 					  "%lu): %s", root, page, perr);
 			break;
 		}
-		if (truncated && token && strcmp(token, next) == 0) {
-			free(next);
-			rc = ckpt_errf(err, errlen, -EIO,
-				       "%s: listing (page %lu): the server "
-				       "gave the same continuation token "
-				       "twice", root, page);
+		if (truncated && !next) {
+			rc = ckpt_errf(err, errlen, -EBADMSG, "%s: listing "
+				       "(page %lu): truncated, but no "
+				       "continuation token", root, page);
 			break;
+		}
+		if (truncated) {
+			rc = token_seen(&seen, &nseen, &capseen, next);
+			if (rc) {
+				free(next);
+				if (rc < 0)
+					ckpt_errf(err, errlen, rc, "%s: out of "
+						  "memory", root);
+				else
+					rc = ckpt_errf(err, errlen, -EIO,
+						       "%s: listing (page "
+						       "%lu): the server gave "
+						       "a continuation token "
+						       "it gave before (a "
+						       "loop)", root, page);
+				break;
+			}
 		}
 		free(token);
 		token = truncated ? next : NULL;
 		if (!truncated)
 			free(next);
 	} while (token);
+	free(seen);
 	free(token);
 	free(url);
 	free(query);

@@ -338,7 +338,8 @@ static int s3_list(struct ckpt_store *s,
 	int rc;
 
 	rc = ckpt_s3_list(st->http, st->cfg.endpoint, st->bucket, st->prefix,
-			  0, s->root, on_listed, &lc, err, errlen);
+			  0, st->cfg.list_max_keys, s->root, on_listed, &lc,
+			  err, errlen);
 	if (rc == -ENOMEM && err && !err[0])
 		ckpt_errf(err, errlen, rc, "%s: out of memory", s->root);
 	return rc;
@@ -425,7 +426,8 @@ static int probe(struct s3_store *st, char *err, size_t errlen)
 		goto out_free;
 	if (q.status == 0) {
 		rc = q.curl_code == 6 ? -EHOSTUNREACH :
-		     q.curl_code == 28 ? -ETIMEDOUT : -ECONNREFUSED;
+		     q.curl_code == 28 || q.curl_code == 42 ? -ETIMEDOUT :
+		     -ECONNREFUSED;
 		ckpt_errf(err, errlen, rc, "%s: cannot reach %s: %s", root,
 			  c->endpoint, q.reason);
 	} else if (q.status == 404 && strcmp(q.code, "NoSuchBucket") == 0) {

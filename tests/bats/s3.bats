@@ -46,6 +46,41 @@ s3check() {
 	s3check etag
 }
 
+@test "s3: listings that never end: cycling tokens fail at the first repeat, fresh tokens at the key or page cap, a cancelled store stops at once" {
+	s3check listloop
+}
+
+@test "s3: ckptfs info and mount against listings that never end: one line naming the root and the cap (--s3-list-max-keys, -o s3_list_max_keys), SIGTERM ends a mount that is listing" {
+	local t0 pid
+	proxy config '{"mode":"tokencycle","only":"all"}'
+	run timeout "$(secs 20)" "$CKPTFS" info s3://ck-loop/run --s3-endpoint "$S3CHECK_PROXY"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == "ckptfs: s3://ck-loop/run: listing (page 3): the server gave a continuation token it gave before (a loop)" ]]
+	proxy config '{"mode":"endless","only":"all"}'
+	run timeout "$(secs 20)" "$CKPTFS" info s3://ck-loop/run --s3-endpoint "$S3CHECK_PROXY" --s3-list-max-keys 3000
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"s3://ck-loop/run: listing stopped at page 4: more than 3000 keys (s3_list_max_keys)"* ]]
+	refuse_mount s3://ck-loop/run "more than 3000 keys (s3_list_max_keys)" -o s3_endpoint="$S3CHECK_PROXY",s3_list_max_keys=3000
+	# The default cap (1000000 keys) takes some seconds: SIGTERM first.
+	proxy reset "{}"
+	"$CKPTFS" mount s3://ck-loop/run "$MNT" -f --s3-endpoint "$S3CHECK_PROXY" >"$TMP/m.log" 2>&1 &
+	pid=$!
+	until [ "$(proxy_stat requests)" -gt 20 ]; do sleep 0.05; done
+	t0=$SECONDS
+	kill -TERM "$pid"
+	wait "$pid" || true
+	echo "mount ended $((SECONDS - t0)) s after SIGTERM"
+	[ $((SECONDS - t0)) -le "$(secs 5)" ]
+	not mountpoint -q "$MNT"
+	proxy config '{"mode":"none"}'
+}
+
+@test "s3: time bounds: a server that never answers (a GET; the open, with the defaults), a 1 byte/s drip, a steady 5 byte/s body (succeeds), the read deadline" {
+	s3check timeouts
+}
+
 @test "s3: a wrong secret, an unknown key id, an unknown bucket, an unreachable endpoint: one line each, no credential" {
 	s3check refused
 }

@@ -21,6 +21,14 @@ it can instead, for a fraction of the requests or the first N of them:
   noversion the same, and drop the answer's ETag header too
   norange   forward without the Range header (a server that ignores it:
             200 and the whole object)
+  drip      forward, send the headers at once and the body one byte at a
+            time, "bps" bytes a second (1): a drip, or a steady slow
+            server (a server that never answers: delay with a long
+            delay_ms)
+  tokencycle  answer every listing (GET ?list-type=2) itself: one key
+            a page, truncated, continuation tokens A, B, A, B, ...
+  endless   answer every listing itself: "keys" keys a page (1000),
+            truncated, a fresh continuation token each time
   badetag   forward, but a HEAD or GET answer's ETag gets an escape
             sequence ('"v1"ESC[31m') and every <ETag> of a listing
             decodes to '"v1"CR LF X-Injected: yes'
@@ -92,7 +100,7 @@ class State:
             if mode not in ("none", "delay", "reset", "503", "500", "429",
                             "truncate", "short", "long", "shift",
                             "noifmatch", "noversion", "norange",
-                            "badetag"):
+                            "badetag", "tokencycle", "endless", "drip"):
                 raise ValueError("unknown mode %r" % mode)
             self.cfg = dict(cfg)
             self.rng = random.Random(cfg.get("seed", 1))
@@ -214,7 +222,42 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(msg)
             STATE.record(self.command, self.path, rng, st, 0, self.headers)
             return
+        if (mode in ("tokencycle", "endless") and self.command == "GET"
+                and "list-type=2" in self.path):
+            return self.fake_listing(fault, mode, rng)
         self.forward(body, rng, fault, mode)
+
+    def fake_listing(self, fault, mode, rng):
+        q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        prefix = q.get("prefix", [""])[0]
+        token = q.get("continuation-token", [""])[0]
+        if mode == "tokencycle":
+            n, nxt = 1, {"": "A", "A": "B"}.get(token, "A")
+        else:
+            n = int(fault.get("keys", 1000))
+            nxt = "t%d" % (int(token[1:] or 0) + 1)
+        page = nxt
+        ents = "".join(
+            "<Contents><Key>%s</Key><LastModified>2026-01-01T00:00:00.000Z"
+            "</LastModified><ETag>&quot;0123456789abcdef&quot;</ETag>"
+            "<Size>1</Size><StorageClass>STANDARD</StorageClass></Contents>"
+            % urllib.parse.quote("%sk%s_%06d" % (prefix, page, i))
+            for i in range(n))
+        msg = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult "
+               "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>b"
+               "</Name><Prefix>%s</Prefix><KeyCount>%d</KeyCount><MaxKeys>"
+               "1000</MaxKeys><Delimiter>/</Delimiter><IsTruncated>true"
+               "</IsTruncated><EncodingType>url</EncodingType>%s"
+               "<NextContinuationToken>%s</NextContinuationToken>"
+               "</ListBucketResult>" % (urllib.parse.quote(prefix), n, ents,
+                                        nxt)).encode()
+        self.send_response_only(200)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(msg)))
+        self.end_headers()
+        self.wfile.write(msg)
+        STATE.record(self.command, self.path, rng, 200, len(msg),
+                     self.headers)
 
     def upstream_conn(self):
         if self.upstream is None:
@@ -290,8 +333,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         sent = 0
+        if mode == "drip" and data is None and self.command != "HEAD":
+            data = resp.read(total)
         try:
-            if data is not None:
+            if mode == "drip" and data is not None:
+                gap = 1.0 / float(fault.get("bps", 1))
+                for i in range(min(send, len(data))):
+                    self.wfile.write(data[i:i + 1])
+                    self.wfile.flush()
+                    sent += 1
+                    if i + 1 < send:
+                        time.sleep(gap)
+            elif data is not None:
                 self.wfile.write(data[:send])
                 sent = min(send, len(data))
             else:

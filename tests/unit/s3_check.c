@@ -410,7 +410,7 @@ static void test_list(void)
 	CHECK(ckpt_s3_config_load(NULL, &cfg, err, sizeof(err)) == 0);
 	CHECK(ckpt_s3_http_new(&cfg, &ctr, &h, err, sizeof(err)) == 0);
 	memset(&l, 0, sizeof(l));
-	CHECK(ckpt_s3_list(h, cfg.endpoint, "ck-list", "few", 2,
+	CHECK(ckpt_s3_list(h, cfg.endpoint, "ck-list", "few", 2, 0,
 			   "s3://ck-list/few", count_raw, &l, err,
 			   sizeof(err)) == 0);
 	CHECK(l.n == 5 && l.special && l.bad == 0);
@@ -1308,6 +1308,205 @@ static void test_cancel(void)
 	store_free(s);
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+struct lister {
+	struct ckpt_store *s;
+	struct listed l;
+	int rc;
+	char err[512];
+};
+
+static void *lister_main(void *arg)
+{
+	struct lister *ls = arg;
+
+	ls->rc = ls->s->ops->list(ls->s, count_listed, &ls->l, ls->err,
+				  sizeof(ls->err));
+	return NULL;
+}
+
+/* Listings that never end (the proxy answers them itself): tokens that
+ * cycle A, B, A, ... fail at the first repeat; fresh tokens with 1000
+ * keys a page, or 5 keys a page, stop at the key cap or the page cap;
+ * a cancelled store ends a listing at once. */
+static void test_listloop(void)
+{
+	struct ckpt_s3_opts o = { .endpoint = proxy, .list_max_keys = 5000 };
+	struct ckpt_store *s;
+	struct lister ls;
+	pthread_t t;
+	uint64_t t0;
+
+	CHECK(proxy_ctl("config", "{\"mode\":\"tokencycle\",\"only\":\"all\"}"));
+	s = store("s3://ck-loop/run", &o);
+	CHECK(s);
+	if (!s)
+		return;
+	CHECK(proxy_ctl("reset", "{}"));
+	ls = (struct lister){ .s = s };
+	lister_main(&ls);
+	fprintf(stderr, "  cycle: %s (%" PRIu64 " requests)\n", ls.err,
+		proxy_stat("requests"));
+	CHECK(ls.rc == -EIO && strstr(ls.err, "s3://ck-loop/run: listing "
+				      "(page 3): the server gave a "
+				      "continuation token it gave before"));
+	CHECK(proxy_stat("requests") == 3);
+
+	CHECK(proxy_ctl("config", "{\"mode\":\"endless\",\"only\":\"all\"}"));
+	CHECK(proxy_ctl("reset", "{}"));
+	ls = (struct lister){ .s = s };
+	lister_main(&ls);
+	fprintf(stderr, "  endless: %s (%" PRIu64 " requests)\n", ls.err,
+		proxy_stat("requests"));
+	CHECK(ls.rc == -EFBIG && strstr(ls.err, "s3://ck-loop/run: listing "
+				       "stopped at page 6: more than 5000 keys "
+				       "(s3_list_max_keys)"));
+	CHECK(proxy_stat("requests") == 6);
+
+	CHECK(proxy_ctl("config", "{\"mode\":\"endless\",\"only\":\"all\",\"keys\":5}"));
+	CHECK(proxy_ctl("reset", "{}"));
+	ls = (struct lister){ .s = s };
+	lister_main(&ls);
+	fprintf(stderr, "  endless, 5 keys a page: %s\n", ls.err);
+	CHECK(ls.rc == -EFBIG && strstr(ls.err, "listing stopped after 28 "
+				       "pages, the most for 5000 keys"));
+	CHECK(proxy_stat("requests") == 28);
+	store_free(s);
+
+	/* The default cap, cancelled while it runs. */
+	o.list_max_keys = 0;
+	CHECK(proxy_ctl("config", "{\"mode\":\"endless\",\"only\":\"all\"}"));
+	s = store("s3://ck-loop/run", &o);
+	CHECK(s);
+	if (!s)
+		return;
+	ls = (struct lister){ .s = s };
+	pthread_create(&t, NULL, lister_main, &ls);
+	usleep(500000);
+	t0 = mono_ms();
+	ckpt_store_cancel(s);
+	pthread_join(t, NULL);
+	fprintf(stderr, "  cancelled after %u keys: %s, %" PRIu64 " ms\n",
+		ls.l.n, ls.err, mono_ms() - t0);
+	CHECK(ls.rc == -EINTR && strstr(ls.err, "cancelled"));
+	CHECK(ls.l.n > 0 && ls.l.n < 1000000);
+	CHECK(mono_ms() - t0 < 2000);
+	proxy_ctl("config", "{\"mode\":\"none\"}");
+	store_free(s);
+}
+
+struct timed {
+	int rc;
+	uint64_t ms;
+	char err[512];
+};
+
+/* Read [0, len) of object id through s, timed; bytes checked against
+ * the generator's seed when the read succeeds. */
+static struct timed timed_read(struct ckpt_store *s, uint32_t id,
+			       uint64_t seed, size_t len)
+{
+	uint8_t *buf = calloc(1, len);
+	struct ckpt_store_range r = { id, 0, len, buf };
+	struct timed t = { 0 };
+	uint64_t t0 = mono_ms();
+
+	t.rc = sread(s, &r, 1);
+	t.ms = mono_ms() - t0;
+	snprintf(t.err, sizeof(t.err), "%s", t.rc ? ckpt_last_error() : "");
+	if (t.rc == 0 && !gen_matches(seed, 0, buf, len))
+		t.rc = -EBADMSG;
+	free(buf);
+	return t;
+}
+
+/* Time bounds, with the fault proxy: a server that never answers (a GET,
+ * then the open itself), a body that drips 1 byte/s, a steady 5 bytes/s
+ * (succeeds: it makes progress), and the read deadline. */
+static void test_timeouts(void)
+{
+	struct ckpt_s3_opts o = {
+		.endpoint = proxy, .timeout_ms = 1000, .retries = 1,
+		.low_speed_limit = 3, .low_speed_time = 2,
+	};
+	struct ckpt_store_file_info fi;
+	struct ckpt_store *s;
+	struct timed t;
+	char err[512];
+	uint32_t big, small;
+	uint64_t t0;
+	int rc;
+
+	mkbucket("ck-time");
+	CHECK(put("ck-time", "big", 51, 100000));
+	CHECK(put("ck-time", "small", 52, 40));
+	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+	s = store("s3://ck-time", &o);
+	CHECK(s);
+	if (!s)
+		return;
+	CHECK(sopen(s, "big", &big, &fi) == 0);
+	CHECK(sopen(s, "small", &small, &fi) == 0);
+
+	CHECK(proxy_ctl("config", "{\"mode\":\"delay\",\"delay_ms\":60000}"));
+	t = timed_read(s, big, 51, 100000);
+	fprintf(stderr, "  never answers (first byte 1000 ms, 2 tries): %"
+		PRIu64 " ms: %s\n", t.ms, t.err);
+	CHECK(t.rc == -EIO && strstr(t.err, "no answer within 1000 ms"));
+	CHECK(t.ms < 10000);
+
+	CHECK(proxy_ctl("config", "{\"mode\":\"drip\",\"bps\":1}"));
+	t = timed_read(s, big, 51, 100000);
+	fprintf(stderr, "  drips 1 B/s (below 3 B/s for 2 s, 2 tries): %"
+		PRIu64 " ms: %s\n", t.ms, t.err);
+	CHECK(t.rc == -EIO && strstr(t.err, "too slow"));
+	CHECK(t.ms < 20000);
+
+	CHECK(proxy_ctl("config", "{\"mode\":\"drip\",\"bps\":5}"));
+	t = timed_read(s, small, 52, 40);
+	fprintf(stderr, "  steady 5 B/s, 40 bytes: %" PRIu64 " ms: rc %d %s\n",
+		t.ms, t.rc, t.err);
+	CHECK(t.rc == 0);
+	CHECK(atomic_load(&s->retries) == 2);	/* the two failures' */
+	store_free(s);
+
+	/* The read deadline ends a transfer that makes progress. */
+	o.read_deadline_ms = 3000;
+	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+	s = store("s3://ck-time", &o);
+	CHECK(s && sopen(s, "small", &small, &fi) == 0);
+	CHECK(proxy_ctl("config", "{\"mode\":\"drip\",\"bps\":5}"));
+	if (s) {
+		t = timed_read(s, small, 52, 40);
+		fprintf(stderr, "  read deadline 3000 ms, 5 B/s: %" PRIu64
+			" ms: %s\n", t.ms, t.err);
+		CHECK(t.rc == -EIO && strstr(t.err, "deadline of 3000 ms"));
+		CHECK(t.ms < 6000);
+	}
+	store_free(s);
+
+	/* Opening against a server that never answers, the defaults. */
+	CHECK(proxy_ctl("config", "{\"mode\":\"delay\",\"delay_ms\":60000,"
+			"\"only\":\"all\"}"));
+	o = (struct ckpt_s3_opts){ .endpoint = proxy };
+	t0 = mono_ms();
+	s = store_at("s3://ck-time", &o, err, sizeof(err), &rc);
+	t0 = mono_ms() - t0;
+	fprintf(stderr, "  open, never answers, defaults: %" PRIu64
+		" ms: %s\n", t0, err);
+	CHECK(!s && rc == -ETIMEDOUT && strstr(err, "cannot reach"));
+	CHECK(t0 < 30000);
+	store_free(s);
+	proxy_ctl("config", "{\"mode\":\"none\"}");
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -1318,6 +1517,7 @@ static const struct {
 	{ "memory", test_memory }, { "restart", test_restart },
 	{ "token", test_token }, { "fork", test_fork },
 	{ "cancel", test_cancel }, { "etag", test_etag },
+	{ "listloop", test_listloop }, { "timeouts", test_timeouts },
 };
 
 int main(int argc, char **argv)
@@ -1341,7 +1541,9 @@ int main(int argc, char **argv)
 			       cases[i].fn == test_faults16 ||
 			       cases[i].fn == test_token ||
 			       cases[i].fn == test_cancel ||
-			       cases[i].fn == test_etag)) {
+			       cases[i].fn == test_etag ||
+			       cases[i].fn == test_listloop ||
+			       cases[i].fn == test_timeouts)) {
 			printf("not ok %s: S3CHECK_PROXY is not set\n",
 			       cases[i].name);
 			th_failed++;
