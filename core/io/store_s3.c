@@ -34,6 +34,8 @@ struct name_ent {
 	char etag[CKPT_STORE_VERSION_MAX];
 	int64_t mtime;		/* Last-Modified, seconds (0: unknown) */
 	uint32_t id;		/* UINT32_MAX: listed, not opened */
+	uint64_t listed_size;	/* as the listing said (when listed) */
+	bool listed;		/* by the listing of the root */
 };
 
 struct s3_store {
@@ -51,6 +53,11 @@ struct s3_store {
 	size_t nnames, cap;	/* guarded by lock */
 	struct ckpt_strtab tab;	/* guarded by lock */
 	size_t tab_items;	/* what tab was sized for */
+	bool listed_all;	/* the root was listed to its end: a later
+				 * list() replays names[] (opening a
+				 * checkpoint may ask twice, e.g. for
+				 * __R.metadata, then *.safetensors);
+				 * guarded by lock */
 };
 
 static void name_key(const void *ctx, uint32_t idx, uint64_t *seed,
@@ -111,6 +118,8 @@ static struct name_ent *name_add(struct s3_store *st, const char *name,
 	snprintf(e->etag, sizeof(e->etag), "%s", etag);
 	e->mtime = mtime;
 	e->id = UINT32_MAX;
+	e->listed = false;
+	e->listed_size = 0;
 	ckpt_strtab_insert(&st->tab, (uint32_t)st->nnames);
 	st->nnames++;
 	return e;
@@ -323,10 +332,48 @@ static int on_listed(void *ctx, const char *name, uint64_t size,
 		e->mtime = mtime;
 		snprintf(e->etag, sizeof(e->etag), "%s", etag);
 	}
+	if (e) {
+		e->listed = true;
+		e->listed_size = size;
+	}
 	pthread_mutex_unlock(&st->lock);
 	if (!e)
 		return -ENOMEM;
 	return lc->fn(lc->ctx, name, size);
+}
+
+/* A second list() of the store: what the first one said, in its order,
+ * without a request.  Names are copied out so that fn runs unlocked. */
+static int replay_listing(struct s3_store *st,
+			  int (*fn)(void *ctx, const char *name, uint64_t size),
+			  void *ctx, char *err, size_t errlen)
+{
+	struct { char *name; uint64_t size; } *v;
+	size_t n = 0, i;
+	int rc = 0;
+
+	pthread_mutex_lock(&st->lock);
+	v = calloc(st->nnames ? st->nnames : 1, sizeof(*v));
+	for (i = 0; v && i < st->nnames; i++) {
+		if (!st->names[i].listed)
+			continue;
+		v[n].name = strdup(st->names[i].name);
+		v[n].size = st->names[i].listed_size;
+		if (!v[n++].name) {
+			rc = -ENOMEM;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (!v || rc)
+		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
+			       st->base.root);
+	for (i = 0; rc == 0 && i < n; i++)
+		rc = fn(ctx, v[i].name, v[i].size);
+	for (i = 0; v && i < n; i++)
+		free(v[i].name);
+	free(v);
+	return rc;
 }
 
 static int s3_list(struct ckpt_store *s,
@@ -335,13 +382,24 @@ static int s3_list(struct ckpt_store *s,
 {
 	struct s3_store *st = (struct s3_store *)s;
 	struct list_ctx lc = { st, fn, ctx };
+	bool again;
 	int rc;
 
+	pthread_mutex_lock(&st->lock);
+	again = st->listed_all;
+	pthread_mutex_unlock(&st->lock);
+	if (again)
+		return replay_listing(st, fn, ctx, err, errlen);
 	rc = ckpt_s3_list(st->http, st->cfg.endpoint, st->bucket, st->prefix,
 			  0, st->cfg.list_max_keys, s->root, on_listed, &lc,
 			  err, errlen);
 	if (rc == -ENOMEM && err && !err[0])
 		ckpt_errf(err, errlen, rc, "%s: out of memory", s->root);
+	if (rc == 0) {
+		pthread_mutex_lock(&st->lock);
+		st->listed_all = true;
+		pthread_mutex_unlock(&st->lock);
+	}
 	return rc;
 }
 

@@ -81,6 +81,40 @@ s3check() {
 	s3check timeouts
 }
 
+@test "s3: a safetensors directory is listed once at open (LIST requests counted at the proxy), and shows the local mount's bytes" {
+	local lists
+	$PY "$ROOT/tests/make_safetensors.py" ok "$TMP/st" --shards 2 >/dev/null
+	upload "$TMP/st" ck-stlist/model
+	proxy config '{"mode":"none"}'
+	proxy reset '{}'
+	run "$CKPTFS" info s3://ck-stlist/model --s3-endpoint "$S3CHECK_PROXY"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"safetensors"* ]]
+	# The probe asks for max-keys=1; the listing of the root, once.
+	lists=$(curl -sf "$S3CHECK_PROXY/__faultproxy/stats" | $PY -c '
+import json, sys
+log = json.load(sys.stdin)["log"]
+print(sum(1 for e in log if e[0] == "GET" and "list-type=2" in e[1]
+          and "max-keys=1" not in e[1]))')
+	echo "LIST requests: $lists"
+	[ "$lists" -eq 1 ]
+	same_views "$TMP/st" s3://ck-stlist/model "1 0" "3 2"
+}
+
+@test "s3: an object replaced while its zip windows are read at open keeps its cause (HTTP 412), not just 'read error'" {
+	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TMP/t" --world 3 --seed 5 >"$TMP/gen.log" 2>&1 ||
+		{ cat "$TMP/gen.log"; false; }
+	upload "$TMP/t/per_item" ck-zip412/w3
+	proxy config '{"mode":"412","only":"ranged","path":".distcp"}'
+	run "$CKPTFS" info s3://ck-zip412/w3 --s3-endpoint "$S3CHECK_PROXY"
+	proxy config '{"mode":"none"}'
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[ "${#lines[@]}" -eq 1 ]
+	[[ "$output" == *".distcp: offset 0: key '"*"read error: s3://ck-zip412/w3/"*".distcp: bytes 0-"*"replaced since it was opened: HTTP 412 PreconditionFailed" ]]
+}
+
 @test "s3: a wrong secret, an unknown key id, an unknown bucket, an unreachable endpoint: one line each, no credential" {
 	s3check refused
 }

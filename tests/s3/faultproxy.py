@@ -9,8 +9,8 @@ it can instead, for a fraction of the requests or the first N of them:
 
   delay     wait delay_ms, then forward
   reset     read the request, then reset the connection (RST), no answer
-  503 500 429   answer that status with an S3 error body (SlowDown,
-            InternalError, SlowDown)
+  503 500 429 412   answer that status with an S3 error body (SlowDown,
+            InternalError, SlowDown, PreconditionFailed)
   truncate  forward, send the headers as they are and only a fraction
             (frac) of the body, then close the connection
   short     forward, but say and send a shorter body (Content-Length
@@ -36,7 +36,7 @@ it can instead, for a fraction of the requests or the first N of them:
 Control (JSON over HTTP on the same port):
   POST /__faultproxy/config  {"mode": "503", "rate": 0.3, "first": 0,
        "only": "ranged"|"get"|"all", "delay_ms": 0, "frac": 0.5,
-       "seed": 1}      set the fault (mode "none": forward everything);
+       "seed": 1, "path": "text"}  set the fault (mode "none": forward everything);
                        resets the count of faults injected
   GET  /__faultproxy/stats   {"requests", "faults", "bytes", "by_status",
                               "injected" (requests that carried an
@@ -73,7 +73,8 @@ import urllib.parse
 LOG_MAX = 20000
 CHUNK = 256 * 1024
 HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection"}
-S3_CODES = {503: "SlowDown", 500: "InternalError", 429: "SlowDown"}
+S3_CODES = {503: "SlowDown", 500: "InternalError", 429: "SlowDown",
+            412: "PreconditionFailed"}
 
 
 class State:
@@ -98,6 +99,7 @@ class State:
         with self.lock:
             mode = cfg.get("mode", "none")
             if mode not in ("none", "delay", "reset", "503", "500", "429",
+                            "412",
                             "truncate", "short", "long", "shift",
                             "noifmatch", "noversion", "norange",
                             "badetag", "tokencycle", "endless", "drip"):
@@ -106,8 +108,9 @@ class State:
             self.rng = random.Random(cfg.get("seed", 1))
             self.injected = 0
 
-    def pick(self, method, ranged):
-        """The fault for this request, or None."""
+    def pick(self, method, ranged, path=""):
+        """The fault for this request, or None.  "path" in the config: only
+        requests whose path holds that text."""
         with self.lock:
             self.requests += 1
             c = self.cfg
@@ -118,6 +121,8 @@ class State:
             if only == "ranged" and not (method == "GET" and ranged):
                 return None
             if only == "get" and method != "GET":
+                return None
+            if c.get("path") and c["path"] not in path:
                 return None
             first = int(c.get("first", 0))
             if first and self.injected >= first:
@@ -199,7 +204,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.headers.get("X-Injected") is not None:
             with STATE.lock:
                 STATE.injected_headers += 1
-        fault = STATE.pick(self.command, rng is not None)
+        fault = STATE.pick(self.command, rng is not None, self.path)
         mode = fault["mode"] if fault else "none"
         if mode == "delay":
             time.sleep(float(fault.get("delay_ms", 100)) / 1000.0)
@@ -209,7 +214,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             rst_close(self.connection)
             return
-        elif mode in ("503", "500", "429"):
+        elif mode in ("503", "500", "429", "412"):
             st = int(mode)
             msg = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>%s"
                    "</Code><Message>injected by faultproxy</Message></Error>"
