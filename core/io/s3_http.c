@@ -29,6 +29,7 @@
 #define BACKOFF_CAP_MS 5000
 #define RECV_BUFFER (64 * 1024)	/* libcurl's buffer, per request */
 #define POLL_MAX_MS 1000
+#define IDLE_CONNS_PER_SLOT 2	/* see worker_put() */
 
 enum { ST_WAIT, ST_ACTIVE, ST_DONE };
 
@@ -63,6 +64,7 @@ struct s3_worker {
 	struct s3_sock *socks;	/* every socket its connections opened */
 	size_t nsocks, capsocks;
 	struct s3_worker *next;	/* on the pool's list */
+	size_t pool_socks;	/* nsocks when it was pooled */
 	struct s3_worker *bprev, *bnext;	/* on the busy list */
 };
 
@@ -77,6 +79,8 @@ struct ckpt_s3_http {
 				 * by lock */
 	struct s3_worker *pool;	/* idle workers; guarded by lock */
 	unsigned npool;		/* guarded by lock */
+	size_t pool_socks;	/* connections the idle workers hold;
+				 * guarded by lock */
 	pid_t pid;		/* whose connections the pool holds;
 				 * guarded by lock */
 	struct s3_worker *busy;	/* workers in use; guarded by lock */
@@ -625,6 +629,7 @@ static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 		 * session the parent still uses) and start afresh. */
 		h->pool = NULL;
 		h->npool = 0;
+		h->pool_socks = 0;
 		h->slots = h->cfg->parallel;
 		h->pid = getpid();
 	}
@@ -632,6 +637,7 @@ static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 	if (w) {
 		h->pool = w->next;
 		h->npool--;
+		h->pool_socks -= w->pool_socks;
 		busy_add(h, w);
 	}
 	pthread_mutex_unlock(&h->lock);
@@ -656,7 +662,14 @@ static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 	return w;
 }
 
-/* Keep up to `parallel` idle workers (and their connections). */
+/*
+ * Keep up to `parallel` idle workers, holding at most IDLE_CONNS_PER_SLOT
+ * x `parallel` connections in all; a worker past that is freed with its
+ * connections.  Each worker caches up to `parallel` connections, so
+ * without the bound many threads would keep parallel^2 (65536 at 256).
+ * (libcurl's shared connection cache, CURL_LOCK_DATA_CONNECT, is not
+ * supported across concurrent threads, which the workers are.)
+ */
 static void worker_put(struct ckpt_s3_http *h, struct s3_worker *w)
 {
 	pthread_mutex_lock(&h->lock);
@@ -667,7 +680,11 @@ static void worker_put(struct ckpt_s3_http *h, struct s3_worker *w)
 	if (w->bnext)
 		w->bnext->bprev = w->bprev;
 	w->bprev = w->bnext = NULL;
-	if (h->npool < h->cfg->parallel) {
+	if (h->npool < h->cfg->parallel &&
+	    h->pool_socks + w->nsocks <=
+	    (size_t)IDLE_CONNS_PER_SLOT * h->cfg->parallel) {
+		w->pool_socks = w->nsocks;
+		h->pool_socks += w->nsocks;
 		w->next = h->pool;
 		h->pool = w;
 		h->npool++;

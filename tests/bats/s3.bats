@@ -115,6 +115,10 @@ print(sum(1 for e in log if e[0] == "GET" and "list-type=2" in e[1]
 	[[ "$output" == *".distcp: offset 0: key '"*"read error: s3://ck-zip412/w3/"*".distcp: bytes 0-"*"replaced since it was opened: HTTP 412 PreconditionFailed" ]]
 }
 
+@test "s3: 16 threads reading at once through a store of parallel=4 leave at most 2 x parallel idle connections (was up to parallel^2)" {
+	s3check conns
+}
+
 @test "s3: a wrong secret, an unknown key id, an unknown bucket, an unreachable endpoint: one line each, no credential" {
 	s3check refused
 }

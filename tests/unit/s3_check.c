@@ -1507,6 +1507,87 @@ static void test_timeouts(void)
 	proxy_ctl("config", "{\"mode\":\"none\"}");
 }
 
+/* Established connections of this host to port (client side). */
+static unsigned conns_to(unsigned port)
+{
+	FILE *f = fopen("/proc/net/tcp", "r");
+	char line[512];
+	unsigned n = 0, rport, st;
+
+	if (!f)
+		return UINT32_MAX;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%*u: %*x:%*x %*x:%x %x", &rport, &st) == 2 &&
+		    rport == port && st == 1)
+			n++;
+	fclose(f);
+	return n;
+}
+
+struct hammer {
+	struct ckpt_store *s;
+	uint32_t id;
+	pthread_barrier_t *go;
+	int bad;
+};
+
+static void *hammer_main(void *arg)
+{
+	struct hammer *hm = arg;
+	uint8_t *buf = malloc(256 << 10);
+	struct ckpt_store_range r = { hm->id, 0, 256 << 10, buf };
+	int k;
+
+	pthread_barrier_wait(hm->go);
+	for (k = 0; k < 10 && buf; k++)
+		if (sread(hm->s, &r, 1) || !gen_matches(61, 0, buf, 256 << 10))
+			hm->bad++;
+	free(buf);
+	return NULL;
+}
+
+/* 16 threads reading 4 parts each at once, 10 times, through a store of
+ * parallel=4: the idle connections kept afterwards stay within 2 x
+ * parallel (a worker's cache each: up to parallel^2 before). */
+static void test_conns(void)
+{
+	struct ckpt_s3_opts o = { .endpoint = proxy, .parallel = 4,
+				  .part_bytes = 64 << 10 };
+	struct ckpt_store_file_info fi;
+	struct hammer hm[16];
+	pthread_barrier_t go;
+	pthread_t t[16];
+	struct ckpt_store *s;
+	unsigned port = 0, i, n;
+	uint32_t id;
+	int bad = 0;
+
+	sscanf(strrchr(proxy, ':') + 1, "%u", &port);
+	mkbucket("ck-conns");
+	CHECK(put("ck-conns", "obj", 61, 256 << 10));
+	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+	s = store("s3://ck-conns", &o);
+	CHECK(s && sopen(s, "obj", &id, &fi) == 0);
+	if (!s)
+		return;
+	pthread_barrier_init(&go, NULL, 16);
+	for (i = 0; i < 16; i++) {
+		hm[i] = (struct hammer){ .s = s, .id = id, .go = &go };
+		pthread_create(&t[i], NULL, hammer_main, &hm[i]);
+	}
+	for (i = 0; i < 16; i++) {
+		pthread_join(t[i], NULL);
+		bad += hm[i].bad;
+	}
+	pthread_barrier_destroy(&go);
+	n = conns_to(port);
+	fprintf(stderr, "  idle connections to the proxy after 16 readers: "
+		"%u (parallel 4)\n", n);
+	CHECK(bad == 0);
+	CHECK(n <= 8);
+	store_free(s);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -1518,6 +1599,7 @@ static const struct {
 	{ "token", test_token }, { "fork", test_fork },
 	{ "cancel", test_cancel }, { "etag", test_etag },
 	{ "listloop", test_listloop }, { "timeouts", test_timeouts },
+	{ "conns", test_conns },
 };
 
 int main(int argc, char **argv)
@@ -1543,7 +1625,8 @@ int main(int argc, char **argv)
 			       cases[i].fn == test_cancel ||
 			       cases[i].fn == test_etag ||
 			       cases[i].fn == test_listloop ||
-			       cases[i].fn == test_timeouts)) {
+			       cases[i].fn == test_timeouts ||
+			       cases[i].fn == test_conns)) {
 			printf("not ok %s: S3CHECK_PROXY is not set\n",
 			       cases[i].name);
 			th_failed++;
