@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/escape.h"
 
 #define RUN_WINDOW 1024	/* requests handed to the engine at once */
 
@@ -108,6 +109,7 @@ static uint64_t div_up(uint64_t a, uint64_t b)
 /* Say why part p failed, in the words a user needs. */
 static void fetch_error(const struct part *p, const struct ckpt_s3_req *q)
 {
+	char shown[CKPT_S3_NAME_SHOWN];
 	const char *what = "";
 
 	if (q->status == 412)
@@ -115,7 +117,8 @@ static void fetch_error(const struct part *p, const struct ckpt_s3_req *q)
 	else if (q->status == 404)
 		what = "deleted since it was opened: ";
 	ckpt_set_last_error("%s: bytes %" PRIu64 "-%" PRIu64 " (%" PRIu64
-			    " bytes): %s%s", p->o->uri, p->off,
+			    " bytes): %s%s", ckpt_escape_mid(p->o->uri,
+			    strlen(p->o->uri), shown, sizeof(shown)), p->off,
 			    p->off + p->len - 1, p->len, what, q->reason);
 }
 

@@ -29,6 +29,10 @@ struct ckpt_s3_http;
 
 #define CKPT_S3_REASON_MAX 320
 #define CKPT_S3_ERRBODY_MAX 4096	/* of an error answer, kept */
+/* Bytes of a name (s3://bucket/key, a root) in a message, escaped and
+ * shortened in the middle (ckpt_escape_mid()), so the reason after it
+ * always shows. */
+#define CKPT_S3_NAME_SHOWN 200
 
 /* One request.  The caller fills the "in" fields (and zeroes the rest);
  * the engine fills the "out" fields. */

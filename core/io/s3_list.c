@@ -96,12 +96,14 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 {
 	struct page_ctx *pc;
 	char *want = NULL, *token = NULL, *query = NULL, *url = NULL;
-	char mk[16], perr[160], shown[256];
+	char mk[16], perr[160], shown[CKPT_S3_NAME_SHOWN];
+	char rshown[CKPT_S3_NAME_SHOWN];
 	unsigned long page = 0, page_cap;
 	uint64_t *seen = NULL;
 	size_t nseen = 0, capseen = 0;
 	int rc = 0;
 
+	root = ckpt_escape_mid(root, strlen(root), rshown, sizeof(rshown));
 	page_cap = key_cap ? 2ul * (key_cap / (max_keys ? max_keys : 1000) + 1) +
 			     16 : ULONG_MAX;
 
@@ -176,9 +178,9 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 					  "(page %lu): the ETag of '%s' holds "
 					  "a control character or is too "
 					  "long: refused", root, page,
-					  ckpt_escape_msg(pc->key,
+					  ckpt_escape_mid(pc->key,
 							  strlen(pc->key),
-							  false, shown,
+							  shown,
 							  sizeof(shown)));
 			else if (pc->bad_key)
 				ckpt_errf(err, errlen, -EBADMSG, "%s: listing "

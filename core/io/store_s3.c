@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/escape.h"
 #include "common/strtab.h"
 #include "io/s3_config.h"
 #include "io/s3_fetch.h"
@@ -193,23 +194,26 @@ static int head_object(struct s3_store *st, const char *name, uint64_t *size,
 		       char *etag, int64_t *mtime, char *err, size_t errlen)
 {
 	struct ckpt_s3_req q = { .head = true };
-	char *key, *url;
+	char *key, *url, *uri = NULL, shown[CKPT_S3_NAME_SHOWN];
 	size_t failed;
 	int rc;
 
 	key = ckpt_s3_key(st->prefix, name);
 	url = key ? ckpt_s3_url(st->cfg.endpoint, st->bucket, key, NULL) :
 	      NULL;
-	if (!url) {
-		rc = ckpt_errf(err, errlen, -ENOMEM, "%s/%s: out of memory",
-			       st->base.root, name);
+	if (url && asprintf(&uri, "s3://%s/%s", st->bucket, key) < 0)
+		uri = NULL;
+	if (!uri) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
+			       st->base.root);
 		goto out_free;
 	}
+	ckpt_escape_mid(uri, strlen(uri), shown, sizeof(shown));
 	q.url = url;
 	rc = ckpt_s3_http_run(st->http, &q, 1, &failed);
 	if (rc == 0 && (!q.has_length || !q.etag[0])) {
-		rc = ckpt_errf(err, errlen, -EIO, "s3://%s/%s: the HEAD answer "
-			       "has no %s", st->bucket, key,
+		rc = ckpt_errf(err, errlen, -EIO, "%s: the HEAD answer "
+			       "has no %s", shown,
 			       q.has_length ? "usable ETag" :
 			       "Content-Length");
 	}
@@ -219,16 +223,16 @@ static int head_object(struct s3_store *st, const char *name, uint64_t *size,
 		memcpy(etag, q.etag, sizeof(q.etag));
 	}
 	else if (q.status == 404)
-		rc = ckpt_errf(err, errlen, -ENOENT, "s3://%s/%s: no such "
-			       "object", st->bucket, key);
+		rc = ckpt_errf(err, errlen, -ENOENT, "%s: no such "
+			       "object", shown);
 	else if (q.status == 403)
-		rc = ckpt_errf(err, errlen, -EACCES, "s3://%s/%s: access "
-			       "denied (%s)", st->bucket, key, q.reason);
+		rc = ckpt_errf(err, errlen, -EACCES, "%s: access "
+			       "denied (%s)", shown, q.reason);
 	else
-		ckpt_errf(err, errlen, rc, "s3://%s/%s: %s", st->bucket, key,
-			  q.reason);
+		ckpt_errf(err, errlen, rc, "%s: %s", shown, q.reason);
 	ckpt_s3_req_destroy(&q);
 out_free:
+	free(uri);
 	free(url);
 	free(key);
 	return rc;
@@ -454,7 +458,10 @@ static const struct ckpt_store_ops s3_ops = {
 static int probe(struct s3_store *st, char *err, size_t errlen)
 {
 	const struct ckpt_s3_cfg *c = &st->cfg;
-	const char *root = st->base.root;
+	char rshown[CKPT_S3_NAME_SHOWN];
+	const char *root = ckpt_escape_mid(st->base.root,
+					   strlen(st->base.root), rshown,
+					   sizeof(rshown));
 	char *want = NULL, *query = NULL, *url = NULL;
 	struct ckpt_s3_req q = { .max_body = PROBE_MAX_BODY };
 	struct ckpt_s3_param p[3] = {

@@ -119,6 +119,10 @@ print(sum(1 for e in log if e[0] == "GET" and "list-type=2" in e[1]
 	s3check conns
 }
 
+@test "s3: names in messages: an escape sequence in a key is escaped, a name or root of 1,000+ characters is shortened in the middle and the reason shows" {
+	s3check names
+}
+
 @test "s3: a wrong secret, an unknown key id, an unknown bucket, an unreachable endpoint: one line each, no credential" {
 	s3check refused
 }

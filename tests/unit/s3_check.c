@@ -113,7 +113,7 @@ static long s3_do(const char *method, const char *path, uint64_t seed,
 {
 	struct curl_slist *hd = NULL;
 	struct upload u = { seed, size, 0 };
-	char url[1024], sig[64];
+	char url[4096], sig[64];
 	long status = 0;
 
 	if (!up_curl)
@@ -162,7 +162,7 @@ static void mkbucket(const char *b)
 static bool put(const char *bucket, const char *key, uint64_t seed,
 		uint64_t size)
 {
-	char path[1024];
+	char path[4096];
 	long st;
 
 	snprintf(path, sizeof(path), "%s/%s", bucket, key);
@@ -1588,6 +1588,77 @@ static void test_conns(void)
 	store_free(s);
 }
 
+/* Names in messages: an escape sequence in a key is shown escaped; a name
+ * of 1,000 or more characters is shortened in the middle, so the reason
+ * after it shows. */
+static void test_names(void)
+{
+	struct ckpt_s3_opts o = { .endpoint = proxy };
+	struct ckpt_store_file_info fi;
+	struct ckpt_store_range r;
+	struct ckpt_store *s;
+	char longp[1200], path[2600], root[1300], err[512];
+	uint8_t buf[100];
+	struct lister ls;
+	uint32_t id;
+	const char *e;
+
+	mkbucket("ck-names");
+	CHECK(put("ck-names", "esc%1B%5B31mred", 71, 1000));
+	memset(longp, 'p', 500);
+	longp[500] = '\0';
+	snprintf(path, sizeof(path), "%s/%0500d.bin", longp, 7);
+	CHECK(put("ck-names", path, 72, 1000));
+	s = store("s3://ck-names", NULL);
+	CHECK(s && sopen(s, "esc\x1b[31mred", &id, &fi) == 0);
+	if (!s)
+		return;
+	CHECK(put("ck-names", "esc%1B%5B31mred", 73, 1000));
+	r = (struct ckpt_store_range){ id, 0, sizeof(buf), buf };
+	CHECK(sread(s, &r, 1) == -EIO);
+	e = ckpt_last_error();
+	fprintf(stderr, "  %s\n", e);
+	CHECK(strstr(e, "s3://ck-names/esc\\x1b[31mred: bytes 0-99") &&
+	      !strchr(e, '\x1b') && strstr(e, "HTTP 412"));
+	store_free(s);
+
+	snprintf(root, sizeof(root), "s3://ck-names/%s", longp);
+	s = store(root, NULL);
+	snprintf(path, sizeof(path), "%0500d.bin", 7);
+	CHECK(s && sopen(s, path, &id, &fi) == 0);
+	if (!s)
+		return;
+	snprintf(path, sizeof(path), "%s/%0500d.bin", longp, 7);
+	CHECK(put("ck-names", path, 74, 1000));
+	r = (struct ckpt_store_range){ id, 0, sizeof(buf), buf };
+	CHECK(sread(s, &r, 1) == -EIO);
+	e = ckpt_last_error();
+	fprintf(stderr, "  %s\n", e);
+	CHECK(strstr(e, "s3://ck-names/pppp") && strstr(e, "\xe2\x80\xa6") &&
+	      strstr(e, "0007.bin: bytes 0-99 (100 bytes): replaced since it "
+		     "was opened: HTTP 412"));
+	store_free(s);
+
+	/* A root of over 1,100 characters, a listing that loops. */
+	memset(longp, 'q', 1150);
+	longp[1150] = '\0';
+	snprintf(root, sizeof(root), "s3://ck-names/%s", longp);
+	CHECK(proxy_ctl("config", "{\"mode\":\"tokencycle\",\"only\":\"all\"}"));
+	s = store(root, &o);
+	CHECK(s);
+	if (s) {
+		ls = (struct lister){ .s = s };
+		lister_main(&ls);
+		snprintf(err, sizeof(err), "%s", ls.err);
+		fprintf(stderr, "  %s\n", err);
+		CHECK(ls.rc == -EIO && strstr(err, "s3://ck-names/qqq") &&
+		      strstr(err, "qqq: listing (page 3): the server gave a "
+			     "continuation token it gave before (a loop)"));
+	}
+	proxy_ctl("config", "{\"mode\":\"none\"}");
+	store_free(s);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -1599,7 +1670,7 @@ static const struct {
 	{ "token", test_token }, { "fork", test_fork },
 	{ "cancel", test_cancel }, { "etag", test_etag },
 	{ "listloop", test_listloop }, { "timeouts", test_timeouts },
-	{ "conns", test_conns },
+	{ "conns", test_conns }, { "names", test_names },
 };
 
 int main(int argc, char **argv)
@@ -1626,7 +1697,8 @@ int main(int argc, char **argv)
 			       cases[i].fn == test_etag ||
 			       cases[i].fn == test_listloop ||
 			       cases[i].fn == test_timeouts ||
-			       cases[i].fn == test_conns)) {
+			       cases[i].fn == test_conns ||
+			       cases[i].fn == test_names)) {
 			printf("not ok %s: S3CHECK_PROXY is not set\n",
 			       cases[i].name);
 			th_failed++;
