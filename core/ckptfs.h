@@ -210,7 +210,8 @@ struct ckpt_s3_opts {
 	uint32_t retries;	/* per request, after the first try
 				 * (0: the default, 5;
 				 * CKPT_S3_NO_RETRIES: none) */
-	uint32_t timeout_ms;	/* per request (default 30000) */
+	uint32_t timeout_ms;	/* how long a try waits for the first
+				 * byte of its answer (default 10000) */
 	const char *credentials_file;	/* instead of
 					 * AWS_SHARED_CREDENTIALS_FILE or
 					 * ~/.aws/credentials */
@@ -220,6 +221,18 @@ struct ckpt_s3_opts {
 				 * (the AWS CLI's --no-sign-request);
 				 * without it, finding no credentials is
 				 * an error (see docs/s3-credentials.md) */
+	/* Time bounds and caps, 0 meaning the default (docs/s3-trust.md): */
+	uint32_t connect_timeout_ms;	/* to connect (default 3000) */
+	uint32_t low_speed_limit;	/* bytes/s: a try slower than this */
+	uint32_t low_speed_time;	/* for this many seconds fails
+					 * (default 4 B/s for 10 s) */
+	uint32_t open_deadline_ms;	/* the probe at open, each HEAD and
+					 * each listing page, its retries
+					 * included (default 15000) */
+	uint32_t read_deadline_ms;	/* each GET of a read, its retries
+					 * included (default 300000) */
+	uint32_t list_max_keys;		/* a listing of more keys fails
+					 * (default 1000000) */
 };
 
 #define CKPT_S3_NO_RETRIES UINT32_MAX	/* ckpt_s3_opts.retries: none */

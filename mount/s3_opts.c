@@ -31,6 +31,12 @@ static const struct s3_key keys[] = {
 	{ "timeout_ms", U32, F(timeout_ms) },
 	{ "part_size", SIZE, F(part_bytes) },
 	{ "merge_gap", SIZE, F(merge_gap) },
+	{ "connect_timeout_ms", U32, F(connect_timeout_ms) },
+	{ "low_speed_limit", U32, F(low_speed_limit) },
+	{ "low_speed_time", U32, F(low_speed_time) },
+	{ "open_deadline_ms", U32, F(open_deadline_ms) },
+	{ "read_deadline_ms", U32, F(read_deadline_ms) },
+	{ "list_max_keys", U32, F(list_max_keys) },
 	{ "no_sign_request", FLAG, F(no_sign_request) },
 };	/* in the order of S3_CLI_LONG_OPTIONS' codes */
 
@@ -217,6 +223,12 @@ void s3_cli_fill(const struct s3_cli *c, struct ckpt_s3_opts *o)
 	o->timeout_ms = c->timeout_ms;
 	o->part_bytes = c->part_bytes;
 	o->merge_gap = c->merge_gap;
+	o->connect_timeout_ms = c->connect_timeout_ms;
+	o->low_speed_limit = c->low_speed_limit;
+	o->low_speed_time = c->low_speed_time;
+	o->open_deadline_ms = c->open_deadline_ms;
+	o->read_deadline_ms = c->read_deadline_ms;
+	o->list_max_keys = c->list_max_keys;
 	o->no_sign_request = c->no_sign_request;
 }
 

@@ -22,6 +22,8 @@
 struct s3_cli {
 	char *endpoint, *region, *profile, *credentials_file, *config_file;
 	uint32_t parallel, retries, timeout_ms;
+	uint32_t connect_timeout_ms, low_speed_limit, low_speed_time;
+	uint32_t open_deadline_ms, read_deadline_ms, list_max_keys;
 	uint64_t part_bytes, merge_gap;
 	bool no_sign_request;
 };
@@ -56,13 +58,25 @@ int s3_cli_take(struct s3_cli *c, const char *name, const char *val,
 	S3_CLI_LONG("s3-config-file", 4), S3_CLI_LONG("s3-parallel", 5), \
 	S3_CLI_LONG("s3-retries", 6), S3_CLI_LONG("s3-timeout-ms", 7), \
 	S3_CLI_LONG("s3-part-size", 8), S3_CLI_LONG("s3-merge-gap", 9), \
+	S3_CLI_LONG("s3-connect-timeout-ms", 10), \
+	S3_CLI_LONG("s3-low-speed-limit", 11), \
+	S3_CLI_LONG("s3-low-speed-time", 12), \
+	S3_CLI_LONG("s3-open-deadline-ms", 13), \
+	S3_CLI_LONG("s3-read-deadline-ms", 14), \
+	S3_CLI_LONG("s3-list-max-keys", 15), \
+	S3_CLI_LONG("s3_connect_timeout_ms", 10), \
+	S3_CLI_LONG("s3_low_speed_limit", 11), \
+	S3_CLI_LONG("s3_low_speed_time", 12), \
+	S3_CLI_LONG("s3_open_deadline_ms", 13), \
+	S3_CLI_LONG("s3_read_deadline_ms", 14), \
+	S3_CLI_LONG("s3_list_max_keys", 15), \
 	S3_CLI_LONG("s3_endpoint", 0), S3_CLI_LONG("s3_region", 1), \
 	S3_CLI_LONG("s3_profile", 2), S3_CLI_LONG("s3_credentials_file", 3), \
 	S3_CLI_LONG("s3_config_file", 4), S3_CLI_LONG("s3_parallel", 5), \
 	S3_CLI_LONG("s3_retries", 6), S3_CLI_LONG("s3_timeout_ms", 7), \
 	S3_CLI_LONG("s3_part_size", 8), S3_CLI_LONG("s3_merge_gap", 9), \
-	S3_CLI_FLAG("s3-no-sign-request", 10), \
-	S3_CLI_FLAG("s3_no_sign_request", 10), \
+	S3_CLI_FLAG("s3-no-sign-request", 16), \
+	S3_CLI_FLAG("s3_no_sign_request", 16), \
 	S3_CLI_SECRET("s3-access-key"), S3_CLI_SECRET("s3-access-key-id"), \
 	S3_CLI_SECRET("s3-secret-key"), S3_CLI_SECRET("s3-secret-access-key"), \
 	S3_CLI_SECRET("s3-session-token"), \
@@ -96,7 +110,13 @@ void s3_cli_destroy(struct s3_cli *c);
 "  --s3-part-size SIZE      large ranges split into parts of SIZE (8M)\n" \
 "  --s3-merge-gap SIZE      ranges at most SIZE apart fetched by one GET (256K)\n" \
 "  --s3-retries N           per request, after the first try (5)\n" \
-"  --s3-timeout-ms N        per request (30000)\n" \
+"  --s3-timeout-ms N        a try's wait for the first byte (10000)\n" \
+"  --s3-connect-timeout-ms N  to connect (3000)\n" \
+"  --s3-low-speed-limit B   bytes/s: a try slower than this ... (4)\n" \
+"  --s3-low-speed-time S    ... for S seconds fails (10)\n" \
+"  --s3-open-deadline-ms N  probe, HEAD, listing page, retries included (15000)\n" \
+"  --s3-read-deadline-ms N  each GET of a read, retries included (300000)\n" \
+"  --s3-list-max-keys N     a listing of more keys fails (1000000)\n" \
 "  --s3-no-sign-request     unsigned requests, for public buckets (without it,\n" \
 "                           no credentials found is an error)\n"
 

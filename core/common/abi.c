@@ -48,6 +48,12 @@ static const struct field s3_opts_fields[] = {
 	F(ckpt_s3_opts, credentials_file),
 	F(ckpt_s3_opts, config_file),
 	F(ckpt_s3_opts, no_sign_request),
+	F(ckpt_s3_opts, connect_timeout_ms),
+	F(ckpt_s3_opts, low_speed_limit),
+	F(ckpt_s3_opts, low_speed_time),
+	F(ckpt_s3_opts, open_deadline_ms),
+	F(ckpt_s3_opts, read_deadline_ms),
+	F(ckpt_s3_opts, list_max_keys),
 	{ NULL, 0 }
 };
 

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ckptfs.h"
@@ -52,6 +53,59 @@ size_t ckpt_utf8_valid_prefix(const char *s, size_t len)
 		at += n;
 	}
 	return len;
+}
+
+char *ckpt_escape_mid(const char *s, size_t len, char *out, size_t cap)
+{
+	static const char ell[] = "\xe2\x80\xa6";	/* U+2026 */
+	size_t elen, head, tail, a, b;
+	char *e;
+	bool *starts;
+
+	if (!cap)
+		return out;
+	if (len > (SIZE_MAX - 1) / 4)
+		return ckpt_escape_msg(s, len, false, out, cap);
+	e = malloc(4 * len + 1);
+	starts = calloc(4 * len + 2, sizeof(*starts));
+	if (!e || !starts) {
+		free(e);
+		free(starts);
+		return ckpt_escape_msg(s, len, false, out, cap);
+	}
+	/* Each piece alone, so that both cuts fall between pieces. */
+	elen = 0;
+	for (a = 0; a < len; a += b) {
+		char one[8];
+
+		b = ckpt_utf8_seq(s + a, len - a);
+		if (b < 2)
+			b = 1;
+		ckpt_escape_msg(s + a, b, false, one, sizeof(one));
+		starts[elen] = true;
+		memcpy(e + elen, one, strlen(one));
+		elen += strlen(one);
+	}
+	starts[elen] = true;
+	if (elen + 1 <= cap || cap < sizeof(ell) + 2) {
+		free(e);
+		free(starts);
+		return ckpt_escape_msg(s, len, false, out, cap);
+	}
+	head = (cap - sizeof(ell)) / 2;
+	tail = cap - sizeof(ell) - head;
+	while (head > 0 && !starts[head])
+		head--;
+	a = elen - tail;
+	while (a < elen && !starts[a])
+		a++;
+	memcpy(out, e, head);
+	memcpy(out + head, ell, sizeof(ell) - 1);
+	memcpy(out + head + sizeof(ell) - 1, e + a, elen - a);
+	out[head + sizeof(ell) - 1 + elen - a] = '\0';
+	free(e);
+	free(starts);
+	return out;
 }
 
 char *ckpt_escape_msg(const char *s, size_t len, bool json, char *out,

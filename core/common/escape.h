@@ -36,4 +36,11 @@ static inline bool ckpt_utf8_is_valid(const char *s, size_t len)
 char *ckpt_escape_msg(const char *s, size_t len, bool json, char *out,
 		      size_t cap);
 
+/*
+ * The same escapes, but a name too long for out is shortened in the
+ * middle ("abc\u2026xyz", after and before whole pieces), so that its
+ * end, and what a message says after it, still shows.  Returns out.
+ */
+char *ckpt_escape_mid(const char *s, size_t len, char *out, size_t cap);
+
 #endif

@@ -90,6 +90,33 @@ static int pick_numbers(const struct ckpt_s3_opts *o, struct ckpt_s3_cfg *cfg,
 		cfg->retries = 0;
 	cfg->timeout_ms = o && o->timeout_ms ? o->timeout_ms :
 			  CKPT_S3_DEFAULT_TIMEOUT_MS;
+#define PICK(f, def) cfg->f = o && o->f ? o->f : (def)
+	PICK(connect_timeout_ms, CKPT_S3_DEFAULT_CONNECT_MS);
+	PICK(low_speed_limit, CKPT_S3_DEFAULT_LOW_SPEED_LIMIT);
+	PICK(low_speed_time, CKPT_S3_DEFAULT_LOW_SPEED_TIME);
+	PICK(open_deadline_ms, CKPT_S3_DEFAULT_OPEN_DEADLINE_MS);
+	PICK(read_deadline_ms, CKPT_S3_DEFAULT_READ_DEADLINE_MS);
+	PICK(list_max_keys, CKPT_S3_DEFAULT_LIST_MAX_KEYS);
+#undef PICK
+	if (cfg->connect_timeout_ms < 100 || cfg->connect_timeout_ms > 600000)
+		return ckpt_errf(err, errlen, -EINVAL,
+				 "S3 connect timeout %u ms: from 100 ms to "
+				 "10 minutes", cfg->connect_timeout_ms);
+	if (cfg->low_speed_time > 3600)
+		return ckpt_errf(err, errlen, -EINVAL,
+				 "S3 low speed time %u s: at most 1 hour",
+				 cfg->low_speed_time);
+	if (cfg->open_deadline_ms < 100 || cfg->read_deadline_ms < 100 ||
+	    cfg->open_deadline_ms > 86400000 ||
+	    cfg->read_deadline_ms > 86400000)
+		return ckpt_errf(err, errlen, -EINVAL,
+				 "S3 %s deadline %u ms: from 100 ms to 1 day",
+				 cfg->open_deadline_ms < 100 ||
+				 cfg->open_deadline_ms > 86400000 ?
+				 "open" : "read",
+				 cfg->open_deadline_ms < 100 ||
+				 cfg->open_deadline_ms > 86400000 ?
+				 cfg->open_deadline_ms : cfg->read_deadline_ms);
 	if (cfg->parallel > 256)
 		return ckpt_errf(err, errlen, -EINVAL,
 				 "S3 parallel=%u: at most 256", cfg->parallel);

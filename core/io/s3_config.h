@@ -45,7 +45,15 @@
  */
 #define CKPT_S3_DEFAULT_MERGE_GAP (256u << 10)
 #define CKPT_S3_DEFAULT_RETRIES 5
-#define CKPT_S3_DEFAULT_TIMEOUT_MS 30000
+#define CKPT_S3_DEFAULT_TIMEOUT_MS 10000	/* to the first byte */
+#define CKPT_S3_DEFAULT_CONNECT_MS 3000
+/* A try that gets fewer than 4 bytes/s for 10 s fails: a drip of 1 byte/s
+ * is a stall, a steady 5 bytes/s is progress. */
+#define CKPT_S3_DEFAULT_LOW_SPEED_LIMIT 4
+#define CKPT_S3_DEFAULT_LOW_SPEED_TIME 10
+#define CKPT_S3_DEFAULT_OPEN_DEADLINE_MS 15000
+#define CKPT_S3_DEFAULT_READ_DEADLINE_MS 300000
+#define CKPT_S3_DEFAULT_LIST_MAX_KEYS 1000000
 #define CKPT_S3_DEFAULT_REGION "us-east-1"
 
 /* Resolved settings; every string owned (free with
@@ -61,7 +69,13 @@ struct ckpt_s3_cfg {
 					 * from creds */
 	uint32_t parallel;
 	uint32_t retries;
-	uint32_t timeout_ms;
+	uint32_t timeout_ms;	/* to the first byte of an answer */
+	uint32_t connect_timeout_ms;
+	uint32_t low_speed_limit;	/* bytes/s ... */
+	uint32_t low_speed_time;	/* ... for seconds */
+	uint32_t open_deadline_ms;	/* HEAD, probe, listing page */
+	uint32_t read_deadline_ms;	/* ranged GET */
+	uint32_t list_max_keys;
 	uint64_t part_bytes;
 	uint64_t merge_gap;
 };

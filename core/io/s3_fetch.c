@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/escape.h"
 
 #define RUN_WINDOW 1024	/* requests handed to the engine at once */
 
@@ -108,14 +109,16 @@ static uint64_t div_up(uint64_t a, uint64_t b)
 /* Say why part p failed, in the words a user needs. */
 static void fetch_error(const struct part *p, const struct ckpt_s3_req *q)
 {
+	char shown[CKPT_S3_NAME_SHOWN];
 	const char *what = "";
 
-	if (q->status == 412 || q->replaced)
+	if (q->status == 412)
 		what = "replaced since it was opened: ";
 	else if (q->status == 404)
 		what = "deleted since it was opened: ";
 	ckpt_set_last_error("%s: bytes %" PRIu64 "-%" PRIu64 " (%" PRIu64
-			    " bytes): %s%s", p->o->uri, p->off,
+			    " bytes): %s%s", ckpt_escape_mid(p->o->uri,
+			    strlen(p->o->uri), shown, sizeof(shown)), p->off,
 			    p->off + p->len - 1, p->len, what, q->reason);
 }
 

@@ -29,8 +29,8 @@
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_CAP_MS 5000
 #define RECV_BUFFER (64 * 1024)	/* libcurl's buffer, per request */
-#define CONNECT_MAX_MS 10000
 #define POLL_MAX_MS 1000
+#define IDLE_CONNS_PER_SLOT 2	/* see worker_put() */
 
 enum { ST_WAIT, ST_ACTIVE, ST_DONE };
 
@@ -65,6 +65,7 @@ struct s3_worker {
 	struct s3_sock *socks;	/* every socket its connections opened */
 	size_t nsocks, capsocks;
 	struct s3_worker *next;	/* on the pool's list */
+	size_t pool_socks;	/* nsocks when it was pooled */
 	struct s3_worker *bprev, *bnext;	/* on the busy list */
 };
 
@@ -78,6 +79,8 @@ struct ckpt_s3_http {
 				 * by lock */
 	struct s3_worker *pool;	/* idle workers; guarded by lock */
 	unsigned npool;		/* guarded by lock */
+	size_t pool_socks;	/* connections the idle workers hold;
+				 * guarded by lock */
 	pid_t pid;		/* whose connections the pool holds;
 				 * guarded by lock */
 	struct s3_worker *busy;	/* workers in use; guarded by lock */
@@ -200,6 +203,21 @@ static void quick_ack(const struct s3_easy *e)
 		setsockopt(e->fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
 }
 
+static bool etag_byte_ok(unsigned char c)
+{
+	return c >= 0x20 && c < 0x7f;
+}
+
+bool ckpt_s3_etag_is_clean(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i]; i++)
+		if (!etag_byte_ok((unsigned char)s[i]))
+			return false;
+	return i < CKPT_STORE_VERSION_MAX;
+}
+
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
 	struct ckpt_s3_req *q = ud;
@@ -211,6 +229,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 		q->has_cr = false;
 		q->has_length = false;
 		q->etag[0] = '\0';
+		q->etag_bad = false;
+		q->answered = true;
 	} else if (header_is(p, len, "content-range", &v, &vl)) {
 		parse_content_range(q, v, vl);
 	} else if (header_is(p, len, "content-length", &v, &vl)) {
@@ -219,14 +239,15 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 		q->has_length = parse_num(&v, ve, &q->length) && v == ve;
 	} else if (header_is(p, len, "etag", &v, &vl)) {
 		q->etag[0] = '\0';
+		q->etag_bad = true;
 		if (vl >= sizeof(q->etag))
 			return len;
 		for (i = 0; i < vl; i++)	/* it goes into If-Match */
-			if ((unsigned char)v[i] < 0x20 ||
-			    (unsigned char)v[i] >= 0x7f)
+			if (!etag_byte_ok((unsigned char)v[i]))
 				return len;
 		memcpy(q->etag, v, vl);
 		q->etag[vl] = '\0';
+		q->etag_bad = false;
 	}
 	return len;
 }
@@ -248,9 +269,11 @@ static bool range_ok(const struct ckpt_s3_req *q, long status)
 
 /*
  * Is the answer of the version asked for?  A server that honours If-Match
- * answers 412 instead; one that ignores it still names the version it
- * sends (ETag) and its size (Content-Range's total, or Content-Length of
- * a 200).  Sets the reason when not.
+ * answers 412 instead.  One that ignores it must still name the version
+ * it sends: a 2xx answer to a GET with If-Match shows the pinned ETag, or
+ * it is refused (the size alone cannot tell two versions of one size
+ * apart).  The size (Content-Range's total, or Content-Length of a 200)
+ * must match too.  Sets the reason when not.
  */
 static bool version_ok(struct ckpt_s3_req *q, long status)
 {
@@ -258,10 +281,16 @@ static bool version_ok(struct ckpt_s3_req *q, long status)
 
 	if (!q->if_match)
 		return true;
-	if (q->etag[0] && strcmp(q->etag, q->if_match) != 0) {
+	if (!q->etag[0]) {
 		snprintf(q->reason, sizeof(q->reason),
-			 "the answer's ETag %.100s is not the %.100s fixed at "
-			 "open (the server ignored If-Match)", q->etag,
+			 "replaced or unpinned: the server sent no ETag, "
+			 "pinned %.100s (it ignored If-Match)", q->if_match);
+		return false;
+	}
+	if (strcmp(q->etag, q->if_match) != 0) {
+		snprintf(q->reason, sizeof(q->reason),
+			 "replaced or unpinned: the server sent ETag %.100s, "
+			 "pinned %.100s (it ignored If-Match)", q->etag,
 			 q->if_match);
 		return false;
 	}
@@ -271,9 +300,9 @@ static bool version_ok(struct ckpt_s3_req *q, long status)
 		size = q->length;
 	if (q->obj_size && size != UINT64_MAX && size != q->obj_size) {
 		snprintf(q->reason, sizeof(q->reason),
-			 "it has %" PRIu64 " bytes now, not the %" PRIu64
-			 " fixed at open (the server ignored If-Match)", size,
-			 q->obj_size);
+			 "replaced or unpinned: it has %" PRIu64 " bytes now, "
+			 "not the %" PRIu64 " fixed at open (the server "
+			 "ignored If-Match)", size, q->obj_size);
 		return false;
 	}
 	return true;
@@ -326,6 +355,14 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 				   CKPT_S3_ERRBODY_MAX);
 		return n;
 	}
+	if (q->got == 0 && q->etag_bad) {
+		snprintf(q->reason, sizeof(q->reason), "the answer's ETag "
+			 "holds a control character or is too long: refused");
+		q->bad_body = true;
+		q->bad_final = true;
+		q->bad_rc = -EIO;
+		return 0;
+	}
 	if (q->got == 0 && !version_ok(q, status)) {
 		q->replaced = true;
 		q->bad_body = true;
@@ -347,6 +384,17 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 				 "for bytes %" PRIu64 "-%" PRIu64 " asked",
 				 status, q->off + q->done, q->off + q->len - 1);
 		q->bad_body = true;
+		if (status == 200) {
+			/* The whole object for a range: the server ignores
+			 * Range, and every try would be the same. */
+			snprintf(q->reason, sizeof(q->reason),
+				 "HTTP 200 (the whole object) for bytes "
+				 "%" PRIu64 "-%" PRIu64 " asked: the server "
+				 "ignored Range", q->off + q->done,
+				 q->off + q->len - 1);
+			q->bad_final = true;
+			q->bad_rc = -EIO;
+		}
 		return 0;
 	}
 	if (q->ranged && q->got + n > q->len - q->done) {
@@ -448,14 +496,55 @@ static int on_prereq(void *ud, char *ip, char *lip, int port, int lport)
 }
 
 /* Settings that stay the same for every request of an easy handle. */
+/*
+ * libcurl calls this about once a second, and as data moves: end a try
+ * that has had no byte of an answer for the first-byte bound, one past
+ * its request's deadline, and every one once the engine is cancelled.
+ */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow,
+		       curl_off_t ultotal, curl_off_t ulnow)
+{
+	struct ckpt_s3_req *q = ud;
+	struct s3_easy *e = q->easy;
+	uint64_t now = now_ns();
+
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	if (atomic_load(&e->h->cancelled)) {
+		snprintf(q->reason, sizeof(q->reason), "cancelled");
+		q->bad_body = true;
+		q->bad_final = true;
+		q->bad_rc = -EINTR;
+		return 1;
+	}
+	if (q->deadline_ns && now >= q->deadline_ns) {
+		snprintf(q->reason, sizeof(q->reason), "no complete answer "
+			 "within the deadline of %u ms (try %u)",
+			 q->deadline_ms, q->tries);
+		q->bad_body = true;
+		q->bad_final = true;
+		q->bad_rc = -EIO;
+		return 1;
+	}
+	if (!q->answered &&
+	    now - q->started_ns >= (uint64_t)e->h->cfg->timeout_ms * 1000000u) {
+		snprintf(q->reason, sizeof(q->reason), "no answer within %u ms "
+			 "of the request (the first-byte bound)",
+			 e->h->cfg->timeout_ms);
+		q->bad_body = true;
+		return 1;
+	}
+	return 0;
+}
+
 static int easy_setup(struct ckpt_s3_http *h, struct s3_worker *w,
 		      struct s3_easy *e)
 {
 	const struct ckpt_s3_cfg *c = h->cfg;
 	CURL *k;
 	CURLcode rc = CURLE_OK;
-	long connect_ms = c->timeout_ms < CONNECT_MAX_MS ? (long)c->timeout_ms :
-			  CONNECT_MAX_MS;
 
 	e->h = h;
 	e->w = w;
@@ -473,8 +562,15 @@ static int easy_setup(struct ckpt_s3_http *h, struct s3_worker *w,
 	SET(CURLOPT_FOLLOWLOCATION, 0L);
 	SET(CURLOPT_BUFFERSIZE, (long)RECV_BUFFER);
 	SET(CURLOPT_TCP_KEEPALIVE, 1L);
-	SET(CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
-	SET(CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
+	/* No bound on a try's total time: one that makes progress never
+	 * fails for its length.  Connecting, the first byte (on_progress)
+	 * and stalls (below LOW_SPEED_LIMIT bytes/s for LOW_SPEED_TIME s)
+	 * are bounded apart, and each request's deadline on top. */
+	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)c->connect_timeout_ms);
+	SET(CURLOPT_LOW_SPEED_LIMIT, (long)c->low_speed_limit);
+	SET(CURLOPT_LOW_SPEED_TIME, (long)c->low_speed_time);
+	SET(CURLOPT_NOPROGRESS, 0L);
+	SET(CURLOPT_XFERINFOFUNCTION, on_progress);
 	SET(CURLOPT_USERAGENT, "ckptfs");
 	SET(CURLOPT_SOCKOPTFUNCTION, on_sockopt);
 	SET(CURLOPT_SOCKOPTDATA, w);
@@ -528,6 +624,7 @@ static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 		 * session the parent still uses) and start afresh. */
 		h->pool = NULL;
 		h->npool = 0;
+		h->pool_socks = 0;
 		h->slots = h->cfg->parallel;
 		h->pid = getpid();
 	}
@@ -535,6 +632,7 @@ static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 	if (w) {
 		h->pool = w->next;
 		h->npool--;
+		h->pool_socks -= w->pool_socks;
 		busy_add(h, w);
 	}
 	pthread_mutex_unlock(&h->lock);
@@ -559,7 +657,14 @@ static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 	return w;
 }
 
-/* Keep up to `parallel` idle workers (and their connections). */
+/*
+ * Keep up to `parallel` idle workers, holding at most IDLE_CONNS_PER_SLOT
+ * x `parallel` connections in all; a worker past that is freed with its
+ * connections.  Each worker caches up to `parallel` connections, so
+ * without the bound many threads would keep parallel^2 (65536 at 256).
+ * (libcurl's shared connection cache, CURL_LOCK_DATA_CONNECT, is not
+ * supported across concurrent threads, which the workers are.)
+ */
 static void worker_put(struct ckpt_s3_http *h, struct s3_worker *w)
 {
 	pthread_mutex_lock(&h->lock);
@@ -570,7 +675,11 @@ static void worker_put(struct ckpt_s3_http *h, struct s3_worker *w)
 	if (w->bnext)
 		w->bnext->bprev = w->bprev;
 	w->bprev = w->bnext = NULL;
-	if (h->npool < h->cfg->parallel) {
+	if (h->npool < h->cfg->parallel &&
+	    h->pool_socks + w->nsocks <=
+	    (size_t)IDLE_CONNS_PER_SLOT * h->cfg->parallel) {
+		w->pool_socks = w->nsocks;
+		h->pool_socks += w->nsocks;
 		w->next = h->pool;
 		h->pool = w;
 		h->npool++;
@@ -654,8 +763,15 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	q->bad_body = false;
 	q->replaced = false;
 	q->etag[0] = '\0';
+	q->etag_bad = false;
 	q->code[0] = '\0';
 	e->errbuf[0] = '\0';
+	if (q->if_match && !ckpt_s3_etag_is_clean(q->if_match)) {
+		/* Never sent: it would add headers of the server's choice. */
+		snprintf(q->reason, sizeof(q->reason), "the pinned ETag holds "
+			 "a control character: refused");
+		return -EINVAL;
+	}
 	t = curl_slist_append(hd, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 	if (t && cs && cs->token_hdr)
 		t = curl_slist_append(t, cs->token_hdr);
@@ -698,6 +814,7 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	SET(CURLOPT_HTTPHEADER, hd);
 	SET(CURLOPT_WRITEDATA, q);
 	SET(CURLOPT_HEADERDATA, q);
+	SET(CURLOPT_XFERINFODATA, q);
 	SET(CURLOPT_PRIVATE, q);
 #undef SET
 	if (rc != CURLE_OK) {
@@ -711,6 +828,11 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	}
 	q->headers = hd;
 	q->easy = e;
+	q->answered = false;
+	q->started_ns = now_ns();
+	if (q->tries == 0)
+		q->deadline_ns = q->started_ns +
+				 (uint64_t)q->deadline_ms * 1000000u;
 	q->tries++;
 	q->state = ST_ACTIVE;
 	atomic_fetch_add(&h->ctr->requests, 1);
@@ -760,6 +882,14 @@ static int req_finish(struct s3_worker *w, struct ckpt_s3_req *q,
 	if (rc == CURLE_OK && st >= 200 && st <= 299) {
 		curl_off_t ft = -1;
 
+		if (q->etag_bad) {
+			snprintf(q->reason, sizeof(q->reason), "the answer's "
+				 "ETag holds a control character or is too "
+				 "long: refused");
+			q->bad_final = true;
+			q->bad_rc = -EIO;
+			return TRY_FAIL;
+		}
 		if (q->head &&
 		    curl_easy_getinfo(e->curl, CURLINFO_FILETIME_T, &ft) ==
 		    CURLE_OK && ft > 0)
@@ -845,12 +975,23 @@ static int poll_ms(CURLM *multi, unsigned held, const struct ckpt_s3_req *q,
 static int judge(struct ckpt_s3_http *h, struct ckpt_s3_req *r, int verdict,
 		 size_t *waiting, size_t *nwait, size_t idx, size_t *left)
 {
+	uint64_t wait;
 	size_t l;
 
 	if (verdict == TRY_OK) {
 		r->state = ST_DONE;
 		(*left)--;
 		return 0;
+	}
+	wait = backoff_ns(r->tries);
+	if (verdict == TRY_AGAIN && r->tries < r->max_tries &&
+	    now_ns() + wait >= r->deadline_ns) {
+		l = strlen(r->reason);
+		if (l < sizeof(r->reason))
+			snprintf(r->reason + l, sizeof(r->reason) - l,
+				 "; the deadline of %u ms ends the retries "
+				 "after %u tries", r->deadline_ms, r->tries);
+		return -EIO;
 	}
 	if (verdict == TRY_AGAIN && r->tries < r->max_tries) {
 		/* A body cut short resumes where it broke; one that broke a
@@ -862,7 +1003,7 @@ static int judge(struct ckpt_s3_http *h, struct ckpt_s3_req *r, int verdict,
 		if (r->done >= r->len)
 			r->done = 0;
 		r->state = ST_WAIT;
-		r->not_before = now_ns() + backoff_ns(r->tries);
+		r->not_before = now_ns() + wait;
 		waiting[(*nwait)++] = idx;
 		atomic_fetch_add(&h->ctr->retries, 1);
 		return 0;
@@ -900,6 +1041,11 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 		q[i].reason[0] = '\0';
 		if (!q[i].max_tries)
 			q[i].max_tries = 1 + h->cfg->retries;
+		if (!q[i].deadline_ms)
+			q[i].deadline_ms = q[i].ranged ?
+					   h->cfg->read_deadline_ms :
+					   h->cfg->open_deadline_ms;
+		q[i].deadline_ns = 0;	/* set at its first try */
 	}
 	waiting = malloc(n * sizeof(*waiting));
 	w = worker_get(h);
@@ -945,8 +1091,13 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 				if (e)
 					easy_give(w, e);
 				slot_give(h);
-				snprintf(q[k].reason, sizeof(q[k].reason),
-					 "out of memory");
+				if (rc == -ENOMEM || !q[k].reason[0])
+					snprintf(q[k].reason,
+						 sizeof(q[k].reason), "%s",
+						 rc == -ENOMEM ?
+						 "out of memory" :
+						 "libcurl refused the "
+						 "request");
 				*failed = (size_t)k;
 				break;
 			}

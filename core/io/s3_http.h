@@ -29,6 +29,10 @@ struct ckpt_s3_http;
 
 #define CKPT_S3_REASON_MAX 320
 #define CKPT_S3_ERRBODY_MAX 4096	/* of an error answer, kept */
+/* Bytes of a name (s3://bucket/key, a root) in a message, escaped and
+ * shortened in the middle (ckpt_escape_mid()), so the reason after it
+ * always shows. */
+#define CKPT_S3_NAME_SHOWN 200
 
 /* One request.  The caller fills the "in" fields (and zeroes the rest);
  * the engine fills the "out" fields. */
@@ -54,11 +58,18 @@ struct ckpt_s3_req {
 	void *ctx;
 	size_t max_body;
 	unsigned max_tries;	/* 0: 1 + the configured retries */
+	uint32_t deadline_ms;	/* its tries, backoffs included, end within
+				 * this time of its first try; 0: the
+				 * configured read deadline for a ranged
+				 * GET, else the open deadline */
 
 	/* out */
 	long status;		/* last HTTP status (0: none) */
 	int curl_code;		/* last CURLcode */
-	char etag[CKPT_STORE_VERSION_MAX];	/* ETag header, "" if none */
+	char etag[CKPT_STORE_VERSION_MAX];	/* ETag header, "" if none
+						 * or refused (etag_bad) */
+	bool etag_bad;		/* the answer's ETag held a control byte
+				 * (or did not fit): the answer is refused */
 	uint64_t length;	/* Content-Length, when has_length */
 	int64_t mtime;		/* Last-Modified (HEAD), seconds; 0: none */
 	bool has_length;
@@ -78,6 +89,10 @@ struct ckpt_s3_req {
 				 * counted from the resume point */
 	uint64_t done;		/* body bytes of earlier tries kept */
 	uint64_t not_before;	/* CLOCK_MONOTONIC ns of the next try */
+	uint64_t deadline_ns;	/* CLOCK_MONOTONIC ns: see deadline_ms */
+	uint64_t started_ns;	/* of the current try */
+	bool answered;		/* the current try has an answer's status
+				 * line */
 	uint64_t cr_first, cr_last, cr_total;	/* Content-Range */
 	bool has_cr;
 	bool bad_body;		/* the sink or a check stopped it */
@@ -119,6 +134,14 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
  * Thread-safe.
  */
 void ckpt_s3_http_cancel(struct ckpt_s3_http *h);
+
+/*
+ * Is the ETag s safe to pin and to send back in If-Match: no byte below
+ * 0x20, no DEL, nothing above 0x7e, shorter than CKPT_STORE_VERSION_MAX?
+ * An ETag from a HEAD, a GET or a listing that is not is refused, so no
+ * server can make a later request carry a header of its choosing.
+ */
+bool ckpt_s3_etag_is_clean(const char *s);
 
 /* Free what the engine left in q (buf).  Accepts a zeroed q. */
 void ckpt_s3_req_destroy(struct ckpt_s3_req *q);

@@ -3,13 +3,17 @@
 #include "io/s3_list.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/escape.h"
 #include "io/s3_url.h"
 #include "io/s3_xml.h"
+
+#include <xxhash.h>
 
 #define PAGE_MAX (16u << 20)	/* bytes of one page's XML */
 #define KEY_MAX 4096
@@ -21,7 +25,11 @@ struct page_ctx {
 	void *ctx;
 	const char *want;	/* "prefix/" */
 	int fn_rc;
+	uint64_t keys;		/* entries seen, all pages */
+	uint32_t key_cap;	/* 0: none */
+	bool over_cap;
 	bool bad_key;
+	bool bad_etag;	/* key holds the entry whose ETag was refused */
 	char key[KEY_MAX];	/* the entry's key, decoded */
 };
 
@@ -30,6 +38,10 @@ static int on_entry(void *ctx, const struct ckpt_s3_xml_entry *e)
 	struct page_ctx *pc = ctx;
 	const char *name;
 
+	if (pc->key_cap && ++pc->keys > pc->key_cap) {
+		pc->over_cap = true;
+		return -EFBIG;
+	}
 	/* Keys come percent-encoded (encoding-type=url), so that a key with
 	 * a byte XML cannot carry still lists. */
 	if (ckpt_s3_pct_decode(e->key, pc->key, KEY_MAX) < 0) {
@@ -38,6 +50,11 @@ static int on_entry(void *ctx, const struct ckpt_s3_xml_entry *e)
 	}
 	if (strncmp(pc->key, pc->want, pc->plen) != 0)
 		return 0;
+	if (!ckpt_s3_etag_is_clean(e->etag)) {
+		/* It would be pinned and sent back in If-Match. */
+		pc->bad_etag = true;
+		return -EBADMSG;
+	}
 	name = pc->key + pc->plen;
 	if (!name[0] || strchr(name, '/'))
 		return 0;
@@ -45,18 +62,50 @@ static int on_entry(void *ctx, const struct ckpt_s3_xml_entry *e)
 	return pc->fn_rc;
 }
 
+/* Has the token (hash) been given before?  Remember it if not.  A 64-bit
+ * hash: a collision, which would stop a sound listing, is as unlikely as
+ * any. */
+static int token_seen(uint64_t **seen, size_t *n, size_t *cap,
+		      const char *token)
+{
+	uint64_t hv = XXH3_64bits(token, strlen(token));
+	size_t i;
+
+	for (i = 0; i < *n; i++)
+		if ((*seen)[i] == hv)
+			return 1;
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 64;
+		uint64_t *ns = realloc(*seen, nc * sizeof(*ns));
+
+		if (!ns)
+			return -ENOMEM;
+		*seen = ns;
+		*cap = nc;
+	}
+	(*seen)[(*n)++] = hv;
+	return 0;
+}
+
 int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 		 const char *bucket, const char *prefix, unsigned max_keys,
-		 const char *root,
+		 uint32_t key_cap, const char *root,
 		 int (*fn)(void *ctx, const char *name, uint64_t size,
 			   const char *etag, int64_t mtime),
 		 void *ctx, char *err, size_t errlen)
 {
 	struct page_ctx *pc;
 	char *want = NULL, *token = NULL, *query = NULL, *url = NULL;
-	char mk[16], perr[160];
-	unsigned long page = 0;
+	char mk[16], perr[160], shown[CKPT_S3_NAME_SHOWN];
+	char rshown[CKPT_S3_NAME_SHOWN];
+	unsigned long page = 0, page_cap;
+	uint64_t *seen = NULL;
+	size_t nseen = 0, capseen = 0;
 	int rc = 0;
+
+	root = ckpt_escape_mid(root, strlen(root), rshown, sizeof(rshown));
+	page_cap = key_cap ? 2ul * (key_cap / (max_keys ? max_keys : 1000) + 1) +
+			     16 : ULONG_MAX;
 
 	pc = calloc(1, sizeof(*pc));
 	if (!pc || asprintf(&want, "%s%s", prefix, prefix[0] ? "/" : "") < 0) {
@@ -68,6 +117,7 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 	pc->ctx = ctx;
 	pc->want = want;
 	pc->plen = strlen(want);
+	pc->key_cap = key_cap;
 	snprintf(mk, sizeof(mk), "%u", max_keys);
 	do {
 		struct ckpt_s3_param p[6] = {
@@ -81,6 +131,13 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 		bool truncated;
 		char *next;
 
+		if (page >= page_cap) {
+			rc = ckpt_errf(err, errlen, -EFBIG, "%s: listing "
+				       "stopped after %lu pages, the most for "
+				       "%u keys (s3_list_max_keys)", root,
+				       page, key_cap);
+			break;
+		}
 		if (token)
 			p[np++] = (struct ckpt_s3_param){ "continuation-token",
 							  token };
@@ -111,7 +168,21 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 					   perr, sizeof(perr));
 		ckpt_s3_req_destroy(&q);
 		if (rc) {
-			if (pc->bad_key)
+			if (pc->over_cap)
+				ckpt_errf(err, errlen, -EFBIG, "%s: listing "
+					  "stopped at page %lu: more than %u "
+					  "keys (s3_list_max_keys)", root,
+					  page, key_cap);
+			else if (pc->bad_etag)
+				ckpt_errf(err, errlen, -EBADMSG, "%s: listing "
+					  "(page %lu): the ETag of '%s' holds "
+					  "a control character or is too "
+					  "long: refused", root, page,
+					  ckpt_escape_mid(pc->key,
+							  strlen(pc->key),
+							  shown,
+							  sizeof(shown)));
+			else if (pc->bad_key)
 				ckpt_errf(err, errlen, -EBADMSG, "%s: listing "
 					  "(page %lu): a key is not "
 					  "percent-encoded as asked", root,
@@ -121,19 +192,35 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 					  "%lu): %s", root, page, perr);
 			break;
 		}
-		if (truncated && token && strcmp(token, next) == 0) {
-			free(next);
-			rc = ckpt_errf(err, errlen, -EIO,
-				       "%s: listing (page %lu): the server "
-				       "gave the same continuation token "
-				       "twice", root, page);
+		if (truncated && !next) {
+			rc = ckpt_errf(err, errlen, -EBADMSG, "%s: listing "
+				       "(page %lu): truncated, but no "
+				       "continuation token", root, page);
 			break;
+		}
+		if (truncated) {
+			rc = token_seen(&seen, &nseen, &capseen, next);
+			if (rc) {
+				free(next);
+				if (rc < 0)
+					ckpt_errf(err, errlen, rc, "%s: out of "
+						  "memory", root);
+				else
+					rc = ckpt_errf(err, errlen, -EIO,
+						       "%s: listing (page "
+						       "%lu): the server gave "
+						       "a continuation token "
+						       "it gave before (a "
+						       "loop)", root, page);
+				break;
+			}
 		}
 		free(token);
 		token = truncated ? next : NULL;
 		if (!truncated)
 			free(next);
 	} while (token);
+	free(seen);
 	free(token);
 	free(url);
 	free(query);

@@ -18,12 +18,21 @@
  * skipped).  max_keys > 0 asks for pages of at most that many keys (the
  * server's default, 1000, otherwise).  fn returns 0 to go on, anything
  * else to stop (then returned).  root names the listing in err
- * ("s3://bucket/prefix").  Returns 0, fn's value, or -errno with err.
- * Strings are borrowed for the call.  Thread-safe.
+ * ("s3://bucket/prefix").
+ *
+ * A listing that never ends is an error: a continuation token given
+ * twice (a cycle A, B, A, ...) at once; more than key_cap keys (0: no
+ * cap), or more than 2 * key_cap / page + 16 pages (page: max_keys, or
+ * 1000), ends it with -EFBIG naming the cap.  So memory and time stay
+ * bounded whatever the server says.  A cancelled engine ends it at once
+ * (-EINTR), between pages and within one.
+ *
+ * Returns 0, fn's value, or -errno with err.  Strings are borrowed for
+ * the call.  Thread-safe.
  */
 int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 		 const char *bucket, const char *prefix, unsigned max_keys,
-		 const char *root,
+		 uint32_t key_cap, const char *root,
 		 int (*fn)(void *ctx, const char *name, uint64_t size,
 			   const char *etag, int64_t mtime),
 		 void *ctx, char *err, size_t errlen);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/escape.h"
 #include "common/strtab.h"
 #include "io/s3_config.h"
 #include "io/s3_fetch.h"
@@ -34,6 +35,8 @@ struct name_ent {
 	char etag[CKPT_STORE_VERSION_MAX];
 	int64_t mtime;		/* Last-Modified, seconds (0: unknown) */
 	uint32_t id;		/* UINT32_MAX: listed, not opened */
+	uint64_t listed_size;	/* as the listing said (when listed) */
+	bool listed;		/* by the listing of the root */
 };
 
 struct s3_store {
@@ -51,6 +54,11 @@ struct s3_store {
 	size_t nnames, cap;	/* guarded by lock */
 	struct ckpt_strtab tab;	/* guarded by lock */
 	size_t tab_items;	/* what tab was sized for */
+	bool listed_all;	/* the root was listed to its end: a later
+				 * list() replays names[] (opening a
+				 * checkpoint may ask twice, e.g. for
+				 * __R.metadata, then *.safetensors);
+				 * guarded by lock */
 };
 
 static void name_key(const void *ctx, uint32_t idx, uint64_t *seed,
@@ -111,6 +119,8 @@ static struct name_ent *name_add(struct s3_store *st, const char *name,
 	snprintf(e->etag, sizeof(e->etag), "%s", etag);
 	e->mtime = mtime;
 	e->id = UINT32_MAX;
+	e->listed = false;
+	e->listed_size = 0;
 	ckpt_strtab_insert(&st->tab, (uint32_t)st->nnames);
 	st->nnames++;
 	return e;
@@ -185,23 +195,26 @@ static int head_object(struct s3_store *st, const char *name, uint64_t *size,
 		       char *etag, int64_t *mtime, char *err, size_t errlen)
 {
 	struct ckpt_s3_req q = { .head = true };
-	char *key, *url;
+	char *key, *url, *uri = NULL, shown[CKPT_S3_NAME_SHOWN];
 	size_t failed;
 	int rc;
 
 	key = ckpt_s3_key(st->prefix, name);
 	url = key ? ckpt_s3_url(st->cfg.endpoint, st->bucket, key, NULL) :
 	      NULL;
-	if (!url) {
-		rc = ckpt_errf(err, errlen, -ENOMEM, "%s/%s: out of memory",
-			       st->base.root, name);
+	if (url && asprintf(&uri, "s3://%s/%s", st->bucket, key) < 0)
+		uri = NULL;
+	if (!uri) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
+			       st->base.root);
 		goto out_free;
 	}
+	ckpt_escape_mid(uri, strlen(uri), shown, sizeof(shown));
 	q.url = url;
 	rc = ckpt_s3_http_run(st->http, &q, 1, &failed);
 	if (rc == 0 && (!q.has_length || !q.etag[0])) {
-		rc = ckpt_errf(err, errlen, -EIO, "s3://%s/%s: the HEAD answer "
-			       "has no %s", st->bucket, key,
+		rc = ckpt_errf(err, errlen, -EIO, "%s: the HEAD answer "
+			       "has no %s", shown,
 			       q.has_length ? "usable ETag" :
 			       "Content-Length");
 	}
@@ -211,16 +224,16 @@ static int head_object(struct s3_store *st, const char *name, uint64_t *size,
 		memcpy(etag, q.etag, sizeof(q.etag));
 	}
 	else if (q.status == 404)
-		rc = ckpt_errf(err, errlen, -ENOENT, "s3://%s/%s: no such "
-			       "object", st->bucket, key);
+		rc = ckpt_errf(err, errlen, -ENOENT, "%s: no such "
+			       "object", shown);
 	else if (q.status == 403)
-		rc = ckpt_errf(err, errlen, -EACCES, "s3://%s/%s: access "
-			       "denied (%s)", st->bucket, key, q.reason);
+		rc = ckpt_errf(err, errlen, -EACCES, "%s: access "
+			       "denied (%s)", shown, q.reason);
 	else
-		ckpt_errf(err, errlen, rc, "s3://%s/%s: %s", st->bucket, key,
-			  q.reason);
+		ckpt_errf(err, errlen, rc, "%s: %s", shown, q.reason);
 	ckpt_s3_req_destroy(&q);
 out_free:
+	free(uri);
 	free(url);
 	free(key);
 	return rc;
@@ -324,10 +337,48 @@ static int on_listed(void *ctx, const char *name, uint64_t size,
 		e->mtime = mtime;
 		snprintf(e->etag, sizeof(e->etag), "%s", etag);
 	}
+	if (e) {
+		e->listed = true;
+		e->listed_size = size;
+	}
 	pthread_mutex_unlock(&st->lock);
 	if (!e)
 		return -ENOMEM;
 	return lc->fn(lc->ctx, name, size);
+}
+
+/* A second list() of the store: what the first one said, in its order,
+ * without a request.  Names are copied out so that fn runs unlocked. */
+static int replay_listing(struct s3_store *st,
+			  int (*fn)(void *ctx, const char *name, uint64_t size),
+			  void *ctx, char *err, size_t errlen)
+{
+	struct { char *name; uint64_t size; } *v;
+	size_t n = 0, i;
+	int rc = 0;
+
+	pthread_mutex_lock(&st->lock);
+	v = calloc(st->nnames ? st->nnames : 1, sizeof(*v));
+	for (i = 0; v && i < st->nnames; i++) {
+		if (!st->names[i].listed)
+			continue;
+		v[n].name = strdup(st->names[i].name);
+		v[n].size = st->names[i].listed_size;
+		if (!v[n++].name) {
+			rc = -ENOMEM;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (!v || rc)
+		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
+			       st->base.root);
+	for (i = 0; rc == 0 && i < n; i++)
+		rc = fn(ctx, v[i].name, v[i].size);
+	for (i = 0; v && i < n; i++)
+		free(v[i].name);
+	free(v);
+	return rc;
 }
 
 static int s3_list(struct ckpt_store *s,
@@ -336,12 +387,24 @@ static int s3_list(struct ckpt_store *s,
 {
 	struct s3_store *st = (struct s3_store *)s;
 	struct list_ctx lc = { st, fn, ctx };
+	bool again;
 	int rc;
 
+	pthread_mutex_lock(&st->lock);
+	again = st->listed_all;
+	pthread_mutex_unlock(&st->lock);
+	if (again)
+		return replay_listing(st, fn, ctx, err, errlen);
 	rc = ckpt_s3_list(st->http, st->cfg.endpoint, st->bucket, st->prefix,
-			  0, s->root, on_listed, &lc, err, errlen);
+			  0, st->cfg.list_max_keys, s->root, on_listed, &lc,
+			  err, errlen);
 	if (rc == -ENOMEM && err && !err[0])
 		ckpt_errf(err, errlen, rc, "%s: out of memory", s->root);
+	if (rc == 0) {
+		pthread_mutex_lock(&st->lock);
+		st->listed_all = true;
+		pthread_mutex_unlock(&st->lock);
+	}
 	return rc;
 }
 
@@ -396,7 +459,10 @@ static const struct ckpt_store_ops s3_ops = {
 static int probe(struct s3_store *st, char *err, size_t errlen)
 {
 	const struct ckpt_s3_cfg *c = &st->cfg;
-	const char *root = st->base.root;
+	char rshown[CKPT_S3_NAME_SHOWN];
+	const char *root = ckpt_escape_mid(st->base.root,
+					   strlen(st->base.root), rshown,
+					   sizeof(rshown));
 	char *want = NULL, *query = NULL, *url = NULL;
 	struct ckpt_s3_req q = { .max_body = PROBE_MAX_BODY };
 	struct ckpt_s3_param p[3] = {
@@ -426,7 +492,8 @@ static int probe(struct s3_store *st, char *err, size_t errlen)
 		goto out_free;
 	if (q.status == 0) {
 		rc = q.curl_code == 6 ? -EHOSTUNREACH :
-		     q.curl_code == 28 ? -ETIMEDOUT : -ECONNREFUSED;
+		     q.curl_code == 28 || q.curl_code == 42 ? -ETIMEDOUT :
+		     -ECONNREFUSED;
 		ckpt_errf(err, errlen, rc, "%s: cannot reach %s: %s", root,
 			  c->endpoint, q.reason);
 	} else if (q.status == 404 && strcmp(q.code, "NoSuchBucket") == 0) {

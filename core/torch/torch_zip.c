@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,20 @@ static int bad(struct tz_archive *z, char *err, size_t errlen,
 	return ckpt_errf(err, errlen, -EINVAL, "%s: %s", z->where, what);
 }
 
+/* A read of the archive failed: say so with the reader's own reason (the
+ * store's last error: "replaced since it was opened: HTTP 412", ...),
+ * which callers would otherwise lose. */
+static int read_failed(const char *where, char *err, size_t errlen)
+{
+	const char *last = ckpt_last_error();
+	char why[400];
+
+	/* A copy: formatting err may set the last error itself. */
+	snprintf(why, sizeof(why), "%s", last ? last : "");
+	return ckpt_errf(err, errlen, -EIO, "%s: read error%s%s", where,
+			 why[0] ? ": " : "", why);
+}
+
 /* Read [off, off+len) of the archive, from the windows when they hold it. */
 static int zread(struct tz_archive *z, uint64_t off, void *buf, size_t len,
 		 char *err, size_t errlen)
@@ -54,8 +69,9 @@ static int zread(struct tz_archive *z, uint64_t off, void *buf, size_t len,
 		memcpy(buf, z->tail + (off - (z->len - z->tail_len)), len);
 		return 0;
 	}
+	ckpt_clear_last_error();
 	if (z->read(z->ctx, off, buf, len))
-		return ckpt_errf(err, errlen, -EIO, "%s: read error", z->where);
+		return read_failed(z->where, err, errlen);
 	return 0;
 }
 
@@ -80,6 +96,7 @@ int tz_open(struct tz_archive *z, tz_read_fn read, void *ctx, uint64_t len,
 	z->where = where;
 	if (len < EOCD_LEN)
 		return bad(z, err, errlen, "record too short for a zip archive");
+	ckpt_clear_last_error();
 	if (len <= sizeof(z->win)) {
 		z->head = z->tail = z->win;
 		z->head_len = z->tail_len = (size_t)len;
@@ -94,7 +111,7 @@ int tz_open(struct tz_archive *z, tz_read_fn read, void *ctx, uint64_t len,
 				  TZ_WINDOW);
 	}
 	if (rc)
-		return ckpt_errf(err, errlen, -EIO, "%s: read error", where);
+		return read_failed(where, err, errlen);
 	if (rd(z->head, 4) != 0x04034b50)
 		return bad(z, err, errlen,
 			   "record is not a torch.save zip archive (no PK\\3\\4 at its start; compressed or another format?)");

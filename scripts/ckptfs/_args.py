@@ -158,6 +158,9 @@ S3_OPTIONS: Dict[str, str] = {
     "s3_parallel": "count", "s3_part_size": "size", "s3_merge_gap": "size",
     "s3_retries": "retries", "s3_timeout_ms": "count",
     "s3_no_sign_request": "bool",
+    "s3_connect_timeout_ms": "count", "s3_low_speed_limit": "count",
+    "s3_low_speed_time": "count", "s3_open_deadline_ms": "count",
+    "s3_read_deadline_ms": "count", "s3_list_max_keys": "count",
 }
 
 

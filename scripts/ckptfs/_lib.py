@@ -50,7 +50,13 @@ class S3Opts(C.Structure):
                 ("timeout_ms", C.c_uint32),
                 ("credentials_file", C.c_char_p),
                 ("config_file", C.c_char_p),
-                ("no_sign_request", C.c_bool)]
+                ("no_sign_request", C.c_bool),
+                ("connect_timeout_ms", C.c_uint32),
+                ("low_speed_limit", C.c_uint32),
+                ("low_speed_time", C.c_uint32),
+                ("open_deadline_ms", C.c_uint32),
+                ("read_deadline_ms", C.c_uint32),
+                ("list_max_keys", C.c_uint32)]
 
 
 class IoStats(C.Structure):

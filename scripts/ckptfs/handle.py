@@ -391,11 +391,14 @@ def open(path: PathArg, *, cache_mb: Optional[int] = None,
         processes reading the same bytes read the device again.
     s3_endpoint, s3_region, s3_profile, s3_credentials_file,
     s3_config_file (str), s3_parallel (GETs in flight), s3_part_size,
-    s3_merge_gap (bytes), s3_retries (0: none), s3_timeout_ms: for an
+    s3_merge_gap (bytes), s3_retries (0: none), s3_timeout_ms (to the
+    first byte), s3_connect_timeout_ms, s3_low_speed_limit (bytes/s),
+    s3_low_speed_time (s), s3_open_deadline_ms, s3_read_deadline_ms,
+    s3_list_max_keys (docs/s3-trust.md): for an
         ``s3://`` checkpoint, the mount's ``-o`` keys of the same names;
         None or absent: ``AWS_ENDPOINT_URL``, ``AWS_REGION``,
         ``AWS_PROFILE``, ``~/.aws`` files..., then the defaults (16
-        GETs, 8 MiB parts, 256 KiB gap, 5 retries, 30 s).  Credentials
+        GETs, 8 MiB parts, 256 KiB gap, 5 retries, 10 s to the first byte; see docs/s3-trust.md).  Credentials
         come from the chain the AWS SDKs walk (environment, web identity,
         the AWS files' profile, container credentials, EC2 instance
         metadata), never from arguments; ``s3_no_sign_request=True``

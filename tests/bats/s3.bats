@@ -38,8 +38,89 @@ s3check() {
 	s3check read
 }
 
-@test "s3: an object overwritten (If-Match, 412; or by ETag and size when a server ignores If-Match) or deleted after open gives EIO naming it" {
+@test "s3: an object overwritten (If-Match, 412; or by ETag and size when a server ignores If-Match; no ETag at all, same size) or deleted after open gives EIO naming it; a 200 to a ranged GET fails without retries" {
 	s3check replaced
+}
+
+@test "s3: an ETag with a control character, in a listing (CR LF) or a HEAD (ESC), is refused with one line and never sent back" {
+	s3check etag
+}
+
+@test "s3: listings that never end: cycling tokens fail at the first repeat, fresh tokens at the key or page cap, a cancelled store stops at once" {
+	s3check listloop
+}
+
+@test "s3: ckptfs info and mount against listings that never end: one line naming the root and the cap (--s3-list-max-keys, -o s3_list_max_keys), SIGTERM ends a mount that is listing" {
+	local t0 pid
+	proxy config '{"mode":"tokencycle","only":"all"}'
+	run timeout "$(secs 20)" "$CKPTFS" info s3://ck-loop/run --s3-endpoint "$S3CHECK_PROXY"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == "ckptfs: s3://ck-loop/run: listing (page 3): the server gave a continuation token it gave before (a loop)" ]]
+	proxy config '{"mode":"endless","only":"all"}'
+	run timeout "$(secs 20)" "$CKPTFS" info s3://ck-loop/run --s3-endpoint "$S3CHECK_PROXY" --s3-list-max-keys 3000
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"s3://ck-loop/run: listing stopped at page 4: more than 3000 keys (s3_list_max_keys)"* ]]
+	refuse_mount s3://ck-loop/run "more than 3000 keys (s3_list_max_keys)" -o s3_endpoint="$S3CHECK_PROXY",s3_list_max_keys=3000
+	# The default cap (1000000 keys) takes some seconds: SIGTERM first.
+	proxy reset "{}"
+	"$CKPTFS" mount s3://ck-loop/run "$MNT" -f --s3-endpoint "$S3CHECK_PROXY" >"$TMP/m.log" 2>&1 &
+	pid=$!
+	until [ "$(proxy_stat requests)" -gt 20 ]; do sleep 0.05; done
+	t0=$SECONDS
+	kill -TERM "$pid"
+	wait "$pid" || true
+	echo "mount ended $((SECONDS - t0)) s after SIGTERM"
+	[ $((SECONDS - t0)) -le "$(secs 5)" ]
+	not mountpoint -q "$MNT"
+	proxy config '{"mode":"none"}'
+}
+
+@test "s3: time bounds: a server that never answers (a GET; the open, with the defaults), a 1 byte/s drip, a steady 5 byte/s body (succeeds), the read deadline" {
+	s3check timeouts
+}
+
+@test "s3: a safetensors directory is listed once at open (LIST requests counted at the proxy), and shows the local mount's bytes" {
+	local lists
+	$PY "$ROOT/tests/make_safetensors.py" ok "$TMP/st" --shards 2 >/dev/null
+	upload "$TMP/st" ck-stlist/model
+	proxy config '{"mode":"none"}'
+	proxy reset '{}'
+	run "$CKPTFS" info s3://ck-stlist/model --s3-endpoint "$S3CHECK_PROXY"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"safetensors"* ]]
+	# The probe asks for max-keys=1; the listing of the root, once.
+	lists=$(curl -sf "$S3CHECK_PROXY/__faultproxy/stats" | $PY -c '
+import json, sys
+log = json.load(sys.stdin)["log"]
+print(sum(1 for e in log if e[0] == "GET" and "list-type=2" in e[1]
+          and "max-keys=1" not in e[1]))')
+	echo "LIST requests: $lists"
+	[ "$lists" -eq 1 ]
+	same_views "$TMP/st" s3://ck-stlist/model "1 0" "3 2"
+}
+
+@test "s3: an object replaced while its zip windows are read at open keeps its cause (HTTP 412), not just 'read error'" {
+	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TMP/t" --world 3 --seed 5 >"$TMP/gen.log" 2>&1 ||
+		{ cat "$TMP/gen.log"; false; }
+	upload "$TMP/t/per_item" ck-zip412/w3
+	proxy config '{"mode":"412","only":"ranged","path":".distcp"}'
+	run "$CKPTFS" info s3://ck-zip412/w3 --s3-endpoint "$S3CHECK_PROXY"
+	proxy config '{"mode":"none"}'
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[ "${#lines[@]}" -eq 1 ]
+	[[ "$output" == *".distcp: offset 0: key '"*"read error: s3://ck-zip412/w3/"*".distcp: bytes 0-"*"replaced since it was opened: HTTP 412 PreconditionFailed" ]]
+}
+
+@test "s3: 16 threads reading at once through a store of parallel=4 leave at most 2 x parallel idle connections (was up to parallel^2)" {
+	s3check conns
+}
+
+@test "s3: names in messages: an escape sequence in a key is escaped, a name or root of 1,000+ characters is shortened in the middle and the reason shows" {
+	s3check names
 }
 
 @test "s3: a wrong secret, an unknown key id, an unknown bucket, an unreachable endpoint: one line each, no credential" {

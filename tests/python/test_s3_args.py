@@ -78,6 +78,25 @@ def test_struct_fields():
     assert _s3_struct(_args.s3_options(dict(s3_region=None))) is None
 
 
+def test_time_bounds_and_caps():
+    o = _s3_struct(_args.s3_options(dict(
+        s3_connect_timeout_ms=700, s3_low_speed_limit=3,
+        s3_low_speed_time=2, s3_open_deadline_ms=9000,
+        s3_read_deadline_ms=60000, s3_list_max_keys=5000)))
+    assert (o.connect_timeout_ms, o.low_speed_limit, o.low_speed_time,
+            o.open_deadline_ms, o.read_deadline_ms, o.list_max_keys) == (
+                700, 3, 2, 9000, 60000, 5000)
+    # The library's bounds reach Python, named by it.
+    with pytest.raises(ValueError) as e:
+        ckptfs.open(ROOT, s3_endpoint="http://127.0.0.1:1",
+                    s3_connect_timeout_ms=5)
+    assert "S3 connect timeout 5 ms" in str(e.value)
+    with pytest.raises(ValueError) as e:
+        ckptfs.open(ROOT, s3_endpoint="http://127.0.0.1:1",
+                    s3_read_deadline_ms=50)
+    assert "S3 read deadline 50 ms" in str(e.value)
+
+
 def test_the_library_gets_them(tmp_path):
     # An endpoint that refuses connections: the library's own line,
     # naming it, after no retry.

@@ -9,8 +9,8 @@ it can instead, for a fraction of the requests or the first N of them:
 
   delay     wait delay_ms, then forward
   reset     read the request, then reset the connection (RST), no answer
-  503 500 429   answer that status with an S3 error body (SlowDown,
-            InternalError, SlowDown)
+  503 500 429 412   answer that status with an S3 error body (SlowDown,
+            InternalError, SlowDown, PreconditionFailed)
   truncate  forward, send the headers as they are and only a fraction
             (frac) of the body, then close the connection
   short     forward, but say and send a shorter body (Content-Length
@@ -19,13 +19,28 @@ it can instead, for a fraction of the requests or the first N of them:
   shift     forward, but move the Content-Range one byte on
   noifmatch forward without the If-Match header (a server that ignores it)
   noversion the same, and drop the answer's ETag header too
+  norange   forward without the Range header (a server that ignores it:
+            200 and the whole object)
+  drip      forward, send the headers at once and the body one byte at a
+            time, "bps" bytes a second (1): a drip, or a steady slow
+            server (a server that never answers: delay with a long
+            delay_ms)
+  tokencycle  answer every listing (GET ?list-type=2) itself: one key
+            a page, truncated, continuation tokens A, B, A, B, ...
+  endless   answer every listing itself: "keys" keys a page (1000),
+            truncated, a fresh continuation token each time
+  badetag   forward, but a HEAD or GET answer's ETag gets an escape
+            sequence ('"v1"ESC[31m') and every <ETag> of a listing
+            decodes to '"v1"CR LF X-Injected: yes'
 
 Control (JSON over HTTP on the same port):
   POST /__faultproxy/config  {"mode": "503", "rate": 0.3, "first": 0,
        "only": "ranged"|"get"|"all", "delay_ms": 0, "frac": 0.5,
-       "seed": 1}      set the fault (mode "none": forward everything);
+       "seed": 1, "path": "text"}  set the fault (mode "none": forward everything);
                        resets the count of faults injected
   GET  /__faultproxy/stats   {"requests", "faults", "bytes", "by_status",
+                              "injected" (requests that carried an
+                              X-Injected header),
                               "inflight_max" (the most requests served at
                               once, control requests not counted),
                               "log": [[method, path, range, status,
@@ -46,6 +61,7 @@ import http.client
 import http.server
 import json
 import random
+import re
 import socket
 import socketserver
 import struct
@@ -57,7 +73,8 @@ import urllib.parse
 LOG_MAX = 20000
 CHUNK = 256 * 1024
 HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection"}
-S3_CODES = {503: "SlowDown", 500: "InternalError", 429: "SlowDown"}
+S3_CODES = {503: "SlowDown", 500: "InternalError", 429: "SlowDown",
+            412: "PreconditionFailed"}
 
 
 class State:
@@ -73,6 +90,7 @@ class State:
         self.faults = 0
         self.bytes = 0
         self.by_status = {}
+        self.injected_headers = 0
         self.log = []
         self.inflight = getattr(self, "inflight", 0)
         self.inflight_max = 0
@@ -81,15 +99,18 @@ class State:
         with self.lock:
             mode = cfg.get("mode", "none")
             if mode not in ("none", "delay", "reset", "503", "500", "429",
+                            "412",
                             "truncate", "short", "long", "shift",
-                            "noifmatch", "noversion"):
+                            "noifmatch", "noversion", "norange",
+                            "badetag", "tokencycle", "endless", "drip"):
                 raise ValueError("unknown mode %r" % mode)
             self.cfg = dict(cfg)
             self.rng = random.Random(cfg.get("seed", 1))
             self.injected = 0
 
-    def pick(self, method, ranged):
-        """The fault for this request, or None."""
+    def pick(self, method, ranged, path=""):
+        """The fault for this request, or None.  "path" in the config: only
+        requests whose path holds that text."""
         with self.lock:
             self.requests += 1
             c = self.cfg
@@ -100,6 +121,8 @@ class State:
             if only == "ranged" and not (method == "GET" and ranged):
                 return None
             if only == "get" and method != "GET":
+                return None
+            if c.get("path") and c["path"] not in path:
                 return None
             first = int(c.get("first", 0))
             if first and self.injected >= first:
@@ -131,6 +154,7 @@ class State:
             return {"requests": self.requests, "faults": self.faults,
                     "bytes": self.bytes, "by_status": dict(self.by_status),
                     "inflight_max": self.inflight_max,
+                    "injected": self.injected_headers,
                     "log": list(self.log)}
 
     def enter(self):
@@ -187,7 +211,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         rng = self.headers.get("Range")
-        fault = STATE.pick(self.command, rng is not None)
+        if self.headers.get("X-Injected") is not None:
+            with STATE.lock:
+                STATE.injected_headers += 1
+        fault = STATE.pick(self.command, rng is not None, self.path)
         mode = fault["mode"] if fault else "none"
         if mode == "delay":
             time.sleep(float(fault.get("delay_ms", 100)) / 1000.0)
@@ -197,7 +224,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             rst_close(self.connection)
             return
-        elif mode in ("503", "500", "429"):
+        elif mode in ("503", "500", "429", "412"):
             st = int(mode)
             msg = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>%s"
                    "</Code><Message>injected by faultproxy</Message></Error>"
@@ -210,7 +237,42 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(msg)
             STATE.record(self.command, self.path, rng, st, 0, self.headers)
             return
+        if (mode in ("tokencycle", "endless") and self.command == "GET"
+                and "list-type=2" in self.path):
+            return self.fake_listing(fault, mode, rng)
         self.forward(body, rng, fault, mode)
+
+    def fake_listing(self, fault, mode, rng):
+        q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        prefix = q.get("prefix", [""])[0]
+        token = q.get("continuation-token", [""])[0]
+        if mode == "tokencycle":
+            n, nxt = 1, {"": "A", "A": "B"}.get(token, "A")
+        else:
+            n = int(fault.get("keys", 1000))
+            nxt = "t%d" % (int(token[1:] or 0) + 1)
+        page = nxt
+        ents = "".join(
+            "<Contents><Key>%s</Key><LastModified>2026-01-01T00:00:00.000Z"
+            "</LastModified><ETag>&quot;0123456789abcdef&quot;</ETag>"
+            "<Size>1</Size><StorageClass>STANDARD</StorageClass></Contents>"
+            % urllib.parse.quote("%sk%s_%06d" % (prefix, page, i))
+            for i in range(n))
+        msg = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult "
+               "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>b"
+               "</Name><Prefix>%s</Prefix><KeyCount>%d</KeyCount><MaxKeys>"
+               "1000</MaxKeys><Delimiter>/</Delimiter><IsTruncated>true"
+               "</IsTruncated><EncodingType>url</EncodingType>%s"
+               "<NextContinuationToken>%s</NextContinuationToken>"
+               "</ListBucketResult>" % (urllib.parse.quote(prefix), n, ents,
+                                        nxt)).encode()
+        self.send_response_only(200)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(msg)))
+        self.end_headers()
+        self.wfile.write(msg)
+        STATE.record(self.command, self.path, rng, 200, len(msg),
+                     self.headers)
 
     def upstream_conn(self):
         if self.upstream is None:
@@ -225,6 +287,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             for k, v in self.headers.items():
                 if k.lower() in HOP or (k.lower() == "if-match" and mode in
                                         ("noifmatch", "noversion")):
+                    continue
+                if k.lower() == "range" and mode == "norange":
                     continue
                 conn.putheader(k, v)
             conn.endheaders(body)
@@ -243,7 +307,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
                    (k.lower() == "etag" and mode == "noversion")]
         clen = resp.getheader("Content-Length")
         data = None
-        if self.command == "HEAD":
+        if mode == "badetag":
+            headers = [(k, '"v1"\x1b[31m' if k.lower() == "etag" else v)
+                       for k, v in headers]
+        if (mode == "badetag" and self.command == "GET" and
+                "list-type=2" in self.path):
+            data = re.sub(rb"<ETag>[^<]*</ETag>",
+                          b"<ETag>&quot;v1&quot;&#13;&#10;X-Injected: yes"
+                          b"</ETag>", resp.read())
+            total = len(data)
+            headers = [(k, v) for k, v in headers
+                       if k.lower() != "content-length"]
+            headers.append(("Content-Length", str(total)))
+        elif self.command == "HEAD":
             resp.read()  # no body: lets the connection take a request
             total = 0
         elif clen is None:
@@ -272,8 +348,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         sent = 0
+        if mode == "drip" and data is None and self.command != "HEAD":
+            data = resp.read(total)
         try:
-            if data is not None:
+            if mode == "drip" and data is not None:
+                gap = 1.0 / float(fault.get("bps", 1))
+                for i in range(min(send, len(data))):
+                    self.wfile.write(data[i:i + 1])
+                    self.wfile.flush()
+                    sent += 1
+                    if i + 1 < send:
+                        time.sleep(gap)
+            elif data is not None:
                 self.wfile.write(data[:send])
                 sent = min(send, len(data))
             else:

@@ -113,7 +113,7 @@ static long s3_do(const char *method, const char *path, uint64_t seed,
 {
 	struct curl_slist *hd = NULL;
 	struct upload u = { seed, size, 0 };
-	char url[1024], sig[64];
+	char url[4096], sig[64];
 	long status = 0;
 
 	if (!up_curl)
@@ -162,7 +162,7 @@ static void mkbucket(const char *b)
 static bool put(const char *bucket, const char *key, uint64_t seed,
 		uint64_t size)
 {
-	char path[1024];
+	char path[4096];
 	long st;
 
 	snprintf(path, sizeof(path), "%s/%s", bucket, key);
@@ -410,7 +410,7 @@ static void test_list(void)
 	CHECK(ckpt_s3_config_load(NULL, &cfg, err, sizeof(err)) == 0);
 	CHECK(ckpt_s3_http_new(&cfg, &ctr, &h, err, sizeof(err)) == 0);
 	memset(&l, 0, sizeof(l));
-	CHECK(ckpt_s3_list(h, cfg.endpoint, "ck-list", "few", 2,
+	CHECK(ckpt_s3_list(h, cfg.endpoint, "ck-list", "few", 2, 0,
 			   "s3://ck-list/few", count_raw, &l, err,
 			   sizeof(err)) == 0);
 	CHECK(l.n == 5 && l.special && l.bad == 0);
@@ -584,6 +584,28 @@ out:
 
 /* An object overwritten or deleted after it was opened: EIO naming it,
  * never the new bytes. */
+/* A store that reads unsigned (for a public bucket), so that the proxy
+ * may drop signed headers. */
+static struct ckpt_store *anon_store(const char *root, struct ckpt_s3_opts *o)
+{
+	char *ak = strdup(getenv("AWS_ACCESS_KEY_ID"));
+	char *sk = strdup(getenv("AWS_SECRET_ACCESS_KEY"));
+	struct ckpt_store *s;
+
+	bool was = o->no_sign_request;
+
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	o->no_sign_request = true;	/* unsigned only when asked */
+	s = store(root, o);
+	o->no_sign_request = was;
+	setenv("AWS_ACCESS_KEY_ID", ak, 1);
+	setenv("AWS_SECRET_ACCESS_KEY", sk, 1);
+	free(ak);
+	free(sk);
+	return s;
+}
+
 static void test_replaced(void)
 {
 	struct ckpt_s3_opts o = { 0 };
@@ -630,9 +652,7 @@ static void test_replaced(void)
 	mkbucket("ck-pub");
 	CHECK(put("ck-pub", "chg2", 24, 100000));
 	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
-	o.no_sign_request = true;
-	s = store("s3://ck-pub", &o);
-	o.no_sign_request = false;
+	s = anon_store("s3://ck-pub", &o);
 	CHECK(s);
 	if (!s)
 		return;
@@ -643,18 +663,124 @@ static void test_replaced(void)
 	CHECK(put("ck-pub", "chg2", 25, 100000));
 	CHECK(sread(s, &r, 1) == -EIO);
 	fprintf(stderr, "  %s\n", ckpt_last_error());
-	CHECK(strstr(ckpt_last_error(), "replaced since it was opened") &&
-	      strstr(ckpt_last_error(), "ETag"));
+	CHECK(strstr(ckpt_last_error(), "replaced or unpinned: the server "
+		     "sent ETag \"") && strstr(ckpt_last_error(), "pinned"));
+	/* No ETag on the answers either, and a new version of the same
+	 * size: the size cannot tell, the missing ETag must. */
 	CHECK(proxy_ctl("config", "{\"mode\":\"noversion\"}"));
-	CHECK(put("ck-pub", "chg2", 26, 100001));
+	CHECK(put("ck-pub", "chg2", 26, 100000));
+	memset(buf, 0, sizeof(buf));
 	CHECK(sread(s, &r, 1) == -EIO);
 	fprintf(stderr, "  %s\n", ckpt_last_error());
-	CHECK(strstr(ckpt_last_error(), "replaced since it was opened") &&
-	      strstr(ckpt_last_error(), "100001 bytes now"));
+	CHECK(strstr(ckpt_last_error(), "s3://ck-pub/chg2: bytes 100-") &&
+	      strstr(ckpt_last_error(), "replaced or unpinned: the server "
+		     "sent no ETag, pinned \""));
+	CHECK(one_line(ckpt_last_error()));
+	CHECK(!gen_matches(26, 100, buf, sizeof(buf)));
+	/* Many parts of one read, the object replaced again and again
+	 * (same size) while they run: an error, never a mix. */
+	CHECK(atomic_load(&s->retries) == 0);
+	store_free(s);
+	{
+		uint8_t *big = malloc(400000);
+		struct ckpt_store_range rb = { 0, 0, 400000, big };
+		struct ckpt_s3_opts po = o;
+		uint32_t id3;
+		int k;
+
+		po.part_bytes = 64 << 10;
+		po.parallel = 2;
+		CHECK(put("ck-pub", "chg3", 40, 400000));
+		CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+		s = anon_store("s3://ck-pub", &po);
+		CHECK(s && big);
+		if (s && big) {
+			CHECK(sopen(s, "chg3", &id3, &fi) == 0);
+			rb.id = id3;
+			CHECK(proxy_ctl("config",
+					"{\"mode\":\"noversion\"}"));
+			for (k = 0; k < 4; k++) {
+				CHECK(put("ck-pub", "chg3", 41 + (k & 1),
+					  400000));
+				CHECK(sread(s, &rb, 1) == -EIO);
+			}
+		}
+		store_free(s);
+		free(big);
+	}
+	/* A server that ignores Range: a 200 with the whole object fails
+	 * at once, no retries. */
+	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+	s = anon_store("s3://ck-pub", &o);
+	CHECK(s);
+	if (!s)
+		return;
+	CHECK(sopen(s, "chg3", &id, &fi) == 0);
+	r = (struct ckpt_store_range){ id, 100, sizeof(buf), buf };
+	CHECK(proxy_ctl("config", "{\"mode\":\"norange\"}"));
+	CHECK(sread(s, &r, 1) == -EIO);
+	fprintf(stderr, "  %s\n", ckpt_last_error());
+	CHECK(strstr(ckpt_last_error(), "HTTP 200") &&
+	      strstr(ckpt_last_error(), "ignored Range"));
 	CHECK(atomic_load(&s->retries) == 0);
 	proxy_ctl("config", "{\"mode\":\"none\"}");
 	up_acl = NULL;
 	store_free(s);
+}
+
+/* ETags with control characters, from a listing (CR LF: a header
+ * injection) and from a HEAD (an escape sequence): refused with one line
+ * saying so, and never sent back. */
+static void test_etag(void)
+{
+	struct ckpt_s3_opts o = { .endpoint = proxy };
+	struct listed l = { 0 };
+	struct ckpt_store_file_info fi;
+	struct ckpt_store_range r;
+	struct ckpt_store *s;
+	uint8_t buf[1000];
+	char err[512];
+	uint32_t id;
+	int rc;
+
+	mkbucket("ck-etag");
+	CHECK(put("ck-etag", "d/obj", 31, 5000));
+	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+	CHECK(proxy_ctl("reset", "{}"));
+	s = store("s3://ck-etag/d", &o);
+	CHECK(s);
+	if (!s)
+		return;
+	CHECK(proxy_ctl("config", "{\"mode\":\"badetag\",\"only\":\"all\"}"));
+	err[0] = '\0';
+	rc = s->ops->list(s, count_listed, &l, err, sizeof(err));
+	fprintf(stderr, "  list: %s\n", err);
+	CHECK(rc == -EBADMSG);
+	CHECK(strstr(err, "s3://ck-etag/d: listing (page 1): the ETag of "
+		     "'d/obj' holds a control character"));
+	CHECK(one_line(err));
+	rc = sopen(s, "obj", &id, &fi);
+	CHECK(rc == -EIO);
+	if (rc == 0) {	/* the old way: pinned; a read sends it back */
+		r = (struct ckpt_store_range){ id, 0, sizeof(buf), buf };
+		sread(s, &r, 1);
+	}
+	store_free(s);
+	/* Not listed: the HEAD's ETag is refused. */
+	s = store("s3://ck-etag/d", &o);
+	CHECK(s);
+	if (s) {
+		char e2[512];
+
+		rc = s->ops->open(s, "obj", &id, &fi, e2, sizeof(e2));
+		fprintf(stderr, "  open: %s\n", e2);
+		CHECK(rc == -EIO && strstr(e2, "s3://ck-etag/d/obj") &&
+		      strstr(e2, "ETag holds a control character"));
+		CHECK(one_line(e2) && !strchr(e2, '\x1b'));
+		store_free(s);
+	}
+	CHECK(proxy_stat("injected") == 0);
+	proxy_ctl("config", "{\"mode\":\"none\"}");
 }
 
 /* A wrong secret, an unknown key id, an unknown bucket, an unreachable
@@ -1186,6 +1312,366 @@ static void test_cancel(void)
 	store_free(s);
 }
 
+/* Liveness bounds scale by CKPTFS_TIME_SCALE (5 for sanitized builds). */
+static uint64_t time_scale(void)
+{
+	const char *v = getenv("CKPTFS_TIME_SCALE");
+	unsigned long n = v ? strtoul(v, NULL, 10) : 1;
+
+	return n ? n : 1;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+struct lister {
+	struct ckpt_store *s;
+	struct listed l;
+	int rc;
+	char err[512];
+};
+
+static void *lister_main(void *arg)
+{
+	struct lister *ls = arg;
+
+	ls->rc = ls->s->ops->list(ls->s, count_listed, &ls->l, ls->err,
+				  sizeof(ls->err));
+	return NULL;
+}
+
+/* Listings that never end (the proxy answers them itself): tokens that
+ * cycle A, B, A, ... fail at the first repeat; fresh tokens with 1000
+ * keys a page, or 5 keys a page, stop at the key cap or the page cap;
+ * a cancelled store ends a listing at once. */
+static void test_listloop(void)
+{
+	struct ckpt_s3_opts o = { .endpoint = proxy, .list_max_keys = 5000 };
+	struct ckpt_store *s;
+	struct lister ls;
+	pthread_t t;
+	uint64_t t0;
+
+	CHECK(proxy_ctl("config", "{\"mode\":\"tokencycle\",\"only\":\"all\"}"));
+	s = store("s3://ck-loop/run", &o);
+	CHECK(s);
+	if (!s)
+		return;
+	CHECK(proxy_ctl("reset", "{}"));
+	ls = (struct lister){ .s = s };
+	lister_main(&ls);
+	fprintf(stderr, "  cycle: %s (%" PRIu64 " requests)\n", ls.err,
+		proxy_stat("requests"));
+	CHECK(ls.rc == -EIO && strstr(ls.err, "s3://ck-loop/run: listing "
+				      "(page 3): the server gave a "
+				      "continuation token it gave before"));
+	CHECK(proxy_stat("requests") == 3);
+
+	CHECK(proxy_ctl("config", "{\"mode\":\"endless\",\"only\":\"all\"}"));
+	CHECK(proxy_ctl("reset", "{}"));
+	ls = (struct lister){ .s = s };
+	lister_main(&ls);
+	fprintf(stderr, "  endless: %s (%" PRIu64 " requests)\n", ls.err,
+		proxy_stat("requests"));
+	CHECK(ls.rc == -EFBIG && strstr(ls.err, "s3://ck-loop/run: listing "
+				       "stopped at page 6: more than 5000 keys "
+				       "(s3_list_max_keys)"));
+	CHECK(proxy_stat("requests") == 6);
+
+	CHECK(proxy_ctl("config", "{\"mode\":\"endless\",\"only\":\"all\",\"keys\":5}"));
+	CHECK(proxy_ctl("reset", "{}"));
+	ls = (struct lister){ .s = s };
+	lister_main(&ls);
+	fprintf(stderr, "  endless, 5 keys a page: %s\n", ls.err);
+	CHECK(ls.rc == -EFBIG && strstr(ls.err, "listing stopped after 28 "
+				       "pages, the most for 5000 keys"));
+	CHECK(proxy_stat("requests") == 28);
+	store_free(s);
+
+	/* The default cap, cancelled while it runs. */
+	o.list_max_keys = 0;
+	CHECK(proxy_ctl("config", "{\"mode\":\"endless\",\"only\":\"all\"}"));
+	s = store("s3://ck-loop/run", &o);
+	CHECK(s);
+	if (!s)
+		return;
+	ls = (struct lister){ .s = s };
+	pthread_create(&t, NULL, lister_main, &ls);
+	usleep(500000);
+	t0 = mono_ms();
+	ckpt_store_cancel(s);
+	pthread_join(t, NULL);
+	fprintf(stderr, "  cancelled after %u keys: %s, %" PRIu64 " ms\n",
+		ls.l.n, ls.err, mono_ms() - t0);
+	CHECK(ls.rc == -EINTR && strstr(ls.err, "cancelled"));
+	CHECK(ls.l.n > 0 && ls.l.n < 1000000);
+	CHECK(mono_ms() - t0 < 2000 * time_scale());
+	proxy_ctl("config", "{\"mode\":\"none\"}");
+	store_free(s);
+}
+
+struct timed {
+	int rc;
+	uint64_t ms;
+	char err[512];
+};
+
+/* Read [0, len) of object id through s, timed; bytes checked against
+ * the generator's seed when the read succeeds. */
+static struct timed timed_read(struct ckpt_store *s, uint32_t id,
+			       uint64_t seed, size_t len)
+{
+	uint8_t *buf = calloc(1, len);
+	struct ckpt_store_range r = { id, 0, len, buf };
+	struct timed t = { 0 };
+	uint64_t t0 = mono_ms();
+
+	t.rc = sread(s, &r, 1);
+	t.ms = mono_ms() - t0;
+	snprintf(t.err, sizeof(t.err), "%s", t.rc ? ckpt_last_error() : "");
+	if (t.rc == 0 && !gen_matches(seed, 0, buf, len))
+		t.rc = -EBADMSG;
+	free(buf);
+	return t;
+}
+
+/* Time bounds, with the fault proxy: a server that never answers (a GET,
+ * then the open itself), a body that drips 1 byte/s, a steady 5 bytes/s
+ * (succeeds: it makes progress), and the read deadline. */
+static void test_timeouts(void)
+{
+	struct ckpt_s3_opts o = {
+		.endpoint = proxy, .timeout_ms = 1000, .retries = 1,
+		.low_speed_limit = 3, .low_speed_time = 2,
+	};
+	struct ckpt_store_file_info fi;
+	struct ckpt_store *s;
+	struct timed t;
+	char err[512];
+	uint32_t big, small;
+	uint64_t t0;
+	int rc;
+
+	mkbucket("ck-time");
+	CHECK(put("ck-time", "big", 51, 100000));
+	CHECK(put("ck-time", "small", 52, 40));
+	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+	s = store("s3://ck-time", &o);
+	CHECK(s);
+	if (!s)
+		return;
+	CHECK(sopen(s, "big", &big, &fi) == 0);
+	CHECK(sopen(s, "small", &small, &fi) == 0);
+
+	CHECK(proxy_ctl("config", "{\"mode\":\"delay\",\"delay_ms\":60000}"));
+	t = timed_read(s, big, 51, 100000);
+	fprintf(stderr, "  never answers (first byte 1000 ms, 2 tries): %"
+		PRIu64 " ms: %s\n", t.ms, t.err);
+	CHECK(t.rc == -EIO && strstr(t.err, "no answer within 1000 ms"));
+	CHECK(t.ms < 10000 * time_scale());
+
+	CHECK(proxy_ctl("config", "{\"mode\":\"drip\",\"bps\":1}"));
+	t = timed_read(s, big, 51, 100000);
+	fprintf(stderr, "  drips 1 B/s (below 3 B/s for 2 s, 2 tries): %"
+		PRIu64 " ms: %s\n", t.ms, t.err);
+	CHECK(t.rc == -EIO && strstr(t.err, "too slow"));
+	CHECK(t.ms < 20000 * time_scale());
+
+	CHECK(proxy_ctl("config", "{\"mode\":\"drip\",\"bps\":5}"));
+	t = timed_read(s, small, 52, 40);
+	fprintf(stderr, "  steady 5 B/s, 40 bytes: %" PRIu64 " ms: rc %d %s\n",
+		t.ms, t.rc, t.err);
+	CHECK(t.rc == 0);
+	CHECK(atomic_load(&s->retries) == 2);	/* the two failures' */
+	store_free(s);
+
+	/* The read deadline ends a transfer that makes progress. */
+	o.read_deadline_ms = 3000;
+	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+	s = store("s3://ck-time", &o);
+	CHECK(s && sopen(s, "small", &small, &fi) == 0);
+	CHECK(proxy_ctl("config", "{\"mode\":\"drip\",\"bps\":5}"));
+	if (s) {
+		t = timed_read(s, small, 52, 40);
+		fprintf(stderr, "  read deadline 3000 ms, 5 B/s: %" PRIu64
+			" ms: %s\n", t.ms, t.err);
+		CHECK(t.rc == -EIO && strstr(t.err, "deadline of 3000 ms"));
+		CHECK(t.ms < 6000 * time_scale());
+	}
+	store_free(s);
+
+	/* Opening against a server that never answers, the defaults. */
+	CHECK(proxy_ctl("config", "{\"mode\":\"delay\",\"delay_ms\":60000,"
+			"\"only\":\"all\"}"));
+	o = (struct ckpt_s3_opts){ .endpoint = proxy };
+	t0 = mono_ms();
+	s = store_at("s3://ck-time", &o, err, sizeof(err), &rc);
+	t0 = mono_ms() - t0;
+	fprintf(stderr, "  open, never answers, defaults: %" PRIu64
+		" ms: %s\n", t0, err);
+	CHECK(!s && rc == -ETIMEDOUT && strstr(err, "cannot reach"));
+	CHECK(t0 < 30000 * time_scale());
+	store_free(s);
+	proxy_ctl("config", "{\"mode\":\"none\"}");
+}
+
+/* Established connections of this host to port (client side). */
+static unsigned conns_to(unsigned port)
+{
+	FILE *f = fopen("/proc/net/tcp", "r");
+	char line[512];
+	unsigned n = 0, rport, st;
+
+	if (!f)
+		return UINT32_MAX;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%*u: %*x:%*x %*x:%x %x", &rport, &st) == 2 &&
+		    rport == port && st == 1)
+			n++;
+	fclose(f);
+	return n;
+}
+
+struct hammer {
+	struct ckpt_store *s;
+	uint32_t id;
+	pthread_barrier_t *go;
+	int bad;
+};
+
+static void *hammer_main(void *arg)
+{
+	struct hammer *hm = arg;
+	uint8_t *buf = malloc(256 << 10);
+	struct ckpt_store_range r = { hm->id, 0, 256 << 10, buf };
+	int k;
+
+	pthread_barrier_wait(hm->go);
+	for (k = 0; k < 10 && buf; k++)
+		if (sread(hm->s, &r, 1) || !gen_matches(61, 0, buf, 256 << 10))
+			hm->bad++;
+	free(buf);
+	return NULL;
+}
+
+/* 16 threads reading 4 parts each at once, 10 times, through a store of
+ * parallel=4: the idle connections kept afterwards stay within 2 x
+ * parallel (a worker's cache each: up to parallel^2 before). */
+static void test_conns(void)
+{
+	struct ckpt_s3_opts o = { .endpoint = proxy, .parallel = 4,
+				  .part_bytes = 64 << 10 };
+	struct ckpt_store_file_info fi;
+	struct hammer hm[16];
+	pthread_barrier_t go;
+	pthread_t t[16];
+	struct ckpt_store *s;
+	unsigned port = 0, i, n;
+	uint32_t id;
+	int bad = 0;
+
+	sscanf(strrchr(proxy, ':') + 1, "%u", &port);
+	mkbucket("ck-conns");
+	CHECK(put("ck-conns", "obj", 61, 256 << 10));
+	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+	s = store("s3://ck-conns", &o);
+	CHECK(s && sopen(s, "obj", &id, &fi) == 0);
+	if (!s)
+		return;
+	pthread_barrier_init(&go, NULL, 16);
+	for (i = 0; i < 16; i++) {
+		hm[i] = (struct hammer){ .s = s, .id = id, .go = &go };
+		pthread_create(&t[i], NULL, hammer_main, &hm[i]);
+	}
+	for (i = 0; i < 16; i++) {
+		pthread_join(t[i], NULL);
+		bad += hm[i].bad;
+	}
+	pthread_barrier_destroy(&go);
+	n = conns_to(port);
+	fprintf(stderr, "  idle connections to the proxy after 16 readers: "
+		"%u (parallel 4)\n", n);
+	CHECK(bad == 0);
+	CHECK(n <= 8);
+	store_free(s);
+}
+
+/* Names in messages: an escape sequence in a key is shown escaped; a name
+ * of 1,000 or more characters is shortened in the middle, so the reason
+ * after it shows. */
+static void test_names(void)
+{
+	struct ckpt_s3_opts o = { .endpoint = proxy };
+	struct ckpt_store_file_info fi;
+	struct ckpt_store_range r;
+	struct ckpt_store *s;
+	char longp[1200], path[2600], root[1300], err[512];
+	uint8_t buf[100];
+	struct lister ls;
+	uint32_t id;
+	const char *e;
+
+	mkbucket("ck-names");
+	CHECK(put("ck-names", "esc%1B%5B31mred", 71, 1000));
+	memset(longp, 'p', 500);
+	longp[500] = '\0';
+	snprintf(path, sizeof(path), "%s/%0500d.bin", longp, 7);
+	CHECK(put("ck-names", path, 72, 1000));
+	s = store("s3://ck-names", NULL);
+	CHECK(s && sopen(s, "esc\x1b[31mred", &id, &fi) == 0);
+	if (!s)
+		return;
+	CHECK(put("ck-names", "esc%1B%5B31mred", 73, 1000));
+	r = (struct ckpt_store_range){ id, 0, sizeof(buf), buf };
+	CHECK(sread(s, &r, 1) == -EIO);
+	e = ckpt_last_error();
+	fprintf(stderr, "  %s\n", e);
+	CHECK(strstr(e, "s3://ck-names/esc\\x1b[31mred: bytes 0-99") &&
+	      !strchr(e, '\x1b') && strstr(e, "HTTP 412"));
+	store_free(s);
+
+	snprintf(root, sizeof(root), "s3://ck-names/%s", longp);
+	s = store(root, NULL);
+	snprintf(path, sizeof(path), "%0500d.bin", 7);
+	CHECK(s && sopen(s, path, &id, &fi) == 0);
+	if (!s)
+		return;
+	snprintf(path, sizeof(path), "%s/%0500d.bin", longp, 7);
+	CHECK(put("ck-names", path, 74, 1000));
+	r = (struct ckpt_store_range){ id, 0, sizeof(buf), buf };
+	CHECK(sread(s, &r, 1) == -EIO);
+	e = ckpt_last_error();
+	fprintf(stderr, "  %s\n", e);
+	CHECK(strstr(e, "s3://ck-names/pppp") && strstr(e, "\xe2\x80\xa6") &&
+	      strstr(e, "0007.bin: bytes 0-99 (100 bytes): replaced since it "
+		     "was opened: HTTP 412"));
+	store_free(s);
+
+	/* A root of over 1,100 characters, a listing that loops. */
+	memset(longp, 'q', 1150);
+	longp[1150] = '\0';
+	snprintf(root, sizeof(root), "s3://ck-names/%s", longp);
+	CHECK(proxy_ctl("config", "{\"mode\":\"tokencycle\",\"only\":\"all\"}"));
+	s = store(root, &o);
+	CHECK(s);
+	if (s) {
+		ls = (struct lister){ .s = s };
+		lister_main(&ls);
+		snprintf(err, sizeof(err), "%s", ls.err);
+		fprintf(stderr, "  %s\n", err);
+		CHECK(ls.rc == -EIO && strstr(err, "s3://ck-names/qqq") &&
+		      strstr(err, "qqq: listing (page 3): the server gave a "
+			     "continuation token it gave before (a loop)"));
+	}
+	proxy_ctl("config", "{\"mode\":\"none\"}");
+	store_free(s);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -1195,7 +1681,9 @@ static const struct {
 	{ "bodies", test_bodies }, { "faults16", test_faults16 },
 	{ "memory", test_memory }, { "restart", test_restart },
 	{ "token", test_token }, { "fork", test_fork },
-	{ "cancel", test_cancel },
+	{ "cancel", test_cancel }, { "etag", test_etag },
+	{ "listloop", test_listloop }, { "timeouts", test_timeouts },
+	{ "conns", test_conns }, { "names", test_names },
 };
 
 int main(int argc, char **argv)
@@ -1218,7 +1706,12 @@ int main(int argc, char **argv)
 		if (!proxy && (cases[i].fn == test_bodies ||
 			       cases[i].fn == test_faults16 ||
 			       cases[i].fn == test_token ||
-			       cases[i].fn == test_cancel)) {
+			       cases[i].fn == test_cancel ||
+			       cases[i].fn == test_etag ||
+			       cases[i].fn == test_listloop ||
+			       cases[i].fn == test_timeouts ||
+			       cases[i].fn == test_conns ||
+			       cases[i].fn == test_names)) {
 			printf("not ok %s: S3CHECK_PROXY is not set\n",
 			       cases[i].name);
 			th_failed++;

@@ -66,6 +66,34 @@ static void test_escape_msg(void)
 	CHECK(!strcmp(ckpt_escape_msg("abc", 3, false, out, 3), ""));
 }
 
+/* Shortened in the middle, between whole pieces; short names as
+ * ckpt_escape_msg(). */
+static void test_escape_mid(void)
+{
+	char big[1200], out[40];
+	size_t i;
+
+	CHECK(strcmp(ckpt_escape_mid("a\x1b[31mb", 7, out, sizeof(out)),
+		     "a\\x1b[31mb") == 0);
+	for (i = 0; i < sizeof(big) - 1; i++)
+		big[i] = (char)('a' + i % 26);
+	big[sizeof(big) - 1] = '\0';
+	ckpt_escape_mid(big, strlen(big), out, sizeof(out));
+	CHECK(strlen(out) <= sizeof(out) - 1);
+	CHECK(strncmp(out, "abcdefghijklmnop", 16) == 0);
+	CHECK(strstr(out, "\xe2\x80\xa6"));
+	/* The end shows: ..., 1198 % 26 = 2 ('c') last. */
+	CHECK(out[strlen(out) - 1] == 'a' + (sizeof(big) - 2) % 26);
+	/* A cut never splits an escape: ESC pieces around the middle. */
+	memset(big, '\x1b', 100);
+	big[100] = '\0';
+	ckpt_escape_mid(big, 100, out, sizeof(out));
+	CHECK(strncmp(out, "\\x1b\\x1b\\x1b\\x1b", 16) == 0);
+	CHECK(strlen(out) >= 4 &&
+	      strcmp(out + strlen(out) - 4, "\\x1b") == 0);
+	CHECK(strstr(out, "\\x1b\xe2\x80\xa6\\x1b"));
+}
+
 static void test_tsv(void)
 {
 	char out[64];
@@ -85,6 +113,7 @@ int main(void)
 {
 	TEST(test_utf8);
 	TEST(test_escape_msg);
+	TEST(test_escape_mid);
 	TEST(test_tsv);
 	return TEST_REPORT();
 }

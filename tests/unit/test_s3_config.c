@@ -133,7 +133,10 @@ static void test_defaults(void)
 	CHECK(ak(&c) == NULL && sk(&c) == NULL);
 	CHECK(strcmp(c.region, "us-east-1") == 0);
 	CHECK(strcmp(c.endpoint, "https://s3.us-east-1.amazonaws.com") == 0);
-	CHECK(c.parallel == 16 && c.retries == 5 && c.timeout_ms == 30000);
+	CHECK(c.parallel == 16 && c.retries == 5 && c.timeout_ms == 10000);
+	CHECK(c.connect_timeout_ms == 3000 && c.low_speed_limit == 4 &&
+	      c.low_speed_time == 10 && c.open_deadline_ms == 15000 &&
+	      c.read_deadline_ms == 300000 && c.list_max_keys == 1000000);
 	CHECK(c.part_bytes == 8u << 20);
 	CHECK(c.merge_gap == CKPT_S3_DEFAULT_MERGE_GAP);
 	CHECK(strstr(c.cred_source, "unsigned"));
