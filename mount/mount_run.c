@@ -18,6 +18,7 @@
 
 #include "ckptfs.h"
 #include "../fs/ops.h"
+#include "../fs/prefetch.h"
 #include "shutdown.h"
 
 #define ATTR_TIMEOUT 86400.0
@@ -258,7 +259,6 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		fprintf(stderr, "ckptfs: cannot go to the background\n");
 		goto out_unmount;
 	}
-	fs.se = se;
 	fs.mnt = mnt_abs;
 	if (shutdown_start(&sd, se, &fs, meta, mnt_abs, dev_known, maj, min)) {
 		fprintf(stderr, "ckptfs: cannot start the control thread\n");

@@ -14,6 +14,8 @@
  */
 #include "shutdown.h"
 
+#include "../fs/prefetch.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
