@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "ckptfs.h"
@@ -32,18 +33,16 @@ struct ckfs {
 	unsigned readahead_kb;
 	int tuned;			/* atomic; set once readahead is set */
 	struct ckpt_readahead *ra;	/* -o ahead_kb; borrowed, or NULL */
-	/* -o prefetch: a thread that pushes the view into the kernel's page
-	 * cache after mounting (see ckfs_prefetch_start()). */
-	struct fuse_session *se;
+	/* -o prefetch (fs/prefetch.h): a thread and its helper process,
+	 * which reads the view through the mount point. */
 	const char *mnt;		/* borrowed, absolute */
-	pthread_mutex_t prefetch_lock;	/* guards the three below */
+	pthread_mutex_t prefetch_lock;	/* guards the four below */
 	pthread_cond_t prefetch_ended;	/* prefetch_done was set */
 	pthread_t prefetch_thread;
 	bool prefetch_running;		/* started and not joined */
 	bool prefetch_done;		/* its last act: about to return */
-	atomic_bool prefetch_stop;	/* set by ckfs_prefetch_stop_wait(),
-					 * read by the prefetch thread before
-					 * each store */
+	pid_t prefetch_pid;		/* the helper, unreaped; 0: none */
+	atomic_bool prefetch_stop;	/* set by ckfs_prefetch_stop_wait() */
 	atomic_uint busy;		/* reads being served now */
 };
 
@@ -64,34 +63,5 @@ extern const struct fuse_lowlevel_ops ckfs_ops;
 /* Free the calling thread's read buffer (serving threads free theirs when
  * they exit; the main thread calls this after the loop). */
 void ckfs_release_thread_buffer(void);
-
-/* Set up fs's prefetch fields (before anything else uses fs). */
-void ckfs_prefetch_init(struct ckfs *fs);
-
-/*
- * Start the prefetch thread (after fuse_daemonize(): threads do not
- * survive the fork).  fs->se and fs->mnt must be set.  Returns 0 or
- * -errno.
- *
- * The thread writes NOTIFY_STORE messages to the FUSE device, and the
- * kernel may hold such a write on a page lock until a READ of that page
- * is answered.  So it must be stopped with ckfs_prefetch_stop_wait()
- * while the session loop still serves, or after the connection has ended
- * (an unmount, an abort), and always before fuse_session_unmount(): then
- * nothing writes to the device once nobody serves it, and never while
- * the session closes it.
- */
-int ckfs_prefetch_start(struct ckfs *fs);
-
-/*
- * Ask the prefetch thread to stop (it checks before each 1 MiB it stores)
- * and wait for it to end, until deadline (CLOCK_MONOTONIC; NULL: no
- * limit).  Returns 0 once it has ended or when none runs, -ETIMEDOUT past
- * the deadline.  Thread-safe; may be called again.
- */
-int ckfs_prefetch_stop_wait(struct ckfs *fs, const struct timespec *deadline);
-
-/* Free what ckfs_prefetch_init() set up; the thread must have ended. */
-void ckfs_prefetch_destroy(struct ckfs *fs);
 
 #endif

@@ -328,6 +328,60 @@ static int add_rank_item(struct o_ctx *c, const char *item)
 	return 0;
 }
 
+#define NO_CREDENTIALS \
+	"S3 credentials are never taken from options (a command line shows in ps); set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or use a profile of the AWS files (s3_profile, s3_credentials_file)"
+
+/* -o names that ckptfs itself takes although they look like credentials. */
+static const char *const credential_like_ok[] = { "s3_credentials_file", NULL };
+
+/* Does the name of -o option arg ("name" or "name=value") look like it
+ * carries a credential: secret, token, password, passwd, credential or
+ * access_key anywhere in it, or aws_...key, in any case? */
+static bool is_credential_name(const char *arg)
+{
+	static const char *const words[] = {
+		"secret", "token", "password", "passwd", "credential",
+		"access_key", "accesskey", NULL,
+	};
+	size_t n = strcspn(arg, "="), i;
+	char name[256];
+
+	if (n >= sizeof(name))
+		n = sizeof(name) - 1;
+	for (i = 0; i < n; i++)
+		name[i] = (char)(arg[i] >= 'A' && arg[i] <= 'Z' ?
+				 arg[i] - 'A' + 'a' : arg[i]);
+	name[n] = '\0';
+	for (i = 0; credential_like_ok[i]; i++)
+		if (!strcmp(name, credential_like_ok[i]))
+			return false;
+	for (i = 0; words[i]; i++)
+		if (strstr(name, words[i]))
+			return true;
+	return !strncmp(name, "aws_", 4) && strstr(name + 4, "key");
+}
+
+/* The one line refusing credential-like option arg: its name, printable
+ * and cut short, only when a value follows it (without one, the "name"
+ * may be the secret itself); never the value. */
+static void refuse_credential(const char *arg, char *err, size_t errlen)
+{
+	size_t n = strcspn(arg, "="), i;
+	char name[65];
+
+	if (!arg[n]) {
+		snprintf(err, errlen, "an -o option looks like a credential: " NO_CREDENTIALS);
+		return;
+	}
+	if (n >= sizeof(name))
+		n = sizeof(name) - 1;
+	for (i = 0; i < n; i++)
+		name[i] = arg[i] > ' ' && arg[i] < 0x7f ? arg[i] : '?';
+	name[n] = '\0';
+	snprintf(err, errlen, "-o %s%s: looks like a credential: " NO_CREDENTIALS,
+		 name, arg[n] && n == sizeof(name) - 1 ? "..." : "");
+}
+
 /* An S3 key of an -o list ("s3_endpoint=URL"): 1 taken, 0 not one,
  * -1 with err. */
 static int take_s3_o(struct mount_opts *o, const char *arg, char *err,
@@ -416,6 +470,12 @@ static int take_o(void *data, const char *arg, int key,
 	default:	/* FUSE_OPT_KEY_NONOPT: not from an -o list */
 		return 0;
 	}
+	/* Before anything else sees it: libfuse would echo the value in
+	 * its error. */
+	if (is_credential_name(arg)) {
+		refuse_credential(arg, c->err, c->errlen);
+		return -1;
+	}
 	if (was_ranks && is_rank_item(arg)) {
 		c->in_ranks = true;
 		return add_rank_item(c, arg);
@@ -450,7 +510,7 @@ static int take_o_list(struct mount_opts *o, const char *list, char *err,
 	}
 	rc = fuse_opt_parse(&args, &c, o_spec, take_o);
 	if (rc && !err[0])
-		snprintf(err, errlen, "cannot parse the options '%s'", list);
+		snprintf(err, errlen, "cannot parse the -o options (not shown: they may hold a value that is not to be printed)");
 out_args:
 	fuse_opt_free_args(&args);
 	return rc ? -1 : 0;

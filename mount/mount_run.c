@@ -18,6 +18,7 @@
 
 #include "ckptfs.h"
 #include "../fs/ops.h"
+#include "../fs/prefetch.h"
 #include "mountpoint.h"
 #include "shutdown.h"
 
@@ -266,7 +267,6 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		fprintf(stderr, "ckptfs: cannot go to the background\n");
 		goto out_unmount;
 	}
-	fs.se = se;
 	fs.mnt = mnt_abs;
 	if (shutdown_start(&sd, se, &fs, meta, mnt_abs, dev_known, maj, min)) {
 		fprintf(stderr, "ckptfs: cannot start the control thread\n");
@@ -276,9 +276,9 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		fprintf(stderr, "ckptfs: cannot start prefetching; serving without\n");
 	rc = serve(se, o);
 	shutdown_loop_ended(&sd);
-	/* After a signal the control thread has stopped it already; when
-	 * the mount went away, the connection has ended and its stores
-	 * cannot wait on anyone.  Either way before the unmount below. */
+	/* The control thread stops it too (and cancels the store), within
+	 * its deadline; when the mount went away, the connection has ended
+	 * and the helper's requests fail at once.  Before the unmount. */
 	shutdown_stage(&sd, "waiting for the prefetch thread to stop after the loop ended");
 	ckfs_prefetch_stop_wait(&fs, NULL);
 	ckfs_release_thread_buffer();

@@ -2,20 +2,21 @@
 /*
  * Signals and an ordered, bounded shutdown: see shutdown.h.
  *
- * Why in this order: the prefetch thread writes NOTIFY_STORE messages to
- * the FUSE device, and the kernel can hold such a write on the lock of a
- * page that a reader's READ is filling.  That READ is answered only by a
- * serving thread.  If the loop stopped first, the write would wait
- * forever, and since it holds a reference to the device, closing the
- * device would not abort the connection either: the reader, the daemon
- * and every `sync` on the host would hang.  So the prefetch thread is
- * stopped while the workers serve, and nothing writes to the device once
- * the loop has ended.
+ * Why in this order: the prefetch helper reads through the mount, and a
+ * request of it that a serving thread has taken must be answered before
+ * the helper can die, so the helper is stopped while the workers serve.
+ * Reads that wait on an object store are cancelled first, so that they
+ * answer within the deadline.  The same order runs whether a signal, the
+ * end of the connection (a fusectl abort, a lazy unmount) or the loop's
+ * own return started it.
  */
 #include "shutdown.h"
 
+#include "../fs/prefetch.h"
+
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,12 +137,28 @@ __attribute__((noreturn)) static void stuck(const struct shutdown *s)
 	_exit(1);
 }
 
+/*
+ * Has the connection ended (aborted through fusectl, or its mount gone
+ * after a lazy unmount)?  The device then polls POLLERR, which poll()
+ * reports whatever events were asked for: with none asked, nothing else
+ * wakes it.  The loop itself sees it only when each serving thread has
+ * finished its request, which may wait on an object store.
+ */
+static bool is_connection_gone(const struct shutdown *s)
+{
+	struct pollfd p = { .fd = fuse_session_fd(s->se), .events = 0 };
+
+	return p.fd >= 0 && poll(&p, 1, 0) == 1 &&
+	       (p.revents & (POLLERR | POLLHUP | POLLNVAL));
+}
+
 static void *control_main(void *arg)
 {
 	struct shutdown *s = arg;
 	struct timespec tick = { 0, TICK_MS * 1000000L };
 	struct timespec wake = { 0, WAKE_MS * 1000000L };
 	struct timespec deadline;
+	bool gone = false;
 	sigset_t set;
 	int sig = 0;
 
@@ -153,17 +170,24 @@ static void *control_main(void *arg)
 		sig = sigtimedwait(&set, NULL, &tick);
 		if (sig > 0)
 			break;
+		if (is_connection_gone(s)) {
+			gone = true;
+			break;
+		}
 	}
 	deadline_in(&deadline, SHUTDOWN_SECONDS);
-	if (sig > 0) {
+	if (sig > 0)
 		atomic_store(&s->signo, sig);
-		/* Reads waiting on an object store end now (EINTR), so that
-		 * the workers and the prefetch thread answer within the
-		 * deadline instead of after the store's timeouts. */
-		ckpt_meta_cancel(s->meta);
-		shutdown_stage(s, "waiting for the prefetch thread to stop");
-		if (ckfs_prefetch_stop_wait(s->fs, &deadline))
-			stuck(s);
+	/* A signal, a connection that ended, or a loop that returned by
+	 * itself: the same order, within the same deadline.  Reads waiting
+	 * on an object store end now (EINTR), so that the workers and the
+	 * prefetch thread answer within the deadline instead of after the
+	 * store's timeouts and retries. */
+	ckpt_meta_cancel(s->meta);
+	shutdown_stage(s, "waiting for the prefetch thread to stop");
+	if (ckfs_prefetch_stop_wait(s->fs, &deadline))
+		stuck(s);
+	if (sig > 0 || gone) {
 		shutdown_stage(s, "waiting for the serving threads to finish their requests");
 		fuse_session_exit(s->se);
 		/* The loop may have been about to wait when the first poke

@@ -4,8 +4,10 @@
  * SIGTERM and SIGHUP are blocked in every thread and taken by one control
  * thread, which shuts down in order: cancel the reads that wait on an
  * object store (they would wait for the server's timeouts and retries),
- * stop the prefetch thread and wait for it while the FUSE workers still
- * serve, then end the session loop.
+ * stop the prefetch helper and wait for it while the FUSE workers still
+ * serve, then end the session loop.  The same runs when the connection
+ * ends without a signal (a fusectl abort, a lazy unmount), which the
+ * control thread sees on the device within 100 ms.
  * Every wait from then on has a deadline; past it, one line says what was
  * stuck, the FUSE connection is aborted through fusectl and the process
  * exits with status 1.

@@ -44,11 +44,24 @@ import random
 import sys
 import time
 
-import numpy as np
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "scripts"))
-from native_writer import write_checkpoint  # noqa: E402
+
+
+# numpy and the writer are imported when first used: the reader starts in
+# a fraction of the time, which counts in the kill rounds under CPU load.
+class _Lazy:
+    def __getattr__(self, name):
+        import numpy
+        return getattr(numpy, name)
+
+
+np = _Lazy()
+
+
+def write_checkpoint(*args, **kw):
+    from native_writer import write_checkpoint as wc
+    return wc(*args, **kw)
 
 
 def values(k, n):
@@ -93,7 +106,9 @@ def reader(mnt, start, shuffle, only):
     rng = random.Random(start)
     while os.path.ismount(mnt):     # then every read fails
         paths = []
-        for root, dirs, files in os.walk(mnt):
+        # A listing that fails is the first error too (a dead daemon's
+        # mount may still look like a mount point from cached attributes).
+        for root, dirs, files in os.walk(mnt, onerror=lambda e: os._exit(0)):
             dirs[:] = sorted(d for d in dirs if d != ".ckptfs")
             paths += [os.path.join(root, f) for f in sorted(files)
                       if only is None or f == only]

@@ -297,6 +297,67 @@ big_ckpt() {	# BUCKET
 	grep -q "cancelled" "$TMP/daemon.log"
 }
 
+# Readers of 4 files of a mount of s3://BUCKET/run whose GETs the proxy
+# holds for 120 s: READERS (pids), once 2 GETs wait.
+blocked_readers() {	# BUCKET
+	big_ckpt "$1"
+	start_mount "s3://$1/run" "$MNT" --world 1 --rank 0 -o s3_endpoint=$S3CHECK_PROXY
+	proxy config '{"mode":"delay","delay_ms":120000,"only":"get"}'
+	proxy reset '{}'
+	local i
+	READERS=()
+	for i in 0 1 2 3; do
+		cat "$MNT/optim/state/layers.$i.weight/exp_avg" >/dev/null 2>&1 &
+		READERS+=($!)
+	done
+	for _ in $(seq "$(polls 5)"); do
+		[ "$(proxy_stat requests)" -ge 2 ] && break
+		sleep 0.05
+	done
+	[ "$(proxy_stat requests)" -ge 2 ]
+}
+
+# The daemon ends by itself within 5 s (a liveness bound: without the
+# cancel it waits for the server's 30 s timeouts and the retries), its
+# store's reads cancelled, with status 0.
+daemon_ends_within_5s() {
+	local status=0 late=
+	for _ in $(seq "$(polls 5)"); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
+	if kill -0 "$DAEMON_PID" 2>/dev/null; then
+		echo "the daemon is still there 5 s after its connection ended"
+		late=1
+		kill -TERM "$DAEMON_PID"
+	fi
+	wait "$DAEMON_PID" || status=$?
+	DAEMON_PID=
+	cat "$TMP/daemon.log"
+	[ -z "$late" ]
+	[ "$status" -eq 0 ]
+	grep -q "cancelled" "$TMP/daemon.log"
+}
+
+@test "s3 faults: a lazy unmount while reads wait on a server that does not answer: once the readers are gone, the daemon cancels its store and exits 0 within seconds" {
+	blocked_readers ck-lazy
+	fusermount3 -uz "$MNT"
+	MOUNTED=
+	# The mount lives on while its files are open: the readers give up
+	# (SIGTERM: background jobs of a script ignore SIGINT), and the
+	# connection then ends.
+	kill -TERM "${READERS[@]}"
+	wait "${READERS[@]}" || true
+	daemon_ends_within_5s
+	not mountpoint -q "$MNT"
+}
+
+@test "s3 faults: the connection aborted through fusectl while reads wait on a server that does not answer: the daemon cancels its store and exits 0 within seconds" {
+	blocked_readers ck-abort
+	abort_conns "$MOUNT_CONN"
+	wait "${READERS[@]}" || true
+	daemon_ends_within_5s
+	fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null || true
+	MOUNTED=
+}
+
 # any CMD...: run CMD, its output and errors to stdout, whatever its status.
 any() {
 	"$@" 2>&1 || true
