@@ -198,6 +198,10 @@ static int parse_args(const struct tool *t, int argc, char **argv,
 			t->name);
 		return -1;
 	}
+	if (a->has_world && !a->has_rank && a->world == 1) {
+		a->has_rank = true;	/* rank 0, the only one (as mount) */
+		a->rank = 0;
+	}
 	if (a->has_world != a->has_rank) {
 		fprintf(stderr, "ckptfs %s: %s is required with %s\n",
 			t->name, a->has_world ? "rank" : "world",

@@ -19,7 +19,8 @@
 #include "s3_opts.h"
 
 
-static void usage(FILE *f)
+/* Every mount option: `ckptfs help options` (and the man page). */
+static void options_help(FILE *f)
 {
 	fprintf(f,
 "usage: ckptfs mount CKPT MNT [--world W (--rank R | --ranks LIST)] [--prefix KEY]\n"
@@ -48,7 +49,8 @@ static void usage(FILE *f)
 "                           at most 64 indexes) for the next open\n"
 "  --dtype T, -o dtype=T    show floating tensors as float32 or bfloat16\n"
 "  --format npy, -o format=npy  tensors as NAME.npy files (numpy v1.0)\n"
-"  -o prefetch              push the view into the page cache after mounting\n"
+"  -o prefetch              read the view through the mount into the page cache\n"
+"                           after mounting (a helper process; never blocks a kill)\n"
 "  -o cache_mb=N            memory for decoded zstd records (default 1024): each is\n"
 "                           decoded once, kept LRU; none may decode to more\n"
 "  -o verify                check each record's xxh3 when first read; EIO if bad\n"
@@ -66,6 +68,29 @@ static void usage(FILE *f)
 "\n"
 "CKPT may be s3://BUCKET/PREFIX (S3, Ceph radosgw, MinIO, ...): its settings\n"
 "(endpoint, region, profile, ...) in 'ckptfs help s3'.\n");
+}
+
+/* `ckptfs --help`, `ckptfs mount --help`: short; the rest is in
+ * `ckptfs help options`, `ckptfs help s3` and the man page. */
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: ckptfs mount CKPT MNT [--world W (--rank R | --ranks LIST)] [OPTIONS]\n"
+"       ckptfs CKPT MNT [-o world=W,rank=R,...]   (mount.fuse3 / fstab form)\n"
+"       ckptfs umount MNT\n"
+"       ckptfs info|ls|plan|cat|extract|stats|verify|index CKPT ...   (no mount; --help each)\n"
+"       ckptfs help [COMMAND | options | s3] | --version | --help\n"
+"\n"
+"Mounts a distributed-training checkpoint read-only, one file per state key,\n"
+"each holding rank R's slice of a world of W ranks (torch.chunk(t, W, 0)[R];\n"
+"one-element tensors and bytes entries whole; no --world: the whole view).\n"
+"\n"
+"  --world W --rank R       the new world size and this rank (-o world=,rank=)\n"
+"  --prefix KEY             only keys under KEY      -f  stay in the foreground\n"
+"  -o OPTS                  prefetch, cache_mb=N, nonempty, allow_other, ...\n"
+"\n"
+"Every option: 'ckptfs help options' (or man ckptfs).  CKPT may be\n"
+"s3://BUCKET/PREFIX: its settings in 'ckptfs help s3'.\n");
 }
 
 /* A bare `ckptfs`: the forms, and where the rest is. */
@@ -297,6 +322,10 @@ int main(int argc, char **argv)
 	    strcmp(argv[1], "help") == 0) {
 		if (argc > 2 && !strcmp(argv[2], "s3")) {
 			s3_help(stdout);
+			return 0;
+		}
+		if (argc > 2 && !strcmp(argv[2], "options")) {
+			options_help(stdout);
 			return 0;
 		}
 		if (argc > 2 && (!strcmp(argv[2], "umount") ||

@@ -664,6 +664,12 @@ int mount_opts_parse(struct mount_opts *o, int argc, char **argv, char *err,
 			 o->dtype);
 		return -1;
 	}
+	if (o->has_world && !o->has_rank && o->world == 1) {
+		/* rank 0, the only one there is: accepted, as ckptfs.load
+		 * accepts world=1 without a rank */
+		o->has_rank = true;
+		o->rank = 0;
+	}
 	if (o->has_world && !o->has_rank) {
 		snprintf(err, errlen, "rank is required with world");
 		return -1;

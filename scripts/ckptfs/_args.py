@@ -72,8 +72,8 @@ def world_rank(world: object, rank: object, ranks: Optional[Iterable[object]]
     """(world, rank, ranks) checked as ``ckptfs mount`` checks --world,
     --rank and --ranks, refusing what it refuses with its message: world
     in [1, 2**32-1]; rank with a world (None: not given); a world above 1
-    with a rank or ranks (rank 0 of it is not a default: the CLI refuses
-    --world without --rank); ranks with a world, distinct, not empty, each
+    with a rank or ranks (rank 0 of it is not a default; a world of 1
+    alone is rank 0, the only one, for the CLI too); ranks with a world, distinct, not empty, each
     in [0, world); not both rank and ranks.  world None is 1."""
     if world is not None:
         w = integer("world", world, 0, U32_MAX)

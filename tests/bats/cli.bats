@@ -334,8 +334,18 @@ except ckptfs.CheckpointError as e:
 	for form in "--help" "help" "mount --help" "help mount"; do
 		run "$CKPTFS" $form
 		[ "$status" -eq 0 ]
+		[ "${#lines[@]}" -le 16 ]
 		[[ "$output" != *"--s3-endpoint"* ]]
 		[[ "$output" == *"'ckptfs help s3'"* ]]
+		[[ "$output" == *"'ckptfs help options'"* ]]
+	done
+	# every mount option, in one place
+	run "$CKPTFS" help options
+	[ "$status" -eq 0 ]
+	for k in "--ranks LIST" "--layout FILE" "--index-cache DIR" "--dtype T" \
+		"--format npy" "-o prefetch" "-o cache_mb=N" "-o verify" \
+		"-o follow_symlinks" "-o nonempty" "-o readahead_kb=N" "-o ahead_kb=N"; do
+		[[ "$output" == *"$k"* ]] || { echo "missing: $k"; false; }
 	done
 	run "$CKPTFS" help s3
 	[ "$status" -eq 0 ]
@@ -361,4 +371,17 @@ except ckptfs.CheckpointError as e:
 			[ "$got" = "$($REF paths "$TMP/ckpt" --world 4 --rank 3 | awk -F'\t' '{ s += $2 } END { print s }')" ]
 		fi
 	done
+}
+
+@test "--world 1 alone is rank 0 (the only rank), for the mount and the tools, as ckptfs.load(world=1) is; --world 2 alone is refused" {
+	run "$CKPTFS" ls "$TMP/ckpt" --world 1
+	[ "$status" -eq 0 ]
+	"$CKPTFS" ls "$TMP/ckpt" --world 1 --rank 0 | cmp - <(printf '%s\n' "$output")
+	run "$CKPTFS" ls "$TMP/ckpt" --world 2
+	[ "$status" -eq 2 ]; [ "$output" = "ckptfs ls: rank is required with world" ]
+	start_mount "$TMP/ckpt" "$MNT" --world 1
+	run $REF check "$TMP/ckpt" "$MNT" --world 1 --rank 0
+	echo "$output"
+	stop_mount
+	[ "$status" -eq 0 ]
 }
