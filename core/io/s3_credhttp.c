@@ -455,6 +455,19 @@ static void why(const struct once *r, int rc, char *buf, size_t len)
 		snprintf(buf, len, "HTTP %ld", r->status);
 }
 
+/* GET url with the IMDSv2 token header tokhdr into r (set anew; free
+ * with once_free()).  Returns once_run()'s result, or -ENOMEM. */
+static int imds_get(struct once *r, const char *url, const char *tokhdr,
+		    uint32_t timeout_ms)
+{
+	*r = (struct once){ .method = "GET", .url = url,
+			    .timeout_ms = timeout_ms };
+	r->headers = curl_slist_append(NULL, tokhdr);
+	if (!r->headers)
+		return -ENOMEM;
+	return once_run(r);
+}
+
 int ckpt_s3_imds_fetch(const char *endpoint, uint32_t timeout_ms,
 		       struct ckpt_s3_credset **out, char **role, char *err,
 		       size_t errlen)
@@ -502,12 +515,7 @@ int ckpt_s3_imds_fetch(const char *endpoint, uint32_t timeout_ms,
 		url = NULL;
 		goto out_nomem;
 	}
-	r = (struct once){ .method = "GET", .url = url,
-			   .timeout_ms = timeout_ms };
-	r.headers = curl_slist_append(NULL, tokhdr);
-	if (!r.headers)
-		goto out_nomem;
-	rc = once_run(&r);
+	rc = imds_get(&r, url, tokhdr, timeout_ms);
 	if (rc == -ENOMEM)
 		goto out_nomem;
 	if (rc || r.status != 200 || !r.buf) {
@@ -534,12 +542,7 @@ int ckpt_s3_imds_fetch(const char *endpoint, uint32_t timeout_ms,
 		url = NULL;
 		goto out_nomem;
 	}
-	r = (struct once){ .method = "GET", .url = url,
-			   .timeout_ms = timeout_ms };
-	r.headers = curl_slist_append(NULL, tokhdr);
-	if (!r.headers)
-		goto out_nomem;
-	rc = once_run(&r);
+	rc = imds_get(&r, url, tokhdr, timeout_ms);
 	if (rc == -ENOMEM)
 		goto out_nomem;
 	if (rc || r.status != 200) {

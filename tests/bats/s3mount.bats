@@ -271,20 +271,7 @@ big_ckpt() {	# BUCKET
 }
 
 @test "s3 faults: SIGTERM while reads wait on a server that does not answer unmounts within seconds; the daemon exits 0" {
-	big_ckpt ck-term
-	start_mount s3://ck-term/run "$MNT" --world 1 --rank 0 -o s3_endpoint=$S3CHECK_PROXY
-	proxy config '{"mode":"delay","delay_ms":120000,"only":"get"}'
-	proxy reset '{}'
-	local i readers=()
-	for i in 0 1 2 3; do
-		cat "$MNT/optim/state/layers.$i.weight/exp_avg" >/dev/null 2>&1 &
-		readers+=($!)
-	done
-	for _ in $(seq "$(polls 5)"); do
-		[ "$(proxy_stat requests)" -ge 2 ] && break
-		sleep 0.05
-	done
-	[ "$(proxy_stat requests)" -ge 2 ]
+	blocked_readers ck-term
 	kill -TERM "$DAEMON_PID"
 	# A liveness bound, not a speed figure: without the cancel the
 	# daemon waits for the server's 30 s timeouts and the retries.
@@ -293,7 +280,7 @@ big_ckpt() {	# BUCKET
 	wait "$DAEMON_PID"
 	DAEMON_PID=
 	not mountpoint -q "$MNT"
-	wait "${readers[@]}" || true
+	wait "${READERS[@]}" || true
 	grep -q "cancelled" "$TMP/daemon.log"
 }
 
