@@ -175,7 +175,7 @@ def errors(tmp):
         print(f"no {exc.__name__} ({text})")
 
     bad = subprocess.check_output
-    expect(ValueError, "cannot open", lambda: ckptfs.load(os.path.join(tmp, "none")))
+    expect(FileNotFoundError, "cannot open", lambda: ckptfs.load(os.path.join(tmp, "none")))
     c = os.path.join(tmp, "c")
     subprocess.check_call(["/usr/bin/python3", os.path.join(HERE, "make_bad_ckpt.py"),
                            "chunk_outside", c])

@@ -79,7 +79,7 @@ same() {	# same CKPT W R|LIST [mount and load options...]
 	[ "$status" -eq 0 ]
 }
 
-@test "ckptfs.load: bad checkpoints and options are ValueErrors, a data file cut short is OSError(EIO) naming file and key" {
+@test "ckptfs.load: a missing path is FileNotFoundError, bad checkpoints and options are ValueErrors, a data file cut short is OSError(EIO) naming file and key" {
 	run $DIRECT errors "$TMP"
 	echo "$output"
 	[ "$status" -eq 0 ]
