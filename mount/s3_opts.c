@@ -191,12 +191,9 @@ int s3_cli_take_opt(struct s3_cli *c, int code, const char *val, char *err,
 
 const char *s3_cli_first(const struct s3_cli *c)
 {
-	/* keys[]' names with "s3_", in the same order */
-	static const char *const full[] = {
-		"s3_endpoint", "s3_region", "s3_profile", "s3_credentials_file",
-		"s3_config_file", "s3_parallel", "s3_retries", "s3_timeout_ms",
-		"s3_part_size", "s3_merge_gap",
-	};
+	/* "s3_" and a key's name (was a second table, which the keys added
+	 * later overran) */
+	static __thread char full[48];
 	const char *at;
 	size_t i;
 
@@ -204,8 +201,11 @@ const char *s3_cli_first(const struct s3_cli *c)
 		at = (const char *)c + keys[i].at;
 		if ((keys[i].kind == STR && *(char *const *)at) ||
 		    (keys[i].kind == U32 && *(const uint32_t *)at) ||
-		    (keys[i].kind == SIZE && *(const uint64_t *)at))
-			return full[i];
+		    (keys[i].kind == SIZE && *(const uint64_t *)at) ||
+		    (keys[i].kind == FLAG && *(const bool *)at)) {
+			snprintf(full, sizeof(full), "s3_%s", keys[i].name);
+			return full;
+		}
 	}
 	return NULL;
 }

@@ -89,7 +89,8 @@ int s3_cli_take_opt(struct s3_cli *c, int code, const char *val, char *err,
 		    size_t errlen);
 
 /* The -o name ("s3_region") of the first setting c holds, or NULL when
- * it holds none: they mean something for an s3:// checkpoint only. */
+ * it holds none: they mean something for an s3:// checkpoint only.  The
+ * name is the calling thread's, valid until its next call. */
 const char *s3_cli_first(const struct s3_cli *c);
 /* The library's settings for c (strings borrowed from c). */
 void s3_cli_fill(const struct s3_cli *c, struct ckpt_s3_opts *o);
