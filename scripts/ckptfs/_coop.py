@@ -25,10 +25,13 @@ How it runs:
 - ``read_data``: a rank first reads what it alone needs, then for each
   of its rounds in order: reads the parts it owns (into its destination
   tensor where that is a contiguous CPU tensor of the saved dtype, else
-  into staging), sends each owner-to-needer pair a status, then the
-  parts; the needers receive in place where they can.  A rank whose read
-  failed still takes part in every later round, sending a failed status
-  and no data, and raises at the end; its peers raise naming it.  So a
+  into staging), then each owner-to-needer pair exchanges statuses both
+  ways (the owner has the parts; the needer could make room for them),
+  then the parts go where both hold; the needers receive in place where
+  they can.  A rank that failed (a read, an allocation, a copy) still
+  takes part in every later round, with failed statuses and no data, and
+  raises at the end; its peers raise naming it.  A box is committed only
+  when all its parts arrived.  So a
   failure on one rank is an error on each rank that needed its bytes,
   never a hang.
 
@@ -195,6 +198,7 @@ class Exchange:
             if backend == "nccl" else torch.device("cpu")
         self.failed: Optional[BaseException] = None
         self.failed_peer: Optional[Tuple[int, str]] = None
+        self.incomplete: Set[Box] = set()   # a part of it did not arrive
 
     def boxes(self) -> Set[Box]:
         """The boxes this rank takes part in."""
@@ -226,7 +230,8 @@ class Exchange:
         is (a view of) (None: a buffer of its own, copied after)."""
         b, a, z = pt[1], pt[2], pt[3]
         if b[2] is None:
-            return torch.empty(pt[4], dtype=torch.uint8), None
+            return torch.empty(pt[4], dtype=torch.uint8,
+                               device=self.dev), None
         dt = self.saved(b[0])
         shape = list(b[2]) if a is None else [z - a] + list(b[2][1:])
         for _, t in items.get(b, []):
@@ -245,9 +250,17 @@ class Exchange:
                items: Dict[Box, List[Tuple[Any, Any]]], planner: Any,
                left: Dict[Box, int]) -> None:
         dist, me = self.dist, self.rank
-        bufs = {pt[0]: self._buf(pt, items) for pt in parts}
+        bufs: Dict[int, Tuple[Any, Any]] = {}
+        try:
+            for pt in parts:
+                bufs[pt[0]] = self._buf(pt, items)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: B902 - re-raised at the end
+            self._fail(e)
+        ready = self.failed is None     # every buffer of the round made
         owned = [pt for pt in parts if pt[5] == me]
-        ok = self.failed is None
+        ok = ready
         if owned and ok:
             host = []
             for pt in owned:
@@ -257,56 +270,79 @@ class Exchange:
                 host.append((pt, buf))
             try:
                 self.read([(pt[1], pt[2], pt[3], buf) for pt, buf in host])
-            except KeyboardInterrupt:
-                raise
-            except BaseException as e:  # noqa: B902 - re-raised at the end
-                self.failed = e
-                ok = False
-            if ok:
                 for pt, buf in host:
                     dst = bufs[pt[0]][0]
                     if dst is not buf:
                         dst.copy_(buf)
-        # statuses: one per owner -> needer pair of this round
-        tag_s = 2 * rnd
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # noqa: B902 - re-raised at the end
+                self._fail(e)
+                ok = False
+        # Statuses, both ways for each owner -> needer pair of the round:
+        # the owner has the parts (tag 4r), the needer can take them
+        # (tag 4r + 2); the parts go only where both hold.
         reqs = []
         sends = sorted({r for pt in owned for r in pt[6] if r != me})
-        st_out = torch.tensor([1 if ok else 0], dtype=torch.int64,
-                              device=self.dev)
-        for r in sends:
-            reqs.append(dist.isend(st_out, r, tag=tag_s))
         froms = sorted({pt[5] for pt in parts if pt[5] != me})
-        st_in = {o: torch.zeros(1, dtype=torch.int64, device=self.dev)
-                 for o in froms}
+        have_out = torch.tensor([1 if ok else 0], dtype=torch.int64,
+                                device=self.dev)
+        ready_out = torch.tensor([1 if ready else 0], dtype=torch.int64,
+                                 device=self.dev)
+        ready_in = {r: torch.zeros(1, dtype=torch.int64, device=self.dev)
+                    for r in sends}
+        have_in = {o: torch.zeros(1, dtype=torch.int64, device=self.dev)
+                   for o in froms}
+        for r in sends:
+            reqs.append(dist.isend(have_out, r, tag=4 * rnd))
+            reqs.append(dist.irecv(ready_in[r], r, tag=4 * rnd + 2))
         for o in froms:
-            reqs.append(dist.irecv(st_in[o], o, tag=tag_s))
+            reqs.append(dist.irecv(have_in[o], o, tag=4 * rnd))
+            reqs.append(dist.isend(ready_out, o, tag=4 * rnd + 2))
         for q in reqs:
             q.wait()
-        good = {o for o in froms if int(st_in[o].item()) == 1}
+        takers = {r for r in sends if int(ready_in[r].item()) == 1}
+        good = {o for o in froms if int(have_in[o].item()) == 1} \
+            if ready else set()
         # the parts, in tag order on every rank
         reqs = []
         for pt in sorted(parts):
-            raw = self._raw(bufs[pt[0]][0])
             if pt[5] == me:
                 if ok:
+                    raw = self._raw(bufs[pt[0]][0])
                     for r in pt[6]:
-                        if r != me:
-                            reqs.append(dist.isend(raw, r, tag=2 * pt[0] + 1))
+                        if r in takers:
+                            reqs.append(dist.isend(raw, r,
+                                                   tag=2 * pt[0] + 1))
             elif pt[5] in good:
-                reqs.append(dist.irecv(raw, pt[5], tag=2 * pt[0] + 1))
-            elif self.failed_peer is None:
+                reqs.append(dist.irecv(self._raw(bufs[pt[0]][0]), pt[5],
+                                       tag=2 * pt[0] + 1))
+            elif ready and self.failed_peer is None:
                 self.failed_peer = (pt[5], pt[1][0])
         for q in reqs:
             q.wait()
         for pt in sorted(parts):
-            have = (pt[5] == me and ok) or pt[5] in good
             b = pt[1]
-            buf, placed = bufs[pt[0]]
-            if have:
-                self._place(pt, buf, placed, items.get(b, []))
             left[b] -= 1
-            if left[b] == 0 and have:
-                self._finish(b, buf, items.get(b, []), planner)
+            if not ((pt[5] == me and ok) or pt[5] in good):
+                self.incomplete.add(b)
+                continue
+            buf, placed = bufs[pt[0]]
+            try:
+                self._place(pt, buf, placed, items.get(b, []))
+                # committed only once every part of the box is in
+                if left[b] == 0 and b not in self.incomplete:
+                    self._finish(b, buf, items.get(b, []), planner)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # noqa: B902 - re-raised at the end
+                self._fail(e)
+
+    def _fail(self, e: BaseException) -> None:
+        """Keep the first failure of this rank, raised after the rounds
+        (which it still takes part in, so no peer waits for it)."""
+        if self.failed is None:
+            self.failed = e
 
     def _place(self, pt: Part, buf: Any, placed: Any,
                its: List[Tuple[Any, Any]]) -> None:

@@ -327,7 +327,13 @@ class StorageReader(_Base):  # type: ignore[misc]
                 t = None if it.type == _BYTE_IO else \
                     planner.resolve_tensor(it).detach()
                 boxes.setdefault(b, []).append((it, t))
-            self._read_items(mine, planner)
+            try:
+                self._read_items(mine, planner)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # noqa: B902 - raised by ex.run
+                # the peers still get this rank's statuses: no hang
+                ex._fail(e)
             ex.run(boxes, planner)
         fut: Future[None] = Future()
         fut.set_result(None)
