@@ -31,6 +31,7 @@
 #define LOCK_SUFFIX ".lock"
 #define TMP_PREFIX ".tmp-"
 #define TMP_MAX_AGE 3600	/* s: a temp file older is a crash's leftover */
+#define WAIT_CAP 10		/* wait limits a heartbeat extends, at most */
 #define SCAN_MAX 65536		/* directory entries looked at when pruning */
 
 void ckpt_index_cache_key(const char *root, const char *version,
@@ -492,6 +493,16 @@ int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 			return ckpt_errf(err, errlen, -ETIMEDOUT,
 					 "%s/%s: held by another process, with no heartbeat for %u ms (waited %" PRIu64 " ms)",
 					 c->dir, name, limit, now - start);
+		}
+		/* A heartbeat shows the holder's process lives, not that its
+		 * indexing moves (a thread stuck on a hung file system beats
+		 * on): past WAIT_CAP limits, index without the cache. */
+		if (now - start >= (uint64_t)limit * WAIT_CAP) {
+			held_track(fd, false);
+			close(fd);
+			return ckpt_errf(err, errlen, -ETIMEDOUT,
+					 "%s/%s: held by another process for %" PRIu64 " ms, %u times the wait limit, heartbeat or not",
+					 c->dir, name, now - start, WAIT_CAP);
 		}
 		nanosleep(&(struct timespec){ 0, (long)nap * 1000000L }, NULL);
 		if (nap < CKPT_INDEX_CACHE_POLL_MS)

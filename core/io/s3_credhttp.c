@@ -337,10 +337,19 @@ int ckpt_s3_sts_assume(const struct ckpt_s3_sts_call *c,
 	sk = ak + FIELD_MAX;
 	tok = sk + FIELD_MAX;
 	exp = tok + FIELD_MAX;
+	/* a field too long or malformed comes back empty (refused by
+	 * make_set), never truncated */
 	ckpt_s3_xml_elem(r.buf, r.len, "AccessKeyId", ak, FIELD_MAX);
 	ckpt_s3_xml_elem(r.buf, r.len, "SecretAccessKey", sk, FIELD_MAX);
 	ckpt_s3_xml_elem(r.buf, r.len, "SessionToken", tok, FIELD_MAX);
 	ckpt_s3_xml_elem(r.buf, r.len, "Expiration", exp, FIELD_MAX);
+	if (!tok[0]) {
+		rc = ckpt_errf(err, errlen, -EIO, "STS %s of role %s at %s: "
+			       "no SessionToken in the answer (or one over %d "
+			       "bytes)", action, c->role_arn, c->endpoint,
+			       FIELD_MAX - 1);
+		goto out_free;
+	}
 	{
 		char what[300];
 
@@ -373,6 +382,10 @@ static bool is_allowed_http(const char *url)
 	size_t hl;
 	int i;
 
+	/* user info ("http://localhost:x@elsewhere/") would make curl go
+	 * elsewhere while the host checked here looks local */
+	if (memchr(h, '@', strcspn(h, "/?#")))
+		return false;
 	e = h;
 	if (*e == '[')
 		e = strchr(e, ']') ? strchr(e, ']') + 1 : e + strlen(e);

@@ -718,10 +718,23 @@ static int profile_recipe(struct chain *ch, const char *p, unsigned depth,
 		if (pget(ch, p, "external_id", NULL))
 			r->external_id = strdup(pget(ch, p, "external_id",
 						     NULL));
-		if (pget(ch, p, "duration_seconds", NULL))
-			r->duration_s = (uint32_t)strtoul(
-				pget(ch, p, "duration_seconds", NULL), NULL,
-				10);
+		if (pget(ch, p, "duration_seconds", NULL)) {
+			const char *d = pget(ch, p, "duration_seconds", NULL);
+			char *end;
+			unsigned long v;
+
+			errno = 0;
+			v = strtoul(d, &end, 10);
+			/* STS takes 900 s to 12 h */
+			if (errno || end == d || *end || *d == '-' ||
+			    v < 900 || v > 43200) {
+				rc = ckpt_errf(err, errlen, -EINVAL, "S3 profile "
+					       "'%s': duration_seconds must be "
+					       "900 to 43200", p);
+				goto out_fail;
+			}
+			r->duration_s = (uint32_t)v;
+		}
 		r->sts_endpoint = sts_endpoint(ch, p);
 		r->region = strdup(ch->e->region);
 		if (!r->role_arn || !r->session_name || !r->sts_endpoint ||
@@ -1099,6 +1112,9 @@ struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c)
 			c->cur = fresh;
 			c->fetched_at = time(NULL);
 			c->last_err[0] = '\0';
+			/* at most one fetch a second, even for a set that
+			 * comes already expired (a skewed clock) */
+			c->next_try = c->fetched_at + 1;
 		} else {
 			snprintf(c->last_err, sizeof(c->last_err), "%s", err);
 			c->next_try = time(NULL) + 1;

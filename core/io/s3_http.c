@@ -770,21 +770,29 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 		/* Never sent: it would add headers of the server's choice. */
 		snprintf(q->reason, sizeof(q->reason), "the pinned ETag holds "
 			 "a control character: refused");
+		ckpt_s3_credset_put(cs);
 		return -EINVAL;
 	}
+	/* hd grows one node at a time, so a failed append frees them all */
 	t = curl_slist_append(hd, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-	if (t && cs && cs->token_hdr)
-		t = curl_slist_append(t, cs->token_hdr);
+	if (t)
+		hd = t;
+	if (t && cs && cs->token_hdr) {
+		t = curl_slist_append(hd, cs->token_hdr);
+		if (t)
+			hd = t;
+	}
 	if (t && q->if_match) {
 		snprintf(im, sizeof(im), "If-Match: %s", q->if_match);
-		t = curl_slist_append(t, im);
+		t = curl_slist_append(hd, im);
+		if (t)
+			hd = t;
 	}
 	if (!t) {
 		curl_slist_free_all(hd);
 		ckpt_s3_credset_put(cs);
 		return -ENOMEM;
 	}
-	hd = t;
 #define SET(opt, val) \
 	do { if (rc == CURLE_OK) rc = curl_easy_setopt(k, opt, val); } while (0)
 	if (cs) {

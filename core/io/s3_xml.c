@@ -285,7 +285,12 @@ long ckpt_s3_xml_elem(const char *xml, size_t len, const char *tag,
 
 	if (cap)
 		out[0] = '\0';
+	long n;
+
 	if (!xml || !find_elem(xml, xml + len, tag, &t, &tl))
 		return -1;
-	return ckpt_s3_xml_text(t, tl, out, cap);
+	n = ckpt_s3_xml_text(t, tl, out, cap);
+	if (n < 0 && cap)
+		out[0] = '\0';	/* never a truncated value */
+	return n;
 }

@@ -50,7 +50,8 @@ long ckpt_s3_xml_text(const char *s, size_t len, char *out, size_t cap);
 /*
  * The decoded text of the first element <tag> of len bytes of xml (an STS
  * answer's <AccessKeyId>, say) into out (cap bytes, NUL-terminated).
- * Returns its length, or -1 when there is none or it does not fit.
+ * Returns its length, or -1 (out "") when there is none, it does not fit
+ * or it is malformed: never a truncated value.
  */
 long ckpt_s3_xml_elem(const char *xml, size_t len, const char *tag,
 		      char *out, size_t cap);
