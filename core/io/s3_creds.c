@@ -328,8 +328,23 @@ static int run_process(const struct recipe *r, struct ckpt_s3_credset **out,
 		}
 	}
 	close(pfd[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	/* A child that closed its output but goes on is given the rest of
+	 * the deadline, then killed: never an unbounded wait. */
+	for (;;) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+
+		if (w == pid || (w < 0 && errno != EINTR))
+			break;
+		if (w == 0 && now_ms() >= deadline) {
+			timed_out = true;
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+			break;
+		}
+		if (w == 0)
+			nanosleep(&(struct timespec){ 0, 10 * 1000000L }, NULL);
+	}
 	buf[got] = '\0';
 	if (timed_out)
 		rc = ckpt_errf(err, errlen, -ETIMEDOUT, "%s: '%s' did not end "
