@@ -28,8 +28,12 @@ def big_ckpt(tmp_path_factory):
     return str(out)
 
 
+# A child started where SIGINT is ignored (a background job of a shell
+# without job control, as CI may start the suite) would not turn it into
+# KeyboardInterrupt: each child sets Python's own handler first.
 CHILD = r"""
 import gc, json, os, signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import numpy
 import ckptfs
 from ckptfs import _lib
@@ -143,6 +147,8 @@ BOUND = 5.0 * SCALE      # liveness only
 BUCKET = "bkt"
 
 PHASE_CHILD = r"""
+import signal as _sig
+_sig.signal(_sig.SIGINT, _sig.default_int_handler)
 import json, os, sys, threading, time
 import numpy
 import ckptfs
