@@ -125,8 +125,13 @@ def fresh_clone(dest):
     if diff:
         subprocess.run(["git", "-C", dest, "apply", "--whitespace=nowarn"],
                        input=diff, check=True)
+    # Not pip's own build tree, the packages or the wheel: pip's
+    # build_py skips a module whose copy there is newer, so a stale tree
+    # (an earlier pip install's) would install an older package.
     shutil.copytree(BUILD, os.path.join(dest, "build"), symlinks=True,
-                    copy_function=shutil.copy)
+                    copy_function=shutil.copy,
+                    ignore=shutil.ignore_patterns("pip-setuptools", "deb",
+                                                  "wheel"))
     # Objects first, then what is linked from them, all newer than the
     # sources: a build as make leaves it.
     b = os.path.join(dest, "build")
