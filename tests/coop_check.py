@@ -32,6 +32,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
 from gen_torch_ckpt import free_port  # noqa: E402
+from torch2_check import differing  # noqa: E402
 
 # name, shape, dtype
 KEYS = [
@@ -141,20 +142,7 @@ def worker(rank, world, port, ckpt, mode, coop, q):
         load(got, storage_reader=reader)
         fetched = reader._open().io_stats()["bytes_fetched"]
         reader.close()
-        bad = []
-        for k in want:
-            a, b = want[k], got[k]
-            if isinstance(a, torch.Tensor):
-                la = a.to_local() if hasattr(a, "to_local") else a
-                lb = b.to_local() if hasattr(b, "to_local") else b
-                if la.dtype != lb.dtype or la.shape != lb.shape or \
-                        not torch.equal(la, lb):
-                    bad.append(k)
-                elif k != "model.strided" and la.numel() and \
-                        torch.equal(la, torch.full_like(la, 7)):
-                    bad.append(k + " (not loaded)")
-            elif a != b:
-                bad.append(k)
+        bad = differing(torch, want, got)
         q.put((rank, bad, fetched))
     finally:
         dist.destroy_process_group()

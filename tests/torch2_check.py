@@ -236,6 +236,26 @@ def other_writers(torch, dcp, sd, out):
         enable_consolidation=True))
 
 
+def differing(torch, want, got):
+    """The keys of state dict got that differ from want: a tensor (or a
+    DTensor's local shard) of another dtype, shape or value, one still all
+    7 (the fill of the destinations: not loaded), or a bytes entry."""
+    bad = []
+    for k in want:
+        a, b = want[k], got[k]
+        if isinstance(a, torch.Tensor):
+            la = a.to_local() if hasattr(a, "to_local") else a
+            lb = b.to_local() if hasattr(b, "to_local") else b
+            if la.dtype != lb.dtype or la.shape != lb.shape or \
+                    not torch.equal(la, lb):
+                bad.append(k)
+            elif la.numel() and (la == 7).all():
+                bad.append(k + " (not loaded)")
+        elif a != b:
+            bad.append(k)
+    return bad
+
+
 def load_worker(rank, world, port, ckpt, mesh_spec, ref=False, src=None):
     import torch
     import torch.distributed as dist
@@ -293,18 +313,7 @@ def load_worker(rank, world, port, ckpt, mesh_spec, ref=False, src=None):
                 else:
                     want[k] = t
         dcp.load(got, storage_reader=ckptfs.StorageReader(src or ckpt))
-        bad = []
-        for k in want:
-            a, b = want[k], got[k]
-            if isinstance(a, torch.Tensor):
-                la = a.to_local() if hasattr(a, "to_local") else a
-                lb = b.to_local() if hasattr(b, "to_local") else b
-                if la.dtype != lb.dtype or not torch.equal(la, lb):
-                    bad.append(k)
-                elif (la == 7).all() and la.numel():
-                    bad.append(k + " (not loaded)")
-            elif a != b:
-                bad.append(k)
+        bad = differing(torch, want, got)
         print(f"rank {rank}/{world} mesh {mesh_spec}: {len(want)} entries, "
               f"{len(bad)} differ {bad[:4]}", flush=True)
         if bad:

@@ -212,8 +212,9 @@ class Exchange:
         rounds: Dict[int, List[Part]] = {}
         for p in self.parts:
             rounds.setdefault(p[7], []).append(p)
-        left = {b: sum(1 for p in self.parts if p[1] == b)
-                for b in self.boxes()}
+        left: Dict[Box, int] = {}      # parts of each box still to come
+        for p in self.parts:
+            left[p[1]] = left.get(p[1], 0) + 1
         for r in sorted(rounds):
             self._round(r, rounds[r], items, planner, left)
         if self.failed is not None:
