@@ -224,12 +224,15 @@ sid-chroot:
 bookworm-chroot:
 	$(Q)scripts/bookworm-chroot.sh build
 
+# The builds use every core (make -j, unless MAKEFLAGS already says).
+JOBS := $(if $(findstring -j,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
 check: deps
-	$(Q)$(MAKE) --no-print-directory all check-layers
+	$(Q)$(MAKE) --no-print-directory $(JOBS) all check-layers
 	$(Q)$(MAKE) --no-print-directory sid-chroot
-	$(Q)$(MAKE) --no-print-directory bookworm-chroot deb wheel
-	$(Q)$(MAKE) --no-print-directory SAN=address,undefined all
-	$(Q)$(MAKE) --no-print-directory SAN=thread O=build-tsan build-tsan/ckptfs
+	$(Q)$(MAKE) --no-print-directory bookworm-chroot
+	$(Q)$(MAKE) --no-print-directory deb wheel
+	$(Q)$(MAKE) --no-print-directory $(JOBS) SAN=address,undefined all
+	$(Q)$(MAKE) --no-print-directory $(JOBS) SAN=thread O=build-tsan build-tsan/ckptfs
 	$(Q)tests/run-all.sh build build-san
 
 test: check

@@ -36,6 +36,14 @@ count() {	# count TAP lines of $log into the totals
 	echo "== $1: $p passed, $f failed, $s skipped"
 }
 
+# Checkpoints that several suites (and both builds' passes) generate with
+# the same seed are made once per run (gen_once in tests/bats/helpers.bash).
+own_gen=
+if [ -z "${CKPTFS_GEN_CACHE+set}" ]; then
+	own_gen=$(mktemp -d)
+	export CKPTFS_GEN_CACHE="$own_gen"
+fi
+
 # Each suite's wall time, per build, so the slowest show in every log.
 times=$(mktemp)
 timed() {	# LABEL START
@@ -139,6 +147,7 @@ echo "== wall time per suite, slowest first (whole run: $SECONDS s)"
 sort -rn "$times"
 rm -f "$times"
 [ -n "$own_cache" ] && rm -rf "$own_cache"
+[ -n "$own_gen" ] && rm -rf "$own_gen"
 left=$(grep -E ' fuse(\.[A-Za-z0-9_-]+)? ' /proc/mounts | awk '$2 ~ /ckptfs-test/ {print $2}')
 if [ -n "$left" ]; then
 	echo "not ok mounts left behind: $left"

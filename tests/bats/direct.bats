@@ -13,7 +13,7 @@ LAYOUT="$PY $ROOT/tests/gen_layout.py"
 setup_file() {
 	$PY -c 'import torch' 2>/dev/null || return 0
 	export TORCH_CKPTS="$BATS_FILE_TMPDIR/torch"
-	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TORCH_CKPTS/w4" --world 4 --seed 5
+	torch_gen "$TORCH_CKPTS/w4" --world 4 --seed 5
 }
 
 setup() {

@@ -35,6 +35,41 @@ polls() {
 	echo $(($1 * 20 * TIME_SCALE))
 }
 
+# gen_once DEST KEY CMD...: CMD writes checkpoints into the directory
+# DEST.  In a run of tests/run-all.sh (CKPTFS_GEN_CACHE set), the first
+# CMD of each KEY runs and its output is kept; later suites and the next
+# build's pass get a copy (the generators are seeded: one KEY, the same
+# files).  Without CKPTFS_GEN_CACHE, CMD runs every time.
+gen_once() {
+	local dest=$1 key=$2
+	shift 2
+	if [ -z "${CKPTFS_GEN_CACHE:-}" ]; then
+		"$@"
+		return
+	fi
+	local c="$CKPTFS_GEN_CACHE/$key"
+	mkdir -p "$dest" || return 1
+	(
+		flock 9 || exit 1
+		if [ -f "$c.done" ]; then
+			cp -a "$c/." "$dest/"
+		else
+			rm -rf "$c"
+			"$@" || exit 1
+			mkdir -p "$c" && cp -a "$dest/." "$c/" && touch "$c.done"
+		fi
+	) 9>"$c.lock"
+}
+
+# torch_gen DEST ARGS...: scripts/gen_torch_ckpt.py DEST ARGS (torch 1.13
+# on the host, gloo ranks), once per run (gen_once).
+torch_gen() {
+	local dest=$1
+	shift
+	gen_once "$dest" "torch1$(printf -- '_%s' "$@")" \
+		$PY "$ROOT/scripts/gen_torch_ckpt.py" "$dest" "$@"
+}
+
 common_setup() {
 	TMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/ckptfs-test.XXXXXX")
 	MNT=$TMP/mnt

@@ -9,7 +9,7 @@ load helpers
 
 setup_file() {
 	export TORCH_CK="$BATS_FILE_TMPDIR/torch"
-	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TORCH_CK" --world 2 --seed 19 >/dev/null
+	torch_gen "$TORCH_CK" --world 2 --seed 19 >/dev/null
 }
 
 setup() {

@@ -103,7 +103,7 @@ print(sum(1 for e in log if e[0] == "GET" and "list-type=2" in e[1]
 }
 
 @test "s3: an object replaced while its zip windows are read at open keeps its cause (HTTP 412), not just 'read error'" {
-	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TMP/t" --world 3 --seed 5 >"$TMP/gen.log" 2>&1 ||
+	torch_gen "$TMP/t" --world 3 --seed 5 >"$TMP/gen.log" 2>&1 ||
 		{ cat "$TMP/gen.log"; false; }
 	upload "$TMP/t/per_item" ck-zip412/w3
 	proxy config '{"mode":"412","only":"ranged","path":".distcp"}'
@@ -180,7 +180,7 @@ print(sum(1 for e in log if e[0] == "GET" and "list-type=2" in e[1]
 }
 
 @test "s3: a PyTorch distributed checkpoint (torch 1.13, gloo) mounted from s3:// shows the local mount's bytes" {
-	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TMP/t" --world 3 --seed 4 >"$TMP/gen.log" 2>&1 ||
+	torch_gen "$TMP/t" --world 3 --seed 4 >"$TMP/gen.log" 2>&1 ||
 		{ cat "$TMP/gen.log"; false; }
 	upload "$TMP/t/per_rank" ck-torch/w3
 	same_views "$TMP/t/per_rank" s3://ck-torch/w3 "2 1" "5 4"
@@ -197,7 +197,7 @@ icache_info() {
 }
 
 @test "s3: the node-local index cache: the second open of a torch checkpoint from s3:// GETs .metadata alone (and HEADs the data files), not every record's zip windows, and shows the same bytes (tools --index-cache, mount -o index_cache, index_cache=)" {
-	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TMP/t" --world 3 --seed 9 >"$TMP/gen.log" 2>&1 ||
+	torch_gen "$TMP/t" --world 3 --seed 9 >"$TMP/gen.log" 2>&1 ||
 		{ cat "$TMP/gen.log"; false; }
 	upload "$TMP/t/per_item" ck-icache/w3
 	local n1 n2 g1 g2

@@ -21,7 +21,7 @@ setup_file() {
 	T2=$(mktemp -d "$SID/tmp/ckptfs-s3t2.XXXXXX")
 	export SID T2 T2IN=${T2#$SID}
 	unset CKPTFS_LIB	# the plain build's library inside the chroot
-	"$ROOT/scripts/sid-chroot.sh" run /usr/bin/python3 @ROOT@/tests/torch2_check.py gen "$T2IN" >"$T2/gen.log" 2>&1 ||
+	gen_once "$T2" torch2 "$ROOT/scripts/sid-chroot.sh" run /usr/bin/python3 @ROOT@/tests/torch2_check.py gen "$T2IN" >"$T2/gen.log" 2>&1 ||
 		{ tail -30 "$T2/gen.log"; return 1; }
 	local d
 	for d in $T2DIRS; do
@@ -110,7 +110,7 @@ DIRECT="$PY $ROOT/tests/direct_checks.py"
 }
 
 @test "s3 formats: torch 1.13 (host): views, ckptfs.load and load_state_dict with ckptfs.StorageReader(\"s3://...\") equal the local copy's, FileSystemReader's" {
-	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TMP/t" --world 4 --seed 6 >"$TMP/gen.log" 2>&1 ||
+	torch_gen "$TMP/t" --world 4 --seed 6 >"$TMP/gen.log" 2>&1 ||
 		{ cat "$TMP/gen.log"; false; }
 	upload "$TMP/t/per_rank" ck-t1/per_rank
 	upload "$TMP/t/per_item" ck-t1/per_item

@@ -144,7 +144,7 @@ big_ckpt() {	# BUCKET
 }
 
 @test "s3 index: ckptfs index s3://... --index FILE writes a local index, which a mount of s3:// takes with --index FILE; without FILE it is refused" {
-	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TMP/t" --world 3 --seed 5 >"$TMP/gen.log" 2>&1 ||
+	torch_gen "$TMP/t" --world 3 --seed 5 >"$TMP/gen.log" 2>&1 ||
 		{ cat "$TMP/gen.log"; false; }
 	upload "$TMP/t/per_rank" ck-index/run
 	run "$CKPTFS" index s3://ck-index/run

@@ -12,9 +12,9 @@ TCHECK="$PY $ROOT/tests/torch_check.py"
 setup_file() {
 	$PY -c 'import torch' 2>/dev/null || return 0
 	export TORCH_CKPTS="$BATS_FILE_TMPDIR/torch"
-	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TORCH_CKPTS/w4" --world 4 --seed 5
-	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TORCH_CKPTS/w3" --world 3 --seed 6
-	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TORCH_CKPTS/w2" --world 2 --seed 7
+	torch_gen "$TORCH_CKPTS/w4" --world 4 --seed 5
+	torch_gen "$TORCH_CKPTS/w3" --world 3 --seed 6
+	torch_gen "$TORCH_CKPTS/w2" --world 2 --seed 7
 }
 
 setup() {

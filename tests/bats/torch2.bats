@@ -20,7 +20,7 @@ setup_file() {
 	# Inside the chroot, scripts/sid-chroot.sh points CKPTFS_LIB at the
 	# plain build's library (the sanitized one would need the host's
 	# sanitizer runtimes there).
-	"$ROOT/scripts/sid-chroot.sh" run /usr/bin/python3 @ROOT@/tests/torch2_check.py gen "$T2IN" >"$T2/gen.log" 2>&1 ||
+	gen_once "$T2" torch2 "$ROOT/scripts/sid-chroot.sh" run /usr/bin/python3 @ROOT@/tests/torch2_check.py gen "$T2IN" >"$T2/gen.log" 2>&1 ||
 		{ tail -30 "$T2/gen.log"; return 1; }
 }
 
