@@ -663,6 +663,7 @@ void ckpt_meta_io_stats(const struct ckpt_meta *m, struct ckpt_io_stats *out)
 	out->bytes_delivered = st.bytes_delivered;
 	out->requests = st.requests;
 	out->retries = st.retries;
+	out->connects = st.connects;
 }
 
 int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,

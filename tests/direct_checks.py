@@ -113,10 +113,12 @@ def same(argv):
     return 1 if bad or not n else 0
 
 
-def ref(ckpt, w, r):
+def ref(ckpt, w, r, local=None):
+    """ckptfs.load of ckpt against the numpy reference of ckpt, or of
+    local (a local copy of an s3:// ckpt)."""
     import reference
     w, r = int(w), int(r)
-    exp = reference.expected(ckpt, w, r)
+    exp = reference.expected(local or ckpt, w, r)
     got = {}
 
     def flat(d, pre=()):
@@ -321,7 +323,7 @@ def main(argv):
     if cmd == "same":
         return same(argv[1:])
     if cmd == "ref":
-        return ref(*argv[1:4])
+        return ref(*argv[1:5])
     if cmd == "errors":
         return errors(argv[1])
     if cmd == "rlimit":

@@ -572,6 +572,10 @@ static int easy_setup(struct ckpt_s3_http *h, struct s3_worker *w,
 	SET(CURLOPT_NOPROGRESS, 0L);
 	SET(CURLOPT_XFERINFOFUNCTION, on_progress);
 	SET(CURLOPT_USERAGENT, "ckptfs");
+	/* Verification stays on (libcurl's default): against the CA bundle
+	 * the settings name, else the system's store. */
+	if (c->ca_bundle)
+		SET(CURLOPT_CAINFO, c->ca_bundle);
 	SET(CURLOPT_SOCKOPTFUNCTION, on_sockopt);
 	SET(CURLOPT_SOCKOPTDATA, w);
 	SET(CURLOPT_CLOSESOCKETFUNCTION, on_close);
@@ -762,6 +766,7 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	q->has_length = false;
 	q->bad_body = false;
 	q->replaced = false;
+	q->tls_failed = false;
 	q->etag[0] = '\0';
 	q->etag_bad = false;
 	q->code[0] = '\0';
@@ -871,14 +876,58 @@ static bool is_transient_curl(CURLcode rc)
 	}
 }
 
+/* libcurl errors of the TLS layer: certificates, handshakes. */
+static bool is_tls_curl(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_ENGINE_NOTFOUND:
+	case CURLE_SSL_ENGINE_SETFAILED:
+	case CURLE_SSL_ENGINE_INITFAILED:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+	case CURLE_SSL_INVALIDCERTSTATUS:
+	case CURLE_SSL_CLIENTCERT:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* "HOST:PORT" of url (the port its scheme's default when it names
+ * none), or "?" when it does not parse. */
+static void url_host_port(const char *url, char *out, size_t len)
+{
+	CURLU *u = curl_url();
+	char *host = NULL, *port = NULL;
+
+	snprintf(out, len, "?");
+	if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) ==
+	    CURLUE_OK)
+		snprintf(out, len, "%s:%s", host, port);
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+}
+
 /* Take q's finished try off the multi handle and judge it. */
 static int req_finish(struct s3_worker *w, struct ckpt_s3_req *q,
 		      CURLcode rc)
 {
 	struct s3_easy *e = q->easy;
-	long st = 0;
+	long st = 0, nconn = 0;
 
 	curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &st);
+	if (curl_easy_getinfo(e->curl, CURLINFO_NUM_CONNECTS, &nconn) ==
+	    CURLE_OK && nconn > 0)
+		atomic_fetch_add(&e->h->ctr->connects, (uint64_t)nconn);
 	curl_multi_remove_handle(w->multi, e->curl);
 	curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, (void *)NULL);
 	curl_slist_free_all(q->headers);
@@ -922,6 +971,18 @@ static int req_finish(struct s3_worker *w, struct ckpt_s3_req *q,
 	}
 	if (q->bad_body)	/* reason set where it was stopped */
 		return q->bad_final ? TRY_FAIL : TRY_AGAIN;
+	if (is_tls_curl(rc)) {
+		char hp[128];
+
+		/* Never retried (but for a broken handshake), never tried
+		 * again over http: a certificate not trusted stays so. */
+		url_host_port(q->url, hp, sizeof(hp));
+		snprintf(q->reason, sizeof(q->reason), "TLS to %.70s: %.240s",
+			 hp, e->errbuf[0] ? e->errbuf :
+			 curl_easy_strerror(rc));
+		q->tls_failed = true;
+		return rc == CURLE_SSL_CONNECT_ERROR ? TRY_AGAIN : TRY_FAIL;
+	}
 	snprintf(q->reason, sizeof(q->reason), "%.240s (curl error %d)",
 		 e->errbuf[0] ? e->errbuf : curl_easy_strerror(rc), (int)rc);
 	if (rc == CURLE_OUT_OF_MEMORY) {

@@ -83,6 +83,9 @@ struct ckpt_s3_req {
 	unsigned tries;		/* requests sent */
 	bool replaced;		/* the answer was of another version (an
 				 * ETag or size not the one asked for) */
+	bool tls_failed;	/* the last try failed in TLS (a
+				 * certificate not trusted, a handshake):
+				 * the reason says "TLS to HOST:PORT: ..." */
 
 	/* the engine's own */
 	uint64_t got;		/* body bytes kept by the current answer,

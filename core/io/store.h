@@ -212,6 +212,7 @@ struct ckpt_store_stats {
 	uint64_t bytes_delivered;	/* into callers' buffers */
 	uint64_t requests;	/* preads, or HTTP requests */
 	uint64_t retries;	/* HTTP requests sent again */
+	uint64_t connects;	/* new connections made */
 };
 
 void ckpt_store_stats(const struct ckpt_store *s,

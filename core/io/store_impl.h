@@ -52,6 +52,7 @@ struct ckpt_store {
 	_Atomic uint64_t bytes_delivered;
 	_Atomic uint64_t requests;
 	_Atomic uint64_t retries;
+	_Atomic uint64_t connects;
 };
 
 /* The implementations' constructors, called by ckpt_store_new() with

@@ -490,7 +490,10 @@ static int probe(struct s3_store *st, char *err, size_t errlen)
 	rc = ckpt_s3_http_run(st->http, &q, 1, &failed);
 	if (rc == 0)
 		goto out_free;
-	if (q.status == 0) {
+	if (q.status == 0 && q.tls_failed) {
+		/* the reason names the host and why */
+		rc = ckpt_errf(err, errlen, -EIO, "%s: %s", root, q.reason);
+	} else if (q.status == 0) {
 		rc = q.curl_code == 6 ? -EHOSTUNREACH :
 		     q.curl_code == 28 || q.curl_code == 42 ? -ETIMEDOUT :
 		     -ECONNREFUSED;
