@@ -144,6 +144,27 @@ def ref(ckpt, w, r, local=None):
     return 1 if bad else 0
 
 
+def reuse(ckpt, n):
+    """One thread, two GETs in flight at most: after two warm-up loads of
+    ckpt (which reach both connections), n more loads make no new
+    connection (io_stats()["connects"]) though they GET again."""
+    n = int(n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with ckptfs.open(ckpt, threads=1, s3_parallel=2) as c:
+            c.load(2, 1, backend="numpy")
+            c.load(2, 1, backend="numpy")
+            s0 = c.io_stats()
+            for _ in range(n):
+                c.load(2, 1, backend="numpy")
+            s1 = c.io_stats()
+    made = s1["connects"] - s0["connects"]
+    gets = s1["requests"] - s0["requests"]
+    print(f"warm-up: {s0['connects']} connections, {s0['requests']} "
+          f"requests; {n} more loads: {made} connections, {gets} requests")
+    return 0 if s0["connects"] >= 1 and made == 0 and gets >= n else 1
+
+
 def rlimit(ckpt, w, r):
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -322,6 +343,8 @@ def main(argv):
     cmd = argv[0]
     if cmd == "same":
         return same(argv[1:])
+    if cmd == "reuse":
+        return reuse(*argv[1:3])
     if cmd == "ref":
         return ref(*argv[1:5])
     if cmd == "errors":

@@ -7,7 +7,10 @@
  * Connections are reused across calls and threads: each call borrows a
  * worker (a multi handle with its easy handles and its cache of open
  * connections) from a pool and gives it back, so no two threads ever use
- * one curl handle at once.  A store-wide bound keeps at most `parallel`
+ * one curl handle at once.  Every handle shares one curl share handle
+ * (DNS answers, TLS sessions: a new connection resumes a session), and
+ * the connections of all workers are bounded (see worker_put(): about
+ * 2 x `parallel` idle).  A store-wide bound keeps at most `parallel`
  * requests in flight over all threads; a call that holds none waits for
  * one, a call that holds some only takes more when they are free, so
  * every call makes progress.

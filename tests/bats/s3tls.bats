@@ -143,3 +143,13 @@ EOF
 	[[ "$output" == *"STS AssumeRole at $HTTPS: no answer: SSL certificate problem: "* ]]
 	[[ "$output" != *"$secret"* ]]
 }
+
+@test "s3 tls: connections and TLS sessions reused: after a warm-up load, 10 more loads over https make no new connection (io_stats()['connects'])" {
+	AWS_CA_BUNDLE=$CA run $(direct_env) $PY "$ROOT/tests/direct_checks.py" reuse s3://ck-tls/run 10
+	echo "$output"
+	[ "$status" -eq 0 ]
+	# and over http, the same
+	AWS_ENDPOINT_URL=$S3CHECK_PROXY run $(direct_env) $PY "$ROOT/tests/direct_checks.py" reuse s3://ck-tls/run 10
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
