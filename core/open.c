@@ -528,6 +528,8 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	rc = open_store(dir, follow, o ? o->s3 : NULL, &s, err, errlen);
 	if (rc)
 		return rc;
+	if (ckpt_store_warning(s))
+		add_warning(&warning, "%s", ckpt_store_warning(s));
 	rc = read_dot_metadata(s, &path, &buf, &len, &mtime, mver, err,
 			       errlen);
 	if (rc == -ENOENT) {

@@ -61,6 +61,11 @@ const char *ckpt_store_credentials(const struct ckpt_store *s)
 	return s->credentials;
 }
 
+const char *ckpt_store_warning(const struct ckpt_store *s)
+{
+	return s->warning;
+}
+
 unsigned ckpt_store_parallelism(const struct ckpt_store *s)
 {
 	return s->parallelism;

@@ -46,6 +46,8 @@ struct ckpt_store {
 	char *identity;		/* see ckpt_store_identity(); owned */
 	const char *credentials;	/* see ckpt_store_credentials();
 					 * the implementation's, or NULL */
+	char *warning;		/* see ckpt_store_warning(); owned by the
+				 * implementation, or NULL */
 	unsigned parallelism;
 	/* Counters, updated by the implementation as it works. */
 	_Atomic uint64_t bytes_fetched;

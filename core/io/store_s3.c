@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/errbuf.h"
 #include "common/escape.h"
@@ -432,6 +433,7 @@ static void s3_destroy(struct ckpt_store *s)
 	free(st->prefix);
 	free(s->root);
 	free(s->identity);
+	free(s->warning);
 	free(st);
 }
 
@@ -534,6 +536,27 @@ out_free:
 	return rc;
 }
 
+/*
+ * A session token sent over plain http:// can be read and replayed by
+ * anyone on the path for as long as it lives: say so, once per store
+ * (its first user shows it: ckpt_meta_warning(), the daemon's log,
+ * Python's warnings).  No secret in it.
+ */
+static void token_warning(struct s3_store *st)
+{
+	struct ckpt_s3_credset *cs = ckpt_s3_creds_get(st->cfg.creds);
+	bool token = cs && cs->session_token;
+
+	ckpt_s3_credset_put(cs);
+	if (!token || strncasecmp(st->cfg.endpoint, "http://", 7) != 0)
+		return;
+	if (asprintf(&st->base.warning, "%s: a session token (from %s) goes "
+		     "over plain http to %s, readable on the way; use an "
+		     "https:// endpoint", st->base.root, st->cfg.cred_source,
+		     st->cfg.endpoint) < 0)
+		st->base.warning = NULL;
+}
+
 int ckpt_store_s3_new(const char *root, const struct ckpt_store_opts *o,
 		      struct ckpt_store **out, char *err, size_t errlen)
 {
@@ -579,6 +602,7 @@ int ckpt_store_s3_new(const char *root, const struct ckpt_store_opts *o,
 	rc = probe(st, err, errlen);
 	if (rc)
 		goto out_fail;
+	token_warning(st);
 	*out = &st->base;
 	return 0;
 

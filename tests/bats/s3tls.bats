@@ -153,3 +153,46 @@ EOF
 	echo "$output"
 	[ "$status" -eq 0 ]
 }
+
+@test "s3 tls: a session token sent over plain http:// draws one warning line (ckptfs info, the daemon's log, Python warnings), none over https or without a token" {
+	local arn secret=$AWS_SECRET_ACCESS_KEY http
+	arn=$(cat "$S3TMP/rgw/role_arn")
+	http=http://127.0.0.1:$(cat "$S3TMP/rgw/rgw.port")
+	cat >"$TMP/config" <<EOF2
+[profile base]
+aws_access_key_id = $AWS_ACCESS_KEY_ID
+aws_secret_access_key = $AWS_SECRET_ACCESS_KEY
+[profile dev]
+role_arn = $arn
+source_profile = base
+ca_bundle = $CA
+EOF2
+	# Static keys over http: no token, no warning.
+	run "$CKPTFS" info s3://ck-tls/run --s3-endpoint "$http"
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"warning"* ]]
+	unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN
+	export AWS_CONFIG_FILE=$TMP/config AWS_PROFILE=dev AWS_ENDPOINT_URL_STS=$HTTPS
+	run "$CKPTFS" info s3://ck-tls/run --s3-endpoint "$http"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(grep -c warning <<<"$output")" -eq 1 ]
+	grep -qx "ckptfs: warning: s3://ck-tls/run: a session token (from profile 'dev': assume role $arn (with profile 'base' in $TMP/config)) goes over plain http to $http, readable on the way; use an https:// endpoint" <<<"$output"
+	[[ "$output" != *"$secret"* ]]
+	# Over https: none.
+	run "$CKPTFS" info s3://ck-tls/run
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"warning"* ]]
+	start_mount s3://ck-tls/run "$MNT" --world 2 --rank 1 -o s3_endpoint="$http"
+	stop_mount
+	[ "$(grep -c "warning: s3://ck-tls/run: a session token" "$TMP/daemon.log")" -eq 1 ]
+	PYTHONPATH=$ROOT/scripts run $(direct_env) $PY -c 'import sys, warnings, ckptfs
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    with ckptfs.open(sys.argv[1], s3_endpoint=sys.argv[2]) as c:
+        pass
+    print(len(w), w[0].message if w else "")' s3://ck-tls/run "$http"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == "1 ckptfs: s3://ck-tls/run: a session token"*"goes over plain http to $http"* ]]
+}
