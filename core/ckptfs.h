@@ -44,13 +44,15 @@ const char *ckpt_version(void);
  * function's signature below changes.  A binding checks, at load, the
  * version and the size and field offsets of every struct it mirrors.
  */
-#define CKPT_ABI_VERSION 5	/* 2: ckpt_s3_opts.credentials_file,
+#define CKPT_ABI_VERSION 6	/* 2: ckpt_s3_opts.credentials_file,
 				 * config_file; ckpt_io_stats; 3:
 				 * ckpt_open_opts.index_cache; 4:
 				 * CKPT_FILES_DIRECT_IO; 5:
 				 * ckpt_s3_opts.no_sign_request,
 				 * ckpt_meta_credentials(),
-				 * ckpt_thread_cancel_set() */
+				 * ckpt_thread_cancel_set(); 6:
+				 * ckpt_s3_opts.ca_bundle,
+				 * ckpt_io_stats.connects */
 
 /* CKPT_ABI_VERSION as the library was built. */
 unsigned ckpt_abi_version(void);
@@ -233,6 +235,11 @@ struct ckpt_s3_opts {
 					 * included (default 300000) */
 	uint32_t list_max_keys;		/* a listing of more keys fails
 					 * (default 1000000) */
+	const char *ca_bundle;	/* PEM file of the CAs that HTTPS
+				 * endpoints are verified against, before
+				 * AWS_CA_BUNDLE and the profile's
+				 * ca_bundle; NULL: those, else the
+				 * system's CA store (docs/s3-trust.md) */
 };
 
 #define CKPT_S3_NO_RETRIES UINT32_MAX	/* ckpt_s3_opts.retries: none */
@@ -326,6 +333,8 @@ struct ckpt_io_stats {
 	uint64_t bytes_delivered;	/* into the library's buffers */
 	uint64_t requests;	/* preads, or HTTP requests */
 	uint64_t retries;	/* HTTP requests sent again */
+	uint64_t connects;	/* new connections made (TCP, and TLS
+				 * handshakes over them) */
 };
 
 /* Fill *out with m's counters (zeros for a meta parsed from memory).

@@ -528,6 +528,8 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	rc = open_store(dir, follow, o ? o->s3 : NULL, &s, err, errlen);
 	if (rc)
 		return rc;
+	if (ckpt_store_warning(s))
+		add_warning(&warning, "%s", ckpt_store_warning(s));
 	rc = read_dot_metadata(s, &path, &buf, &len, &mtime, mver, err,
 			       errlen);
 	if (rc == -ENOENT) {
@@ -663,6 +665,7 @@ void ckpt_meta_io_stats(const struct ckpt_meta *m, struct ckpt_io_stats *out)
 	out->bytes_delivered = st.bytes_delivered;
 	out->requests = st.requests;
 	out->retries = st.retries;
+	out->connects = st.connects;
 }
 
 int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,

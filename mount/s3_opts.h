@@ -21,6 +21,7 @@
 /* What the options said; strings owned.  Zero: not given. */
 struct s3_cli {
 	char *endpoint, *region, *profile, *credentials_file, *config_file;
+	char *ca_bundle;
 	uint32_t parallel, retries, timeout_ms;
 	uint32_t connect_timeout_ms, low_speed_limit, low_speed_time;
 	uint32_t open_deadline_ms, read_deadline_ms, list_max_keys;
@@ -77,6 +78,7 @@ int s3_cli_take(struct s3_cli *c, const char *name, const char *val,
 	S3_CLI_LONG("s3_part_size", 8), S3_CLI_LONG("s3_merge_gap", 9), \
 	S3_CLI_FLAG("s3-no-sign-request", 16), \
 	S3_CLI_FLAG("s3_no_sign_request", 16), \
+	S3_CLI_LONG("s3-ca-bundle", 17), S3_CLI_LONG("s3_ca_bundle", 17), \
 	S3_CLI_SECRET("s3-access-key"), S3_CLI_SECRET("s3-access-key-id"), \
 	S3_CLI_SECRET("s3-secret-key"), S3_CLI_SECRET("s3-secret-access-key"), \
 	S3_CLI_SECRET("s3-session-token"), \
@@ -119,6 +121,8 @@ void s3_cli_destroy(struct s3_cli *c);
 "  --s3-read-deadline-ms N  each GET of a read, retries included (300000)\n" \
 "  --s3-list-max-keys N     a listing of more keys fails (1000000)\n" \
 "  --s3-no-sign-request     unsigned requests, for public buckets (without it,\n" \
-"                           no credentials found is an error)\n"
+"                           no credentials found is an error)\n" \
+"  --s3-ca-bundle FILE      PEM CAs for https endpoints (AWS_CA_BUNDLE, the\n" \
+"                           profile's ca_bundle; default: the system's CAs)\n"
 
 #endif

@@ -113,10 +113,12 @@ def same(argv):
     return 1 if bad or not n else 0
 
 
-def ref(ckpt, w, r):
+def ref(ckpt, w, r, local=None):
+    """ckptfs.load of ckpt against the numpy reference of ckpt, or of
+    local (a local copy of an s3:// ckpt)."""
     import reference
     w, r = int(w), int(r)
-    exp = reference.expected(ckpt, w, r)
+    exp = reference.expected(local or ckpt, w, r)
     got = {}
 
     def flat(d, pre=()):
@@ -140,6 +142,27 @@ def ref(ckpt, w, r):
         bad += 1
     print(f"compared {len(exp)} entries with the reference, {bad} problems")
     return 1 if bad else 0
+
+
+def reuse(ckpt, n):
+    """One thread, two GETs in flight at most: after two warm-up loads of
+    ckpt (which reach both connections), n more loads make no new
+    connection (io_stats()["connects"]) though they GET again."""
+    n = int(n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with ckptfs.open(ckpt, threads=1, s3_parallel=2) as c:
+            c.load(2, 1, backend="numpy")
+            c.load(2, 1, backend="numpy")
+            s0 = c.io_stats()
+            for _ in range(n):
+                c.load(2, 1, backend="numpy")
+            s1 = c.io_stats()
+    made = s1["connects"] - s0["connects"]
+    gets = s1["requests"] - s0["requests"]
+    print(f"warm-up: {s0['connects']} connections, {s0['requests']} "
+          f"requests; {n} more loads: {made} connections, {gets} requests")
+    return 0 if s0["connects"] >= 1 and made == 0 and gets >= n else 1
 
 
 def rlimit(ckpt, w, r):
@@ -320,8 +343,10 @@ def main(argv):
     cmd = argv[0]
     if cmd == "same":
         return same(argv[1:])
+    if cmd == "reuse":
+        return reuse(*argv[1:3])
     if cmd == "ref":
-        return ref(*argv[1:4])
+        return ref(*argv[1:5])
     if cmd == "errors":
         return errors(argv[1])
     if cmd == "rlimit":

@@ -54,6 +54,7 @@ static const struct field s3_opts_fields[] = {
 	F(ckpt_s3_opts, open_deadline_ms),
 	F(ckpt_s3_opts, read_deadline_ms),
 	F(ckpt_s3_opts, list_max_keys),
+	F(ckpt_s3_opts, ca_bundle),
 	{ NULL, 0 }
 };
 
@@ -205,6 +206,7 @@ static const struct field io_stats_fields[] = {
 	F(ckpt_io_stats, bytes_delivered),
 	F(ckpt_io_stats, requests),
 	F(ckpt_io_stats, retries),
+	F(ckpt_io_stats, connects),
 	{ NULL, 0 }
 };
 

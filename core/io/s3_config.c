@@ -267,7 +267,32 @@ int ckpt_s3_config_load(const struct ckpt_s3_opts *o,
 		goto out_fail;
 	}
 
+	v = conf_get(&conf, profile, NULL, "ca_bundle");
+	if (o && o->ca_bundle && o->ca_bundle[0])
+		v = o->ca_bundle, src = "the ca_bundle option";
+	else if (env("AWS_CA_BUNDLE"))
+		v = env("AWS_CA_BUNDLE"), src = "AWS_CA_BUNDLE";
+	else if (v)
+		src = conf_path;
+	if (v) {
+		cfg->ca_bundle = expand_home(v);
+		if (!cfg->ca_bundle) {
+			rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+			goto out_fail;
+		}
+		if (access(cfg->ca_bundle, R_OK) != 0) {
+			int e = errno;
+
+			rc = ckpt_errf(err, errlen, -e, "S3 CA bundle from "
+				       "%s: %s: %s", src,
+				       is_clean(v) ? cfg->ca_bundle : "?",
+				       strerror(e));
+			goto out_fail;
+		}
+	}
+
 	ce.region = cfg->region;
+	ce.ca_bundle = cfg->ca_bundle;
 	ce.profile = profile;
 	ce.profile_named = named;
 	ce.profile_from = skip_env ? "the profile option" : "AWS_PROFILE";
@@ -296,5 +321,6 @@ void ckpt_s3_config_destroy(struct ckpt_s3_cfg *cfg)
 	ckpt_s3_creds_free(cfg->creds);
 	free(cfg->endpoint);
 	free(cfg->region);
+	free(cfg->ca_bundle);
 	memset(cfg, 0, sizeof(*cfg));
 }

@@ -12,6 +12,9 @@
  *                web identity, the profile, container credentials, EC2
  *                instance metadata; unsigned only with no_sign_request
  *   profile      opts, AWS_PROFILE, then "default"
+ *   CA bundle    opts' ca_bundle, AWS_CA_BUNDLE, the profile's ca_bundle
+ *                in the config file, else none: the system's CA store
+ *                (verification is never turned off)
  *   files        opts' credentials_file, AWS_SHARED_CREDENTIALS_FILE or
  *                ~/.aws/credentials ("[name]" sections); opts'
  *                config_file, AWS_CONFIG_FILE or ~/.aws/config
@@ -67,6 +70,7 @@ struct ckpt_s3_cfg {
 					 * for messages ("the environment
 					 * (AWS_ACCESS_KEY_ID)"); borrowed
 					 * from creds */
+	char *ca_bundle;	/* PEM file for CURLOPT_CAINFO, or NULL */
 	uint32_t parallel;
 	uint32_t retries;
 	uint32_t timeout_ms;	/* to the first byte of an answer */

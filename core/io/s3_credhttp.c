@@ -37,6 +37,7 @@ struct once {
 	const struct ckpt_s3_credset *sign;	/* or NULL */
 	const char *sigv4;	/* "aws:amz:REGION:sts" */
 	uint32_t timeout_ms;
+	const char *ca_bundle;	/* or NULL: the system's CAs */
 	long status;		/* out */
 	char *buf;		/* out: the body, NUL-terminated; free */
 	size_t len;
@@ -98,6 +99,8 @@ static int once_run(struct once *r)
 	SET(CURLOPT_TIMEOUT_MS, (long)r->timeout_ms);
 	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)r->timeout_ms);
 	SET(CURLOPT_USERAGENT, "ckptfs");
+	if (r->ca_bundle)
+		SET(CURLOPT_CAINFO, r->ca_bundle);
 	SET(CURLOPT_WRITEFUNCTION, on_body);
 	SET(CURLOPT_WRITEDATA, r);
 	if (r->body) {
@@ -269,7 +272,8 @@ int ckpt_s3_sts_assume(const struct ckpt_s3_sts_call *c,
 		       struct ckpt_s3_credset **out, char *err, size_t errlen)
 {
 	struct ckpt_s3_param p[6];
-	struct once r = { .method = "POST", .timeout_ms = c->timeout_ms };
+	struct once r = { .method = "POST", .timeout_ms = c->timeout_ms,
+			  .ca_bundle = c->ca_bundle };
 	const char *action = c->web_token ? "AssumeRoleWithWebIdentity" :
 			     "AssumeRole";
 	char sigv4[96], dur[16], code[64], *url = NULL, *body = NULL;
@@ -401,12 +405,12 @@ static bool is_allowed_http(const char *url)
 }
 
 int ckpt_s3_container_fetch(const char *url, const char *auth,
-			    uint32_t timeout_ms,
+			    uint32_t timeout_ms, const char *ca_bundle,
 			    struct ckpt_s3_credset **out, char *err,
 			    size_t errlen)
 {
 	struct once r = { .method = "GET", .url = url,
-			  .timeout_ms = timeout_ms };
+			  .timeout_ms = timeout_ms, .ca_bundle = ca_bundle };
 	char what[300], *hdr = NULL;
 	int rc;
 

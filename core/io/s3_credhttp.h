@@ -24,6 +24,8 @@ struct ckpt_s3_sts_call {
 	const char *web_token;	/* set: AssumeRoleWithWebIdentity */
 	const struct ckpt_s3_credset *source;	/* AssumeRole's signer */
 	uint32_t timeout_ms;
+	const char *ca_bundle;	/* PEM CAs for https, or NULL: the
+				 * system's */
 };
 
 /*
@@ -42,7 +44,7 @@ int ckpt_s3_sts_assume(const struct ckpt_s3_sts_call *c,
  * Returns 0 with *out, or -errno with err.
  */
 int ckpt_s3_container_fetch(const char *url, const char *auth,
-			    uint32_t timeout_ms,
+			    uint32_t timeout_ms, const char *ca_bundle,
 			    struct ckpt_s3_credset **out, char *err,
 			    size_t errlen);
 

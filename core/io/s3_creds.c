@@ -60,6 +60,7 @@ struct ckpt_s3_creds {
 	struct recipe *r;		/* NULL: unsigned requests */
 	char *source;
 	uint32_t timeout_ms;
+	char *ca_bundle;		/* or NULL: the system's CAs */
 	struct ckpt_s3_credset *cur;	/* guarded by lock */
 	int64_t fetched_at;		/* of cur; guarded by lock */
 	bool refreshing;		/* guarded by lock */
@@ -374,16 +375,18 @@ static int run_process(const struct recipe *r, struct ckpt_s3_credset **out,
 }
 
 static int fetch(const struct recipe *r, uint32_t timeout_ms,
-		 struct ckpt_s3_credset **out, char *err, size_t errlen);
+		 const char *ca, struct ckpt_s3_credset **out, char *err,
+		 size_t errlen);
 
 static int fetch_sts(const struct recipe *r, uint32_t timeout_ms,
-		     struct ckpt_s3_credset **out, char *err, size_t errlen)
+		     const char *ca, struct ckpt_s3_credset **out, char *err,
+		     size_t errlen)
 {
 	struct ckpt_s3_sts_call call = {
 		.endpoint = r->sts_endpoint, .region = r->region,
 		.role_arn = r->role_arn, .session_name = r->session_name,
 		.external_id = r->external_id, .duration_s = r->duration_s,
-		.timeout_ms = timeout_ms,
+		.timeout_ms = timeout_ms, .ca_bundle = ca,
 	};
 	struct ckpt_s3_credset *src = NULL;
 	char *token = NULL, sub[400];
@@ -395,7 +398,7 @@ static int fetch_sts(const struct recipe *r, uint32_t timeout_ms,
 			return -EINVAL;
 		call.web_token = token;
 	} else {
-		rc = fetch(r->source, timeout_ms, &src, sub, sizeof(sub));
+		rc = fetch(r->source, timeout_ms, ca, &src, sub, sizeof(sub));
 		if (rc)
 			return ckpt_errf(err, errlen, rc, "%s: %s", r->what,
 					 sub);
@@ -410,7 +413,8 @@ static int fetch_sts(const struct recipe *r, uint32_t timeout_ms,
 }
 
 static int fetch(const struct recipe *r, uint32_t timeout_ms,
-		 struct ckpt_s3_credset **out, char *err, size_t errlen)
+		 const char *ca, struct ckpt_s3_credset **out, char *err,
+		 size_t errlen)
 {
 	char *auth = NULL, *role = NULL;
 	int rc;
@@ -424,7 +428,7 @@ static int fetch(const struct recipe *r, uint32_t timeout_ms,
 		return run_process(r, out, err, errlen);
 	case K_ASSUME:
 	case K_WEBID:
-		return fetch_sts(r, timeout_ms, out, err, errlen);
+		return fetch_sts(r, timeout_ms, ca, out, err, errlen);
 	case K_CONTAINER:
 		if (r->auth_file) {
 			auth = read_small(r->auth_file, r->what, err, errlen);
@@ -432,7 +436,7 @@ static int fetch(const struct recipe *r, uint32_t timeout_ms,
 				return -EINVAL;
 		}
 		rc = ckpt_s3_container_fetch(r->url, auth ? auth : r->auth,
-					     timeout_ms, out, err, errlen);
+					     timeout_ms, ca, out, err, errlen);
 		wipe_free(auth);
 		return rc;
 	case K_IMDS:
@@ -989,6 +993,13 @@ int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->refreshed, NULL);
 	c->timeout_ms = e->timeout_ms;
+	if (e->ca_bundle) {
+		c->ca_bundle = strdup(e->ca_bundle);
+		if (!c->ca_bundle) {
+			rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+			goto out_fail;
+		}
+	}
 	if (o && o->no_sign_request) {
 		c->source = strdup("none: unsigned requests "
 				   "(no_sign_request)");
@@ -1011,7 +1022,8 @@ int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 	}
 	c->r = r;
 	if (r->kind != K_IMDS) {
-		rc = fetch(r, c->timeout_ms, &c->cur, sub, sizeof(sub));
+		rc = fetch(r, c->timeout_ms, c->ca_bundle, &c->cur, sub,
+			   sizeof(sub));
 	} else {
 		/* Name the instance profile's role, as fetched. */
 		char *role = NULL, *w = NULL;
@@ -1062,6 +1074,7 @@ void ckpt_s3_creds_free(struct ckpt_s3_creds *c)
 	ckpt_s3_credset_put(c->cur);
 	recipe_free(c->r);
 	free(c->source);
+	free(c->ca_bundle);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->refreshed);
 	free(c);
@@ -1118,7 +1131,8 @@ struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c)
 			break;
 		c->refreshing = true;
 		pthread_mutex_unlock(&c->lock);
-		rc = fetch(c->r, c->timeout_ms, &fresh, err, sizeof(err));
+		rc = fetch(c->r, c->timeout_ms, c->ca_bundle, &fresh, err,
+			   sizeof(err));
 		pthread_mutex_lock(&c->lock);
 		c->refreshing = false;
 		atomic_fetch_add(&c->fetches, 1);

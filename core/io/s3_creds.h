@@ -51,6 +51,8 @@ struct ckpt_s3_creds_env {
 					 * for the call) */
 	const struct ckpt_ini *conf;	/* the config file */
 	uint32_t timeout_ms;		/* per credential request */
+	const char *ca_bundle;		/* for https (STS, container), or
+					 * NULL: the system's CAs */
 };
 
 /*

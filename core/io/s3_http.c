@@ -31,6 +31,9 @@
 #define RECV_BUFFER (64 * 1024)	/* libcurl's buffer, per request */
 #define POLL_MAX_MS 1000
 #define IDLE_CONNS_PER_SLOT 2	/* see worker_put() */
+/* Connections open over all workers, busy or idle, are kept to at most
+ * CONNS_PER_SLOT x `parallel`: `parallel` in flight, the rest idle. */
+#define CONNS_PER_SLOT (IDLE_CONNS_PER_SLOT + 1)
 
 enum { ST_WAIT, ST_ACTIVE, ST_DONE };
 
@@ -57,6 +60,7 @@ struct s3_sock {
  * call at a time. */
 struct s3_worker {
 	CURLM *multi;
+	long maxconn;		/* its CURLMOPT_MAXCONNECTS now */
 	struct s3_easy *easy;	/* cap of them, the first nmade made */
 	unsigned cap;
 	unsigned nmade;
@@ -64,6 +68,7 @@ struct s3_worker {
 	unsigned nidle;
 	struct s3_sock *socks;	/* every socket its connections opened */
 	size_t nsocks, capsocks;
+	struct ckpt_s3_http *h;	/* whose it is */
 	struct s3_worker *next;	/* on the pool's list */
 	size_t pool_socks;	/* nsocks when it was pooled */
 	struct s3_worker *bprev, *bnext;	/* on the busy list */
@@ -85,6 +90,12 @@ struct ckpt_s3_http {
 				 * guarded by lock */
 	struct s3_worker *busy;	/* workers in use; guarded by lock */
 	_Atomic bool cancelled;	/* see ckpt_s3_http_cancel() */
+	/* DNS answers and TLS sessions, shared by every worker's handles
+	 * (a new connection resumes a TLS session, no full handshake);
+	 * locks[d] guards what libcurl keeps of kind d. */
+	CURLSH *share;
+	pthread_mutex_t locks[CURL_LOCK_DATA_LAST];
+	_Atomic long nconns;	/* connections open, all workers */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -436,11 +447,13 @@ static int on_sockopt(void *ud, curl_socket_t fd, curlsocktype purpose)
 	if (i == w->nsocks) {
 		void *arr = w->socks;
 
+		/* out of memory: neither quick ACKs nor counted */
 		if (ckpt_grow(&arr, &w->capsocks, w->nsocks + 1,
 			      sizeof(*w->socks)))
 			return CURL_SOCKOPT_OK;	/* no quick ACKs on it */
 		w->socks = arr;
 		w->nsocks++;
+		atomic_fetch_add(&w->h->nconns, 1);
 	}
 	w->socks[i] = (struct s3_sock){ fd, 0 };
 	return CURL_SOCKOPT_OK;
@@ -454,6 +467,7 @@ static int on_close(void *ud, curl_socket_t fd)
 	for (i = 0; i < w->nsocks; i++)
 		if (w->socks[i].fd == fd) {
 			w->socks[i] = w->socks[--w->nsocks];
+			atomic_fetch_sub(&w->h->nconns, 1);
 			break;
 		}
 	return close(fd);
@@ -572,12 +586,17 @@ static int easy_setup(struct ckpt_s3_http *h, struct s3_worker *w,
 	SET(CURLOPT_NOPROGRESS, 0L);
 	SET(CURLOPT_XFERINFOFUNCTION, on_progress);
 	SET(CURLOPT_USERAGENT, "ckptfs");
+	/* Verification stays on (libcurl's default): against the CA bundle
+	 * the settings name, else the system's store. */
+	if (c->ca_bundle)
+		SET(CURLOPT_CAINFO, c->ca_bundle);
 	SET(CURLOPT_SOCKOPTFUNCTION, on_sockopt);
 	SET(CURLOPT_SOCKOPTDATA, w);
 	SET(CURLOPT_CLOSESOCKETFUNCTION, on_close);
 	SET(CURLOPT_CLOSESOCKETDATA, w);
 	SET(CURLOPT_PREREQFUNCTION, on_prereq);
 	SET(CURLOPT_PREREQDATA, e);
+	SET(CURLOPT_SHARE, h->share);
 #undef SET
 	if (rc != CURLE_OK) {
 		curl_easy_cleanup(k);
@@ -627,6 +646,7 @@ static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 		h->pool_socks = 0;
 		h->slots = h->cfg->parallel;
 		h->pid = getpid();
+		atomic_store(&h->nconns, 0);
 	}
 	w = h->pool;
 	if (w) {
@@ -641,12 +661,16 @@ static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
+	w->h = h;
 	w->cap = h->cfg->parallel;
+	w->maxconn = (long)w->cap;
 	w->easy = calloc(w->cap, sizeof(*w->easy));
 	w->idle = calloc(w->cap, sizeof(*w->idle));
 	w->multi = curl_multi_init();
 	if (!w->easy || !w->idle || !w->multi ||
 	    curl_multi_setopt(w->multi, CURLMOPT_MAXCONNECTS,
+			      w->maxconn) != CURLM_OK ||
+	    curl_multi_setopt(w->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS,
 			      (long)w->cap) != CURLM_OK) {
 		worker_free(w);
 		return NULL;
@@ -658,12 +682,15 @@ static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 }
 
 /*
- * Keep up to `parallel` idle workers, holding at most IDLE_CONNS_PER_SLOT
- * x `parallel` connections in all; a worker past that is freed with its
- * connections.  Each worker caches up to `parallel` connections, so
- * without the bound many threads would keep parallel^2 (65536 at 256).
- * (libcurl's shared connection cache, CURL_LOCK_DATA_CONNECT, is not
- * supported across concurrent threads, which the workers are.)
+ * Keep up to `parallel` idle workers while the store's connections, busy
+ * workers' included, number at most IDLE_CONNS_PER_SLOT x `parallel`; a
+ * worker returned past that is freed with its connections.  Each worker
+ * caches up to `parallel` connections, so without the bound many threads
+ * would keep parallel^2 (65536 at 256).  Busy workers shed idle
+ * connections too (trim()).  DNS and TLS sessions are shared by all
+ * workers (h->share), connections are not: libcurl's shared connection
+ * cache (CURL_LOCK_DATA_CONNECT) is not supported across concurrent
+ * threads, which the workers are (libcurl 7.88's CURLSHOPT_SHARE(3)).
  */
 static void worker_put(struct ckpt_s3_http *h, struct s3_worker *w)
 {
@@ -676,8 +703,8 @@ static void worker_put(struct ckpt_s3_http *h, struct s3_worker *w)
 		w->bnext->bprev = w->bprev;
 	w->bprev = w->bnext = NULL;
 	if (h->npool < h->cfg->parallel &&
-	    h->pool_socks + w->nsocks <=
-	    (size_t)IDLE_CONNS_PER_SLOT * h->cfg->parallel) {
+	    atomic_load(&h->nconns) <=
+	    (long)IDLE_CONNS_PER_SLOT * h->cfg->parallel) {
 		w->pool_socks = w->nsocks;
 		h->pool_socks += w->nsocks;
 		w->next = h->pool;
@@ -687,6 +714,24 @@ static void worker_put(struct ckpt_s3_http *h, struct s3_worker *w)
 	}
 	pthread_mutex_unlock(&h->lock);
 	worker_free(w);
+}
+
+/*
+ * While the store's connections are over CONNS_PER_SLOT x `parallel`, w
+ * keeps no more connections than requests in flight: libcurl closes an
+ * idle one each time a transfer ends over the cache's size.  Else w's
+ * cache holds up to `parallel`.
+ */
+static void trim(struct ckpt_s3_http *h, struct s3_worker *w, unsigned held)
+{
+	long want = (long)w->cap;
+
+	if (atomic_load(&h->nconns) > (long)CONNS_PER_SLOT * h->cfg->parallel)
+		want = held ? (long)held : 1;
+	if (want != w->maxconn &&
+	    curl_multi_setopt(w->multi, CURLMOPT_MAXCONNECTS, want) ==
+	    CURLM_OK)
+		w->maxconn = want;
 }
 
 /* An easy handle of w not in use, made when needed; NULL: out of
@@ -762,6 +807,7 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	q->has_length = false;
 	q->bad_body = false;
 	q->replaced = false;
+	q->tls_failed = false;
 	q->etag[0] = '\0';
 	q->etag_bad = false;
 	q->code[0] = '\0';
@@ -871,14 +917,58 @@ static bool is_transient_curl(CURLcode rc)
 	}
 }
 
+/* libcurl errors of the TLS layer: certificates, handshakes. */
+static bool is_tls_curl(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_ENGINE_NOTFOUND:
+	case CURLE_SSL_ENGINE_SETFAILED:
+	case CURLE_SSL_ENGINE_INITFAILED:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+	case CURLE_SSL_INVALIDCERTSTATUS:
+	case CURLE_SSL_CLIENTCERT:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* "HOST:PORT" of url (the port its scheme's default when it names
+ * none), or "?" when it does not parse. */
+static void url_host_port(const char *url, char *out, size_t len)
+{
+	CURLU *u = curl_url();
+	char *host = NULL, *port = NULL;
+
+	snprintf(out, len, "?");
+	if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) ==
+	    CURLUE_OK)
+		snprintf(out, len, "%s:%s", host, port);
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+}
+
 /* Take q's finished try off the multi handle and judge it. */
 static int req_finish(struct s3_worker *w, struct ckpt_s3_req *q,
 		      CURLcode rc)
 {
 	struct s3_easy *e = q->easy;
-	long st = 0;
+	long st = 0, nconn = 0;
 
 	curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &st);
+	if (curl_easy_getinfo(e->curl, CURLINFO_NUM_CONNECTS, &nconn) ==
+	    CURLE_OK && nconn > 0)
+		atomic_fetch_add(&e->h->ctr->connects, (uint64_t)nconn);
 	curl_multi_remove_handle(w->multi, e->curl);
 	curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, (void *)NULL);
 	curl_slist_free_all(q->headers);
@@ -922,6 +1012,18 @@ static int req_finish(struct s3_worker *w, struct ckpt_s3_req *q,
 	}
 	if (q->bad_body)	/* reason set where it was stopped */
 		return q->bad_final ? TRY_FAIL : TRY_AGAIN;
+	if (is_tls_curl(rc)) {
+		char hp[128];
+
+		/* Never retried (but for a broken handshake), never tried
+		 * again over http: a certificate not trusted stays so. */
+		url_host_port(q->url, hp, sizeof(hp));
+		snprintf(q->reason, sizeof(q->reason), "TLS to %.70s: %.240s",
+			 hp, e->errbuf[0] ? e->errbuf :
+			 curl_easy_strerror(rc));
+		q->tls_failed = true;
+		return rc == CURLE_SSL_CONNECT_ERROR ? TRY_AGAIN : TRY_FAIL;
+	}
 	snprintf(q->reason, sizeof(q->reason), "%.240s (curl error %d)",
 		 e->errbuf[0] ? e->errbuf : curl_easy_strerror(rc), (int)rc);
 	if (rc == CURLE_OUT_OF_MEMORY) {
@@ -1143,6 +1245,8 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 		}
 		if (rc || left == 0)
 			break;
+		if (done_some)
+			trim(h, w, held);
 		/* Slots were freed: start more before waiting. */
 		ms = done_some ? 0 : poll_ms(w->multi, held, q, waiting, nwait);
 		if (cf && ms > CKPT_CANCEL_POLL_MS)
@@ -1191,10 +1295,56 @@ void ckpt_s3_req_destroy(struct ckpt_s3_req *q)
 	q->bufcap = 0;
 }
 
+static void share_lock(CURL *k, curl_lock_data d, curl_lock_access a,
+		       void *ud)
+{
+	struct ckpt_s3_http *h = ud;
+
+	(void)k;
+	(void)a;
+	if (d >= 0 && d < CURL_LOCK_DATA_LAST)
+		pthread_mutex_lock(&h->locks[d]);
+}
+
+static void share_unlock(CURL *k, curl_lock_data d, void *ud)
+{
+	struct ckpt_s3_http *h = ud;
+
+	(void)k;
+	if (d >= 0 && d < CURL_LOCK_DATA_LAST)
+		pthread_mutex_unlock(&h->locks[d]);
+}
+
+/* h->share: DNS and TLS sessions, its locks h->locks. */
+static int share_new(struct ckpt_s3_http *h)
+{
+	CURLSHcode rc = CURLSHE_OK;
+	CURLSH *sh = curl_share_init();
+
+	if (!sh)
+		return -ENOMEM;
+#define SET(opt, val) \
+	do { if (rc == CURLSHE_OK) rc = curl_share_setopt(sh, opt, val); } \
+	while (0)
+	SET(CURLSHOPT_LOCKFUNC, share_lock);
+	SET(CURLSHOPT_UNLOCKFUNC, share_unlock);
+	SET(CURLSHOPT_USERDATA, h);
+	SET(CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+	SET(CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+#undef SET
+	if (rc != CURLSHE_OK) {
+		curl_share_cleanup(sh);
+		return rc == CURLSHE_NOMEM ? -ENOMEM : -EINVAL;
+	}
+	h->share = sh;
+	return 0;
+}
+
 int ckpt_s3_http_new(const struct ckpt_s3_cfg *cfg, struct ckpt_store *counters,
 		     struct ckpt_s3_http **out, char *err, size_t errlen)
 {
 	struct ckpt_s3_http *h;
+	int i, rc;
 
 	*out = NULL;
 	pthread_once(&curl_once, curl_init);
@@ -1211,6 +1361,13 @@ int ckpt_s3_http_new(const struct ckpt_s3_cfg *cfg, struct ckpt_store *counters,
 	snprintf(h->sigv4, sizeof(h->sigv4), "aws:amz:%s:s3", cfg->region);
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_cond_init(&h->slot_freed, NULL);
+	for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_init(&h->locks[i], NULL);
+	rc = share_new(h);
+	if (rc) {
+		ckpt_s3_http_free(h);
+		return ckpt_errf(err, errlen, rc, "libcurl: no share handle");
+	}
 	*out = h;
 	return 0;
 }
@@ -1218,6 +1375,7 @@ int ckpt_s3_http_new(const struct ckpt_s3_cfg *cfg, struct ckpt_store *counters,
 void ckpt_s3_http_free(struct ckpt_s3_http *h)
 {
 	struct s3_worker *w;
+	int i;
 
 	if (!h)
 		return;
@@ -1225,6 +1383,11 @@ void ckpt_s3_http_free(struct ckpt_s3_http *h)
 		h->pool = w->next;
 		worker_free(w);
 	}
+	/* after every handle that used it */
+	if (h->share)
+		curl_share_cleanup(h->share);
+	for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_destroy(&h->locks[i]);
 	pthread_mutex_destroy(&h->lock);
 	pthread_cond_destroy(&h->slot_freed);
 	free(h);

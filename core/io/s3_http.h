@@ -7,7 +7,10 @@
  * Connections are reused across calls and threads: each call borrows a
  * worker (a multi handle with its easy handles and its cache of open
  * connections) from a pool and gives it back, so no two threads ever use
- * one curl handle at once.  A store-wide bound keeps at most `parallel`
+ * one curl handle at once.  Every handle shares one curl share handle
+ * (DNS answers, TLS sessions: a new connection resumes a session), and
+ * the connections of all workers are bounded (see worker_put(): about
+ * 2 x `parallel` idle).  A store-wide bound keeps at most `parallel`
  * requests in flight over all threads; a call that holds none waits for
  * one, a call that holds some only takes more when they are free, so
  * every call makes progress.
@@ -83,6 +86,9 @@ struct ckpt_s3_req {
 	unsigned tries;		/* requests sent */
 	bool replaced;		/* the answer was of another version (an
 				 * ETag or size not the one asked for) */
+	bool tls_failed;	/* the last try failed in TLS (a
+				 * certificate not trusted, a handshake):
+				 * the reason says "TLS to HOST:PORT: ..." */
 
 	/* the engine's own */
 	uint64_t got;		/* body bytes kept by the current answer,

@@ -61,6 +61,11 @@ const char *ckpt_store_credentials(const struct ckpt_store *s)
 	return s->credentials;
 }
 
+const char *ckpt_store_warning(const struct ckpt_store *s)
+{
+	return s->warning;
+}
+
 unsigned ckpt_store_parallelism(const struct ckpt_store *s)
 {
 	return s->parallelism;
@@ -200,4 +205,5 @@ void ckpt_store_stats(const struct ckpt_store *s,
 	out->bytes_delivered = atomic_load(&s->bytes_delivered);
 	out->requests = atomic_load(&s->requests);
 	out->retries = atomic_load(&s->retries);
+	out->connects = atomic_load(&s->connects);
 }

@@ -106,6 +106,10 @@ const char *ckpt_store_identity(const struct ckpt_store *s);
  * local directory), never a secret.  Borrowed from s. */
 const char *ckpt_store_credentials(const struct ckpt_store *s);
 
+/* One line the user should know about how s was opened (a session token
+ * sent over plain http://), or NULL.  Borrowed from s. */
+const char *ckpt_store_warning(const struct ckpt_store *s);
+
 /* How many reads are worth keeping in flight at once, for the parallel
  * engine's default thread count: 0 for a local directory (meaning "as
  * the CPUs allow"), the parallel setting for S3. */
@@ -212,6 +216,7 @@ struct ckpt_store_stats {
 	uint64_t bytes_delivered;	/* into callers' buffers */
 	uint64_t requests;	/* preads, or HTTP requests */
 	uint64_t retries;	/* HTTP requests sent again */
+	uint64_t connects;	/* new connections made */
 };
 
 void ckpt_store_stats(const struct ckpt_store *s,

@@ -46,12 +46,15 @@ struct ckpt_store {
 	char *identity;		/* see ckpt_store_identity(); owned */
 	const char *credentials;	/* see ckpt_store_credentials();
 					 * the implementation's, or NULL */
+	char *warning;		/* see ckpt_store_warning(); owned by the
+				 * implementation, or NULL */
 	unsigned parallelism;
 	/* Counters, updated by the implementation as it works. */
 	_Atomic uint64_t bytes_fetched;
 	_Atomic uint64_t bytes_delivered;
 	_Atomic uint64_t requests;
 	_Atomic uint64_t retries;
+	_Atomic uint64_t connects;
 };
 
 /* The implementations' constructors, called by ckpt_store_new() with

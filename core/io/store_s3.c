@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/errbuf.h"
 #include "common/escape.h"
@@ -432,6 +433,7 @@ static void s3_destroy(struct ckpt_store *s)
 	free(st->prefix);
 	free(s->root);
 	free(s->identity);
+	free(s->warning);
 	free(st);
 }
 
@@ -490,7 +492,10 @@ static int probe(struct s3_store *st, char *err, size_t errlen)
 	rc = ckpt_s3_http_run(st->http, &q, 1, &failed);
 	if (rc == 0)
 		goto out_free;
-	if (q.status == 0) {
+	if (q.status == 0 && q.tls_failed) {
+		/* the reason names the host and why */
+		rc = ckpt_errf(err, errlen, -EIO, "%s: %s", root, q.reason);
+	} else if (q.status == 0) {
 		rc = q.curl_code == 6 ? -EHOSTUNREACH :
 		     q.curl_code == 28 || q.curl_code == 42 ? -ETIMEDOUT :
 		     -ECONNREFUSED;
@@ -529,6 +534,27 @@ out_free:
 	free(query);
 	free(want);
 	return rc;
+}
+
+/*
+ * A session token sent over plain http:// can be read and replayed by
+ * anyone on the path for as long as it lives: say so, once per store
+ * (its first user shows it: ckpt_meta_warning(), the daemon's log,
+ * Python's warnings).  No secret in it.
+ */
+static void token_warning(struct s3_store *st)
+{
+	struct ckpt_s3_credset *cs = ckpt_s3_creds_get(st->cfg.creds);
+	bool token = cs && cs->session_token;
+
+	ckpt_s3_credset_put(cs);
+	if (!token || strncasecmp(st->cfg.endpoint, "http://", 7) != 0)
+		return;
+	if (asprintf(&st->base.warning, "%s: a session token (from %s) goes "
+		     "over plain http to %s, readable on the way; use an "
+		     "https:// endpoint", st->base.root, st->cfg.cred_source,
+		     st->cfg.endpoint) < 0)
+		st->base.warning = NULL;
 }
 
 int ckpt_store_s3_new(const char *root, const struct ckpt_store_opts *o,
@@ -576,6 +602,7 @@ int ckpt_store_s3_new(const char *root, const struct ckpt_store_opts *o,
 	rc = probe(st, err, errlen);
 	if (rc)
 		goto out_fail;
+	token_warning(st);
 	*out = &st->base;
 	return 0;
 

@@ -8,7 +8,8 @@ in the sid chroot), uploaded to the bucket.  All in one run:
 - ceiling: N parallel `curl` ranged GETs of exactly the byte ranges rank
   3 of 8 needs (`ckptfs plan`'s reads), N = the store's parallel GETs;
 - ckptfs.load of rank 3 of 8 from s3:// (the open, which indexes the
-  torch checkpoint, timed apart);
+  torch checkpoint, timed apart), and the same load over https (radosgw's
+  second, TLS endpoint; a CA made by rgw.sh) as a ratio of the http one;
 - `cat` of every file of an s3:// mount of rank 3 of 8;
 - bytes fetched per byte delivered: the library's counters, and what the
   proxy sent for the same load;
@@ -44,7 +45,12 @@ class Radosgw:
     def __init__(self, work):
         self.dir = os.path.join(work, "rgw")
         shutil.rmtree(self.dir, ignore_errors=True)
-        subprocess.check_call([RGW, "start", self.dir])
+        # http and https (RGW_TLS=1: beast's ssl_endpoint, a test CA)
+        subprocess.check_call([RGW, "start", self.dir],
+                              env=dict(os.environ, RGW_TLS="1"))
+        with open(os.path.join(self.dir, "https_url")) as fh:
+            self.https_url = fh.read().strip()
+        self.ca = os.path.join(self.dir, "tls", "ca.pem")
         self.env = {}
         with open(os.path.join(self.dir, "env")) as fh:
             for line in fh:
@@ -159,6 +165,7 @@ with ckptfs.open(root, **kw) as ck:
     t2 = time.perf_counter()
     s1 = ck.io_stats()
 print(json.dumps({"open": t1 - t0, "load": t2 - t1,
+                  "connects": s1["connects"],
                   "fetched": s1["bytes_fetched"] - s0["bytes_fetched"],
                   "delivered": s1["bytes_delivered"] - s0["bytes_delivered"],
                   "requests": s1["requests"] - s0["requests"]}))
@@ -237,11 +244,21 @@ def s3_figures(args, t, lib_env, gib, bench):
                      f"({len(reads)} ranges, radosgw on loopback)",
                      [b / s / 1e9 for b, s in ceil])
         loads = [load_once(env, root, w, r) for _ in range(reps)]
-        t.add(f"S3: ckptfs.load of rank {r} of {w} (open apart)",
-              [x["delivered"] / x["load"] / 1e9 for x in loads],
-              base=(base, "curl ceiling"),
-              note=f"{statistics.median(x['requests'] for x in loads):.0f} "
-                   "GETs")
+        lmed = t.add(f"S3: ckptfs.load of rank {r} of {w} (open apart)",
+                     [x["delivered"] / x["load"] / 1e9 for x in loads],
+                     base=(base, "curl ceiling"),
+                     note=f"{statistics.median(x['requests'] for x in loads):.0f} "
+                          "GETs")
+        tenv = dict(env, AWS_CA_BUNDLE=rgw.ca)
+        tls = [load_once(tenv, root, w, r, endpoint=rgw.https_url)
+               for _ in range(reps)]
+        t.add(f"S3 over https: ckptfs.load of rank {r} of {w} (open apart)",
+              [x["delivered"] / x["load"] / 1e9 for x in tls],
+              base=(lmed, "http"),
+              note=f"{statistics.median(x['connects'] for x in tls):.0f} "
+                   "connections (TLS handshakes, open included), "
+                   f"{statistics.median(x['connects'] for x in loads):.0f} "
+                   "over http")
         t.add("S3: opening it (.metadata; a torch checkpoint's records' "
               "zip windows in one parallel batch)",
               [x["open"] for x in loads], unit="s")

@@ -19,7 +19,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 #: The ABI of core/ckptfs.h this module mirrors (CKPT_ABI_VERSION).
-ABI_VERSION = 5
+ABI_VERSION = 6
 MAX_DIMS = 16
 NONE = 0xFFFFFFFF
 NO_OFFSET = 0xFFFFFFFFFFFFFFFF
@@ -56,14 +56,16 @@ class S3Opts(C.Structure):
                 ("low_speed_time", C.c_uint32),
                 ("open_deadline_ms", C.c_uint32),
                 ("read_deadline_ms", C.c_uint32),
-                ("list_max_keys", C.c_uint32)]
+                ("list_max_keys", C.c_uint32),
+                ("ca_bundle", C.c_char_p)]
 
 
 class IoStats(C.Structure):
     """struct ckpt_io_stats."""
     _fields_ = [("bytes_fetched", C.c_uint64),
                 ("bytes_delivered", C.c_uint64),
-                ("requests", C.c_uint64), ("retries", C.c_uint64)]
+                ("requests", C.c_uint64), ("retries", C.c_uint64),
+                ("connects", C.c_uint64)]
 
 
 class OpenOpts(C.Structure):

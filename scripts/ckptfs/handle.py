@@ -177,7 +177,8 @@ class Checkpoint:
         """What this handle's reads fetched so far, all threads: a dict
         of ``bytes_fetched`` (from the disk or the server, merge gaps and
         retries included), ``bytes_delivered``, ``requests`` (preads, or
-        HTTP requests) and ``retries``."""
+        HTTP requests), ``retries`` and ``connects`` (new connections
+        made: after a warm-up, none; docs/s3-trust.md)."""
         st = _lib.IoStats()
         m = self._acquire()
         try:

@@ -388,14 +388,15 @@ except ckptfs.CheckpointError as e:
 
 @test "every S3 setting, the time bounds and no_sign_request included, is refused by name for a checkpoint that is not s3://" {
 	for o in "--s3-read-deadline-ms 5000" "--s3-connect-timeout-ms 500" \
-		"--s3-list-max-keys 10" "--s3-low-speed-time 3" "--s3-no-sign-request"; do
+		"--s3-list-max-keys 10" "--s3-low-speed-time 3" "--s3-no-sign-request" \
+		"--s3-ca-bundle /ca.pem"; do
 		name=$(echo "$o" | sed 's/^--//; s/^-o //; s/=.*//; s/ .*//; s/-/_/g')
 		run "$CKPTFS" ls "$TMP/ckpt" $o
 		echo "$o: $status $output"
 		[ "$status" -eq 2 ]
 		[ "$output" = "ckptfs ls: $name is only for s3:// checkpoints, not '$TMP/ckpt'" ]
 	done
-	for o in s3_open_deadline_ms=100 s3_low_speed_limit=9 s3_no_sign_request; do
+	for o in s3_open_deadline_ms=100 s3_low_speed_limit=9 s3_no_sign_request s3_ca_bundle=/ca.pem; do
 		run "$CKPTFS" mount "$TMP/ckpt" "$MNT" -o "$o"
 		echo "$o: $status $output"
 		[ "$status" -ne 0 ]

@@ -119,6 +119,10 @@ print(sum(1 for e in log if e[0] == "GET" and "list-type=2" in e[1]
 	s3check conns
 }
 
+@test "s3: connections reused: after a warm-up, 20 reads of one thread make no new connection (io stats 'connects'); 64 threads at parallel=64 never hold more than 3 x parallel connections, 2 x parallel after" {
+	s3check reuse
+}
+
 @test "s3: names in messages: an escape sequence in a key is escaped, a name or root of 1,000+ characters is shortened in the middle and the reason shows" {
 	s3check names
 }

@@ -65,8 +65,10 @@ def test_struct_fields():
         s3_endpoint="http://127.0.0.1:7480", s3_region="eu-west-1",
         s3_profile="p", s3_credentials_file="/c", s3_config_file="/f",
         s3_parallel=4, s3_part_size=1 << 20, s3_merge_gap=4096,
-        s3_retries=0, s3_timeout_ms=500, s3_no_sign_request=True)))
+        s3_retries=0, s3_timeout_ms=500, s3_no_sign_request=True,
+        s3_ca_bundle="/ca.pem")))
     assert o.endpoint == b"http://127.0.0.1:7480"
+    assert o.ca_bundle == b"/ca.pem"
     assert o.region == b"eu-west-1" and o.profile == b"p"
     assert o.credentials_file == b"/c" and o.config_file == b"/f"
     assert (o.parallel, o.part_bytes, o.merge_gap) == (4, 1 << 20, 4096)
@@ -111,6 +113,12 @@ def test_the_library_gets_them(tmp_path):
         ckptfs.open(ROOT, s3_endpoint="http://127.0.0.1:1",
                     s3_credentials_file=str(missing))
     assert f"{missing} (from the credentials_file option)" in str(e.value)
+    # So must a CA bundle.
+    with pytest.raises(ckptfs.Error) as e:
+        ckptfs.open(ROOT, s3_endpoint="https://127.0.0.1:1",
+                    s3_ca_bundle=str(missing), s3_no_sign_request=True)
+    assert (f"S3 CA bundle from the ca_bundle option: {missing}: No such "
+            "file or directory") in str(e.value)
     # The library's bounds, named by it.
     with pytest.raises(ValueError) as e:
         ckptfs.load(ROOT, 2, 1, s3_parallel=1000)

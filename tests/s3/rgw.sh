@@ -11,7 +11,13 @@
 #                             role the user may assume, its ARN in
 #                             DIR/role_arn (off by default: with it,
 #                             radosgw answers a bad signature with
-#                             AccessDenied, not SignatureDoesNotMatch)
+#                             AccessDenied, not SignatureDoesNotMatch);
+#                             with RGW_TLS=1, radosgw also serves https
+#                             on a second port (beast's ssl_endpoint),
+#                             with a server certificate (IP:127.0.0.1,
+#                             DNS:localhost) of a CA made here:
+#                             DIR/https_url, DIR/tls/ca.pem, and another
+#                             CA that did not sign it, DIR/tls/other-ca.pem
 #   rgw.sh stop DIR           stop radosgw, then the OSD, then the monitor
 #   rgw.sh stop-rgw DIR       stop radosgw alone (objects are kept)
 #   rgw.sh start-rgw DIR      start radosgw again, wait until it answers
@@ -86,8 +92,29 @@ make_role() {
 		"$D/log/role.json" >"$D/role_arn" || die "no role ARN in $D/log/role.json"
 }
 
+# make_certs DIR: a CA, a server certificate it signs (IP:127.0.0.1,
+# DNS:localhost) and an unrelated CA, made anew (EC keys: quick).
+make_certs() {
+	local t=$1 ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+	mkdir -p "$t"
+	openssl req -x509 "${ec[@]}" -keyout "$t/ca.key" -out "$t/ca.pem" \
+		-days 2 -subj "/CN=ckptfs test CA" 2>>"$D/log/tls.out" &&
+	openssl req -x509 "${ec[@]}" -keyout "$t/other-ca.key" \
+		-out "$t/other-ca.pem" -days 2 -subj "/CN=ckptfs other CA" \
+		2>>"$D/log/tls.out" &&
+	openssl req "${ec[@]}" -keyout "$t/server.key" -out "$t/server.csr" \
+		-subj "/CN=localhost" 2>>"$D/log/tls.out" &&
+	printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+		"basicConstraints=CA:FALSE" "extendedKeyUsage=serverAuth" \
+		>"$t/server.ext" &&
+	openssl x509 -req -in "$t/server.csr" -CA "$t/ca.pem" \
+		-CAkey "$t/ca.key" -CAcreateserial -out "$t/server.pem" \
+		-days 2 -extfile "$t/server.ext" >>"$D/log/tls.out" 2>&1 ||
+		die "openssl could not make the certificates; see $D/log/tls.out"
+}
+
 cmd_start() {
-	local monport rgwport fsid ak sk
+	local monport rgwport tlsport fsid ak sk frontends
 	mkdir -p "$D"
 	[ -z "$(ls -A "$D")" ] || die "$D is not empty"
 	D=$(cd "$D" && pwd)
@@ -97,6 +124,15 @@ cmd_start() {
 	monport=$(free_port)
 	rgwport=$(free_port)
 	echo "$rgwport" > "$D/rgw.port"
+	frontends="beast endpoint=127.0.0.1:$rgwport"
+	if [ "${RGW_TLS:-0}" = 1 ]; then
+		make_certs "$D/tls"
+		tlsport=$(free_port)
+		frontends+=" ssl_endpoint=127.0.0.1:$tlsport"
+		frontends+=" ssl_certificate=$D/tls/server.pem"
+		frontends+=" ssl_private_key=$D/tls/server.key"
+		echo "https://127.0.0.1:$tlsport" >"$D/https_url"
+	fi
 	fsid=$(cat /proc/sys/kernel/random/uuid)
 	cat > "$D/ceph.conf" <<CONF
 [global]
@@ -139,7 +175,7 @@ mon data = $D/mon
 [osd.0]
 osd data = $D/osd
 [client.rgw]
-rgw frontends = beast endpoint=127.0.0.1:$rgwport
+rgw frontends = $frontends
 rgw data = $D/rgw
 rgw dns name = 127.0.0.1
 CONF
@@ -162,6 +198,11 @@ CONF
 	ceph-osd -c "$D/ceph.conf" -i 0 </dev/null >>"$D/log/osd.out" 2>&1 ||
 		die "ceph-osd did not start; see $D/log"
 	start_rgw
+	if [ "${RGW_TLS:-0}" = 1 ]; then
+		wait_for 30 curl -s -o /dev/null --max-time 2 --cacert \
+			"$D/tls/ca.pem" "$(cat "$D/https_url")/" ||
+			die "radosgw does not answer https on port $tlsport; see $D/log"
+	fi
 	ak=$(head -c 15 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr a-f A-F)
 	sk=$(head -c 30 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	radosgw-admin -c "$D/ceph.conf" user create --uid=ckptfs \

@@ -1607,6 +1607,101 @@ static void test_conns(void)
 	store_free(s);
 }
 
+struct sampler {
+	unsigned port;
+	_Atomic bool stop;
+	unsigned max;
+};
+
+static void *sampler_main(void *arg)
+{
+	struct sampler *sp = arg;
+	unsigned n;
+
+	while (!atomic_load(&sp->stop)) {
+		n = conns_to(sp->port);
+		if (n != UINT32_MAX && n > sp->max)
+			sp->max = n;
+		usleep(2000);
+	}
+	return NULL;
+}
+
+/*
+ * Connection reuse and its bound.  One thread: after a warm-up read, 20
+ * more reads of 4 parts each make no new connection (the counter
+ * `connects`, CURLINFO_NUM_CONNECTS summed).  64 threads through a store
+ * of parallel=64: the connections open to the server, sampled as they
+ * run, never pass 3 x parallel (parallel in flight, 2 x parallel idle),
+ * and 2 x parallel stay afterwards.
+ */
+static void test_reuse(void)
+{
+	struct ckpt_s3_opts o = { .endpoint = proxy, .parallel = 64,
+				  .part_bytes = 64 << 10 };
+	struct ckpt_store_file_info fi;
+	struct ckpt_store_stats st0, st1;
+	struct hammer hm[64];
+	struct sampler sp = { 0 };
+	pthread_barrier_t go;
+	pthread_t t[64], ts;
+	struct ckpt_store *s;
+	struct ckpt_store_range r;
+	uint8_t *buf = malloc(256 << 10);
+	unsigned port = 0, i, n;
+	uint32_t id;
+	int bad = 0;
+
+	sscanf(strrchr(proxy, ':') + 1, "%u", &port);
+	mkbucket("ck-reuse");
+	CHECK(put("ck-reuse", "obj", 61, 256 << 10));
+	CHECK(proxy_ctl("config", "{\"mode\":\"none\"}"));
+	s = store("s3://ck-reuse", &o);
+	CHECK(buf && s && sopen(s, "obj", &id, &fi) == 0);
+	if (!s || !buf) {
+		free(buf);
+		store_free(s);
+		return;
+	}
+	r = (struct ckpt_store_range){ id, 0, 256 << 10, buf };
+	CHECK(sread(s, &r, 1) == 0);
+	ckpt_store_stats(s, &st0);
+	for (i = 0; i < 20; i++)
+		CHECK(sread(s, &r, 1) == 0 && gen_matches(61, 0, buf, 256 << 10));
+	ckpt_store_stats(s, &st1);
+	fprintf(stderr, "  one thread: %" PRIu64 " connections for the "
+		"warm-up, %" PRIu64 " for 20 more reads (%" PRIu64 " GETs)\n",
+		st0.connects, st1.connects - st0.connects,
+		st1.requests - st0.requests);
+	CHECK(st0.connects >= 1 && st1.connects == st0.connects);
+	CHECK(st1.requests - st0.requests >= 80);
+
+	sp.port = port;
+	pthread_create(&ts, NULL, sampler_main, &sp);
+	pthread_barrier_init(&go, NULL, 64);
+	for (i = 0; i < 64; i++) {
+		hm[i] = (struct hammer){ .s = s, .id = id, .go = &go };
+		pthread_create(&t[i], NULL, hammer_main, &hm[i]);
+	}
+	for (i = 0; i < 64; i++) {
+		pthread_join(t[i], NULL);
+		bad += hm[i].bad;
+	}
+	atomic_store(&sp.stop, true);
+	pthread_join(ts, NULL);
+	pthread_barrier_destroy(&go);
+	n = conns_to(port);
+	ckpt_store_stats(s, &st1);
+	fprintf(stderr, "  64 readers, parallel 64: at most %u connections "
+		"open while they ran, %u after; %" PRIu64 " made in all\n",
+		sp.max, n, st1.connects);
+	CHECK(bad == 0);
+	CHECK(sp.max <= 3 * 64);
+	CHECK(n <= 2 * 64);
+	free(buf);
+	store_free(s);
+}
+
 /* Names in messages: an escape sequence in a key is shown escaped; a name
  * of 1,000 or more characters is shortened in the middle, so the reason
  * after it shows. */
@@ -1690,6 +1785,7 @@ static const struct {
 	{ "cancel", test_cancel }, { "etag", test_etag },
 	{ "listloop", test_listloop }, { "timeouts", test_timeouts },
 	{ "conns", test_conns }, { "names", test_names },
+	{ "reuse", test_reuse },
 };
 
 int main(int argc, char **argv)

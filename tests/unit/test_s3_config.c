@@ -97,7 +97,7 @@ static void clean(void)
 		"AWS_CONTAINER_CREDENTIALS_FULL_URI",
 		"AWS_CONTAINER_AUTHORIZATION_TOKEN",
 		"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-		"AWS_EC2_METADATA_SERVICE_ENDPOINT",
+		"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_CA_BUNDLE",
 	};
 	size_t i;
 
@@ -217,6 +217,55 @@ static void test_opts_win(void)
 	CHECK(c.parallel == 4 && c.part_bytes == 1 << 20);
 	CHECK(c.merge_gap == 4096 && c.retries == 2 && c.timeout_ms == 1500);
 	ckpt_s3_config_destroy(&c);
+}
+
+/* The CA bundle as the AWS tools take it: the option, AWS_CA_BUNDLE,
+ * the profile's ca_bundle (~ expanded); none: the system's store; a
+ * file that is not there is an error naming where it came from. */
+static void test_ca_bundle(void)
+{
+	struct ckpt_s3_opts o = { .no_sign_request = true };
+	struct ckpt_s3_cfg c;
+	char err[512], want[256];
+
+	clean();
+	put_file("opt.pem", "x");
+	put_file("env.pem", "x");
+	put_file("prof.pem", "x");
+	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == 0);
+	CHECK(c.ca_bundle == NULL);
+	ckpt_s3_config_destroy(&c);
+	put_file(".aws/config", "[default]\nCA_Bundle = ~/prof.pem\n");
+	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == 0);
+	snprintf(want, sizeof(want), "%s/prof.pem", home);
+	CHECK(c.ca_bundle && strcmp(c.ca_bundle, want) == 0);
+	ckpt_s3_config_destroy(&c);
+	snprintf(want, sizeof(want), "%s/env.pem", home);
+	setenv("AWS_CA_BUNDLE", want, 1);
+	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == 0);
+	CHECK(c.ca_bundle && strcmp(c.ca_bundle, want) == 0);
+	ckpt_s3_config_destroy(&c);
+	snprintf(want, sizeof(want), "%s/opt.pem", home);
+	o.ca_bundle = want;
+	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == 0);
+	CHECK(c.ca_bundle && strcmp(c.ca_bundle, want) == 0);
+	ckpt_s3_config_destroy(&c);
+	snprintf(want, sizeof(want), "%s/none.pem", home);
+	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == -ENOENT);
+	CHECK(strstr(err, "S3 CA bundle from the ca_bundle option: ") &&
+	      strstr(err, "none.pem: No such file or directory"));
+	o.ca_bundle = NULL;
+	setenv("AWS_CA_BUNDLE", want, 1);
+	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == -ENOENT);
+	CHECK(strstr(err, "S3 CA bundle from AWS_CA_BUNDLE: "));
+	unsetenv("AWS_CA_BUNDLE");
+	put_file(".aws/config", "[default]\nca_bundle = /nonexistent.pem\n");
+	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == -ENOENT);
+	CHECK(strstr(err, "/.aws/config: /nonexistent.pem: No such file"));
+	rm_file("opt.pem");
+	rm_file("env.pem");
+	rm_file("prof.pem");
+	clean();
 }
 
 static void test_profiles(void)
@@ -564,6 +613,7 @@ int main(void)
 	TEST(test_profile_case);
 	TEST(test_env_over_files);
 	TEST(test_opts_win);
+	TEST(test_ca_bundle);
 	TEST(test_profiles);
 	TEST(test_refusals);
 	TEST(test_encoding);
