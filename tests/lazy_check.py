@@ -20,6 +20,7 @@
 import json
 import os
 import sys
+import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -88,12 +89,15 @@ def as_bytes(v):
 def counts(url, local, proxy, world, rank):
     import ckptfs
     proxy_reset(proxy)
+    t0 = time.monotonic()
     with ckptfs.open(url, s3_endpoint=proxy, index_cache=False):
-        pass
+        t_open = time.monotonic() - t0
     open_gets = proxy_gets(proxy)
     proxy_reset(proxy)
+    t0 = time.monotonic()
     got = ckptfs.load(url, world, rank, backend="numpy", index_cache=False,
                       s3_endpoint=proxy, trust_pickles=False)
+    t_load = time.monotonic() - t0
     load_gets = proxy_gets(proxy)
     want = ckptfs.load(local, world, rank, backend="numpy",
                        index_cache=False)
@@ -106,7 +110,8 @@ def counts(url, local, proxy, world, rank):
     if bad:
         print(f"{len(bad)} of {len(a)} files differ, e.g. {bad[:3]}")
         return 1
-    print(f"open_gets {open_gets} load_gets {load_gets} files {len(a)}")
+    print(f"open_gets {open_gets} load_gets {load_gets} files {len(a)} "
+          f"(open {t_open:.3f} s, load {t_load:.3f} s)")
     return 0
 
 

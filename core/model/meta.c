@@ -238,10 +238,6 @@ int ckpt_meta_chunk(const struct ckpt_meta *m, uint32_t ci,
 	memset(out, 0, sizeof(*out));
 	if (ci >= m->nchunks)
 		return -ENOENT;
-	/* Where its bytes lie: a pending record is located now (the handle's
-	 * mutable part, under its own lock), once its files are open. */
-	if (!ckpt_chunk_is_located(m, ci) && m->opened)
-		(void)ckpt_meta_locate((struct ckpt_meta *)m, &ci, 1);
 	c = &m->chunks[ci];
 	e = ckpt_meta_chunk_entry(m, ci);
 	out->key = (uint32_t)(e - m->entries);

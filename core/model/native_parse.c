@@ -973,15 +973,22 @@ static int add_lazy(struct parser *ps, const struct record *r,
 				     ps->name, key, r->archive[0],
 				     r->archive[1], r->length);
 	if (!m->lazy) {
-		m->lazy = calloc(m->nchunks ? m->nchunks : 1,
-				 sizeof(*m->lazy));
-		m->located = calloc(m->nchunks ? m->nchunks : 1,
-				    sizeof(*m->located));
-		m->locate_err = calloc(m->nchunks ? m->nchunks : 1,
-				       sizeof(*m->locate_err));
-		if (!m->lazy || !m->located || !m->locate_err)
+		size_t n = m->nchunks ? m->nchunks : 1;
+		struct ckpt_lazy *lazy = calloc(n, sizeof(*lazy));
+		_Atomic uint8_t *located = calloc(n, sizeof(*located));
+		char **why = calloc(n, sizeof(*why));
+
+		if (!lazy || !located || !why) {
+			free(lazy);
+			free((void *)located);
+			free(why);
 			return oom(ps);
+		}
+		/* all three, and the lock, or none (ckpt_meta_free_parsed) */
 		pthread_mutex_init(&m->locate_lock, NULL);
+		m->lazy = lazy;
+		m->located = located;
+		m->locate_err = why;
 	}
 	if (e->ndim) {
 		if ((uint64_t)m->ndims + e->ndim > UINT32_MAX)
