@@ -448,7 +448,10 @@ struct ckpt_chunk_info {
 	uint64_t decoded_len;
 };
 
-/* Chunk ci of m.  Returns 0, or -ENOENT past the end.  Thread-safe. */
+/* Chunk ci of m.  Returns 0, or -ENOENT past the end.  Thread-safe.
+ * A record not located yet (a PyTorch checkpoint opened lazily from an
+ * object store, docs/s3.md: a read locates it) has foff/len of its
+ * whole torch.save archive, and no checksum. */
 int ckpt_meta_chunk(const struct ckpt_meta *m, uint32_t ci,
 		    struct ckpt_chunk_info *out);
 

@@ -340,7 +340,8 @@ static int cache_hit(const struct ckpt_index_cache *c, const char *hex,
  * memory; only indexing itself can fail.
  */
 static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
-			const char *cdir, const char *mver, uint8_t **img,
+			const char *cdir, const char *mver, bool lazy,
+			uint8_t **img,
 			size_t *imglen, uint8_t *origin, char **warning,
 			char *err, size_t errlen)
 {
@@ -356,6 +357,8 @@ static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 	}
 	if (!cache_hit(&c, hex, ic, img, imglen, warning))
 		goto out_hit;
+	if (lazy)	/* nothing to store: nothing located yet */
+		goto out_close;
 	rc = ckpt_index_cache_lock(&c, hex, why, sizeof(why));
 	if (rc == -ECANCELED) {
 		ckpt_index_cache_close(&c);
@@ -389,6 +392,10 @@ out_close:
 	ckpt_index_cache_close(&c);
 out_index:
 	*origin = CKPT_ORIGIN_TORCH;
+	if (lazy)
+		return ckpt_torch_index_lazy(s, ic->meta_path, ic->pkl,
+					     ic->pkl_len, img, imglen, err,
+					     errlen);
 	return ckpt_torch_index(s, ic->meta_path, ic->pkl, ic->pkl_len, img,
 				imglen, err, errlen);
 }
@@ -398,7 +405,14 @@ out_index:
  * .ckptfs-index when there is one, checked against the checkpoint as it
  * is now (ckpt_torch_index_check(): a stale or edited index is an error,
  * never trusted); with no index, from the index cache when o has one
- * (cached_image()), else built now.
+ * (cached_image()), else built now.  In an object store (requests in
+ * flight: ckpt_store_parallelism()) the image built now is lazy
+ * (ckpt_torch_index_lazy()): the open reads .metadata alone and each
+ * record is located when a read needs it; on a local disk the eager pass
+ * costs little (page cache, WILLNEED in a deep queue) and fills the
+ * index cache.  A lazy image is never stored in the index cache (nothing
+ * in it is located yet); CKPTFS_EAGER_INDEX=1 in the environment indexes
+ * an object store's checkpoint whole at open, as before, and stores it.
  */
 static int torch_image(struct ckpt_store *s, const char *meta_path,
 		       const struct ckpt_open_opts *o, const char *mver,
@@ -410,6 +424,9 @@ static int torch_image(struct ckpt_store *s, const char *meta_path,
 		.dir = ckpt_store_root(s), .meta_path = meta_path, .store = s,
 		.pkl = pkl, .pkl_len = len,
 	};
+	const char *eager = getenv("CKPTFS_EAGER_INDEX");
+	bool lazy = ckpt_store_parallelism(s) > 0 &&
+		    !(eager && eager[0] == '1');
 	char *ipath = NULL;
 	int rc;
 
@@ -431,9 +448,14 @@ static int torch_image(struct ckpt_store *s, const char *meta_path,
 			ic.index_path = NULL;
 			if (o && o->index_cache)
 				return cached_image(s, &ic, o->index_cache,
-						    mver, img, imglen, origin,
-						    warning, err, errlen);
+						    mver, lazy, img, imglen,
+						    origin, warning, err,
+						    errlen);
 			*origin = CKPT_ORIGIN_TORCH;
+			if (lazy)
+				return ckpt_torch_index_lazy(s, meta_path, pkl,
+							     len, img, imglen,
+							     err, errlen);
 			return index_now(s, meta_path, pkl, len, img, imglen,
 					 err, errlen);
 		}
@@ -585,6 +607,16 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 		if (rc)
 			goto out_path;
 	}
+	if (m->lazy && !torch) {
+		/* "archive" is for images built in memory, never a file's */
+		rc = ckpt_errf(err, errlen, -EINVAL,
+			       "%s: records with 'archive' are only located in a PyTorch checkpoint",
+			       path);
+		ckpt_meta_free(m);
+		goto out_path;
+	}
+	if (m->lazy)
+		m->locate = ckpt_torch_locate;
 	ckpt_meta_set_origin(m, origin, variants);
 	if (m->nzrecs &&
 	    ckpt_record_cache_setup(m, o ? o->cache_bytes : 0, 0)) {

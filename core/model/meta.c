@@ -2,6 +2,7 @@
 /* The checkpoint model's lookups and its release: see meta.h. */
 #include "model/meta.h"
 #include "model/transforms.h"
+#include "common/errbuf.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -16,6 +17,16 @@ void ckpt_meta_free_parsed(struct ckpt_meta *m)
 	if (!m)
 		return;
 	assert(!m->records);
+	if (m->lazy) {
+		uint32_t i;
+
+		for (i = 0; i < m->nchunks; i++)
+			free(m->locate_err[i]);
+		pthread_mutex_destroy(&m->locate_lock);
+	}
+	free(m->lazy);
+	free((void *)m->located);
+	free(m->locate_err);
 	free(m->zrecs);
 	free(m->guards);
 	ckpt_strtab_destroy(&m->by_fqn);
@@ -29,6 +40,68 @@ void ckpt_meta_free_parsed(struct ckpt_meta *m)
 	free(m->meta_path);
 	free(m->warning);
 	free(m);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Chunk ci's location failed: -EIO, with the last error its reason. */
+static int locate_failed(struct ckpt_meta *m, uint32_t ci)
+{
+	const struct ckpt_entry *e = ckpt_meta_chunk_entry(m, ci);
+	const char *why;
+
+	pthread_mutex_lock(&m->locate_lock);
+	why = m->locate_err[ci];
+	ckpt_errf_key(NULL, 0, -EIO, ckpt_entry_fqn(m, e), SIZE_MAX, "%s",
+		      why ? why : "record could not be located");
+	pthread_mutex_unlock(&m->locate_lock);
+	return -EIO;
+}
+
+int ckpt_meta_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n)
+{
+	uint32_t *want;
+	size_t i, k = 0, u;
+	int rc = 0;
+
+	if (!m->located)
+		return 0;
+	for (i = 0; i < n && ckpt_chunk_is_located(m, ci[i]); i++)
+		;
+	if (i == n)
+		return 0;
+	want = malloc(n * sizeof(*want));
+	if (!want)
+		return -ENOMEM;
+	pthread_mutex_lock(&m->locate_lock);
+	for (i = 0; i < n; i++)
+		if (__atomic_load_n((uint8_t *)&m->located[ci[i]],
+				    __ATOMIC_ACQUIRE) == CKPT_LOC_PENDING)
+			want[k++] = ci[i];
+	qsort(want, k, sizeof(*want), cmp_u32);
+	for (i = 0, u = k, k = 0; i < u; i++)
+		if (!k || want[k - 1] != want[i])
+			want[k++] = want[i];
+	if (k && !m->locate) {
+		for (i = 0; i < k; i++)
+			__atomic_store_n((uint8_t *)&m->located[want[i]],
+					 CKPT_LOC_FAILED, __ATOMIC_RELEASE);
+	} else if (k) {
+		rc = m->locate(m, want, k);
+	}
+	pthread_mutex_unlock(&m->locate_lock);
+	free(want);
+	if (rc)
+		return rc;
+	for (i = 0; i < n; i++)
+		if (!ckpt_chunk_is_located(m, ci[i]))
+			return locate_failed(m, ci[i]);
+	return 0;
 }
 
 const struct ckpt_entry *ckpt_meta_chunk_entry(const struct ckpt_meta *m,
@@ -85,6 +158,9 @@ const char *ckpt_meta_warning(const struct ckpt_meta *m)
 	return m->warning;
 }
 
+/* CKPT_ORIGIN_TORCH with records located lazily: its own description */
+#define ORIGIN_TORCH_LAZY 64
+
 void ckpt_meta_set_origin(struct ckpt_meta *m, uint8_t origin,
 			  uint8_t variants)
 {
@@ -92,6 +168,8 @@ void ckpt_meta_set_origin(struct ckpt_meta *m, uint8_t origin,
 		[CKPT_ORIGIN_NATIVE] = { CKPT_FORMAT_NAME, "" },
 		[CKPT_ORIGIN_TORCH] = { "torch-dcp",
 			"PyTorch distributed checkpoint, indexed now" },
+		[ORIGIN_TORCH_LAZY] = { "torch-dcp",
+			"PyTorch distributed checkpoint, records located as read" },
 		[CKPT_ORIGIN_TORCH_INDEX] = { "torch-dcp",
 			"PyTorch distributed checkpoint, via its " CKPT_INDEX_NAME },
 		[CKPT_ORIGIN_TORCH_LOCAL] = { "torch-dcp-rank-local",
@@ -103,8 +181,10 @@ void ckpt_meta_set_origin(struct ckpt_meta *m, uint8_t origin,
 		[CKPT_ORIGIN_TORCH_INDEX_CACHE] = { "torch-dcp",
 			"PyTorch distributed checkpoint, via this node's index cache" },
 	};
-	const char *const *n = origin < sizeof(names) / sizeof(names[0]) &&
-			       names[origin][0] ? names[origin] : names[0];
+	unsigned at = origin == CKPT_ORIGIN_TORCH && m->lazy ?
+		      ORIGIN_TORCH_LAZY : origin;
+	const char *const *n = at < sizeof(names) / sizeof(names[0]) &&
+			       names[at][0] ? names[at] : names[0];
 
 	m->origin = origin;
 	if (m->nzrecs)
@@ -172,6 +252,10 @@ int ckpt_meta_chunk(const struct ckpt_meta *m, uint32_t ci,
 	out->file = c->file;
 	out->foff = c->foff;
 	out->len = c->len;
+	if (!ckpt_chunk_is_located(m, ci)) {	/* its whole archive */
+		out->foff = m->lazy[ci].boff;
+		out->len = m->lazy[ci].blen;
+	}
 	if (ckpt_chunk_zrec(m, c)) {
 		const struct ckpt_zrec *z = ckpt_chunk_zrec(m, c);
 

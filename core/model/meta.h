@@ -67,6 +67,32 @@ struct ckpt_guard {
 	uint32_t entry;		/* meta->entries index, for messages */
 };
 
+/*
+ * A record located lazily (docs/format.md "archive"): a tensor saved in a
+ * torch.save archive at [boff, boff + blen) of its chunk's file, whose
+ * tensor bytes inside it are not known yet.  Until ckpt_meta_locate()
+ * has located it, its chunk's foff/len/strides/crc32 are placeholders
+ * that no read may use (meta->located says which chunks are located).
+ */
+struct ckpt_lazy {
+	uint64_t boff, blen;
+	uint32_t strides_at;	/* ndim dims reserved for its strides;
+				 * CKPT_NONE for a 0-d tensor */
+};
+
+/* meta->located[chunk] */
+#define CKPT_LOC_DONE 0		/* located (every eager record) */
+#define CKPT_LOC_PENDING 1	/* not located yet */
+#define CKPT_LOC_FAILED 2	/* locating failed: meta->locate_err says */
+
+struct ckpt_meta;
+/* Locate chunks ci[0..n) (each pending, each once), writing each one's
+ * foff/len/strides/crc32 and then, with release order, its located
+ * state; a failure is recorded per chunk.  Called with locate_lock
+ * held.  Returns 0 or -errno for what failed the whole batch. */
+typedef int (*ckpt_locate_fn)(struct ckpt_meta *m, const uint32_t *ci,
+			      size_t n);
+
 /* One state key. */
 struct ckpt_entry {
 	uint32_t fqn;		/* NUL-terminated, at meta->strings + fqn */
@@ -181,7 +207,37 @@ struct ckpt_meta {
 	_Atomic uint8_t *guard_ok;	/* [nguards] */
 	bool follow_symlinks;	/* ckpt_open_opts.follow_symlinks */
 	bool huge_pages;	/* CKPT_FILES_HUGE_PAGES */
+
+	/* Records located lazily (NULL when there are none): made by the
+	 * parser; a chunk's fields change once, from pending to located,
+	 * under locate_lock, published by located[] (release/acquire). */
+	struct ckpt_lazy *lazy;		/* [nchunks] */
+	_Atomic uint8_t *located;	/* [nchunks], CKPT_LOC_* */
+	char **locate_err;		/* [nchunks], guarded by locate_lock */
+	uint32_t nlazy;			/* records that were pending */
+	pthread_mutex_t locate_lock;
+	ckpt_locate_fn locate;		/* set by the opener; NULL: pending
+					 * records cannot be read (EIO) */
 };
+
+/*
+ * Make sure chunks ci[0..n) (meta->chunks indices; repeats allowed) are
+ * located before their bytes are planned: the pending ones are located
+ * together, in one batch (on an object store, one parallel batch of
+ * requests).  Thread-safe; a record is located once per open.  Returns 0,
+ * or -EIO (with the last error naming the file and the key) when one of
+ * them cannot be located, now or at an earlier call.
+ */
+int ckpt_meta_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n);
+
+/* Is chunk ci located (its position usable)?  Acquire order. */
+static inline bool ckpt_chunk_is_located(const struct ckpt_meta *m,
+					 uint32_t ci)
+{
+	return !m->located ||
+	       __atomic_load_n((const uint8_t *)&m->located[ci],
+			       __ATOMIC_ACQUIRE) == CKPT_LOC_DONE;
+}
 
 /*
  * Read, parse and validate dir/.metadata: the native msgpack format, or a

@@ -605,6 +605,8 @@ struct record {
 	bool has_size;
 	uint64_t guard[3];	/* zip_header: offset, length, xxh3 */
 	bool has_guard;
+	uint64_t archive[2];	/* archive: offset, length (lazy) */
+	bool has_archive;
 };
 
 /* "transforms": an array of descriptor strings, parsed by their grammar;
@@ -712,6 +714,18 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 							  "[offset, length, xxh3]",
 							  c);
 			r->has_guard = true;
+		} else if (str_is(k, len, "archive")) {
+			uint32_t an, ai;
+
+			if (mp_read_array(c, &an) || an != 2)
+				return type_error(ps, where, "archive",
+						  "[offset, length]", c);
+			for (ai = 0; ai < 2; ai++)
+				if (mp_read_uint(c, &r->archive[ai]))
+					return type_error(ps, where, "archive",
+							  "[offset, length]",
+							  c);
+			r->has_archive = true;
 		} else if (str_is(k, len, "index")) {
 			uint64_t ignored;
 
@@ -935,6 +949,65 @@ static int add_zrec(struct parser *ps, const struct record *r, uint32_t fi,
 	return 0;
 }
 
+/*
+ * r's archive: chunk ch is located lazily, inside the torch.save archive
+ * [archive[0], +archive[1]) of its file, which must hold the chunk's
+ * bytes; *end is the archive's end.  A tensor record without transforms,
+ * strides or zip_header (those come from the archive itself).
+ */
+static int add_lazy(struct parser *ps, const struct record *r,
+		    const struct ckpt_entry *e, struct ckpt_chunk *ch,
+		    uint64_t *end)
+{
+	struct ckpt_meta *m = ps->m;
+	const char *key = ckpt_entry_fqn(m, e);
+	uint32_t ci = (uint32_t)(ch - m->chunks), at = CKPT_NONE;
+
+	if (e->kind != CKPT_KIND_TENSOR || r->ntransforms || r->has_strides ||
+	    r->has_guard || r->has_xxh3 || r->has_crc32 ||
+	    __builtin_add_overflow(r->archive[0], r->archive[1], end) ||
+	    *end > INT64_MAX || r->archive[1] < r->length)
+		return ckpt_errf_key(ps->err, ps->errlen, -EINVAL, key,
+				     SIZE_MAX,
+				     "%s: key '%s': archive [%" PRIu64 ", %" PRIu64 "] is not a torch.save archive that can hold the record's %" PRIu64 " bytes (only a tensor record without transforms, strides, zip_header or checksums has one)",
+				     ps->name, key, r->archive[0],
+				     r->archive[1], r->length);
+	if (!m->lazy) {
+		size_t n = m->nchunks ? m->nchunks : 1;
+		struct ckpt_lazy *lazy = calloc(n, sizeof(*lazy));
+		_Atomic uint8_t *located = calloc(n, sizeof(*located));
+		char **why = calloc(n, sizeof(*why));
+
+		if (!lazy || !located || !why) {
+			free(lazy);
+			free((void *)located);
+			free(why);
+			return oom(ps);
+		}
+		/* all three, and the lock, or none (ckpt_meta_free_parsed) */
+		pthread_mutex_init(&m->locate_lock, NULL);
+		m->lazy = lazy;
+		m->located = located;
+		m->locate_err = why;
+	}
+	if (e->ndim) {
+		if ((uint64_t)m->ndims + e->ndim > UINT32_MAX)
+			return oom(ps);
+		if (ckpt_grow((void **)&m->dims, &ps->cap_dims,
+			      (size_t)m->ndims + e->ndim, sizeof(*m->dims)))
+			return oom(ps);
+		memset(m->dims + m->ndims, 0, e->ndim * sizeof(*m->dims));
+		at = m->ndims;
+		m->ndims += e->ndim;
+	}
+	m->lazy[ci].boff = r->archive[0];
+	m->lazy[ci].blen = r->archive[1];
+	m->lazy[ci].strides_at = at;
+	m->located[ci] = CKPT_LOC_PENDING;
+	m->nlazy++;
+	return 0;
+}
+
 /* r's zip_header as a guard of chunk ch: bytes before the record's own,
  * of a zip local header's length, in a record without transforms. */
 static int add_guard(struct parser *ps, const struct record *r,
@@ -1086,6 +1159,17 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 			m->files[m->nfiles].need_entry = 0;
 			fi = m->nfiles++;
 			ckpt_strtab_insert(&files, fi);
+		}
+		if (r.has_archive) {
+			uint64_t aend = 0;
+
+			rc = add_lazy(ps, &r, e, ch, &aend);
+			if (rc) {
+				ckpt_last_error_key(ckpt_entry_fqn(m, e));
+				goto out_files;
+			}
+			if (aend > end)
+				end = aend;
 		}
 		if (end >= m->files[fi].need) {
 			m->files[fi].need = end;

@@ -184,6 +184,10 @@ int ckpt_planner_next(struct ckpt_planner *p, struct ckpt_run *run)
 	if (k == CKPT_NONE)
 		return -EIO;
 	p->hint = k;
+	/* Its readers located it first (ckpt_meta_locate()); a pending
+	 * record's position is a placeholder, never bytes to serve. */
+	if (!ckpt_chunk_is_located(m, e->chunk_first + k))
+		return -EIO;
 	c = &m->chunks[e->chunk_first + k];
 	co = ckpt_chunk_offsets(m, c);
 	cs = ckpt_chunk_sizes(m, e, c);

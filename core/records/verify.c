@@ -20,8 +20,12 @@ int ckpt_verify_chunk(struct ckpt_meta *m, uint32_t ci, char *buf,
 	XXH3_state_t *st = NULL;
 	uint32_t crc = 0;
 	uint64_t off = 0;
-	int rc = 0;
+	int rc;
 
+	/* A record opened lazily: located first (its checksum with it). */
+	rc = ckpt_meta_locate(m, &ci, 1);
+	if (rc)
+		return rc;
 	if (ckpt_is_zrec(c->file)) {
 		/* Decoding checks the stream and the payload's own CRC. */
 		rc = ckpt_record_check(m, c->file & ~CKPT_ZREC, got);

@@ -112,6 +112,8 @@ struct tctx {
 	unsigned nside;
 	struct prefetch pf;	/* the current records' windows */
 	struct window win;
+	bool lazy;		/* records inside archives are not located:
+				 * each gets its "archive" (docs/format.md) */
 };
 
 static int find_side_files(struct tctx *t)
@@ -483,13 +485,27 @@ static void pf_hint(struct ckpt_store *s, const struct pf_win *w, size_t n)
  * fails leaves its windows out, and locating the record reads (and
  * reports) as usual.
  */
+static void pf_fetch(struct tctx *t, size_t n);
+
+/* The head and tail windows of the record [off, off + len) of file id,
+ * as pf->w[*n...]. */
+static void pf_add(struct prefetch *pf, size_t *n, uint32_t id, uint64_t off,
+		   uint64_t len)
+{
+	/* tz_open reads a record of up to two windows whole */
+	uint64_t head = len <= 2 * TZ_WINDOW ? len : TZ_WINDOW;
+
+	pf->w[(*n)++] = (struct pf_win){ id, off, head, NULL };
+	if (len > head)
+		pf->w[(*n)++] = (struct pf_win){ id, off + len - TZ_WINDOW,
+						 TZ_WINDOW, NULL };
+}
+
 static void pf_load(struct tctx *t, const struct pk_value *sd, uint32_t first)
 {
 	struct prefetch *pf = &t->pf;
-	struct ckpt_store_range *r = NULL;
 	uint32_t i, end = sd->n / 2;
-	size_t n = 0, k;
-	uint64_t at = 0;
+	size_t n = 0;
 
 	pf_clear(pf);
 	if (!t->store)
@@ -504,7 +520,7 @@ static void pf_load(struct tctx *t, const struct pk_value *sd, uint32_t first)
 						     TG_STORAGE_INFO);
 		const struct pk_value *path, *o, *l;
 		struct ckpt_store_file_info fi;
-		uint64_t off, len, head;
+		uint64_t off, len;
 		uint32_t id;
 		char *name;
 		int rc;
@@ -524,13 +540,19 @@ static void pf_load(struct tctx *t, const struct pk_value *sd, uint32_t first)
 		len = (uint64_t)l->u.i;
 		if (rc || off > fi.size || len > fi.size - off)
 			continue;
-		/* tz_open reads a record of up to two windows whole */
-		head = len <= 2 * TZ_WINDOW ? len : TZ_WINDOW;
-		pf->w[n++] = (struct pf_win){ id, off, head, NULL };
-		if (len > head)
-			pf->w[n++] = (struct pf_win){ id, off + len - TZ_WINDOW,
-						      TZ_WINDOW, NULL };
+		pf_add(pf, &n, id, off, len);
 	}
+	pf_fetch(t, n);
+}
+
+/* The windows pf->w[0..n) asked for (see pf_load()). */
+static void pf_fetch(struct tctx *t, size_t n)
+{
+	struct prefetch *pf = &t->pf;
+	struct ckpt_store_range *r = NULL;
+	uint64_t at = 0;
+	size_t k;
+
 	if (!ckpt_store_parallelism(t->store)) {
 		pf_hint(t->store, pf->w, n);
 		pf_clear(pf);
@@ -630,6 +652,9 @@ struct location {
 	 * record's storage, which hashes to guard_xxh3; guard_len 0: none */
 	uint64_t guard_off, guard_xxh3;
 	uint32_t guard_len;
+	/* not located (tctx.lazy): the archive [offset, +archive_len) */
+	uint64_t archive_len;
+	bool archive;
 };
 
 /* _StorageInfo.transform_descriptors: None, [], or descriptors ckptfs
@@ -753,8 +778,8 @@ static int locate_stored(struct tctx *t, const struct pk_value *fqn,
  * place.  The chunk's bytes are where the blob's header says, checked
  * against the metadata (dtype, size, and DCP_SHARDING_INFO's offsets).
  */
-static int locate_in_safetensors(struct tctx *t, const struct pk_value *fqn,
-				 uint64_t boff, uint64_t blen,
+static int locate_in_safetensors(struct tctx *t, const char *fqn,
+				 size_t fqn_len, uint64_t boff, uint64_t blen,
 				 enum ckpt_dtype dt, const uint64_t *sizes,
 				 const uint64_t *off, unsigned n,
 				 const char *where, struct location *loc)
@@ -774,7 +799,7 @@ static int locate_in_safetensors(struct tctx *t, const struct pk_value *fqn,
 		t->st_base = boff;
 		t->variants |= CKPT_VARIANT_ST_PAYLOAD;
 	}
-	st = ckpt_st_find(&t->st, 0, t->st.nt, fqn->u.str.s, fqn->u.str.len);
+	st = ckpt_st_find(&t->st, 0, t->st.nt, fqn, fqn_len);
 	if (!st)
 		return ckpt_errf(t->err, t->errlen, -EINVAL,
 				 "%s: the safetensors blob there has no tensor of this key",
@@ -838,18 +863,21 @@ static int put_guard(struct blob *b, uint64_t boff,
 	return 0;
 }
 
+static int locate_zip(struct tctx *t, const char *fqn, size_t fqn_len,
+		      enum ckpt_dtype dt, const uint64_t *sizes,
+		      const uint64_t *off, unsigned n, struct blob *b,
+		      const char *where, struct location *loc);
+
 static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 			 const struct pk_value *entry, const uint64_t *off,
 			 unsigned n, int64_t hint, const struct pk_value *path,
 			 uint64_t boff, uint64_t blen, struct location *loc)
 {
-	struct torch_tensor_rec r;
-	uint64_t sizes[CKPT_MAX_DIMS], numel = 1, base, at, len;
+	uint64_t sizes[CKPT_MAX_DIMS];
 	enum ckpt_dtype dt;
 	struct blob b;
 	char where[512], chunk[272];
-	bool rg, rowmajor;
-	unsigned d, isz;
+	bool rg;
 	int rc;
 
 	if (chunk_sizes(entry, off, n, hint, sizes))
@@ -863,22 +891,43 @@ static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 			 &b);
 	if (rc)
 		return rc;
+	return locate_zip(t, fqn->u.str.s, fqn->u.str.len, dt, sizes, off, n,
+			  &b, where, loc);
+}
+
+/*
+ * The tensor in the record b (a torch.save archive, or a safetensors
+ * blob), checked against the chunk (dtype dt, sizes, at offsets off, n
+ * dims): where it lies, into loc, with the guard of its zip local header.
+ */
+static int locate_zip(struct tctx *t, const char *fqn, size_t fqn_len,
+		      enum ckpt_dtype dt, const uint64_t *sizes,
+		      const uint64_t *off, unsigned n, struct blob *b,
+		      const char *where, struct location *loc)
+{
+	struct torch_tensor_rec r;
+	uint64_t numel = 1, base, at, len, boff = b->base, blen = b->len;
+	bool rowmajor;
+	unsigned d, isz;
+	int rc;
+
 	{
 		uint8_t head[9] = { 0 };
 
 		/* Not a zip: a safetensors blob (8-byte length, then '{')? */
-		if (t->fsize - boff >= 4 && blob_read(&b, 0, head, 4) == 0 &&
+		if (t->fsize - boff >= 4 && blob_read(b, 0, head, 4) == 0 &&
 		    memcmp(head, "PK\3\4", 4) != 0) {
-			if (t->fsize - boff < 9 || blob_read(&b, 0, head, 9) ||
+			if (t->fsize - boff < 9 || blob_read(b, 0, head, 9) ||
 			    head[8] != '{')
 				return ckpt_errf(t->err, t->errlen, -EINVAL,
 						 "%s: record is not a torch.save zip archive (nor a safetensors blob)",
 						 where);
-			return locate_in_safetensors(t, fqn, boff, blen, dt,
-						     sizes, off, n, where, loc);
+			return locate_in_safetensors(t, fqn, fqn_len, boff,
+						     blen, dt, sizes, off, n,
+						     where, loc);
 		}
 	}
-	rc = torch_record_locate(blob_read, &b, blen, where, &r, t->err,
+	rc = torch_record_locate(blob_read, b, blen, where, &r, t->err,
 				 t->errlen);
 	if (rc)
 		return rc;
@@ -913,10 +962,45 @@ static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
 	 * exactly that (torch writes 0 when it computes none). */
 	loc->crc32 = loc->offset == base && len == r.data_len ? r.crc32 : 0;
 	loc->strided = !rowmajor;
-	rc = put_guard(&b, boff, &r, where, loc, t->err, t->errlen);
+	rc = put_guard(b, boff, &r, where, loc, t->err, t->errlen);
 	if (rc)
 		return rc;
 	memcpy(loc->strides, r.stride, n * sizeof(*r.stride));
+	return 0;
+}
+
+/*
+ * A tensor record of a torch.save archive [boff, boff + blen), not
+ * located (tctx.lazy): the chunk's byte size stands as its length, the
+ * archive's place as "archive", and ckpt_torch_locate() finds the tensor
+ * inside when a read needs it.  Nothing is read now.
+ */
+static int lazy_tensor(struct tctx *t, const struct pk_value *fqn,
+		       const struct pk_value *entry, const uint64_t *off,
+		       unsigned n, int64_t hint, const struct pk_value *path,
+		       uint64_t boff, uint64_t blen, struct location *loc)
+{
+	uint64_t sizes[CKPT_MAX_DIMS], bytes;
+	enum ckpt_dtype dt;
+	bool rg;
+	unsigned d;
+
+	if (chunk_sizes(entry, off, n, hint, sizes))
+		return fail(t, fqn, "a storage record's offsets match no chunk");
+	if (props_of(pk_dict_get(entry, "properties"), &dt, &rg))
+		return fail(t, fqn, "TensorStorageMetadata.properties is not a TensorProperties with a known dtype");
+	if (!ckpt_relpath_is_safe(path->u.str.s, path->u.str.len))
+		return fail(t, fqn, "relative_path must be relative, inside the checkpoint, without '..' or NUL");
+	bytes = ckpt_dtype_size(dt);
+	for (d = 0; d < n; d++)
+		if (__builtin_mul_overflow(bytes, sizes[d], &bytes))
+			return fail(t, fqn, "chunk has too many elements");
+	loc->offset = boff;
+	loc->length = bytes;
+	loc->crc32 = 0;
+	loc->strided = false;
+	loc->archive = true;
+	loc->archive_len = blen;
 	return 0;
 }
 
@@ -975,6 +1059,12 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 				   (uint64_t)l->u.i, &loc);
 		if (rc)
 			return located_key(fqn, rc);
+	} else if (tensor && t->lazy) {
+		rc = lazy_tensor(t, fqn, entry->u.call.state, off, n,
+				 idx && idx->type == PK_INT ? idx->u.i : -1,
+				 path, (uint64_t)o->u.i, (uint64_t)l->u.i, &loc);
+		if (rc)
+			return located_key(fqn, rc);
 	} else if (tensor) {
 		rc = locate_tensor(t, fqn, entry->u.call.state, off, n,
 				   idx && idx->type == PK_INT ? idx->u.i : -1,
@@ -989,7 +1079,7 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 		loc.crc32 = 0;
 	}
 	msgpack_pack_map(&t->w.pk, 6 + loc.strided + (loc.crc32 != 0) +
-			 (loc.guard_len != 0) +
+			 (loc.guard_len != 0) + loc.archive +
 			 (loc.ntransforms ? 2 + !tensor : 0));
 	ckpt_pack_cstr(&t->w.pk, "fqn");
 	put_key(&t->w, fqn);
@@ -1023,6 +1113,12 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 		msgpack_pack_uint64(&t->w.pk, loc.guard_off);
 		msgpack_pack_uint64(&t->w.pk, loc.guard_len);
 		msgpack_pack_uint64(&t->w.pk, loc.guard_xxh3);
+	}
+	if (loc.archive) {
+		ckpt_pack_cstr(&t->w.pk, "archive");
+		msgpack_pack_array(&t->w.pk, 2);
+		msgpack_pack_uint64(&t->w.pk, loc.offset);
+		msgpack_pack_uint64(&t->w.pk, loc.archive_len);
 	}
 	if (loc.ntransforms) {
 		unsigned k;
@@ -1070,7 +1166,7 @@ static int put_storage_data(struct tctx *t, const struct pk_value *sd)
 				       "%s: indexing cancelled", t->name);
 			break;
 		}
-		if ((i / 2) % PF_RECORDS == 0)
+		if ((i / 2) % PF_RECORDS == 0 && !t->lazy)
 			pf_load(t, sd, i / 2);
 		rc = put_record(t, sd->u.items[i], sd->u.items[i + 1], i / 2);
 		if (rc)
@@ -1143,6 +1239,8 @@ static int put_file_stamps(struct tctx *t, const struct pk_value *sd)
 	for (i = 0; i < n; i++)
 		if (!u || cmp_pk_str(&paths[u - 1], &paths[i]))
 			paths[u++] = paths[i];
+	if (t->lazy)	/* never stored (open.c): no request for them */
+		u = 0;
 	ckpt_pack_cstr(&t->w.pk, "files");
 	msgpack_pack_array(&t->w.pk, u + t->nside);
 	for (i = 0; i < u; i++)
@@ -1162,12 +1260,14 @@ static void put_be64(uint8_t *p, uint64_t v)
 		p[i] = (uint8_t)v;
 }
 
-int ckpt_torch_index(struct ckpt_store *s, const char *name,
-		     const uint8_t *pkl, size_t len, uint8_t **img,
-		     size_t *imglen, char *err, size_t errlen)
+static int index_image(struct ckpt_store *s, const char *name,
+		       const uint8_t *pkl, size_t len, bool lazy,
+		       uint8_t **img, size_t *imglen, char *err,
+		       size_t errlen)
 {
 	struct tctx t = { .dir = s ? ckpt_store_root(s) : ".", .name = name,
-			  .store = s, .err = err, .errlen = errlen };
+			  .store = s, .err = err, .errlen = errlen,
+			  .lazy = lazy };
 	const struct pk_value *root, *st, *sd, *pd;
 	struct pk_arena *arena;
 	size_t variants_at, hash_at, body_at;
@@ -1261,6 +1361,127 @@ out_arena:
 	ckpt_st_set_free(&t.st);
 	pk_free(arena);
 	return rc;
+}
+
+int ckpt_torch_index(struct ckpt_store *s, const char *name,
+		     const uint8_t *pkl, size_t len, uint8_t **img,
+		     size_t *imglen, char *err, size_t errlen)
+{
+	return index_image(s, name, pkl, len, false, img, imglen, err, errlen);
+}
+
+int ckpt_torch_index_lazy(struct ckpt_store *s, const char *name,
+			  const uint8_t *pkl, size_t len, uint8_t **img,
+			  size_t *imglen, char *err, size_t errlen)
+{
+	return index_image(s, name, pkl, len, true, img, imglen, err, errlen);
+}
+
+/*
+ * Locate pending chunk ci of m (its archive fetched into t->pf, or read
+ * now): where its tensor lies, as the eager index would have found it,
+ * with every check of locate_zip(); written into the chunk.
+ */
+static int locate_one(struct tctx *t, struct ckpt_meta *m, uint32_t ci)
+{
+	struct ckpt_chunk *c = &m->chunks[ci];
+	const struct ckpt_lazy *lz = &m->lazy[ci];
+	const struct ckpt_entry *e = ckpt_meta_chunk_entry(m, ci);
+	const struct ckpt_file_open *f = &m->opened[c->file];
+	const char *fqn = ckpt_entry_fqn(m, e);
+	const uint64_t *off = ckpt_chunk_offsets(m, c);
+	struct location loc = { .guard_len = 0 };
+	struct blob b;
+	char where[512], dims[256];
+	int rc;
+
+	snprintf(where, sizeof(where), "%s/%s: offset %" PRIu64 ": key '%.*s' chunk %s",
+		 m->dir, m->strings + m->files[c->file].path, lz->boff,
+		 FQN_SHOWN, fqn, ckpt_fmt_dims(dims, sizeof(dims), off,
+					       e->ndim));
+	if (t->fid != f->id) {
+		ckpt_st_set_free(&t->st);
+		t->st_loaded = false;
+	}
+	t->has_file = true;
+	t->fid = f->id;
+	t->fsize = f->size;
+	if (lz->boff > f->size || lz->blen > f->size - lz->boff)
+		return ckpt_errf(t->err, t->errlen, -EIO,
+				 "%s: record of %" PRIu64 " bytes runs past the end of the %" PRIu64 "-byte file",
+				 where, lz->blen, f->size);
+	b = (struct blob){ .store = t->store, .id = f->id, .base = lz->boff,
+			   .len = lz->blen, .fsize = f->size, .pf = &t->pf,
+			   .win = &t->win };
+	rc = locate_zip(t, fqn, e->fqn_len, (enum ckpt_dtype)e->dtype,
+			ckpt_chunk_sizes(m, e, c), off, e->ndim, &b, where,
+			&loc);
+	if (rc)
+		return rc;
+	if (loc.offset > f->size || loc.length > f->size - loc.offset)
+		return ckpt_errf(t->err, t->errlen, -EIO,
+				 "%s: tensor bytes [%" PRIu64 ", +%" PRIu64 ") past the end of the file",
+				 where, loc.offset, loc.length);
+	if (loc.strided) {
+		if (lz->strides_at == CKPT_NONE)
+			return ckpt_errf(t->err, t->errlen, -EIO,
+					 "%s: strided 0-d tensor", where);
+		memcpy(m->dims + lz->strides_at, loc.strides,
+		       e->ndim * sizeof(*loc.strides));
+		c->strides_at = lz->strides_at;
+	}
+	c->foff = loc.offset;
+	c->len = loc.length;
+	c->crc32 = loc.crc32;
+	c->has_crc32 = loc.crc32 != 0;
+	return 0;
+}
+
+int ckpt_torch_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n)
+{
+	struct tctx t = { .dir = m->dir, .name = m->meta_path,
+			  .store = m->store, .fid = UINT32_MAX };
+	size_t i, nw = 0;
+	char why[1024];
+
+	if (!m->opened || !m->store)
+		return -EBADF;	/* left pending: located once they are */
+	/* Every archive's head and tail in one batch (best effort: what is
+	 * not fetched is read, and reported, by locate_one()). */
+	t.pf.w = calloc(2 * n + 1, sizeof(*t.pf.w));
+	if (t.pf.w) {
+		for (i = 0; i < n; i++) {
+			const struct ckpt_lazy *lz = &m->lazy[ci[i]];
+			const struct ckpt_file_open *f =
+				&m->opened[m->chunks[ci[i]].file];
+
+			if (lz->boff <= f->size &&
+			    lz->blen <= f->size - lz->boff && lz->blen)
+				pf_add(&t.pf, &nw, f->id, lz->boff, lz->blen);
+		}
+		pf_fetch(&t, nw);
+	}
+	for (i = 0; i < n; i++) {
+		int rc;
+
+		why[0] = '\0';
+		t.err = why;
+		t.errlen = sizeof(why);
+		rc = locate_one(&t, m, ci[i]);
+		if (rc) {
+			if (!why[0])
+				snprintf(why, sizeof(why), "%s: %s",
+					 m->meta_path, strerror(-rc));
+			free(m->locate_err[ci[i]]);
+			m->locate_err[ci[i]] = strdup(why);
+		}
+		__atomic_store_n((uint8_t *)&m->located[ci[i]],
+				 rc ? CKPT_LOC_FAILED : CKPT_LOC_DONE,
+				 __ATOMIC_RELEASE);
+	}
+	pf_clear(&t.pf);
+	ckpt_st_set_free(&t.st);
+	return 0;
 }
 
 /* What an index's source map says (see ckpt_torch_index()). */

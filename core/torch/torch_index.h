@@ -40,6 +40,30 @@ int ckpt_torch_index(struct ckpt_store *s, const char *name,
  * ckpt_torch_index_matches() is true when img was built from exactly pkl
  * (the pickle alone).
  */
+/*
+ * Like ckpt_torch_index(), but without reading a data file: each tensor
+ * record inside a torch.save archive is left to be located when a read
+ * needs it (its "archive", docs/format.md; ckpt_torch_locate()).  The
+ * image has no data files in its stamp: it is never stored.
+ */
+int ckpt_torch_index_lazy(struct ckpt_store *s, const char *name,
+			  const uint8_t *pkl, size_t len, uint8_t **img,
+			  size_t *imglen, char *err, size_t errlen);
+
+struct ckpt_meta;
+/*
+ * m's ckpt_locate_fn (model/meta.h) for a torch checkpoint: the archives
+ * of pending chunks ci[0..n) are fetched in one batch (each one's head
+ * and tail window; the store merges neighbours and runs them at once),
+ * then each tensor is found and checked as ckpt_torch_index() does (zip
+ * structure, local header, data.pkl's dtype and size against the chunk,
+ * the addressed bytes inside the storage).  A chunk that fails is marked
+ * so with its reason; the others are located.  Needs m's data files
+ * open (else -EBADF, all left pending).  Called with m->locate_lock
+ * held; returns 0.
+ */
+int ckpt_torch_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n);
+
 bool ckpt_torch_index_matches(const uint8_t *img, size_t imglen,
 			      const uint8_t *pkl, size_t len);
 

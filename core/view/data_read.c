@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "common/grow.h"
 #include "common/strides.h"
 #include "io/datafiles.h"
 #include "io/store.h"
@@ -351,7 +352,7 @@ bool ckpt_data_whole_gather(struct ckpt_meta *m, const struct ckpt_entry *e,
 {
 	struct ckpt_planner p;
 
-	if (e->kind != CKPT_KIND_TENSOR)
+	if (e->kind != CKPT_KIND_TENSOR || ckpt_data_locate_box(m, e, box))
 		return false;
 	ckpt_planner_init(&p, m, e, box, 0, UINT64_MAX);
 	ckpt_planner_want_boxes(&p);
@@ -382,6 +383,51 @@ bool ckpt_data_whole_gather_view(const struct ckpt_view *v, uint32_t slot,
 	return ckpt_data_whole_gather(v->meta, e, &box, run, g);
 }
 
+int ckpt_data_box_pending(const struct ckpt_meta *m,
+			  const struct ckpt_entry *e,
+			  const struct ckpt_box *box, uint32_t **ci,
+			  size_t *n, size_t *cap)
+{
+	uint32_t k;
+	unsigned d;
+
+	if (!m->located || e->kind != CKPT_KIND_TENSOR)
+		return 0;
+	for (k = 0; k < e->nchunks; k++) {
+		uint32_t c = e->chunk_first + k;
+		const uint64_t *co, *cs;
+
+		if (ckpt_chunk_is_located(m, c))
+			continue;
+		co = ckpt_chunk_offsets(m, &m->chunks[c]);
+		cs = ckpt_chunk_sizes(m, e, &m->chunks[c]);
+		for (d = 0; d < e->ndim; d++)
+			if (co[d] >= box->off[d] + box->size[d] ||
+			    box->off[d] >= co[d] + cs[d])
+				break;
+		if (d < e->ndim)
+			continue;
+		if (ckpt_grow((void **)ci, cap, *n + 1, sizeof(**ci)))
+			return -ENOMEM;
+		(*ci)[(*n)++] = c;
+	}
+	return 0;
+}
+
+int ckpt_data_locate_box(struct ckpt_meta *m, const struct ckpt_entry *e,
+			 const struct ckpt_box *box)
+{
+	uint32_t *ci = NULL;
+	size_t n = 0, cap = 0;
+	int rc;
+
+	rc = ckpt_data_box_pending(m, e, box, &ci, &n, &cap);
+	if (!rc && n)
+		rc = ckpt_meta_locate(m, ci, n);
+	free(ci);
+	return rc;
+}
+
 int ckpt_data_check_chunk(const struct ckpt_view *v, uint32_t chunk)
 {
 	return v->verify ? check_record(v, chunk) : 0;
@@ -401,6 +447,9 @@ static int read_raw(struct ckpt_meta *m, const struct ckpt_view *v,
 	int rc;
 
 	*got = 0;
+	rc = ckpt_data_locate_box(m, e, box);
+	if (rc)
+		return rc;
 	if (s && !s->runs) {
 		s->runs = malloc(BATCH_RUNS * (sizeof(struct pending) +
 					       sizeof(struct extent) +
@@ -509,6 +558,9 @@ int ckpt_data_extents(struct ckpt_meta *m, const struct ckpt_entry *e,
 	struct ckpt_run run;
 	int rc;
 
+	rc = ckpt_data_locate_box(m, e, box);
+	if (rc)
+		return rc;
 	ckpt_planner_init(&p, m, e, box, off, len);
 	ckpt_planner_want_boxes(&p);
 	while ((rc = ckpt_planner_next(&p, &run)) > 0) {

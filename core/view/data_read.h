@@ -103,6 +103,21 @@ int ckpt_data_gather_extents(const struct ckpt_run *run,
 
 /* -o verify: 0 when chunk's record may be read, -EIO when it is
  * corrupt (checked on first use). */
+/*
+ * Append to *ci (grown with *cap; caller frees) the chunks of entry e that
+ * box meets and that are not located yet (model/meta.h); *n counts them.
+ * Returns 0 or -ENOMEM.
+ */
+int ckpt_data_box_pending(const struct ckpt_meta *m,
+			  const struct ckpt_entry *e,
+			  const struct ckpt_box *box, uint32_t **ci,
+			  size_t *n, size_t *cap);
+
+/* Locate the chunks of entry e that box meets (ckpt_meta_locate()):
+ * 0, -ENOMEM, or -EIO naming the record that cannot be located. */
+int ckpt_data_locate_box(struct ckpt_meta *m, const struct ckpt_entry *e,
+			 const struct ckpt_box *box);
+
 int ckpt_data_check_chunk(const struct ckpt_view *v, uint32_t chunk);
 
 #endif

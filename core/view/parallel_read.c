@@ -26,6 +26,7 @@
 #include "plan/plan.h"
 #include "records/record_cache.h"
 #include "view/data_read.h"
+#include "view/geom.h"
 
 #define PIECE ((uint64_t)4 << 20)	/* bytes per piece */
 #define AHEAD 8			/* pieces hinted ahead of the readers */
@@ -463,6 +464,47 @@ static int run_pieces(struct job *j, const uint64_t *len, size_t n,
 	return rc;
 }
 
+/*
+ * Locate every pending record that requests [0, n) need (the view's
+ * when v, else boxes over bent), all in one batch: on an object store
+ * each archive's head and tail in one parallel round of requests, before
+ * the batch's data.  Best effort: a record that cannot be located fails
+ * the piece that reads it, with its reason.
+ */
+static void locate_batch(struct ckpt_meta *m, const struct ckpt_view *v,
+			 const struct ckpt_read_req *vreqs,
+			 const struct ckpt_entry *const *bent,
+			 const struct ckpt_box *boxes, size_t n)
+{
+	uint32_t *ci = NULL;
+	size_t i, k = 0, cap = 0;
+
+	if (!m->located)
+		return;
+	for (i = 0; i < n; i++) {
+		const struct ckpt_entry *e;
+		struct ckpt_box box;
+
+		if (v) {
+			const struct ckpt_node *nd = &v->nodes[vreqs[i].node];
+
+			if (!ckpt_node_is_key(nd))
+				continue;
+			e = &m->entries[nd->entry];
+			ckpt_geom_box(v, ckpt_view_geom(v, vreqs[i].slot,
+							 vreqs[i].node), &box);
+		} else {
+			e = bent[i];
+			box = boxes[i];
+		}
+		if (ckpt_data_box_pending(m, e, &box, &ci, &k, &cap))
+			break;
+	}
+	if (k)
+		(void)ckpt_meta_locate(m, ci, k);
+	free(ci);
+}
+
 int ckpt_view_read_batch_opts(const struct ckpt_view *v,
 			      const struct ckpt_read_req *reqs, size_t n,
 			      const struct ckpt_batch_opts *o, char *err,
@@ -502,6 +544,7 @@ int ckpt_view_read_batch_opts(const struct ckpt_view *v,
 		len[i] = reqs[i].len;
 		want_huge_pages(ckpt_view_meta(v), reqs[i].dst, reqs[i].len);
 	}
+	locate_batch(ckpt_view_meta(v), v, reqs, NULL, NULL, n);
 	rc = run_pieces(j, len, n, o, err, errlen);
 out_free:
 	free(len);
@@ -589,6 +632,7 @@ int ckpt_meta_read_boxes_opts(struct ckpt_meta *m,
 		len[i] = numel * ckpt_dtype_size((enum ckpt_dtype)e->dtype);
 		want_huge_pages(m, reqs[i].dst, len[i]);
 	}
+	locate_batch(m, NULL, NULL, j->bent, j->boxes, n);
 	rc = run_pieces(j, len, n, o, err, errlen);
 out_free:
 	free(j->bent);

@@ -289,6 +289,9 @@ int ckpt_view_plan(const struct ckpt_view *v, uint32_t slot, uint32_t node,
 		return -EISDIR;
 	e = &v->meta->entries[v->nodes[node].entry];
 	ckpt_geom_box(v, ckpt_view_geom(v, slot, node), &box);
+	rc = ckpt_data_locate_box(v->meta, e, &box);
+	if (rc)
+		return rc;
 	ckpt_planner_init(&p, v->meta, e, &box, off, len);
 	while ((rc = ckpt_planner_next(&p, &r)) > 0) {
 		out.chunk = r.chunk;

@@ -4,6 +4,7 @@
  * core/tiling.c): good images parse; every cut of a good image and
  * hostile numbers are refused with a message, never a crash.
  */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "model/meta.h"
@@ -103,8 +104,94 @@ static void test_not_a_map(void)
 	CHECK(strstr(err, "empty file") != NULL);
 }
 
+/* One float32 tensor "t" [4] in one record of file "d" at 100, with
+ * "archive": [at, n] and extra (a key and an int, or NULL). */
+static void lazy_meta(msgpack_sbuffer *sb, uint64_t at, uint64_t n,
+		      const char *extra)
+{
+	uint64_t shape[1] = { 4 }, zero[1] = { 0 };
+	msgpack_packer pk;
+
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	mb_header(&pk, 1);
+	mb_str(&pk, "t");
+	msgpack_pack_map(&pk, 4);
+	mb_str(&pk, "type");
+	mb_str(&pk, "tensor");
+	mb_str(&pk, "dtype");
+	mb_str(&pk, "float32");
+	mb_str(&pk, "size");
+	mb_dims(&pk, shape, 1);
+	mb_str(&pk, "chunks");
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_map(&pk, 2);
+	mb_str(&pk, "offsets");
+	mb_dims(&pk, zero, 1);
+	mb_str(&pk, "sizes");
+	mb_dims(&pk, shape, 1);
+	mb_str(&pk, "storage_data");
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_map(&pk, 6 + (extra != NULL));
+	mb_str(&pk, "fqn");
+	mb_str(&pk, "t");
+	mb_str(&pk, "offsets");
+	mb_dims(&pk, zero, 1);
+	mb_str(&pk, "relative_path");
+	mb_str(&pk, "d");
+	mb_str(&pk, "offset");
+	msgpack_pack_uint64(&pk, at);
+	mb_str(&pk, "length");
+	msgpack_pack_uint64(&pk, 16);
+	mb_str(&pk, "archive");
+	msgpack_pack_array(&pk, 2);
+	msgpack_pack_uint64(&pk, at);
+	msgpack_pack_uint64(&pk, n);
+	if (extra) {
+		mb_str(&pk, extra);
+		msgpack_pack_uint64(&pk, 7);
+	}
+}
+
+/* A record with "archive" is pending: no read may plan it until it is
+ * located, and with no locator it is EIO, not the placeholder's bytes. */
+static void test_lazy_record(void)
+{
+	struct ckpt_chunk_info ci;
+	struct ckpt_meta *m = NULL;
+	msgpack_sbuffer sb;
+	uint32_t c = 0;
+	char err[512] = "";
+
+	msgpack_sbuffer_init(&sb);
+	lazy_meta(&sb, 100, 600, NULL);
+	CHECK(ckpt_meta_parse((const uint8_t *)sb.data, sb.size, "x", &m, err,
+			      sizeof(err)) == 0);
+	CHECK(m && m->lazy && m->nlazy == 1);
+	CHECK(!ckpt_chunk_is_located(m, 0));
+	CHECK(m->files[0].need == 700);	/* the whole archive */
+	CHECK(ckpt_meta_chunk(m, 0, &ci) == 0);
+	CHECK(ci.foff == 100 && ci.len == 600);
+	CHECK(ckpt_meta_locate(m, &c, 1) == -EIO);
+	CHECK(ckpt_meta_locate(m, &c, 1) == -EIO);	/* and stays so */
+	ckpt_meta_free(m);
+	msgpack_sbuffer_destroy(&sb);
+
+	/* An archive too small for the chunk, or with a checksum, is
+	 * refused at parse. */
+	msgpack_sbuffer_init(&sb);
+	lazy_meta(&sb, 100, 8, NULL);
+	CHECK(parse(&sb, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "archive [100, 8]") != NULL);
+	msgpack_sbuffer_destroy(&sb);
+	msgpack_sbuffer_init(&sb);
+	lazy_meta(&sb, 100, 600, "crc32");
+	CHECK(parse(&sb, err, sizeof(err)) == -EINVAL);
+	msgpack_sbuffer_destroy(&sb);
+}
+
 int main(void)
 {
+	TEST(test_lazy_record);
 	TEST(test_good_and_every_cut);
 	TEST(test_tiling_rules);
 	TEST(test_overflowing_shape);

@@ -1,0 +1,91 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: MIT
+# A PyTorch checkpoint from s3:// with no index and no cached index opens
+# in proportion to a rank's share (issue 29 item 2): the open GETs
+# .metadata alone, and each record a read needs is located then, in one
+# parallel batch (its zip tail and head), against a radosgw of the suite's
+# own; requests counted by the fault proxy in front of it.  Bytes are
+# compared with torch's FileSystemReader on the local copy (torch_check.py)
+# and with ckptfs.load of the local copy.
+
+load helpers
+load ../s3/suite
+
+LAZY="$PY $ROOT/tests/lazy_check.py"
+
+setup_file() {
+	s3_setup_file || return 1
+	LZ=$(mktemp -d "${BATS_TMPDIR:-/tmp}/ckptfs-lazy.XXXXXX")
+	export LZ
+	# 4 ranks x 100 parameters x 2 states: about 800 records, 5 MB.
+	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$LZ/t" --large 0.005 --world 4 \
+		>"$LZ/gen.log" 2>&1 || { tail -30 "$LZ/gen.log"; return 1; }
+	upload "$LZ/t/large" ck-lazy/big
+}
+
+teardown_file() {
+	[ -n "${LZ:-}" ] && rm -rf "$LZ"
+	s3_teardown_file
+}
+
+setup() { common_setup; }
+teardown() { common_teardown; }
+
+@test "s3 lazy: an open GETs .metadata alone; ckptfs.load of one rank's share GETs at most 2 per record it reads plus its data, and equals the local load" {
+	local nrec out og lg
+	nrec=$($LAZY records "$LZ/t/large" 8 3)
+	echo "records rank 3 of 8 reads: $nrec of about 800"
+	[ "$nrec" -gt 10 ]
+	run $(direct_env) $LAZY counts s3://ck-lazy/big "$LZ/t/large" "$S3CHECK_PROXY" 8 3
+	echo "$output"
+	[ "$status" -eq 0 ]
+	out=${output##*open_gets }
+	og=${out%% *}
+	out=${output##*load_gets }
+	lg=${out%% *}
+	# .metadata, and the .ckptfs-index looked for (404)
+	[ "$og" -le 2 ]
+	# the open's, then <= 2 per record to locate it and 1 for its data
+	[ "$lg" -le $((2 + 3 * nrec)) ]
+	# The eager pass (the behaviour before) GETs every record's windows.
+	run env CKPTFS_EAGER_INDEX=1 $(direct_env) $LAZY counts s3://ck-lazy/big "$LZ/t/large" "$S3CHECK_PROXY" 8 3
+	echo "eager: $output"
+	[ "$status" -eq 0 ]
+	out=${output##*open_gets }
+	[ "${out%% *}" -gt 100 ]
+}
+
+@test "s3 lazy: a mount of the checkpoint from s3:// equals torch's FileSystemReader on the local copy (W=1, 3)" {
+	export CKPTFS
+	run $PY "$ROOT/tests/torch_check.py" "$CKPTFS" s3://ck-lazy/big "$MNT" 1 3 --ref "$LZ/t/large"
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
+@test "s3 lazy: a record whose zip is broken is EIO naming its file and key; every other record still reads" {
+	local key path good
+	cp -r "$LZ/t/large" "$TMP/bad"
+	key=$($LAZY corrupt "$TMP/bad")
+	echo "broken: $key"
+	[ -n "$key" ]
+	upload "$TMP/bad" ck-lazy/bad
+	start_mount s3://ck-lazy/bad "$MNT" --world 1 --rank 0
+	path="$MNT/${key//.//}"
+	[ -f "$path" ]
+	run cat "$path"
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Input/output error"* ]]
+	grep -F "$key" "$TMP/daemon.log" | grep -q "distcp"
+	# Everything else reads, and equals the local copy's bytes.
+	stop_mount
+	start_mount "$LZ/t/large" "$MNT" --world 1 --rank 0
+	sums "$MNT" | grep -v " ./${key//.//}\$" >"$TMP/local.sums"
+	stop_mount
+	start_mount s3://ck-lazy/bad "$MNT" --world 1 --rank 0
+	sums "$MNT" 2>/dev/null >"$TMP/s3.sums" || true
+	stop_mount
+	echo "$(wc -l <"$TMP/s3.sums") other files"
+	[ "$(wc -l <"$TMP/s3.sums")" -gt 100 ]
+	diff "$TMP/local.sums" "$TMP/s3.sums"
+}

@@ -1,0 +1,154 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Requests of a lazy open of a PyTorch checkpoint in an object store
+(tests/bats/s3lazy.bats), counted by the fault proxy in front of radosgw.
+
+    lazy_check.py records CKPT W R
+        how many storage records (saved chunks) of local torch checkpoint
+        CKPT rank R of W reads: the chunks its rows of each tensor
+        (torch.chunk(t, W, 0)[R]; a one-element tensor whole) meet, from
+        torch's own read_metadata().
+    lazy_check.py counts S3URL LOCAL PROXY W R
+        through PROXY: the GETs of ckptfs.open(S3URL) alone, then of
+        ckptfs.load(S3URL, W, R) (open, locate, data), printed as
+        "open_gets N load_gets M"; and the load must equal
+        ckptfs.load(LOCAL, W, R) byte for byte.
+    lazy_check.py corrupt CKPT
+        breaks the zip of one record (its end of central directory) of
+        local checkpoint CKPT, in place, and prints its key.
+"""
+import json
+import os
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
+
+
+def read_metadata(ckpt):
+    import torch_dcp_compat
+    torch_dcp_compat.install()
+    import torch.distributed._shard.checkpoint as dcp
+    return dcp.FileSystemReader(ckpt).read_metadata()
+
+
+def records(ckpt, world, rank):
+    md = read_metadata(ckpt)
+    from torch.distributed._shard.checkpoint.metadata import \
+        BytesStorageMetadata
+    n = 0
+    for fqn, v in md.state_dict_metadata.items():
+        if isinstance(v, BytesStorageMetadata):
+            continue
+        size = tuple(v.size)
+        numel = 1
+        for d in size:
+            numel *= d
+        if numel == 0:
+            continue
+        if numel == 1:
+            n += len(v.chunks)
+            continue
+        rows = -(-size[0] // world)
+        lo, hi = rank * rows, min(size[0], (rank + 1) * rows)
+        for c in v.chunks:
+            if hi > lo and c.offsets[0] < hi and lo < c.offsets[0] + c.sizes[0]:
+                n += 1
+    return n
+
+
+def proxy_gets(proxy):
+    with urllib.request.urlopen(proxy + "/__faultproxy/stats") as r:
+        log = json.load(r)["log"]
+    return sum(1 for e in log if e[0] == "GET")
+
+
+def proxy_reset(proxy):
+    req = urllib.request.Request(proxy + "/__faultproxy/reset", data=b"{}",
+                                 method="POST")
+    urllib.request.urlopen(req).read()
+
+
+def flat(d, path=()):
+    for k, v in d.items():
+        if isinstance(v, dict):
+            yield from flat(v, path + (k,))
+        else:
+            yield path + (k,), v
+
+
+def as_bytes(v):
+    import numpy as np
+    if isinstance(v, np.ndarray):
+        return np.ascontiguousarray(v).tobytes()
+    return bytes(v)
+
+
+def counts(url, local, proxy, world, rank):
+    import ckptfs
+    proxy_reset(proxy)
+    t0 = time.monotonic()
+    with ckptfs.open(url, s3_endpoint=proxy, index_cache=False):
+        t_open = time.monotonic() - t0
+    open_gets = proxy_gets(proxy)
+    proxy_reset(proxy)
+    t0 = time.monotonic()
+    got = ckptfs.load(url, world, rank, backend="numpy", index_cache=False,
+                      s3_endpoint=proxy, trust_pickles=False)
+    t_load = time.monotonic() - t0
+    load_gets = proxy_gets(proxy)
+    want = ckptfs.load(local, world, rank, backend="numpy",
+                       index_cache=False)
+    a = {p: as_bytes(v) for p, v in flat(got)}
+    b = {p: as_bytes(v) for p, v in flat(want)}
+    if a.keys() != b.keys():
+        print("keys differ:", sorted(a.keys() ^ b.keys())[:5])
+        return 1
+    bad = [p for p in a if a[p] != b[p]]
+    if bad:
+        print(f"{len(bad)} of {len(a)} files differ, e.g. {bad[:3]}")
+        return 1
+    print(f"open_gets {open_gets} load_gets {load_gets} files {len(a)} "
+          f"(open {t_open:.3f} s, load {t_load:.3f} s)")
+    return 0
+
+
+def corrupt(ckpt):
+    md = read_metadata(ckpt)
+    from torch.distributed._shard.checkpoint.metadata import \
+        BytesStorageMetadata
+    for mi, si in sorted(md.storage_data.items(),
+                         key=lambda x: (x[1].relative_path, x[1].offset)):
+        if isinstance(md.state_dict_metadata[mi.fqn], BytesStorageMetadata):
+            continue
+        path = os.path.join(ckpt, si.relative_path)
+        with open(path, "r+b") as f:
+            f.seek(si.offset + si.length - 4096 if si.length > 4096
+                   else si.offset)
+            tail = f.read(min(si.length, 4096))
+            at = tail.rfind(b"PK\x05\x06")
+            if at < 0:
+                continue
+            f.seek(si.offset + si.length - len(tail) + at)
+            f.write(b"XX\x05\x06")
+        print(mi.fqn)
+        return 0
+    return 1
+
+
+def main(argv):
+    if argv[0] == "records":
+        print(records(argv[1], int(argv[2]), int(argv[3])))
+        return 0
+    if argv[0] == "counts":
+        return counts(argv[1], argv[2], argv[3], int(argv[4]), int(argv[5]))
+    if argv[0] == "corrupt":
+        return corrupt(argv[1])
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
