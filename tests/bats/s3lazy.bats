@@ -18,7 +18,7 @@ setup_file() {
 	LZ=$(mktemp -d "${BATS_TMPDIR:-/tmp}/ckptfs-lazy.XXXXXX")
 	export LZ
 	# 4 ranks x 100 parameters x 2 states: about 800 records, 5 MB.
-	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$LZ/t" --large 0.005 --world 4 \
+	torch_gen "$LZ/t" --large 0.005 --world 4 \
 		>"$LZ/gen.log" 2>&1 || { tail -30 "$LZ/gen.log"; return 1; }
 	upload "$LZ/t/large" ck-lazy/big
 }
