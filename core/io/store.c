@@ -200,4 +200,7 @@ void ckpt_store_stats(const struct ckpt_store *s,
 	out->bytes_delivered = atomic_load(&s->bytes_delivered);
 	out->requests = atomic_load(&s->requests);
 	out->retries = atomic_load(&s->retries);
+	out->gets = atomic_load(&s->gets);
+	out->heads = atomic_load(&s->heads);
+	out->lists = atomic_load(&s->lists);
 }

@@ -19,7 +19,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 #: The ABI of core/ckptfs.h this module mirrors (CKPT_ABI_VERSION).
-ABI_VERSION = 5
+ABI_VERSION = 6
 MAX_DIMS = 16
 NONE = 0xFFFFFFFF
 NO_OFFSET = 0xFFFFFFFFFFFFFFFF
@@ -63,7 +63,15 @@ class IoStats(C.Structure):
     """struct ckpt_io_stats."""
     _fields_ = [("bytes_fetched", C.c_uint64),
                 ("bytes_delivered", C.c_uint64),
-                ("requests", C.c_uint64), ("retries", C.c_uint64)]
+                ("requests", C.c_uint64), ("retries", C.c_uint64),
+                ("open_gets", C.c_uint64), ("open_heads", C.c_uint64),
+                ("open_lists", C.c_uint64),
+                ("open_bytes_fetched", C.c_uint64),
+                ("open_bytes_delivered", C.c_uint64),
+                ("read_gets", C.c_uint64), ("read_heads", C.c_uint64),
+                ("read_lists", C.c_uint64),
+                ("read_bytes_fetched", C.c_uint64),
+                ("read_bytes_delivered", C.c_uint64)]
 
 
 class OpenOpts(C.Structure):

@@ -177,7 +177,13 @@ class Checkpoint:
         """What this handle's reads fetched so far, all threads: a dict
         of ``bytes_fetched`` (from the disk or the server, merge gaps and
         retries included), ``bytes_delivered``, ``requests`` (preads, or
-        HTTP requests) and ``retries``."""
+        HTTP requests) and ``retries`` (totals), then the same split in
+        two phases: ``open_gets``, ``open_heads``, ``open_lists``,
+        ``open_bytes_fetched``, ``open_bytes_delivered`` (until the open
+        returned) and ``read_gets`` ... ``read_bytes_delivered`` (since:
+        a record located lazily by a read counts as read).  GETs, HEADs
+        and LISTs are an object store's HTTP requests, retries included
+        (0 for a local directory)."""
         st = _lib.IoStats()
         m = self._acquire()
         try:
