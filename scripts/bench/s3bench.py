@@ -360,7 +360,9 @@ def counts_note(c, ref, what, per_rank=None):
         med = {k: statistics.median(s[k] for s in per_rank)
                for k in ("open_gets", "open_heads", "read_gets",
                          "open_bytes_fetched", "read_bytes_fetched")}
-        note += (f"; per rank (ckptfs's io_stats, median): open "
+        note += (f"; per rank (ckptfs's io_stats, median; open GETs "
+                 f"{min(s['open_gets'] for s in per_rank)}-"
+                 f"{max(s['open_gets'] for s in per_rank)}): open "
                  f"{med['open_gets']:.0f} GETs + {med['open_heads']:.0f} "
                  f"HEADs, {med['open_bytes_fetched'] / 2**10:.0f} KiB; "
                  f"reads {med['read_gets']:.0f} GETs, "
@@ -406,20 +408,28 @@ def request_rows(args, t, lib_env):
         env.update(AWS_ENDPOINT_URL=rgw.proxy_url, CKPTFS_INDEX_CACHE="")
         rgw.put_dir(sid + rinside, "req-resume")
         rgw.put_dir(sid + cinside, "req-coop")
-        for reader, coop in (("ckptfs", "on"), ("ckptfs-nocoop", "off")):
+        cdir = "/tmp/ckptfs-bench-req-cache"        # inside the chroot
+        for reader, coop, cache in (("ckptfs", "on", ""),
+                                    ("ckptfs-nocoop", "off", ""),
+                                    ("ckptfs", "on", cdir)):
             rgw.proxy_reset()
+            shutil.rmtree(sid + cdir, ignore_errors=True)
             out = subprocess.check_output(
                 [SID, "run", "/usr/bin/python3",
                  "@ROOT@/tests/torch2_check.py", "resume",
                  f"s3://{BUCKET}/req-resume", str(world), reader, "0"],
-                text=True, env=env, stderr=subprocess.DEVNULL)
+                text=True, env=dict(env, CKPTFS_INDEX_CACHE=cache),
+                stderr=subprocess.DEVNULL)
+            shutil.rmtree(sid + cdir, ignore_errors=True)
             c = proxy_counts(rgw)
             per = []
             for line in out.splitlines():
                 if line.startswith("io_stats "):
                     per = json.loads(line[len("io_stats "):])
+            how = ("a node-local index cache, empty before (one rank "
+                   "indexes, 7 reuse)" if cache else "no index cache")
             t.add(f"S3 requests, resume on {world} ranks from 4 "
-                  f"({rsize / 2**30:.2f} GiB, Shard(0), no index cache, no "
+                  f"({rsize / 2**30:.2f} GiB, Shard(0), {how}, no "
                   f".ckptfs-index), cooperative={coop == 'on'}",
                   [float(out.split()[-2])], unit="s",
                   note=counts_note(c, rsize, "the checkpoint", per))
