@@ -52,7 +52,9 @@ const char *ckpt_version(void);
 				 * ckpt_meta_credentials(),
 				 * ckpt_thread_cancel_set(); 6:
 				 * ckpt_s3_opts.ca_bundle,
-				 * ckpt_io_stats.connects */
+				 * ckpt_io_stats.connects and its
+				 * open_* and read_* (requests by
+				 * kind, per phase) */
 
 /* CKPT_ABI_VERSION as the library was built. */
 unsigned ckpt_abi_version(void);
@@ -326,15 +328,35 @@ void ckpt_meta_free(struct ckpt_meta *m);
  */
 void ckpt_meta_cancel(struct ckpt_meta *m);
 
-/* What m's reads fetched so far (monotonic counters, all threads). */
+/*
+ * What m's reads fetched so far (monotonic counters, all threads).  The
+ * first four are totals; open_* are what happened until
+ * ckpt_meta_open*() returned (listing, .metadata, indexing, HEADs), and
+ * read_* everything since (a record located lazily by a read counts as
+ * read).  GETs, HEADs and LISTs are HTTP requests of an object store,
+ * retries included (0 for a local directory, whose preads only count in
+ * requests): gets + heads + lists == requests.  open_X + read_X == the
+ * total of X.
+ */
 struct ckpt_io_stats {
 	uint64_t bytes_fetched;	/* from the disk or the server: merge gaps
-				 * and retries included */
+				 * and retries included (object bodies;
+				 * not listings) */
 	uint64_t bytes_delivered;	/* into the library's buffers */
 	uint64_t requests;	/* preads, or HTTP requests */
 	uint64_t retries;	/* HTTP requests sent again */
 	uint64_t connects;	/* new connections made (TCP, and TLS
 				 * handshakes over them) */
+	uint64_t open_gets;	/* GETs of objects (whole or ranged) */
+	uint64_t open_heads;
+	uint64_t open_lists;	/* GETs of listings (ListObjectsV2) */
+	uint64_t open_bytes_fetched;
+	uint64_t open_bytes_delivered;
+	uint64_t read_gets;
+	uint64_t read_heads;
+	uint64_t read_lists;
+	uint64_t read_bytes_fetched;
+	uint64_t read_bytes_delivered;
 };
 
 /* Fill *out with m's counters (zeros for a meta parsed from memory).

@@ -531,6 +531,20 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 	return rc;
 }
 
+/* Everything s did until now was the open's: ckpt_meta_io_stats()
+ * splits its counters here. */
+static void mark_open(struct ckpt_meta *m)
+{
+	struct ckpt_store_stats st;
+
+	ckpt_store_stats(m->store, &st);
+	m->at_open.gets = st.gets;
+	m->at_open.heads = st.heads;
+	m->at_open.lists = st.lists;
+	m->at_open.bytes_fetched = st.bytes_fetched;
+	m->at_open.bytes_delivered = st.bytes_delivered;
+}
+
 static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 		     struct ckpt_meta **out, char *err, size_t errlen)
 {
@@ -633,6 +647,7 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	m->meta_path = path;
 	m->mtime = mtime;
 	m->store = s;
+	mark_open(m);
 	m->follow_symlinks = follow;
 	m->warning = warning;
 	*out = m;
@@ -698,6 +713,20 @@ void ckpt_meta_io_stats(const struct ckpt_meta *m, struct ckpt_io_stats *out)
 	out->requests = st.requests;
 	out->retries = st.retries;
 	out->connects = st.connects;
+	if (!m || !m->store)
+		return;
+	out->open_gets = m->at_open.gets;
+	out->open_heads = m->at_open.heads;
+	out->open_lists = m->at_open.lists;
+	out->open_bytes_fetched = m->at_open.bytes_fetched;
+	out->open_bytes_delivered = m->at_open.bytes_delivered;
+	/* Monotonic counters, each read after its snapshot: no wrap. */
+	out->read_gets = st.gets - m->at_open.gets;
+	out->read_heads = st.heads - m->at_open.heads;
+	out->read_lists = st.lists - m->at_open.lists;
+	out->read_bytes_fetched = st.bytes_fetched - m->at_open.bytes_fetched;
+	out->read_bytes_delivered = st.bytes_delivered -
+				    m->at_open.bytes_delivered;
 }
 
 int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,

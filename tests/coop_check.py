@@ -20,6 +20,13 @@ FileSystemReader, on torch 1.13 (Debian 12) or >= 2 (the sid chroot).
         saved tensors' and entries' bytes), and exits 1 on a difference
         or, with on, when the ranks fetched more than 1.05x the unique
         bytes.
+    coop_check.py load CKPT W ddp|hsdp on|off --s3 ROOT
+        The same, StorageReader reading s3://bucket/prefix ROOT (an upload
+        of CKPT; the endpoint from AWS_ENDPOINT_URL), FileSystemReader the
+        local CKPT; the line also gives the seconds of the slowest rank's
+        StorageReader load (make bench's cooperative rows).
+    CKPTFS_COOP_MIB=N (gen and load alike): N MiB more of float32
+        tensors, 8 MiB each, beside the keys above (for make bench).
     coop_check.py load CKPT W fail on
         As ddp, but rank 1 reads a copy of CKPT whose data files it cuts
         to half once it has opened it: rank 1 fails to read the parts it owns, and every rank
@@ -28,6 +35,7 @@ FileSystemReader, on torch 1.13 (Debian 12) or >= 2 (the sid chroot).
 """
 import os
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
@@ -47,6 +55,8 @@ KEYS = [
     ("optim.one", (1,), "float32"),
     ("model.empty", (0, 4), "float32"),
 ]
+KEYS += [(f"model.bulk{i}", (1024, 2048), "float32")
+         for i in range(int(os.environ.get("CKPTFS_COOP_MIB") or 0) // 8)]
 EXTRA = {"param_groups": [{"lr": 0.1, "params": ["model.w1"]}]}
 
 
@@ -85,7 +95,7 @@ def unique_bytes(torch):
     return n
 
 
-def worker(rank, world, port, ckpt, mode, coop, q):
+def worker(rank, world, port, ckpt, mode, coop, q, s3root=None):
     import torch
     import torch.distributed as dist
     import ckptfs
@@ -122,6 +132,8 @@ def worker(rank, world, port, ckpt, mode, coop, q):
         want, got = fresh(), fresh()
         load(want, storage_reader=d.FileSystemReader(ckpt))
         src = ckpt + "-bad" if mode == "fail" and rank == 1 else ckpt
+        if s3root:
+            src = s3root
         reader = ckptfs.StorageReader(src, staging_mb=1,
                                       cooperative=(coop == "on"))
         if mode == "fail":
@@ -135,15 +147,18 @@ def worker(rank, world, port, ckpt, mode, coop, q):
                 load(got, storage_reader=reader)
             except BaseException as e:  # noqa: B902 - torch 1.13's
                 # CheckpointException is a BaseException
-                q.put((rank, [f"raised: {e}"], 0))
+                q.put((rank, [f"raised: {e}"], 0, 0.0))
                 return
-            q.put((rank, [], 0))
+            q.put((rank, [], 0, 0.0))
             return
+        dist.barrier()
+        t0 = time.perf_counter()
         load(got, storage_reader=reader)
-        fetched = reader._open().io_stats()["bytes_fetched"]
+        secs = time.perf_counter() - t0
+        fetched = reader.io_stats()["bytes_fetched"]
         reader.close()
         bad = differing(torch, want, got)
-        q.put((rank, bad, fetched))
+        q.put((rank, bad, fetched, secs))
     finally:
         dist.destroy_process_group()
 
@@ -155,6 +170,7 @@ def main(argv):
         gen(argv[1])
         return 0
     ckpt, world, mode, coop = argv[1], int(argv[2]), argv[3], argv[4]
+    s3root = argv[6] if argv[5:6] == ["--s3"] else None
     if mode == "fail":
         import shutil
         bad = ckpt + "-bad"
@@ -163,12 +179,12 @@ def main(argv):
     ctx = tmp.get_context("spawn")
     q = ctx.Queue()
     tmp.start_processes(worker, args=(world, free_port(), ckpt, mode, coop,
-                                      q),
+                                      q, s3root),
                         nprocs=world, join=True, start_method="spawn")
     res = sorted(q.get() for _ in range(world))
     if mode == "fail":
-        raised = [r for r, b, _ in res if b and b[0].startswith("raised")]
-        named = [r for r, b, _ in res
+        raised = [r for r, b, *_ in res if b and b[0].startswith("raised")]
+        named = [r for r, b, *_ in res
                  if b and "rank 1 could not read key" in b[0]]
         print(f"torch {torch.__version__} W={world} fail: {len(raised)} of "
               f"{world} ranks raised, {len(named)} name rank 1; rank 0: "
@@ -176,11 +192,12 @@ def main(argv):
         return 0 if len(raised) == world and named else 1
     total = sum(r[2] for r in res)
     uniq = unique_bytes(torch)
-    bad = [(r, b) for r, b, _ in res if b]
+    bad = [(r, b) for r, b, *_ in res if b]
     print(f"torch {torch.__version__} W={world} {mode} cooperative={coop}: "
           f"fetched {total} bytes on all ranks, {total / uniq:.3f}x the "
           f"{uniq} unique; per rank {[r[2] for r in res]}; "
-          f"{len(bad)} ranks differ {bad}")
+          f"{len(bad)} ranks differ {bad}; "
+          f"load {max(r[3] for r in res):.3f} s")
     if bad:
         return 1
     if coop == "on" and total > 1.05 * uniq:

@@ -23,14 +23,16 @@ binds the work tree there.
     torch2_check.py gen-large OUT GIB
         4 gloo ranks dcp.save GIB GiB of Shard(0) float32 state (the
         benchmark's resume figure).
-    torch2_check.py resume CKPT NEW_W fs|ckptfs|fsspec|null|floor [THREADS]
+    torch2_check.py resume CKPT NEW_W fs|ckptfs|ckptfs-nocoop|fsspec|null|floor [THREADS]
         NEW_W ranks dcp.load it into Shard(0) DTensors with torch's
         FileSystemReader, ckptfs.StorageReader (THREADS threads; default
         or 0: its own default), torch's FsspecReader (CKPT
         s3://bucket/prefix, s3fs with AWS_ENDPOINT_URL) or a reader that
         reads nothing, or each rank preads its 1/NEW_W of the data files
         (see resume_worker); prints the wall time until the last rank is
-        done and the CPU time of all ranks until each was done.
+        done and the CPU time of all ranks until each was done (the last
+        line), after a line "io_stats [...]" of each rank's
+        StorageReader.io_stats() for the ckptfs readers.
     torch2_check.py overlap SRC DST
         DST: the rank-local SRC with rank 1's model.w1 chunk overlapping
         rank 0's.
@@ -452,12 +454,15 @@ def resume_worker(rank, world, port, ckpt, reader, q, threads=0):
         r = {"fs": lambda: dcp.FileSystemReader(ckpt),
              "fsspec": lambda: FsspecReader(ckpt),
              "null": lambda: NullReader(ckpt),
-             "ckptfs": lambda: storage_reader(ckpt, threads=threads or None)
+             "ckptfs": lambda: storage_reader(ckpt, threads=threads or None),
+             "ckptfs-nocoop": lambda: storage_reader(
+                 ckpt, threads=threads or None, cooperative=False),
              }[reader]()
         dcp.load(sd, storage_reader=r)
     cpu = time.process_time() - c0
     dist.barrier()
-    q.put((time.perf_counter() - t0, cpu))
+    stats = r.io_stats() if reader.startswith("ckptfs") else None
+    q.put((time.perf_counter() - t0, cpu, stats))
     dist.destroy_process_group()
 
 
@@ -480,6 +485,9 @@ def main(argv):
                                                  argv[3], q, threads),
                             nprocs=world, join=True, start_method="spawn")
         res = [q.get() for _ in range(world)]
+        if res[0][2] is not None:   # before the last line, which callers
+            import json             # split
+            print("io_stats", json.dumps([r[2] for r in res]))
         print(f"{max(r[0] for r in res):.4f} {sum(r[1] for r in res):.4f}")
         return 0
     if argv[0] == "overlap":

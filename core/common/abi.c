@@ -207,6 +207,16 @@ static const struct field io_stats_fields[] = {
 	F(ckpt_io_stats, requests),
 	F(ckpt_io_stats, retries),
 	F(ckpt_io_stats, connects),
+	F(ckpt_io_stats, open_gets),
+	F(ckpt_io_stats, open_heads),
+	F(ckpt_io_stats, open_lists),
+	F(ckpt_io_stats, open_bytes_fetched),
+	F(ckpt_io_stats, open_bytes_delivered),
+	F(ckpt_io_stats, read_gets),
+	F(ckpt_io_stats, read_heads),
+	F(ckpt_io_stats, read_lists),
+	F(ckpt_io_stats, read_bytes_fetched),
+	F(ckpt_io_stats, read_bytes_delivered),
 	{ NULL, 0 }
 };
 

@@ -890,6 +890,8 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	q->tries++;
 	q->state = ST_ACTIVE;
 	atomic_fetch_add(&h->ctr->requests, 1);
+	atomic_fetch_add(q->head ? &h->ctr->heads :
+			 q->list ? &h->ctr->lists : &h->ctr->gets, 1);
 	return 0;
 }
 

@@ -43,6 +43,8 @@ struct ckpt_s3_req {
 	/* in */
 	const char *url;	/* borrowed; path and query already encoded */
 	bool head;		/* HEAD, else GET */
+	bool list;		/* a GET of a listing (ListObjectsV2): counted
+				 * as a LIST, not a GET */
 	bool ranged;		/* GET bytes [off, off + len) */
 	uint64_t off;
 	uint64_t len;

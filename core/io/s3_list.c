@@ -126,7 +126,8 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 			{ "prefix", want },
 			{ "encoding-type", "url" },
 		};
-		struct ckpt_s3_req q = { .max_body = PAGE_MAX };
+		struct ckpt_s3_req q = { .max_body = PAGE_MAX,
+					    .list = true };
 		size_t np = 4, failed;
 		bool truncated;
 		char *next;

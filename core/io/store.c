@@ -206,4 +206,7 @@ void ckpt_store_stats(const struct ckpt_store *s,
 	out->requests = atomic_load(&s->requests);
 	out->retries = atomic_load(&s->retries);
 	out->connects = atomic_load(&s->connects);
+	out->gets = atomic_load(&s->gets);
+	out->heads = atomic_load(&s->heads);
+	out->lists = atomic_load(&s->lists);
 }

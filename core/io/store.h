@@ -217,6 +217,11 @@ struct ckpt_store_stats {
 	uint64_t requests;	/* preads, or HTTP requests */
 	uint64_t retries;	/* HTTP requests sent again */
 	uint64_t connects;	/* new connections made */
+	/* HTTP requests by kind, retries included (0 for a local store):
+	 * gets + heads + lists == requests */
+	uint64_t gets;		/* GETs of objects */
+	uint64_t heads;
+	uint64_t lists;		/* GETs of listings */
 };
 
 void ckpt_store_stats(const struct ckpt_store *s,

@@ -55,6 +55,9 @@ struct ckpt_store {
 	_Atomic uint64_t requests;
 	_Atomic uint64_t retries;
 	_Atomic uint64_t connects;
+	_Atomic uint64_t gets;	/* HTTP GETs of objects (whole or ranged) */
+	_Atomic uint64_t heads;	/* HTTP HEADs */
+	_Atomic uint64_t lists;	/* HTTP GETs of listings (ListObjectsV2) */
 };
 
 /* The implementations' constructors, called by ckpt_store_new() with

@@ -466,7 +466,8 @@ static int probe(struct s3_store *st, char *err, size_t errlen)
 					   strlen(st->base.root), rshown,
 					   sizeof(rshown));
 	char *want = NULL, *query = NULL, *url = NULL;
-	struct ckpt_s3_req q = { .max_body = PROBE_MAX_BODY };
+	struct ckpt_s3_req q = { .max_body = PROBE_MAX_BODY,
+				    .list = true };
 	struct ckpt_s3_param p[3] = {
 		{ "list-type", "2" }, { "max-keys", "1" }, { "prefix", "" },
 	};

@@ -198,6 +198,12 @@ struct ckpt_meta {
 	 * set by ckpt_meta_open_opts() and ckpt_files_open(), then only
 	 * read. */
 	struct ckpt_store *store;	/* owned; NULL when parsed from memory */
+	/* The store's counters as ckpt_meta_open*() returned (the open's
+	 * share; ckpt_meta_io_stats() counts the reads' from there);
+	 * written once, before m is handed out. */
+	struct {
+		uint64_t gets, heads, lists, bytes_fetched, bytes_delivered;
+	} at_open;
 	struct ckpt_file_open *opened;	/* [nfiles]; NULL until
 					 * ckpt_files_open() */
 	/* The guards by file, then offset (meta->guards indices), and

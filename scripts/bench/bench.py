@@ -1193,6 +1193,11 @@ def s3_rows(args, t, work):
                             read_all=read_all))
 
 
+def request_rows(args, t, work):
+    """Issue 29's request counts (scripts/bench/s3bench.py)."""
+    s3bench.request_rows(args, t, lib_env(args))
+
+
 def main(argv):
     # No node-local index cache unless a row asks for one (s3bench's):
     # every repetition's open indexes a torch checkpoint as the first did.
@@ -1211,6 +1216,12 @@ def main(argv):
     ap.add_argument("--reps-resume", type=int, default=0,
                     help="repetitions of the resume rows (default: "
                          "--reps, at most 3)")
+    ap.add_argument("--req-gib", type=float, default=0.5,
+                    help="the torch 2.x checkpoint of the request rows' "
+                         "resume (issue 29)")
+    ap.add_argument("--coop-mib", type=int, default=64,
+                    help="the bulk of the cooperative request rows' "
+                         "checkpoint (issue 29)")
     ap.add_argument("--quick", action="store_true")
     # blk-throttle lets a group that was idle dispatch one slice (100 ms)
     # worth at once, so a setting must make the run last well over that:
@@ -1219,7 +1230,8 @@ def main(argv):
                     help="the throttled device's bandwidth-bound setting")
     ap.add_argument("--device-iops", type=int, default=500,
                     help="the throttled device's IOPS-bound setting")
-    ap.add_argument("--only", choices=["device", "strided", "s3", "resume"],
+    ap.add_argument("--only", choices=["device", "strided", "s3", "resume",
+                                       "requests"],
                     help="run only these rows (no chart, results.md kept)")
     ap.add_argument("--out", default=os.path.join(HERE, "results.md"))
     args = ap.parse_args(argv)
@@ -1230,7 +1242,7 @@ def main(argv):
     t = Table()
     if args.only:
         {"device": device_figures, "strided": strided_figure,
-         "s3": s3_rows,
+         "s3": s3_rows, "requests": request_rows,
          "resume": resume_figures}[args.only](args, t, args.work)
         return 0
     ckpts = {}
@@ -1275,6 +1287,7 @@ def main(argv):
     device_figures(args, t, args.work)
     s3_rows(args, t, args.work)
     if not args.quick:
+        request_rows(args, t, args.work)
         zip64_figure(args, t, args.work)
     header = (f"# ckptfs benchmark\n\n{time.strftime('%Y-%m-%d %H:%M')}, "
               f"{os.cpu_count()} CPUs, {args.gib} GiB float32 Adam state per "

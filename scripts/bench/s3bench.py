@@ -354,3 +354,119 @@ def resume_rows(args, t, rgw, env, root, prefix, reads, world):
           unit="s", note=f"{fs / ck2:.1f}x faster than FsspecReader; "
                          f"{ck2 / ceil:.2f}x the ceiling's time")
     subprocess.call([RGW, "rm", rgw.dir, f"{BUCKET}/{prefix}/.ckptfs-index"])
+
+
+def proxy_counts(rgw):
+    """The proxy's requests by kind and the object bytes it sent back
+    since its last reset: {"GET", "HEAD", "LIST", "bytes"}."""
+    import json
+    import urllib.request
+    with urllib.request.urlopen(rgw.proxy_url + "/__faultproxy/stats") as r:
+        st = json.load(r)
+    out = {k: st["by_method"].get(k, 0) for k in ("GET", "HEAD", "LIST")}
+    out["bytes"] = st["bytes_by_method"].get("GET", 0)
+    return out
+
+
+def counts_note(c, ref, what, per_rank=None):
+    """'GET g, HEAD h, LIST l; B MiB from the store, x.xx what'."""
+    note = (f"proxy: GET {c['GET']}, HEAD {c['HEAD']}, LIST {c['LIST']}; "
+            f"{c['bytes'] / 2**20:.1f} MiB from the store, "
+            f"{c['bytes'] / ref:.2f}x {what}")
+    if per_rank:
+        med = {k: statistics.median(s[k] for s in per_rank)
+               for k in ("open_gets", "open_heads", "read_gets",
+                         "open_bytes_fetched", "read_bytes_fetched")}
+        note += (f"; per rank (ckptfs's io_stats, median; open GETs "
+                 f"{min(s['open_gets'] for s in per_rank)}-"
+                 f"{max(s['open_gets'] for s in per_rank)}): open "
+                 f"{med['open_gets']:.0f} GETs + {med['open_heads']:.0f} "
+                 f"HEADs, {med['open_bytes_fetched'] / 2**10:.0f} KiB; "
+                 f"reads {med['read_gets']:.0f} GETs, "
+                 f"{med['read_bytes_fetched'] / 2**20:.1f} MiB")
+    return note
+
+
+def request_rows(args, t, lib_env):
+    """Issue 29's request rows: for the 4 -> 8 resume (torch 2.x,
+    Shard(0), no index cache, no .ckptfs-index) and for the cooperative
+    cases of tests/coop_check.py (DDP: every rank loads the whole state;
+    HSDP: DTensors on a (2, 4) mesh, (Replicate(), Shard(0))), all 8 gloo
+    ranks in the sid chroot, cooperative and cooperative=False: the
+    requests by kind and the object bytes the proxy carried (its own
+    count, not ckptfs's), and the time of the load."""
+    import json
+    sid = subprocess.check_output([SID, "path"], text=True).strip()
+    if not os.path.exists(os.path.join(sid, ".ckptfs-ready")):
+        print("  S3 requests: no sid chroot (make sid-chroot); not measured")
+        return
+    gib, mib, world = args.req_gib, args.coop_mib, 8
+    rinside = f"/tmp/ckptfs-bench-resume-{gib}"
+    if not os.path.exists(os.path.join(sid + rinside, ".metadata")):
+        subprocess.check_call([SID, "run", "/usr/bin/python3",
+                               "@ROOT@/tests/torch2_check.py", "gen-large",
+                               rinside, str(gib)],
+                              stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    cinside = f"/tmp/ckptfs-bench-coop-{mib}"
+    cenv = dict(lib_env, CKPTFS_COOP_MIB=str(mib), CKPTFS_INDEX_CACHE="")
+    if not os.path.exists(os.path.join(sid + cinside, ".metadata")):
+        subprocess.check_call([SID, "run", "/usr/bin/python3",
+                               "@ROOT@/tests/coop_check.py", "gen", cinside],
+                              env=cenv, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+
+    def size_of(d):
+        return sum(os.path.getsize(os.path.join(d, f))
+                   for f in os.listdir(d) if f.endswith(".distcp"))
+    rsize, csize = size_of(sid + rinside), size_of(sid + cinside)
+    with Radosgw(args.work) as rgw:
+        env = rgw.environ(lib_env)
+        env.update(AWS_ENDPOINT_URL=rgw.proxy_url, CKPTFS_INDEX_CACHE="")
+        rgw.put_dir(sid + rinside, "req-resume")
+        rgw.put_dir(sid + cinside, "req-coop")
+        cdir = "/tmp/ckptfs-bench-req-cache"        # inside the chroot
+        for reader, coop, cache in (("ckptfs", "on", ""),
+                                    ("ckptfs-nocoop", "off", ""),
+                                    ("ckptfs", "on", cdir)):
+            rgw.proxy_reset()
+            shutil.rmtree(sid + cdir, ignore_errors=True)
+            out = subprocess.check_output(
+                [SID, "run", "/usr/bin/python3",
+                 "@ROOT@/tests/torch2_check.py", "resume",
+                 f"s3://{BUCKET}/req-resume", str(world), reader, "0"],
+                text=True, env=dict(env, CKPTFS_INDEX_CACHE=cache),
+                stderr=subprocess.DEVNULL)
+            shutil.rmtree(sid + cdir, ignore_errors=True)
+            c = proxy_counts(rgw)
+            per = []
+            for line in out.splitlines():
+                if line.startswith("io_stats "):
+                    per = json.loads(line[len("io_stats "):])
+            how = ("a node-local index cache, empty before (one rank "
+                   "indexes, 7 reuse)" if cache else "no index cache")
+            t.add(f"S3 requests, resume on {world} ranks from 4 "
+                  f"({rsize / 2**30:.2f} GiB, Shard(0), {how}, no "
+                  f".ckptfs-index), cooperative={coop == 'on'}",
+                  [float(out.split()[-2])], unit="s",
+                  note=counts_note(c, rsize, "the checkpoint", per))
+        for mode in ("ddp", "hsdp"):
+            for coop in ("on", "off"):
+                rgw.proxy_reset()
+                out = subprocess.check_output(
+                    [SID, "run", "/usr/bin/python3",
+                     "@ROOT@/tests/coop_check.py", "load", cinside,
+                     str(world), mode, coop, "--s3",
+                     f"s3://{BUCKET}/req-coop"],
+                    text=True, env=dict(env, CKPTFS_COOP_MIB=str(mib)),
+                    stderr=subprocess.DEVNULL)
+                c = proxy_counts(rgw)
+                secs = float(out.rsplit("load ", 1)[1].split()[0])
+                what = {"ddp": "DDP: every rank loads the whole state",
+                        "hsdp": "HSDP 2x4: DTensor on a (2, 4) mesh, "
+                                "(Replicate(), Shard(0))"}[mode]
+                t.add(f"S3 requests, {what} ({csize / 2**20:.0f} MiB, "
+                      f"{world} gloo ranks), cooperative={coop == 'on'}",
+                      [secs], unit="s",
+                      note=counts_note(c, csize, "the checkpoint's data "
+                                       "files"))

@@ -65,7 +65,15 @@ class IoStats(C.Structure):
     _fields_ = [("bytes_fetched", C.c_uint64),
                 ("bytes_delivered", C.c_uint64),
                 ("requests", C.c_uint64), ("retries", C.c_uint64),
-                ("connects", C.c_uint64)]
+                ("connects", C.c_uint64),
+                ("open_gets", C.c_uint64), ("open_heads", C.c_uint64),
+                ("open_lists", C.c_uint64),
+                ("open_bytes_fetched", C.c_uint64),
+                ("open_bytes_delivered", C.c_uint64),
+                ("read_gets", C.c_uint64), ("read_heads", C.c_uint64),
+                ("read_lists", C.c_uint64),
+                ("read_bytes_fetched", C.c_uint64),
+                ("read_bytes_delivered", C.c_uint64)]
 
 
 class OpenOpts(C.Structure):

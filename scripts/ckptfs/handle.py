@@ -178,7 +178,13 @@ class Checkpoint:
         of ``bytes_fetched`` (from the disk or the server, merge gaps and
         retries included), ``bytes_delivered``, ``requests`` (preads, or
         HTTP requests), ``retries`` and ``connects`` (new connections
-        made: after a warm-up, none; docs/s3-trust.md)."""
+        made: after a warm-up, none; docs/s3-trust.md) (totals), then the same split in
+        two phases: ``open_gets``, ``open_heads``, ``open_lists``,
+        ``open_bytes_fetched``, ``open_bytes_delivered`` (until the open
+        returned) and ``read_gets`` ... ``read_bytes_delivered`` (since:
+        a record located lazily by a read counts as read).  GETs, HEADs
+        and LISTs are an object store's HTTP requests, retries included
+        (0 for a local directory)."""
         st = _lib.IoStats()
         m = self._acquire()
         try:

@@ -164,6 +164,7 @@ class StorageReader(_Base):  # type: ignore[misc]
         self.staging_mb: int = STAGING_MB if staging_mb is None else \
             _args.integer("staging_mb", staging_mb, 1, _args.U64_MAX >> 20)
         self._ck: Optional[Checkpoint] = None
+        self._last_stats: Optional[Dict[str, int]] = None
         self._keys: Dict[str, _Key] = {}
         self.metadata: Any = None
 
@@ -175,6 +176,7 @@ class StorageReader(_Base):  # type: ignore[misc]
             self.path = os.fsdecode(_args.path("checkpoint_id",
                                                checkpoint_id))
         self.close()
+        self._last_stats = None
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: Any) -> bool:
@@ -193,9 +195,24 @@ class StorageReader(_Base):  # type: ignore[misc]
     def close(self) -> None:
         """Release the open checkpoint's fds and caches now."""
         if self._ck is not None:
+            self._last_stats = self._ck.io_stats()
             self._ck.close()
         self._ck = None
         self._keys = {}
+
+    def io_stats(self) -> Dict[str, int]:
+        """This rank's requests to the store and bytes, for the open
+        checkpoint (or the last one, once closed; zeros before the first
+        open, and again after :meth:`reset`): :meth:`Checkpoint.io_stats`,
+        whose ``open_*`` counters are those of the open (``.metadata``,
+        the index of a torch checkpoint, the listing) and ``read_*`` those
+        of the reads.  Bytes received from other ranks by a cooperative
+        read are not fetched, so they count in neither."""
+        if self._ck is not None:
+            return self._ck.io_stats()
+        if self._last_stats is not None:
+            return dict(self._last_stats)
+        return {name: 0 for name, _ in _lib.IoStats._fields_}
 
     def __enter__(self) -> "StorageReader":
         return self

@@ -237,6 +237,19 @@ with ckptfs.open(sys.argv[1], index_cache=sys.argv[2], s3_endpoint=sys.argv[3]) 
 	[[ "$output" == "torch-index-cache "* ]]
 }
 
+@test "s3: io_stats() counts GETs, HEADs, LISTs and bytes of the open and of the reads as the proxy saw them (a torch open that indexes, a load, a StorageReader, a safetensors listing)" {
+	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TMP/t" --world 3 --seed 5 >"$TMP/gen.log" 2>&1 ||
+		{ cat "$TMP/gen.log"; false; }
+	upload "$TMP/t/per_item" ck-counts/torch
+	$PY "$ROOT/tests/make_safetensors.py" ok "$TMP/st" --shards 2 >/dev/null
+	upload "$TMP/st" ck-counts/st
+	run $(direct_env) PYTHONPATH="$ROOT/scripts" $PY "$ROOT/tests/s3_counts_check.py" \
+		s3://ck-counts/torch "$TMP/t/per_item" s3://ck-counts/st "$S3CHECK_PROXY"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *$'\nok' ]]
+}
+
 @test "s3: ckptfs.load of s3://bucket/prefix equals load_view of a mount of the local copy" {
 	local direct="$(direct_env) $PY $ROOT/tests/direct_checks.py"
 	$GEN --seed 12 --keys 25 --files 3 "$TMP/ck" >/dev/null

@@ -43,6 +43,12 @@ Control (JSON over HTTP on the same port):
                               X-Injected header),
                               "inflight_max" (the most requests served at
                               once, control requests not counted),
+                              "by_method": {"GET": n, "HEAD": n, "LIST": n,
+                              ...} (every request answered, faults
+                              included; LIST: a GET of a listing, with
+                              list-type= in its query; not in GET),
+                              "bytes_by_method" (body bytes sent back,
+                              the same keys),
                               "log": [[method, path, range, status,
                               bytes, signed headers, has token], ...]
                               (the last 20000; "signed headers" is the
@@ -90,6 +96,8 @@ class State:
         self.faults = 0
         self.bytes = 0
         self.by_status = {}
+        self.by_method = {}
+        self.bytes_by_method = {}
         self.injected_headers = 0
         self.log = []
         self.inflight = getattr(self, "inflight", 0)
@@ -145,6 +153,10 @@ class State:
         with self.lock:
             self.bytes += nbytes
             self.by_status[str(status)] = self.by_status.get(str(status), 0) + 1
+            kind = kind_of(method, path)
+            self.by_method[kind] = self.by_method.get(kind, 0) + 1
+            self.bytes_by_method[kind] = \
+                self.bytes_by_method.get(kind, 0) + nbytes
             self.log.append([method, path, rng, status, nbytes, signed, token])
             if len(self.log) > LOG_MAX:
                 del self.log[: len(self.log) - LOG_MAX]
@@ -153,6 +165,8 @@ class State:
         with self.lock:
             return {"requests": self.requests, "faults": self.faults,
                     "bytes": self.bytes, "by_status": dict(self.by_status),
+                    "by_method": dict(self.by_method),
+                    "bytes_by_method": dict(self.bytes_by_method),
                     "inflight_max": self.inflight_max,
                     "injected": self.injected_headers,
                     "log": list(self.log)}
@@ -165,6 +179,15 @@ class State:
     def leave(self):
         with self.lock:
             self.inflight -= 1
+
+
+def kind_of(method, path):
+    """GET, HEAD, ... or LIST: a GET whose query asks for a listing
+    (ListObjectsV2: list-type=2)."""
+    query = urllib.parse.urlsplit(path).query
+    if method == "GET" and "list-type" in urllib.parse.parse_qs(query):
+        return "LIST"
+    return method
 
 
 STATE = State()

@@ -1,0 +1,155 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""io_stats() against the fault proxy's own count (tests/bats/s3.bats): the
+GETs, HEADs and LISTs and the object bytes that a handle and a
+StorageReader report for their open and for their reads must equal, to
+the request and the byte, what tests/s3/faultproxy.py saw go by.
+
+Usage: s3_counts_check.py TORCH_S3ROOT TORCH_LOCAL ST_S3ROOT PROXY_URL
+Prints one line per phase; exits 1 on the first difference.
+"""
+
+import json
+import sys
+import urllib.request
+
+import torch_dcp_compat  # scripts/: torch 1.13's DCP on Python 3.11
+
+torch_dcp_compat.install()
+import torch  # noqa: E402
+
+import ckptfs  # noqa: E402
+from ckptfs.torch import dcp_modules  # noqa: E402
+
+dcp = dcp_modules()[0]
+
+KINDS = ("gets", "heads", "lists")
+PROXY_KIND = {"gets": "GET", "heads": "HEAD", "lists": "LIST"}
+
+
+def proxy(url, what, body=None):
+    req = urllib.request.Request(
+        "%s/__faultproxy/%s" % (url, what),
+        data=None if body is None else json.dumps(body).encode(),
+        method="GET" if body is None else "POST")
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r)
+
+
+def counted(p):
+    """The proxy's counts, in io_stats()'s names."""
+    out = {k: p["by_method"].get(PROXY_KIND[k], 0) for k in KINDS}
+    out["bytes_fetched"] = p["bytes_by_method"].get("GET", 0)
+    return out
+
+
+def minus(a, b):
+    return {k: a[k] - b[k] for k in a}
+
+
+def same(what, ours, theirs):
+    line = "%s: ckptfs %s, proxy %s" % (what, ours, theirs)
+    print(line)
+    if ours != theirs:
+        sys.exit("FAIL " + line)
+
+
+def phase(st, name):
+    return {k: st["%s_%s" % (name, k)] for k in KINDS + ("bytes_fetched",)}
+
+
+def check_totals(what, st):
+    if st["requests"] != sum(st["open_" + k] + st["read_" + k]
+                             for k in KINDS):
+        sys.exit("FAIL %s: requests %d is not the GETs + HEADs + LISTs "
+                 "of %s" % (what, st["requests"], st))
+    for k in ("bytes_fetched", "bytes_delivered"):
+        if st[k] != st["open_" + k] + st["read_" + k]:
+            sys.exit("FAIL %s: %s is not open + read: %s" % (what, k, st))
+
+
+def handle_case(root, url):
+    """Open (indexing a torch checkpoint: no index cache), then a load."""
+    proxy(url, "config", {"mode": "none"})
+    proxy(url, "reset", {})
+    with ckptfs.open(root, s3_endpoint=url, index_cache=False) as c:
+        st = c.io_stats()
+        p0 = counted(proxy(url, "stats"))
+        same("handle open", phase(st, "open"), p0)
+        same("handle reads before any", phase(st, "read"),
+             {k: 0 for k in p0})
+        c.load(world=2, rank=1)
+        st = c.io_stats()
+        p1 = counted(proxy(url, "stats"))
+        same("handle open after the load", phase(st, "open"), p0)
+        same("handle load", phase(st, "read"), minus(p1, p0))
+        if not st["read_gets"] or not st["open_gets"]:
+            sys.exit("FAIL: no GETs counted (%s)" % st)
+        check_totals("handle", st)
+
+
+def reader_case(root, local, url):
+    """A StorageReader: read_metadata (the open), then a load of every
+    tensor; the bytes are checked against torch's FileSystemReader."""
+    proxy(url, "reset", {})
+    r = ckptfs.StorageReader(root, s3_endpoint=url, index_cache=False,
+                             cooperative=False)
+    md = r.read_metadata()
+    p0 = counted(proxy(url, "stats"))
+    same("StorageReader open", phase(r.io_stats(), "open"), p0)
+    mine, ref = {}, {}
+    for k, m in md.state_dict_metadata.items():
+        if hasattr(m, "size"):
+            mine[k] = torch.zeros(m.size, dtype=m.properties.dtype)
+            ref[k] = torch.zeros(m.size, dtype=m.properties.dtype)
+    r.close()
+    r = ckptfs.StorageReader(root, s3_endpoint=url, index_cache=False,
+                             cooperative=False)
+    proxy(url, "reset", {})
+    dcp.load_state_dict(mine, storage_reader=r, no_dist=True)
+    st = r.io_stats()
+    p1 = counted(proxy(url, "stats"))
+    # The same open again (its counts are the first one's), then the load.
+    same("StorageReader open in the load", phase(st, "open"), p0)
+    same("StorageReader load", phase(st, "read"), minus(p1, p0))
+    if st["read_bytes_fetched"] == 0:
+        sys.exit("FAIL: the load fetched nothing (%s)" % st)
+    check_totals("StorageReader", st)
+    r.close()
+    if r.io_stats() != st:
+        sys.exit("FAIL: io_stats() after close %s, before %s"
+                 % (r.io_stats(), st))
+    dcp.load_state_dict(ref, storage_reader=dcp.FileSystemReader(local),
+                        no_dist=True)
+    for k in ref:
+        if not torch.equal(mine[k], ref[k]):
+            sys.exit("FAIL: %s differs from FileSystemReader's" % k)
+    print("StorageReader: %d tensors equal FileSystemReader's" % len(ref))
+
+
+def listing_case(root, url):
+    """A safetensors directory: the open lists it."""
+    proxy(url, "reset", {})
+    with ckptfs.open(root, s3_endpoint=url, index_cache=False) as c:
+        st = c.io_stats()
+        p0 = counted(proxy(url, "stats"))
+        same("safetensors open", phase(st, "open"), p0)
+        if st["open_lists"] < 2:    # the probe, then the listing
+            sys.exit("FAIL: %d LISTs at open" % st["open_lists"])
+        c.load()
+        st = c.io_stats()
+        p1 = counted(proxy(url, "stats"))
+        same("safetensors load", phase(st, "read"), minus(p1, p0))
+        check_totals("safetensors", st)
+
+
+def main():
+    troot, tlocal, stroot, url = sys.argv[1:5]
+    handle_case(troot, url)
+    reader_case(troot, tlocal, url)
+    listing_case(stroot, url)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
