@@ -159,6 +159,23 @@ unsigned ckpt_dtype_size(enum ckpt_dtype dt);
  */
 size_t ckpt_tsv_escape(const char *s, char *out, size_t cap);
 
+/*
+ * A name from a checkpoint or a store (a key, a file, an object) for a
+ * one-line message: valid UTF-8 kept, backslash, tab, newline and CR as
+ * \\, \t, \n, \r, other control bytes, DEL and invalid bytes as \xNN;
+ * a name too long for out (cap bytes, NUL included) is shortened in the
+ * middle ("abc\u2026xyz"), so what follows it in the message shows.  s NULL: "".  Returns out.
+ */
+char *ckpt_name_for_msg(const char *s, char *out, size_t cap);
+
+/*
+ * A whole message line (its names may already be escaped) for a terminal
+ * or a log: the same escapes, but backslashes kept as they are; a line
+ * too long for out is shortened in the middle, so its reason at the end
+ * shows.  s and out must not overlap.  Returns out.
+ */
+char *ckpt_line_for_msg(const char *s, char *out, size_t cap);
+
 /* Convert n elements of dtype src at in to doubles at out. */
 void ckpt_convert_to_double(enum ckpt_dtype src, const void *in, double *out,
 			    size_t n);

@@ -18,6 +18,7 @@
 
 #include "common/cancel.h"
 #include "common/errbuf.h"
+#include "common/escape.h"
 #include "common/grow.h"
 #include "io/datafiles.h"
 #include "io/index_cache.h"
@@ -601,6 +602,17 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	m->store = s;
 	m->follow_symlinks = follow;
 	m->warning = warning;
+	if (warning) {
+		/* A warning names files: escaped like every message. */
+		size_t wl = strlen(warning);
+		char *safe = malloc(4 * wl + 8);
+
+		if (safe) {
+			ckpt_escape_line(warning, wl, safe, 4 * wl + 8);
+			free(warning);
+			m->warning = safe;
+		}
+	}
 	*out = m;
 	return 0;
 out_path:

@@ -85,16 +85,18 @@ static unsigned log_in_window, log_suppressed;
 void ckfs_report_corrupt(void *ctx, const char *line)
 {
 	const struct ckfs *fs = ctx;
+	char safe[1536];
 
+	ckpt_line_for_msg(line, safe, sizeof(safe));
 	if (fs->use_syslog)
-		syslog(LOG_ERR, "verify: %s", line);
+		syslog(LOG_ERR, "verify: %s", safe);
 	else
-		fprintf(stderr, "ckptfs: verify: %s\n", line);
+		fprintf(stderr, "ckptfs: verify: %s\n", safe);
 }
 
 void ckfs_log(const struct ckfs *fs, const char *fmt, ...)
 {
-	char line[1536];
+	char raw[4096], line[1536];
 	unsigned dropped = 0;
 	time_t now = time(NULL);
 	va_list ap;
@@ -114,8 +116,11 @@ void ckfs_log(const struct ckfs *fs, const char *fmt, ...)
 	log_in_window++;
 	pthread_mutex_unlock(&log_lock);
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	/* Names in the line (paths, keys) reach no log raw, and a long one
+	 * is shortened in the middle so the reason shows. */
+	ckpt_line_for_msg(raw, line, sizeof(line));
 	if (fs->use_syslog) {
 		if (dropped)
 			syslog(LOG_ERR, "%u more errors not logged", dropped);

@@ -526,3 +526,63 @@ del img["source"]["files"], img["source"]["image_xxh3"]
 open(p, "wb").write(msgpack.packb(img))' "$TMP/tc/.ckptfs-index"
 	refuse_mount "$TMP/tc" "written by an older ckptfs, without the stamp of its data files; run 'ckptfs index $TMP/tc' again" --world 1 --rank 0
 }
+
+# FILE holds no control byte but newlines and the tabs of a table.
+no_raw_controls() {	# FILE
+	$PY - "$1" <<'PYEOF'
+import sys
+data = open(sys.argv[1], "rb").read()
+bad = [hex(b) for b in data if (b < 0x20 and b not in (9, 10)) or b == 0x7f]
+assert not bad, (bad[:10], data[:400])
+PYEOF
+}
+
+@test "names in messages: ESC [ 31m, CR, LF and a 2,000-character key or path are escaped in ckptfs info, a mount's log and CheckpointError, and the reason shows (issue 26 item 11)" {
+	NASTY="$PY $ROOT/tests/make_nasty_names.py"
+	$NASTY "$TMP/esc" short-esc
+	$NASTY "$TMP/long" short-long
+	$NASTY "$TMP/ok"
+	# ckptfs info: refused at open, one line naming the file and the key
+	run "$CKPTFS" info "$TMP/esc"
+	[ "$status" -eq 1 ]
+	printf '%s' "$output" > "$TMP/out"
+	no_raw_controls "$TMP/out"
+	[[ "$output" == *"/d\\x1b[31m\\r\\nz.distcp: key 'w\\x1b[31mred\\r\\nx.weight': data file has 127 bytes, its record ends at 128" ]]
+	run "$CKPTFS" info "$TMP/long"
+	[ "$status" -eq 1 ]
+	[ "${#lines[@]}" -eq 1 ]
+	[[ "$output" == *"kkkk.w': data file has 127 bytes, its record ends at 128" ]]
+	# a checkpoint that opens: info's data files are escaped
+	"$CKPTFS" info "$TMP/ok" > "$TMP/out"
+	no_raw_controls "$TMP/out"
+	grep -qF $'\td\\x1b[31m\\r\\nz.distcp\t128 bytes' "$TMP/out"
+	# a mount's log: both files cut short under the mount, each read fails
+	start_mount "$TMP/ok" "$MNT"
+	truncate -s 100 "$TMP/ok/d"$'\e[31m\r\n'"z.distcp"
+	find "$TMP/ok" -name 'f*.distcp' -exec truncate -s 100 {} +
+	local f n=0
+	while IFS= read -r -d '' f; do
+		n=$((n + 1))
+		not cat "$f" > /dev/null
+	done < <(find "$MNT" -type f -not -path '*/.ckptfs/*' -print0)
+	[ "$n" -eq 2 ]
+	stop_mount
+	cat "$TMP/daemon.log"
+	no_raw_controls "$TMP/daemon.log"
+	grep -qF "key 'w\\x1b[31mred\\r\\nx.weight': $TMP/ok/d\\x1b[31m\\r\\nz.distcp: offset 0: file ends 100 bytes into a 128-byte read" "$TMP/daemon.log"
+	grep -q "ffff.distcp: offset 0: file ends 100 bytes into a 128-byte read (truncated?)$" "$TMP/daemon.log"
+	# Python: CheckpointError's text
+	pyload - "$TMP/esc" "$TMP/long" <<'PYEOF'
+import sys
+import ckptfs
+for d in sys.argv[1:]:
+    try:
+        ckptfs.open(d)
+    except ckptfs.CheckpointError as e:
+        s = str(e)
+        assert not [c for c in s if ord(c) < 0x20 or ord(c) == 0x7f], repr(s[:300])
+        assert s.endswith("data file has 127 bytes, its record ends at 128"), s[-200:]
+    else:
+        raise AssertionError(d + " opened")
+PYEOF
+}
