@@ -243,9 +243,11 @@ struct ckpt_s3_opts {
 	uint32_t low_speed_limit;	/* bytes/s: a try slower than this */
 	uint32_t low_speed_time;	/* for this many seconds fails
 					 * (default 4 B/s for 10 s) */
-	uint32_t open_deadline_ms;	/* the probe at open, each HEAD and
-					 * each listing page, its retries
-					 * included (default 15000) */
+	uint32_t open_deadline_ms;	/* the whole open of a checkpoint:
+					 * probe, listing pages, HEADs and
+					 * the index pass's GETs together,
+					 * retries included (default
+					 * 15000) */
 	uint32_t read_deadline_ms;	/* each GET of a read, its retries
 					 * included (default 300000) */
 	uint32_t list_max_keys;		/* a listing of more keys fails

@@ -625,10 +625,15 @@ out_path:
 int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 			struct ckpt_meta **out, char *err, size_t errlen)
 {
+	bool began;
 	int rc;
 
 	ckpt_clear_last_error();
+	/* On S3, s3_open_deadline_ms bounds the whole open, not each of
+	 * its requests (issue 26 item 6). */
+	began = ckpt_open_bound_begin();
 	rc = open_opts(dir, o, out, err, errlen);
+	ckpt_open_bound_end(began);
 	rc = ckpt_cancel_result(rc, dir, err, errlen);
 	if (rc)
 		return ckpt_last_error_finish(rc, dir);
