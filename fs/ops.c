@@ -503,12 +503,72 @@ static void ckfs_open(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_open(req, fi);
 }
 
+/*
+ * Reads that failed slowly (a stalled store: the read deadline), kept for
+ * FAILED_HOLD_MS.  After a failed readahead the kernel reads the page it
+ * was asked for again, at once: that second READ would wait the whole
+ * read deadline again and double a read()'s time.  A READ that overlaps
+ * a range which failed slowly that recently fails at once with EIO.
+ */
+#define FAILED_SLOW_MS 1000	/* a failure this slow is remembered */
+#define FAILED_HOLD_MS 2000	/* ... for this long after it ended */
+#define FAILED_SLOTS 16
+struct failed_read {
+	fuse_ino_t ino;		/* 0: free */
+	uint64_t off, end;	/* the range of the READ that failed */
+	uint64_t at_ms;		/* CLOCK_MONOTONIC ms it failed */
+	uint64_t took_ms;
+};
+static pthread_mutex_t failed_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct failed_read failed[FAILED_SLOTS];	/* guarded by failed_lock */
+static unsigned failed_next;			/* guarded by failed_lock */
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A recent slow failure of ino overlapping [off, end), copied to *out. */
+static bool has_failed_recently(fuse_ino_t ino, uint64_t off, uint64_t end,
+				uint64_t now, struct failed_read *out)
+{
+	bool hit = false;
+	unsigned i;
+
+	pthread_mutex_lock(&failed_lock);
+	for (i = 0; i < FAILED_SLOTS && !hit; i++) {
+		const struct failed_read *f = &failed[i];
+
+		if (f->ino == ino && now - f->at_ms < FAILED_HOLD_MS &&
+		    off < f->end && f->off < end) {
+			*out = *f;
+			hit = true;
+		}
+	}
+	pthread_mutex_unlock(&failed_lock);
+	return hit;
+}
+
+static void remember_failed(fuse_ino_t ino, uint64_t off, uint64_t end,
+			    uint64_t now, uint64_t took_ms)
+{
+	pthread_mutex_lock(&failed_lock);
+	failed[failed_next] = (struct failed_read){ ino, off, end, now,
+						    took_ms };
+	failed_next = (failed_next + 1) % FAILED_SLOTS;
+	pthread_mutex_unlock(&failed_lock);
+}
+
 static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		      struct fuse_file_info *fi)
 {
 	struct ckfs *fs = fs_of(req);
+	struct failed_read f;
 	struct tbuf *tb;
-	uint64_t fsize;
+	uint64_t fsize, t0;
 	struct ref r;
 	size_t got;
 	int rc;
@@ -537,6 +597,20 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > fsize - (uint64_t)off)
 		size = (size_t)(fsize - (uint64_t)off);
+	t0 = mono_ms();
+	if (has_failed_recently(ino, (uint64_t)off, (uint64_t)off + size, t0,
+				&f)) {
+		ckfs_log(fs, "read of %zu bytes at %lld (rank %u): failed at "
+			 "once: a read of bytes %llu-%llu failed %llu ms ago "
+			 "after %llu ms (see above)", size, (long long)off,
+			 ckpt_view_slot_rank(fs->view, r.slot),
+			 (unsigned long long)f.off,
+			 (unsigned long long)f.end - 1,
+			 (unsigned long long)(t0 - f.at_ms),
+			 (unsigned long long)f.took_ms);
+		fuse_reply_err(req, EIO);
+		return;
+	}
 	tb = thread_buf(size);
 	if (!tb) {
 		fuse_reply_err(req, ENOMEM);
@@ -548,6 +622,11 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				 tb->scratch);
 	atomic_fetch_sub_explicit(&fs->busy, 1, memory_order_relaxed);
 	if (rc) {
+		uint64_t t1 = mono_ms();
+
+		if (rc == -EIO && t1 - t0 >= FAILED_SLOW_MS)
+			remember_failed(ino, (uint64_t)off,
+					(uint64_t)off + size, t1, t1 - t0);
 		if (rc != -ENOMEM)
 			ckfs_log(fs, "read of %zu bytes at %lld (rank %u): %s", size,
 				 (long long)off,
