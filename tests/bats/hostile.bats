@@ -586,3 +586,57 @@ for d in sys.argv[1:]:
         raise AssertionError(d + " opened")
 PYEOF
 }
+
+# The index at PATH as an older ckptfs wrote it, before zip_header: no
+# "guards" in its stamp, no zip_header in its records, the image hash
+# recomputed (so only the missing guards tell).
+old_index() {	# PATH
+	$PY - "$1" <<'PYEOF'
+import msgpack, sys, xxhash
+path = sys.argv[1]
+img = msgpack.unpackb(open(path, "rb").read(), raw=False)
+assert img["source"].pop("guards") == 1
+n = 0
+for r in img["storage_data"]:
+    n += r.pop("zip_header", None) is not None
+assert n > 0
+body = b"".join(msgpack.packb(k) + msgpack.packb(v)
+                for k, v in img.items() if k not in ("format", "version", "source"))
+img["source"]["image_xxh3"] = xxhash.xxh3_64_intdigest(body)
+out = bytes([0x80 | len(img)])
+for k in ("format", "version", "source"):
+    out += msgpack.packb(k) + msgpack.packb(img[k])
+open(path, "wb").write(out + body)
+PYEOF
+}
+
+@test "index trust: an index written before zip_header (.ckptfs-index, --index FILE, a cache file) is never used unchecked: refused with 'rebuild it with ckptfs index', a cache entry indexed again (issue 26 item 1)" {
+	cp -a "$TORCH_CK/per_rank" "$TMP/tc"
+	"$CKPTFS" index "$TMP/tc"
+	cp "$TMP/tc/.ckptfs-index" "$TMP/idx"
+	old_index "$TMP/tc/.ckptfs-index"
+	old_index "$TMP/idx"
+	refuse_mount "$TMP/tc" "$TMP/tc/.ckptfs-index: written by an older ckptfs, before records carried their zip_header" --world 1 --rank 0
+	run "$CKPTFS" info "$TMP/tc"
+	echo "$output"
+	[ "$status" -ne 0 ]; [[ "$output" == *"rebuild it with 'ckptfs index $TMP/tc'"* ]]
+	rm "$TMP/tc/.ckptfs-index"
+	refuse_mount "$TMP/tc" "$TMP/idx: written by an older ckptfs, before records carried their zip_header" --world 1 --rank 0 -o index="$TMP/idx"
+	# the node-local cache: an old entry is indexed again and replaced
+	"$CKPTFS" info "$TMP/tc" --index-cache "$TMP/cache" >/dev/null
+	local f
+	f=$(ls "$TMP/cache"/*.ckptfs-index)
+	old_index "$f"
+	run "$CKPTFS" info "$TMP/tc" --index-cache "$TMP/cache"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	$PY -c '
+import msgpack, sys
+img = msgpack.unpackb(open(sys.argv[1], "rb").read(), raw=False)
+assert img["source"]["guards"] == 1
+assert all("zip_header" in r for r in img["storage_data"] if r["offsets"]), "no guards"' "$f"
+	# rebuilt, it is taken again
+	"$CKPTFS" index "$TMP/tc"
+	start_mount "$TMP/tc" "$MNT" --world 1 --rank 0
+	stop_mount
+}
