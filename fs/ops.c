@@ -507,11 +507,13 @@ static void ckfs_open(fuse_req_t req, fuse_ino_t ino,
  * Reads that failed slowly (a stalled store: the read deadline), kept for
  * FAILED_HOLD_MS.  After a failed readahead the kernel reads the page it
  * was asked for again, at once: that second READ would wait the whole
- * read deadline again and double a read()'s time.  A READ that overlaps
- * a range which failed slowly that recently fails at once with EIO.
+ * read deadline again and double a read()'s time.  A READ inside a range
+ * which failed slowly that recently fails at once with EIO.  The hold is
+ * short: the kernel's retry comes within the same read(), and a read made
+ * later (the store may have recovered) is tried again.
  */
 #define FAILED_SLOW_MS 1000	/* a failure this slow is remembered */
-#define FAILED_HOLD_MS 2000	/* ... for this long after it ended */
+#define FAILED_HOLD_MS 250	/* ... for this long after it ended */
 #define FAILED_SLOTS 16
 struct failed_read {
 	fuse_ino_t ino;		/* 0: free */
@@ -531,7 +533,7 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* A recent slow failure of ino overlapping [off, end), copied to *out. */
+/* A recent slow failure of ino containing [off, end), copied to *out. */
 static bool has_failed_recently(fuse_ino_t ino, uint64_t off, uint64_t end,
 				uint64_t now, struct failed_read *out)
 {
@@ -543,7 +545,7 @@ static bool has_failed_recently(fuse_ino_t ino, uint64_t off, uint64_t end,
 		const struct failed_read *f = &failed[i];
 
 		if (f->ino == ino && now - f->at_ms < FAILED_HOLD_MS &&
-		    off < f->end && f->off < end) {
+		    f->off <= off && end <= f->end) {
 			*out = *f;
 			hit = true;
 		}

@@ -477,6 +477,6 @@ except Exception as e:
 	grep -q "no complete answer within the deadline of 3000 ms" "$TMP/daemon.log"
 	grep -q "failed at once: a read of bytes" "$TMP/daemon.log"
 	# After the hold, the same bytes are read again, and arrive.
-	sleep 2.5
+	sleep 1
 	[ "$(dd if="$MNT/optim/state/layers.0.weight/exp_avg" bs=4096 count=1 2>/dev/null | wc -c)" -eq 4096 ]
 }
