@@ -163,6 +163,23 @@ unsigned ckpt_dtype_size(enum ckpt_dtype dt);
  */
 size_t ckpt_tsv_escape(const char *s, char *out, size_t cap);
 
+/*
+ * A name from a checkpoint or a store (a key, a file, an object) for a
+ * one-line message: valid UTF-8 kept, backslash, tab, newline and CR as
+ * \\, \t, \n, \r, other control bytes, DEL and invalid bytes as \xNN;
+ * a name too long for out (cap bytes, NUL included) is shortened in the
+ * middle ("abc\u2026xyz"), so what follows it in the message shows.  s NULL: "".  Returns out.
+ */
+char *ckpt_name_for_msg(const char *s, char *out, size_t cap);
+
+/*
+ * A whole message line (its names may already be escaped) for a terminal
+ * or a log: the same escapes, but backslashes kept as they are; a line
+ * too long for out is shortened in the middle, so its reason at the end
+ * shows.  s and out must not overlap.  Returns out.
+ */
+char *ckpt_line_for_msg(const char *s, char *out, size_t cap);
+
 /* Convert n elements of dtype src at in to doubles at out. */
 void ckpt_convert_to_double(enum ckpt_dtype src, const void *in, double *out,
 			    size_t n);
@@ -230,9 +247,11 @@ struct ckpt_s3_opts {
 	uint32_t low_speed_limit;	/* bytes/s: a try slower than this */
 	uint32_t low_speed_time;	/* for this many seconds fails
 					 * (default 4 B/s for 10 s) */
-	uint32_t open_deadline_ms;	/* the probe at open, each HEAD and
-					 * each listing page, its retries
-					 * included (default 15000) */
+	uint32_t open_deadline_ms;	/* the whole open of a checkpoint:
+					 * probe, listing pages, HEADs and
+					 * the index pass's GETs together,
+					 * retries included (default
+					 * 15000) */
 	uint32_t read_deadline_ms;	/* each GET of a read, its retries
 					 * included (default 300000) */
 	uint32_t list_max_keys;		/* a listing of more keys fails

@@ -18,6 +18,7 @@
 
 #include "common/cancel.h"
 #include "common/errbuf.h"
+#include "common/escape.h"
 #include "common/grow.h"
 #include "io/datafiles.h"
 #include "io/index_cache.h"
@@ -650,6 +651,17 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	mark_open(m);
 	m->follow_symlinks = follow;
 	m->warning = warning;
+	if (warning) {
+		/* A warning names files: escaped like every message. */
+		size_t wl = strlen(warning);
+		char *safe = malloc(4 * wl + 8);
+
+		if (safe) {
+			ckpt_escape_line(warning, wl, safe, 4 * wl + 8);
+			free(warning);
+			m->warning = safe;
+		}
+	}
 	*out = m;
 	return 0;
 out_path:
@@ -662,10 +674,15 @@ out_path:
 int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 			struct ckpt_meta **out, char *err, size_t errlen)
 {
+	bool began;
 	int rc;
 
 	ckpt_clear_last_error();
+	/* On S3, s3_open_deadline_ms bounds the whole open, not each of
+	 * its requests (issue 26 item 6). */
+	began = ckpt_open_bound_begin();
 	rc = open_opts(dir, o, out, err, errlen);
+	ckpt_open_bound_end(began);
 	rc = ckpt_cancel_result(rc, dir, err, errlen);
 	if (rc)
 		return ckpt_last_error_finish(rc, dir);

@@ -85,16 +85,18 @@ static unsigned log_in_window, log_suppressed;
 void ckfs_report_corrupt(void *ctx, const char *line)
 {
 	const struct ckfs *fs = ctx;
+	char safe[1536];
 
+	ckpt_line_for_msg(line, safe, sizeof(safe));
 	if (fs->use_syslog)
-		syslog(LOG_ERR, "verify: %s", line);
+		syslog(LOG_ERR, "verify: %s", safe);
 	else
-		fprintf(stderr, "ckptfs: verify: %s\n", line);
+		fprintf(stderr, "ckptfs: verify: %s\n", safe);
 }
 
 void ckfs_log(const struct ckfs *fs, const char *fmt, ...)
 {
-	char line[1536];
+	char raw[4096], line[1536];
 	unsigned dropped = 0;
 	time_t now = time(NULL);
 	va_list ap;
@@ -114,8 +116,11 @@ void ckfs_log(const struct ckfs *fs, const char *fmt, ...)
 	log_in_window++;
 	pthread_mutex_unlock(&log_lock);
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	/* Names in the line (paths, keys) reach no log raw, and a long one
+	 * is shortened in the middle so the reason shows. */
+	ckpt_line_for_msg(raw, line, sizeof(line));
 	if (fs->use_syslog) {
 		if (dropped)
 			syslog(LOG_ERR, "%u more errors not logged", dropped);
@@ -498,12 +503,74 @@ static void ckfs_open(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_open(req, fi);
 }
 
+/*
+ * Reads that failed slowly (a stalled store: the read deadline), kept for
+ * FAILED_HOLD_MS.  After a failed readahead the kernel reads the page it
+ * was asked for again, at once: that second READ would wait the whole
+ * read deadline again and double a read()'s time.  A READ inside a range
+ * which failed slowly that recently fails at once with EIO.  The hold is
+ * short: the kernel's retry comes within the same read(), and a read made
+ * later (the store may have recovered) is tried again.
+ */
+#define FAILED_SLOW_MS 1000	/* a failure this slow is remembered */
+#define FAILED_HOLD_MS 250	/* ... for this long after it ended */
+#define FAILED_SLOTS 16
+struct failed_read {
+	fuse_ino_t ino;		/* 0: free */
+	uint64_t off, end;	/* the range of the READ that failed */
+	uint64_t at_ms;		/* CLOCK_MONOTONIC ms it failed */
+	uint64_t took_ms;
+};
+static pthread_mutex_t failed_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct failed_read failed[FAILED_SLOTS];	/* guarded by failed_lock */
+static unsigned failed_next;			/* guarded by failed_lock */
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A recent slow failure of ino containing [off, end), copied to *out. */
+static bool has_failed_recently(fuse_ino_t ino, uint64_t off, uint64_t end,
+				uint64_t now, struct failed_read *out)
+{
+	bool hit = false;
+	unsigned i;
+
+	pthread_mutex_lock(&failed_lock);
+	for (i = 0; i < FAILED_SLOTS && !hit; i++) {
+		const struct failed_read *f = &failed[i];
+
+		if (f->ino == ino && now - f->at_ms < FAILED_HOLD_MS &&
+		    f->off <= off && end <= f->end) {
+			*out = *f;
+			hit = true;
+		}
+	}
+	pthread_mutex_unlock(&failed_lock);
+	return hit;
+}
+
+static void remember_failed(fuse_ino_t ino, uint64_t off, uint64_t end,
+			    uint64_t now, uint64_t took_ms)
+{
+	pthread_mutex_lock(&failed_lock);
+	failed[failed_next] = (struct failed_read){ ino, off, end, now,
+						    took_ms };
+	failed_next = (failed_next + 1) % FAILED_SLOTS;
+	pthread_mutex_unlock(&failed_lock);
+}
+
 static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		      struct fuse_file_info *fi)
 {
 	struct ckfs *fs = fs_of(req);
+	struct failed_read f;
 	struct tbuf *tb;
-	uint64_t fsize;
+	uint64_t fsize, t0;
 	struct ref r;
 	size_t got;
 	int rc;
@@ -532,6 +599,20 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (size > fsize - (uint64_t)off)
 		size = (size_t)(fsize - (uint64_t)off);
+	t0 = mono_ms();
+	if (has_failed_recently(ino, (uint64_t)off, (uint64_t)off + size, t0,
+				&f)) {
+		ckfs_log(fs, "read of %zu bytes at %lld (rank %u): failed at "
+			 "once: a read of bytes %llu-%llu failed %llu ms ago "
+			 "after %llu ms (see above)", size, (long long)off,
+			 ckpt_view_slot_rank(fs->view, r.slot),
+			 (unsigned long long)f.off,
+			 (unsigned long long)f.end - 1,
+			 (unsigned long long)(t0 - f.at_ms),
+			 (unsigned long long)f.took_ms);
+		fuse_reply_err(req, EIO);
+		return;
+	}
 	tb = thread_buf(size);
 	if (!tb) {
 		fuse_reply_err(req, ENOMEM);
@@ -543,6 +624,11 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				 tb->scratch);
 	atomic_fetch_sub_explicit(&fs->busy, 1, memory_order_relaxed);
 	if (rc) {
+		uint64_t t1 = mono_ms();
+
+		if (rc == -EIO && t1 - t0 >= FAILED_SLOW_MS)
+			remember_failed(ino, (uint64_t)off,
+					(uint64_t)off + size, t1, t1 - t0);
 		if (rc != -ENOMEM)
 			ckfs_log(fs, "read of %zu bytes at %lld (rank %u): %s", size,
 				 (long long)off,

@@ -304,18 +304,25 @@ static const char *meta_path(const struct ckpt_meta *m)
 	return mi.meta_path;
 }
 
+/* Bytes of a name in a message or a table line: escaped and shortened in
+ * the middle (ckpt_name_for_msg()), so no control byte from a checkpoint
+ * reaches a terminal and the reason after a long name shows. */
+#define NAME_SHOWN 512
+
 /* A failed read: the library's reason (file, offset, key) when it has
  * one. */
 static void report_read_error(const struct ckpt_meta *m, const char *key,
 			      int rc)
 {
 	struct ckpt_meta_info mi;
+	char kshown[NAME_SHOWN];
 
 	ckpt_meta_info(m, &mi);
 	if (rc == -EIO && ckpt_last_error()[0])
 		fprintf(stderr, "ckptfs: %s\n", ckpt_last_error());
 	else if (key)
-		fprintf(stderr, "ckptfs: %s: key '%s': %s\n", mi.dir, key,
+		fprintf(stderr, "ckptfs: %s: key '%s': %s\n", mi.dir,
+			ckpt_name_for_msg(key, kshown, sizeof(kshown)),
 			strerror(-rc));
 	else
 		fprintf(stderr, "ckptfs: %s: %s\n", mi.dir, strerror(-rc));
@@ -358,6 +365,7 @@ static void put_tsv(const char *s)
 /* ---------------------------------------------------------------- info */
 static int tool_info(const struct tool_args *a)
 {
+	char shown[NAME_SHOWN];
 	uint32_t ndt[CKPT_DTYPE_COUNT] = { 0 }, i, d, j;
 	uint64_t tbytes = 0, bbytes = 0, nbytes_keys = 0;
 	struct { uint32_t mask, count; } tilings[64];
@@ -428,7 +436,8 @@ static int tool_info(const struct tool_args *a)
 	}
 	printf("\ndata files\t%" PRIu32 "\n", mi.nfiles);
 	for (i = 0; ckpt_meta_file(m, i, &fpath, &fsize) == 0; i++)
-		printf("\t%s\t%" PRIu64 " bytes\n", fpath, fsize);
+		printf("\t%s\t%" PRIu64 " bytes\n",
+		       ckpt_name_for_msg(fpath, shown, sizeof(shown)), fsize);
 	ckpt_view_free(v);
 	ckpt_meta_free(m);
 	return 0;
@@ -507,14 +516,16 @@ struct plan_out {
 static void print_read(const struct plan_out *p)
 {
 	struct ckpt_chunk_info c;
+	char shown[NAME_SHOWN];
 
 	ckpt_meta_chunk(p->m, p->cur.chunk, &c);
 	if (p->cur.decoded)
 		printf("\tdecoded\t%s\t%" PRIu64 "\t%" PRIu64 "\t(bytes of the %s record at %" PRIu64 "+%" PRIu64 ")\n",
-		       c.path, p->cur.foff, p->cur.len, c.transforms, c.foff,
-		       c.len);
+		       ckpt_name_for_msg(c.path, shown, sizeof(shown)),
+		       p->cur.foff, p->cur.len, c.transforms, c.foff, c.len);
 	else
-		printf("\tread\t%s\t%" PRIu64 "\t%" PRIu64 "\n", c.path,
+		printf("\tread\t%s\t%" PRIu64 "\t%" PRIu64 "\n",
+		       ckpt_name_for_msg(c.path, shown, sizeof(shown)),
 		       p->cur.foff, p->cur.len);
 }
 
@@ -548,6 +559,7 @@ static bool key_is_file(const struct ckpt_view *v, uint32_t i)
 
 static void plan_one(const struct ckpt_view *v, uint32_t node)
 {
+	char shown[NAME_SHOWN];
 	struct plan_out p = { .m = ckpt_view_meta(v) };
 	const uint32_t *used;
 	struct ckpt_entry_info e;
@@ -577,7 +589,8 @@ static void plan_one(const struct ckpt_view *v, uint32_t node)
 		printf("\tchunk\t%s+%s\t%s\t%" PRIu64 "\t%" PRIu64 "\n",
 		       fmt_dims(a, sizeof(a), c.offsets, c.ndim),
 		       fmt_dims(b, sizeof(b), c.sizes, c.ndim),
-		       c.path, c.foff, c.len);
+		       ckpt_name_for_msg(c.path, shown, sizeof(shown)),
+		       c.foff, c.len);
 	}
 	printf("\t%" PRIu32 " chunks, %" PRIu64 " runs, %" PRIu64 " reads after merging\n",
 	       nused, p.runs, p.merged);
@@ -585,6 +598,7 @@ static void plan_one(const struct ckpt_view *v, uint32_t node)
 
 static int tool_plan(const struct tool_args *a)
 {
+	char shown[NAME_SHOWN];
 	struct ckpt_meta *m;
 	struct ckpt_view *v;
 	uint32_t i;
@@ -595,7 +609,8 @@ static int tool_plan(const struct tool_args *a)
 		i = find_key(v, a->pos[1]);
 		if (i == CKPT_NONE) {
 			fprintf(stderr, "ckptfs: %s: no key '%s'\n",
-				meta_path(m), a->pos[1]);
+				meta_path(m), ckpt_name_for_msg(a->pos[1],
+						shown, sizeof(shown)));
 			ckpt_view_free(v);
 			ckpt_meta_free(m);
 			return 1;
@@ -649,6 +664,7 @@ static int write_view(const struct ckpt_view *v, uint32_t node, int fd,
 /* ---------------------------------------------------------------- cat */
 static int tool_cat(const struct tool_args *a)
 {
+	char shown[NAME_SHOWN];
 	struct ckpt_scratch *s = ckpt_scratch_new();
 	struct ckpt_meta *m;
 	struct ckpt_view *v;
@@ -665,7 +681,7 @@ static int tool_cat(const struct tool_args *a)
 	if (i == CKPT_NONE || !buf || !s) {
 		fprintf(stderr, "ckptfs: %s: %s '%s'\n", meta_path(m),
 			i == CKPT_NONE ? "no key" : "out of memory at",
-			a->pos[1]);
+			ckpt_name_for_msg(a->pos[1], shown, sizeof(shown)));
 		rc = 1;
 	} else {
 		rc = write_view(v, i, STDOUT_FILENO, s, buf);
@@ -736,9 +752,14 @@ static void extract_error(const struct extract *x, const char *rel,
 		"is a symlink; extract never writes through one" :
 		rc == -EEXIST ? "exists; --force replaces it" :
 		rc == -ENOTDIR ? "is not a directory" : strerror(-rc);
+	char *path = NULL, shown[NAME_SHOWN], kshown[NAME_SHOWN];
 
-	fprintf(stderr, "ckptfs: %s/%.*s: key '%s': %s\n", x->a->pos[1],
-		(int)rel_len, rel, fqn, why);
+	if (asprintf(&path, "%s/%.*s", x->a->pos[1], (int)rel_len, rel) < 0)
+		path = NULL;
+	fprintf(stderr, "ckptfs: %s: key '%s': %s\n",
+		ckpt_name_for_msg(path ? path : rel, shown, sizeof(shown)),
+		ckpt_name_for_msg(fqn, kshown, sizeof(kshown)), why);
+	free(path);
 }
 
 /* Split rel into its directory (the result, owned) and *base (in rel). */
@@ -1020,6 +1041,7 @@ static int stats_one(const struct ckpt_view *v, uint32_t node, char *buf,
 
 static int tool_stats(const struct tool_args *a)
 {
+	char shown[NAME_SHOWN];
 	struct ckpt_scratch *s = ckpt_scratch_new();
 	struct ckpt_meta *m;
 	struct ckpt_view *v;
@@ -1040,7 +1062,9 @@ static int tool_stats(const struct tool_args *a)
 			i = find_key(v, a->pos[k]);
 			if (i == CKPT_NONE) {
 				fprintf(stderr, "ckptfs: %s: no key '%s'\n",
-					meta_path(m), a->pos[k]);
+					meta_path(m), ckpt_name_for_msg(
+						a->pos[k], shown,
+						sizeof(shown)));
 				rc = 1;
 				break;
 			}
@@ -1093,6 +1117,7 @@ static int cmp_record(const void *a, const void *b)
 
 static void *verify_worker(void *arg)
 {
+	char shown[NAME_SHOWN], kshown[NAME_SHOWN];
 	struct verify_job *j = arg;
 	char *buf = malloc(BUF_SIZE);
 	char a[256];
@@ -1116,7 +1141,10 @@ static void *verify_worker(void *arg)
 			if (j->tty)
 				fprintf(stderr, "\r\033[K");
 			printf("%s/%s: offset %" PRIu64 ": key '%s'%s%s: %s",
-			       j->dir, c.path, c.foff, e.fqn,
+			       j->dir, ckpt_name_for_msg(c.path, shown,
+							 sizeof(shown)),
+			       c.foff, ckpt_name_for_msg(e.fqn, kshown,
+							 sizeof(kshown)),
 			       e.kind == CKPT_KIND_TENSOR ? ": chunk at " : "",
 			       e.kind == CKPT_KIND_TENSOR ?
 			       fmt_dims(a, sizeof(a), c.offsets, c.ndim) : "",
@@ -1175,11 +1203,14 @@ static int find_chunk(const struct ckpt_meta *m, const char *fqn,
 
 static void print_record(const struct ckpt_chunk_info *c)
 {
+	char shown[NAME_SHOWN];
+
 	if (!c->has_record) {
 		printf("no record");
 		return;
 	}
-	printf("%s offset %" PRIu64 " length %" PRIu64, c->path, c->foff,
+	printf("%s offset %" PRIu64 " length %" PRIu64,
+	       ckpt_name_for_msg(c->path, shown, sizeof(shown)), c->foff,
 	       c->len);
 	if (c->checksum)
 		printf(" %s %0*" PRIx64, c->checksum,
@@ -1205,7 +1236,7 @@ static long verify_index(const struct ckpt_meta *m, const char *dir,
 	struct ckpt_meta *fresh;
 	uint8_t *img;
 	size_t len;
-	char err[1024], a[256];
+	char err[1024], a[256], kshown[NAME_SHOWN];
 	long bad = 0;
 	uint32_t i;
 
@@ -1222,7 +1253,7 @@ static long verify_index(const struct ckpt_meta *m, const char *dir,
 		if (!find_chunk(fresh, k.fqn, &c, &f) && same_record(&c, &f))
 			continue;
 		printf("%s/.ckptfs-index: key '%s'%s%s: the index says ", dir,
-		       k.fqn, k.kind == CKPT_KIND_TENSOR ? ": chunk at " : "",
+		       ckpt_name_for_msg(k.fqn, kshown, sizeof(kshown)), k.kind == CKPT_KIND_TENSOR ? ": chunk at " : "",
 		       k.kind == CKPT_KIND_TENSOR ?
 		       fmt_dims(a, sizeof(a), c.offsets, c.ndim) : "");
 		print_record(&c);

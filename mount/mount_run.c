@@ -115,8 +115,11 @@ static void set_readahead_knob(unsigned maj, unsigned min, unsigned kb,
 
 static void warn_unmatched(void *ctx, const char *msg)
 {
+	char safe[1536];
+
 	(void)ctx;
-	fprintf(stderr, "ckptfs: warning: %s\n", msg);
+	fprintf(stderr, "ckptfs: warning: %s\n",
+		ckpt_line_for_msg(msg, safe, sizeof(safe)));
 }
 
 static int serve(struct fuse_session *se, const struct mount_opts *o)

@@ -117,7 +117,7 @@ void s3_cli_destroy(struct s3_cli *c);
 "  --s3-connect-timeout-ms N  to connect (3000)\n" \
 "  --s3-low-speed-limit B   bytes/s: a try slower than this ... (4)\n" \
 "  --s3-low-speed-time S    ... for S seconds fails (10)\n" \
-"  --s3-open-deadline-ms N  probe, HEAD, listing page, retries included (15000)\n" \
+"  --s3-open-deadline-ms N  the whole open, all its requests and retries (15000)\n" \
 "  --s3-read-deadline-ms N  each GET of a read, retries included (300000)\n" \
 "  --s3-list-max-keys N     a listing of more keys fails (1000000)\n" \
 "  --s3-no-sign-request     unsigned requests, for public buckets (without it,\n" \

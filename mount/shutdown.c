@@ -105,12 +105,13 @@ static void say(const struct shutdown *s, const char *fmt, ...)
 
 static void say(const struct shutdown *s, const char *fmt, ...)
 {
-	char line[512];
+	char raw[1024], line[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	ckpt_line_for_msg(raw, line, sizeof(line));
 	fprintf(stderr, "ckptfs: %s\n", line);
 	if (s->fs->use_syslog)
 		syslog(LOG_ERR, "%s", line);

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Error-message helpers for core/: see errbuf.h. */
 #include "common/errbuf.h"
+#include "common/escape.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static __thread struct ckpt_error last = { .offset = CKPT_NO_OFFSET };
@@ -15,16 +17,51 @@ static void copy_text(char *dst, const char *src)
 	snprintf(dst, CKPT_ERROR_TEXT, "%s", src ? src : "");
 }
 
+/*
+ * fmt into last.message through ckpt_escape_line(): a name a caller put
+ * in raw (a key, a file, an object) reaches no terminal or log with its
+ * control bytes, and a message too long is shortened in the middle, so
+ * the reason at its end always shows (issue 26 item 11).
+ */
+static void format_line(const char *fmt, va_list ap)
+	__attribute__((format(printf, 1, 0)));
+static void format_line(const char *fmt, va_list ap)
+{
+	char small[1024], *big = NULL;
+	const char *line = small;
+	va_list again;
+	int n;
+
+	va_copy(again, ap);
+	n = vsnprintf(small, sizeof(small), fmt, ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= sizeof(small)) {
+		big = malloc((size_t)n + 1);
+		if (big) {
+			vsnprintf(big, (size_t)n + 1, fmt, again);
+			line = big;
+		} else {
+			n = sizeof(small) - 1;
+		}
+	}
+	va_end(again);
+	ckpt_escape_line(line, (size_t)n, last.message, sizeof(last.message));
+	free(big);
+}
+
 /* The message and code of the last error, copied into err. */
 static void put_message(char *err, size_t errlen, int rc, const char *fmt,
 			va_list ap) __attribute__((format(printf, 4, 0)));
 static void put_message(char *err, size_t errlen, int rc, const char *fmt,
 			va_list ap)
 {
-	vsnprintf(last.message, sizeof(last.message), fmt, ap);
+	format_line(fmt, ap);
 	last.code = rc < 0 ? -rc : rc;
+	/* A short err is cut in the middle too, keeping the reason. */
 	if (err && errlen > 0)
-		snprintf(err, errlen, "%s", last.message);
+		ckpt_escape_line(last.message, strlen(last.message), err,
+				 errlen);
 }
 
 int ckpt_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
@@ -121,7 +158,7 @@ void ckpt_set_last_error(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(last.message, sizeof(last.message), fmt, ap);
+	format_line(fmt, ap);
 	va_end(ap);
 }
 
@@ -156,7 +193,7 @@ void ckpt_last_error_keyn(const char *key, size_t keylen)
 
 void ckpt_last_error_add_key(const char *fqn)
 {
-	char old[sizeof(last.message)];
+	char old[sizeof(last.message)], shown[CKPT_NAME_SHOWN];
 	size_t at;
 	int n;
 
@@ -164,7 +201,8 @@ void ckpt_last_error_add_key(const char *fqn)
 		return;
 	copy_text(last.key, fqn);
 	memcpy(old, last.message, sizeof(old));
-	n = snprintf(last.message, sizeof(last.message), "key '%s': ", fqn);
+	n = snprintf(last.message, sizeof(last.message), "key '%s': ",
+		     ckpt_name_for_msg(fqn, shown, sizeof(shown)));
 	at = n < 0 ? 0 : (size_t)n;
 	if (at < sizeof(last.message))
 		snprintf(last.message + at, sizeof(last.message) - at, "%s",

@@ -55,7 +55,9 @@ size_t ckpt_utf8_valid_prefix(const char *s, size_t len)
 	return len;
 }
 
-char *ckpt_escape_mid(const char *s, size_t len, char *out, size_t cap)
+/* ckpt_escape_mid(), or with keep_bs ckpt_escape_line(). */
+static char *escape_mid(const char *s, size_t len, bool keep_bs, char *out,
+			size_t cap)
 {
 	static const char ell[] = "\xe2\x80\xa6";	/* U+2026 */
 	size_t elen, head, tail, a, b;
@@ -65,13 +67,13 @@ char *ckpt_escape_mid(const char *s, size_t len, char *out, size_t cap)
 	if (!cap)
 		return out;
 	if (len > (SIZE_MAX - 1) / 4)
-		return ckpt_escape_msg(s, len, false, out, cap);
+		return ckpt_escape_msg(s, len, keep_bs, out, cap);
 	e = malloc(4 * len + 1);
 	starts = calloc(4 * len + 2, sizeof(*starts));
 	if (!e || !starts) {
 		free(e);
 		free(starts);
-		return ckpt_escape_msg(s, len, false, out, cap);
+		return ckpt_escape_msg(s, len, keep_bs, out, cap);
 	}
 	/* Each piece alone, so that both cuts fall between pieces. */
 	elen = 0;
@@ -81,7 +83,7 @@ char *ckpt_escape_mid(const char *s, size_t len, char *out, size_t cap)
 		b = ckpt_utf8_seq(s + a, len - a);
 		if (b < 2)
 			b = 1;
-		ckpt_escape_msg(s + a, b, false, one, sizeof(one));
+		ckpt_escape_msg(s + a, b, keep_bs, one, sizeof(one));
 		starts[elen] = true;
 		memcpy(e + elen, one, strlen(one));
 		elen += strlen(one);
@@ -90,7 +92,7 @@ char *ckpt_escape_mid(const char *s, size_t len, char *out, size_t cap)
 	if (elen + 1 <= cap || cap < sizeof(ell) + 2) {
 		free(e);
 		free(starts);
-		return ckpt_escape_msg(s, len, false, out, cap);
+		return ckpt_escape_msg(s, len, keep_bs, out, cap);
 	}
 	head = (cap - sizeof(ell)) / 2;
 	tail = cap - sizeof(ell) - head;
@@ -106,6 +108,54 @@ char *ckpt_escape_mid(const char *s, size_t len, char *out, size_t cap)
 	free(e);
 	free(starts);
 	return out;
+}
+
+char *ckpt_escape_mid(const char *s, size_t len, char *out, size_t cap)
+{
+	return escape_mid(s, len, false, out, cap);
+}
+
+/* True when s[0, len) has nothing ckpt_escape_line() would change. */
+static bool is_clean_line(const char *s, size_t len)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t at;
+
+	for (at = 0; at < len; at++)
+		if (u[at] < 0x20 || u[at] >= 0x7F)
+			break;
+	if (at == len)
+		return true;
+	while (at < len) {
+		size_t n = ckpt_utf8_seq(s + at, len - at);
+
+		if (!n || (n == 1 && (u[at] < 0x20 || u[at] == 0x7F)))
+			return false;
+		at += n;
+	}
+	return true;
+}
+
+char *ckpt_escape_line(const char *s, size_t len, char *out, size_t cap)
+{
+	if (!cap)
+		return out;
+	if (len < cap && is_clean_line(s, len)) {
+		memmove(out, s, len);
+		out[len] = '\0';
+		return out;
+	}
+	return escape_mid(s, len, true, out, cap);
+}
+
+char *ckpt_name_for_msg(const char *s, char *out, size_t cap)
+{
+	return escape_mid(s ? s : "", s ? strlen(s) : 0, false, out, cap);
+}
+
+char *ckpt_line_for_msg(const char *s, char *out, size_t cap)
+{
+	return ckpt_escape_line(s ? s : "", s ? strlen(s) : 0, out, cap);
 }
 
 char *ckpt_escape_msg(const char *s, size_t len, bool json, char *out,

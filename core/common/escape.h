@@ -43,4 +43,19 @@ char *ckpt_escape_msg(const char *s, size_t len, bool json, char *out,
  */
 char *ckpt_escape_mid(const char *s, size_t len, char *out, size_t cap);
 
+/* Bytes of a name in a message, escaped and shortened in the middle,
+ * where a caller escapes it itself (ckpt_name_for_msg()). */
+#define CKPT_NAME_SHOWN 512
+
+/*
+ * A whole message line (whose names may already be escaped) made safe for
+ * a terminal or a log: control bytes, DEL and bytes that are not valid
+ * UTF-8 escaped as ckpt_escape_msg() does, backslashes kept as they are,
+ * and a line too long for out shortened in the middle like
+ * ckpt_escape_mid(), so its reason at the end still shows.  s and out may
+ * be the same buffer only when nothing needs escaping and it fits; pass
+ * distinct buffers.  Returns out.
+ */
+char *ckpt_escape_line(const char *s, size_t len, char *out, size_t cap);
+
 #endif

@@ -97,6 +97,18 @@ static int order_guards(struct ckpt_meta *m, struct ckpt_file_open *opened,
 		opened[f].guard_first = i;
 		opened[f].guard_count++;
 	}
+	/* Two keys may view one record, or a record part of another: then
+	 * the binary search of each_unchecked() could step over a guard. */
+	for (i = 1; i < m->nguards; i++) {
+		const struct ckpt_chunk *a =
+			&m->chunks[m->guards[m->guard_order[i - 1]].chunk];
+		const struct ckpt_chunk *b =
+			&m->chunks[m->guards[m->guard_order[i]].chunk];
+
+		if (a->file == b->file &&
+		    (b->foff < a->foff || b->foff + b->len < a->foff + a->len))
+			opened[a->file].guards_nested = true;
+	}
 	return 0;
 }
 
@@ -201,8 +213,9 @@ int ckpt_files_pread(struct ckpt_meta *m, uint32_t fi, void *buf, size_t len,
  * Call fn(m, g, arg) for each guard of file fi (m->guards index g) whose
  * record [foff, foff + len) meets [off, off + len) and that is not yet
  * known intact; stops at and returns fn's first non-zero result.
- * The records of a file do not overlap, so ordered by guard offset they
- * are ordered by end as well: a binary search finds the first.
+ * When the records of a file do not overlap, ordered by guard offset they
+ * are ordered by start and end as well: a binary search finds the first.
+ * When they do (guards_nested), every guard of the file is looked at.
  */
 static int each_unchecked(struct ckpt_meta *m, uint32_t fi, uint64_t off,
 			  uint64_t len,
@@ -214,7 +227,7 @@ static int each_unchecked(struct ckpt_meta *m, uint32_t fi, uint64_t off,
 	uint64_t end = off + len;	/* in the file: cannot wrap */
 	int rc;
 
-	while (lo < hi) {
+	while (lo < hi && !f->guards_nested) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		const struct ckpt_chunk *c =
 			&m->chunks[m->guards[m->guard_order[mid]].chunk];
@@ -228,9 +241,9 @@ static int each_unchecked(struct ckpt_meta *m, uint32_t fi, uint64_t off,
 		uint32_t g = m->guard_order[lo];
 		const struct ckpt_chunk *c = &m->chunks[m->guards[g].chunk];
 
-		if (c->foff >= end)
+		if (c->foff >= end && !f->guards_nested)
 			break;
-		if (c->foff + c->len <= off ||
+		if (c->foff >= end || c->foff + c->len <= off ||
 		    atomic_load_explicit(&m->guard_ok[g], memory_order_relaxed))
 			continue;
 		rc = fn(m, g, arg);

@@ -509,6 +509,21 @@ static int on_prereq(void *ud, char *ip, char *lip, int port, int lport)
 	return CURL_PREREQFUNC_OK;
 }
 
+/* The reason of a request stopped at its deadline: its own, or the
+ * whole open's. */
+static void deadline_reason(struct ckpt_s3_req *q)
+{
+	if (q->open_bound)
+		snprintf(q->reason, sizeof(q->reason), "no complete answer "
+			 "within the open's deadline of %u ms "
+			 "(s3_open_deadline_ms bounds the whole open; try %u)",
+			 q->open_ms, q->tries);
+	else
+		snprintf(q->reason, sizeof(q->reason), "no complete answer "
+			 "within the deadline of %u ms (try %u)",
+			 q->deadline_ms, q->tries);
+}
+
 /* Settings that stay the same for every request of an easy handle. */
 /*
  * libcurl calls this about once a second, and as data moves: end a try
@@ -534,9 +549,7 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow,
 		return 1;
 	}
 	if (q->deadline_ns && now >= q->deadline_ns) {
-		snprintf(q->reason, sizeof(q->reason), "no complete answer "
-			 "within the deadline of %u ms (try %u)",
-			 q->deadline_ms, q->tries);
+		deadline_reason(q);
 		q->bad_body = true;
 		q->bad_final = true;
 		q->bad_rc = -EIO;
@@ -884,9 +897,14 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	q->easy = e;
 	q->answered = false;
 	q->started_ns = now_ns();
-	if (q->tries == 0)
+	if (q->tries == 0) {
 		q->deadline_ns = q->started_ns +
 				 (uint64_t)q->deadline_ms * 1000000u;
+		if (q->open_end_ns && q->open_end_ns < q->deadline_ns) {
+			q->deadline_ns = q->open_end_ns;
+			q->open_bound = true;
+		}
+	}
 	q->tries++;
 	q->state = ST_ACTIVE;
 	atomic_fetch_add(&h->ctr->requests, 1);
@@ -1082,6 +1100,28 @@ static int poll_ms(CURLM *multi, unsigned held, const struct ckpt_s3_req *q,
 	return (int)ms;
 }
 
+/* The first active request of q[0, n) past its deadline (n: none), and
+ * in *ms the time until the nearest deadline of the others (at most
+ * POLL_MAX_MS). */
+static size_t past_deadline(const struct ckpt_s3_req *q, size_t n, int *ms)
+{
+	uint64_t now = now_ns(), left = (uint64_t)POLL_MAX_MS;
+	size_t i;
+
+	*ms = POLL_MAX_MS;
+
+	for (i = 0; i < n; i++) {
+		if (q[i].state != ST_ACTIVE || !q[i].deadline_ns)
+			continue;
+		if (now >= q[i].deadline_ns)
+			return i;
+		if ((q[i].deadline_ns - now) / 1000000u + 1 < left)
+			left = (q[i].deadline_ns - now) / 1000000u + 1;
+	}
+	*ms = (int)left;
+	return n;
+}
+
 /* A try of r is over: count it done, schedule it again, or fail it
  * (returns non-zero: the run's result). */
 static int judge(struct ckpt_s3_http *h, struct ckpt_s3_req *r, int verdict,
@@ -1101,8 +1141,11 @@ static int judge(struct ckpt_s3_http *h, struct ckpt_s3_req *r, int verdict,
 		l = strlen(r->reason);
 		if (l < sizeof(r->reason))
 			snprintf(r->reason + l, sizeof(r->reason) - l,
-				 "; the deadline of %u ms ends the retries "
-				 "after %u tries", r->deadline_ms, r->tries);
+				 "; the %sdeadline of %u ms ends the retries "
+				 "after %u tries",
+				 r->open_bound ? "open's " : "",
+				 r->open_bound ? r->open_ms : r->deadline_ms,
+				 r->tries);
 		return -EIO;
 	}
 	if (verdict == TRY_AGAIN && r->tries < r->max_tries) {
@@ -1134,11 +1177,22 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 	struct s3_worker *w;
 	size_t *waiting, nwait = 0, fresh = 0, left = n, i;
 	unsigned held = 0;
+	uint32_t open_ms = 0;
+	uint64_t open_end;
 	int rc = 0;
 
 	*failed = 0;
 	if (n == 0)
 		return 0;
+	open_end = ckpt_open_bound_ns(h->cfg->open_deadline_ms, &open_ms);
+	if (open_end && now_ns() >= open_end) {
+		q[0].curl_code = 28;	/* CURLE_OPERATION_TIMEDOUT */
+		snprintf(q[0].reason, sizeof(q[0].reason), "no complete "
+			 "answer within the open's deadline of %u ms "
+			 "(s3_open_deadline_ms bounds the whole open; it "
+			 "ended before this request)", open_ms);
+		return -EIO;
+	}
 	if (atomic_load(&h->cancelled) || ckpt_is_flag_set(cf)) {
 		snprintf(q[0].reason, sizeof(q[0].reason), "cancelled");
 		return ckpt_is_flag_set(cf) ? -ECANCELED : -EINTR;
@@ -1158,6 +1212,9 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 					   h->cfg->read_deadline_ms :
 					   h->cfg->open_deadline_ms;
 		q[i].deadline_ns = 0;	/* set at its first try */
+		q[i].open_end_ns = open_end;
+		q[i].open_ms = open_ms;
+		q[i].open_bound = false;
 	}
 	waiting = malloc(n * sizeof(*waiting));
 	w = worker_get(h);
@@ -1249,8 +1306,25 @@ int ckpt_s3_http_run(struct ckpt_s3_http *h, struct ckpt_s3_req *q, size_t n,
 			break;
 		if (done_some)
 			trim(h, w, held);
+		/* A try past its deadline ends here, on time: libcurl calls
+		 * on_progress() only about once a second while no byte
+		 * comes. */
+		i = past_deadline(q, n, &ms);
+		if (i < n) {
+			deadline_reason(&q[i]);
+			q[i].curl_code = CURLE_OPERATION_TIMEDOUT;
+			*failed = i;
+			rc = -EIO;
+			break;
+		}
 		/* Slots were freed: start more before waiting. */
-		ms = done_some ? 0 : poll_ms(w->multi, held, q, waiting, nwait);
+		if (!done_some) {
+			int pm = poll_ms(w->multi, held, q, waiting, nwait);
+
+			ms = pm < ms ? pm : ms;
+		} else {
+			ms = 0;
+		}
 		if (cf && ms > CKPT_CANCEL_POLL_MS)
 			ms = CKPT_CANCEL_POLL_MS;	/* cf is only polled */
 		if (ms > 0)

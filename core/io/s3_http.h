@@ -98,6 +98,10 @@ struct ckpt_s3_req {
 	uint64_t done;		/* body bytes of earlier tries kept */
 	uint64_t not_before;	/* CLOCK_MONOTONIC ns of the next try */
 	uint64_t deadline_ns;	/* CLOCK_MONOTONIC ns: see deadline_ms */
+	uint64_t open_end_ns;	/* the open's bound (ckpt_open_bound_ns()),
+				 * or 0 */
+	uint32_t open_ms;	/* ... and its length */
+	bool open_bound;	/* deadline_ns is the open's bound */
 	uint64_t started_ns;	/* of the current try */
 	bool answered;		/* the current try has an answer's status
 				 * line */

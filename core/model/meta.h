@@ -132,6 +132,9 @@ struct ckpt_file_open {
 	uint64_t size;		/* when opened */
 	uint32_t guard_first;	/* its guards: meta->guard_order[first, */
 	uint32_t guard_count;	/* first + count), by offset */
+	bool guards_nested;	/* records overlap: in guard order, their
+				 * starts or ends are not both ascending,
+				 * so each read scans every guard */
 };
 
 /*

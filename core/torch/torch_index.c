@@ -1321,13 +1321,17 @@ static int index_image(struct ckpt_store *s, const char *name,
 	 * fixed-width values (0xcc, byte; 0xcf, 8 bytes) are filled in then.
 	 * docs/format.md describes it. */
 	ckpt_pack_cstr(&t.w.pk, "source");
-	msgpack_pack_map(&t.w.pk, 6);
+	msgpack_pack_map(&t.w.pk, 7);
 	ckpt_pack_cstr(&t.w.pk, "format");
 	ckpt_pack_cstr(&t.w.pk, "torch-dcp");
 	ckpt_pack_cstr(&t.w.pk, "metadata_size");
 	msgpack_pack_uint64(&t.w.pk, len);
 	ckpt_pack_cstr(&t.w.pk, "metadata_xxh3");
 	msgpack_pack_uint64(&t.w.pk, XXH3_64bits(pkl, len));
+	/* Every tensor record in a torch.save archive has its zip_header:
+	 * an index without this was written before, and is not used. */
+	ckpt_pack_cstr(&t.w.pk, "guards");
+	msgpack_pack_uint64(&t.w.pk, CKPT_INDEX_GUARDS);
 	ckpt_pack_cstr(&t.w.pk, "variants");
 	variants_at = t.w.sb.size + 1;
 	msgpack_pack_fix_uint8(&t.w.pk, 0);
@@ -1487,6 +1491,7 @@ int ckpt_torch_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n)
 /* What an index's source map says (see ckpt_torch_index()). */
 struct source {
 	uint64_t size, hash, variants, image_hash;
+	uint64_t guards;		/* CKPT_INDEX_GUARDS, or 0 (older) */
 	bool has_hash, has_image_hash, has_files;
 	struct mp_cursor files;		/* at the "files" array */
 	size_t body_at;			/* the image's bytes after the map */
@@ -1530,6 +1535,9 @@ static bool read_source(const uint8_t *img, size_t imglen,
 				src->has_hash = true;
 			} else if (kl == 8 && !memcmp(k, "variants", 8)) {
 				if (mp_read_uint(&s, &src->variants))
+					return false;
+			} else if (kl == 6 && !memcmp(k, "guards", 6)) {
+				if (mp_read_uint(&s, &src->guards))
 					return false;
 			} else if (kl == 10 && !memcmp(k, "image_xxh3", 10)) {
 				if (mp_read_uint(&s, &src->image_hash))
@@ -1671,6 +1679,10 @@ int ckpt_torch_index_check(const struct ckpt_index_check *ic,
 	if (!src.has_files || !src.has_image_hash)
 		return ckpt_errf(err, errlen, -ESTALE,
 				 "%s: written by an older ckptfs, without the stamp of its data files; run 'ckptfs index %s' again",
+				 ic->index_path, ic->dir);
+	if (src.guards < CKPT_INDEX_GUARDS)
+		return ckpt_errf(err, errlen, -ESTALE,
+				 "%s: written by an older ckptfs, before records carried their zip_header (the check that a record has not moved in its archive); rebuild it with 'ckptfs index %s'",
 				 ic->index_path, ic->dir);
 	want = XXH3_64bits(img + src.body_at, imglen - src.body_at);
 	if (want != src.image_hash)

@@ -32,6 +32,11 @@ int ckpt_torch_index(struct ckpt_store *s, const char *name,
 		     const uint8_t *pkl, size_t len, uint8_t **img,
 		     size_t *imglen, char *err, size_t errlen);
 
+/* The "guards" field of an index's source stamp: 1 when every tensor
+ * record in a torch.save archive carries its zip_header.  An index
+ * without it (an older ckptfs) is refused: rebuild it. */
+#define CKPT_INDEX_GUARDS 1
+
 /*
  * The "source" stamp an index carries (docs/format.md): the pickle's size
  * and XXH3, each data file's size and version as the store gives them

@@ -526,3 +526,153 @@ del img["source"]["files"], img["source"]["image_xxh3"]
 open(p, "wb").write(msgpack.packb(img))' "$TMP/tc/.ckptfs-index"
 	refuse_mount "$TMP/tc" "written by an older ckptfs, without the stamp of its data files; run 'ckptfs index $TMP/tc' again" --world 1 --rank 0
 }
+
+# FILE holds no control byte but newlines and the tabs of a table.
+no_raw_controls() {	# FILE
+	$PY - "$1" <<'PYEOF'
+import sys
+data = open(sys.argv[1], "rb").read()
+bad = [hex(b) for b in data if (b < 0x20 and b not in (9, 10)) or b == 0x7f]
+assert not bad, (bad[:10], data[:400])
+PYEOF
+}
+
+@test "names in messages: ESC [ 31m, CR, LF and a 2,000-character key or path are escaped in ckptfs info, a mount's log and CheckpointError, and the reason shows (issue 26 item 11)" {
+	NASTY="$PY $ROOT/tests/make_nasty_names.py"
+	$NASTY "$TMP/esc" short-esc
+	$NASTY "$TMP/long" short-long
+	$NASTY "$TMP/ok"
+	# ckptfs info: refused at open, one line naming the file and the key
+	run "$CKPTFS" info "$TMP/esc"
+	[ "$status" -eq 1 ]
+	printf '%s' "$output" > "$TMP/out"
+	no_raw_controls "$TMP/out"
+	[[ "$output" == *"/d\\x1b[31m\\r\\nz.distcp: key 'w\\x1b[31mred\\r\\nx.weight': data file has 127 bytes, its record ends at 128" ]]
+	run "$CKPTFS" info "$TMP/long"
+	[ "$status" -eq 1 ]
+	[ "${#lines[@]}" -eq 1 ]
+	[[ "$output" == *"kkkk.w': data file has 127 bytes, its record ends at 128" ]]
+	# a checkpoint that opens: info's data files are escaped
+	"$CKPTFS" info "$TMP/ok" > "$TMP/out"
+	no_raw_controls "$TMP/out"
+	grep -qF $'\td\\x1b[31m\\r\\nz.distcp\t128 bytes' "$TMP/out"
+	# a mount's log: both files cut short under the mount, each read fails
+	start_mount "$TMP/ok" "$MNT"
+	truncate -s 100 "$TMP/ok/d"$'\e[31m\r\n'"z.distcp"
+	find "$TMP/ok" -name 'f*.distcp' -exec truncate -s 100 {} +
+	local f n=0
+	while IFS= read -r -d '' f; do
+		n=$((n + 1))
+		not cat "$f" > /dev/null
+	done < <(find "$MNT" -type f -not -path '*/.ckptfs/*' -print0)
+	[ "$n" -eq 2 ]
+	stop_mount
+	cat "$TMP/daemon.log"
+	no_raw_controls "$TMP/daemon.log"
+	grep -qF "key 'w\\x1b[31mred\\r\\nx.weight': $TMP/ok/d\\x1b[31m\\r\\nz.distcp: offset 0: file ends 100 bytes into a 128-byte read" "$TMP/daemon.log"
+	grep -q "ffff.distcp: offset 0: file ends 100 bytes into a 128-byte read (truncated?)$" "$TMP/daemon.log"
+	# Python: CheckpointError's text
+	pyload - "$TMP/esc" "$TMP/long" <<'PYEOF'
+import sys
+import ckptfs
+for d in sys.argv[1:]:
+    try:
+        ckptfs.open(d)
+    except ckptfs.CheckpointError as e:
+        s = str(e)
+        assert not [c for c in s if ord(c) < 0x20 or ord(c) == 0x7f], repr(s[:300])
+        assert s.endswith("data file has 127 bytes, its record ends at 128"), s[-200:]
+    else:
+        raise AssertionError(d + " opened")
+PYEOF
+}
+
+# The index at PATH as an older ckptfs wrote it, before zip_header: no
+# "guards" in its stamp, no zip_header in its records, the image hash
+# recomputed (so only the missing guards tell).
+old_index() {	# PATH
+	$PY - "$1" <<'PYEOF'
+import msgpack, sys, xxhash
+path = sys.argv[1]
+img = msgpack.unpackb(open(path, "rb").read(), raw=False)
+assert img["source"].pop("guards") == 1
+n = 0
+for r in img["storage_data"]:
+    n += r.pop("zip_header", None) is not None
+assert n > 0
+body = b"".join(msgpack.packb(k) + msgpack.packb(v)
+                for k, v in img.items() if k not in ("format", "version", "source"))
+img["source"]["image_xxh3"] = xxhash.xxh3_64_intdigest(body)
+out = bytes([0x80 | len(img)])
+for k in ("format", "version", "source"):
+    out += msgpack.packb(k) + msgpack.packb(img[k])
+open(path, "wb").write(out + body)
+PYEOF
+}
+
+@test "index trust: an index written before zip_header (.ckptfs-index, --index FILE, a cache file) is never used unchecked: refused with 'rebuild it with ckptfs index', a cache entry indexed again (issue 26 item 1)" {
+	cp -a "$TORCH_CK/per_rank" "$TMP/tc"
+	"$CKPTFS" index "$TMP/tc"
+	cp "$TMP/tc/.ckptfs-index" "$TMP/idx"
+	old_index "$TMP/tc/.ckptfs-index"
+	old_index "$TMP/idx"
+	refuse_mount "$TMP/tc" "$TMP/tc/.ckptfs-index: written by an older ckptfs, before records carried their zip_header" --world 1 --rank 0
+	run "$CKPTFS" info "$TMP/tc"
+	echo "$output"
+	[ "$status" -ne 0 ]; [[ "$output" == *"rebuild it with 'ckptfs index $TMP/tc'"* ]]
+	rm "$TMP/tc/.ckptfs-index"
+	refuse_mount "$TMP/tc" "$TMP/idx: written by an older ckptfs, before records carried their zip_header" --world 1 --rank 0 -o index="$TMP/idx"
+	# the node-local cache: an old entry is indexed again and replaced
+	"$CKPTFS" info "$TMP/tc" --index-cache "$TMP/cache" >/dev/null
+	local f
+	f=$(ls "$TMP/cache"/*.ckptfs-index)
+	old_index "$f"
+	run "$CKPTFS" info "$TMP/tc" --index-cache "$TMP/cache"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	$PY -c '
+import msgpack, sys
+img = msgpack.unpackb(open(sys.argv[1], "rb").read(), raw=False)
+assert img["source"]["guards"] == 1
+assert all("zip_header" in r for r in img["storage_data"] if r["offsets"]), "no guards"' "$f"
+	# rebuilt, it is taken again
+	"$CKPTFS" index "$TMP/tc"
+	start_mount "$TMP/tc" "$MNT" --world 1 --rank 0
+	stop_mount
+}
+
+@test "guards: two keys viewing one record (native, zip_header each): a read of the longer one past the shorter's end still checks its guard, so a changed header is EIO, never other bytes" {
+	mkdir "$TMP/ov"
+	$PY - "$TMP/ov" <<'PYEOF'
+import msgpack, os, sys, xxhash
+import numpy as np
+out = sys.argv[1]
+hdr = bytes(range(64))
+a = np.arange(16384, dtype="<f4")
+open(os.path.join(out, "d.distcp"), "wb").write(hdr + a.tobytes())
+def ent(n):
+    return {"type": "tensor", "dtype": "float32", "size": [n],
+            "chunks": [{"offsets": [0], "sizes": [n]}]}
+def rec(k, n, g):
+    return {"fqn": k, "offsets": [0], "relative_path": "d.distcp",
+            "offset": 64, "length": 4 * n,
+            "zip_header": [g, 32, xxhash.xxh3_64_intdigest(hdr[g:g + 32])]}
+# "b" views the first 4 KiB of "a"'s record; each has its own header
+open(os.path.join(out, ".metadata"), "wb").write(msgpack.packb({
+    "format": "tensorplay-dcp", "version": 1,
+    "state_dict_metadata": {"a": ent(16384), "b": ent(1024)},
+    "storage_data": [rec("a", 16384, 0), rec("b", 1024, 32)]}))
+PYEOF
+	start_mount "$TMP/ov" "$MNT"
+	# the header of "a" changes (the record moved), the file keeps its size
+	printf 'XXXXXXXX' | dd of="$TMP/ov/d.distcp" bs=1 seek=0 conv=notrunc 2>/dev/null
+	run dd if="$MNT/a" of=/dev/null bs=4096 skip=8 count=1
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Input/output error"* ]]
+	run dd if="$MNT/a" of=/dev/null bs=4096 count=1
+	[ "$status" -ne 0 ]
+	stop_mount
+	cat "$TMP/daemon.log"
+	grep -q "key 'a'" "$TMP/daemon.log"
+}

@@ -296,3 +296,34 @@ with ckptfs.open(sys.argv[1], index_cache=sys.argv[2], s3_endpoint=sys.argv[3]) 
 	[[ "$output" == *"unknown mode"* ]]
 	curl -sf -X POST -d '{"mode":"none"}' "$P/__faultproxy/config"
 }
+
+@test "s3: s3_open_deadline_ms bounds the whole open: every request answered just under it (1.5 s of 2 s) still fails at about 2 s, naming the phase" {
+	local t0 t1
+	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TMP/t" --world 3 --seed 7 >"$TMP/gen.log" 2>&1 ||
+		{ cat "$TMP/gen.log"; false; }
+	upload "$TMP/t/per_item" ck-opendl/w3
+	# Unhindered, the open works through the proxy.
+	proxy config '{"mode":"none"}'
+	run "$CKPTFS" info s3://ck-opendl/w3 --s3-endpoint "$S3CHECK_PROXY" \
+		--s3-open-deadline-ms 2000
+	echo "$output"
+	[ "$status" -eq 0 ]
+	# Each request waits 1.5 s: none passes the 2 s bound alone, but the
+	# open needs several (probe, listing, .metadata, the index pass).
+	proxy config '{"mode":"delay","rate":1.0,"only":"all","delay_ms":1500}'
+	t0=$(date +%s%N)
+	run timeout "$(secs 60)" "$CKPTFS" info s3://ck-opendl/w3 \
+		--s3-endpoint "$S3CHECK_PROXY" --s3-open-deadline-ms 2000
+	t1=$(date +%s%N)
+	proxy config '{"mode":"none"}'
+	echo "$output"
+	echo "open failed after $(((t1 - t0) / 1000000)) ms"
+	[ "$status" -eq 1 ]
+	[ "${#lines[@]}" -eq 1 ]
+	[[ "$output" == *"no complete answer within the open's deadline of 2000 ms (s3_open_deadline_ms bounds the whole open"* ]]
+	# the phase: the probe, the listing, a HEAD or a read at open
+	[[ "$output" =~ cannot\ reach|listing|s3://ck-opendl/w3/ ]]
+	# a liveness bound: about the deadline, far below the sum of the
+	# requests
+	[ $(((t1 - t0) / 1000000)) -lt $((3500 * TIME_SCALE)) ]
+}

@@ -453,3 +453,30 @@ except Exception as e:
 	[ "$(proxy_stat bytes)" -le $((before + total / 10)) ]
 	stop_mount
 }
+
+@test "s3 read deadline through a mount: one read() of a stalled server (never answers; drips 1 byte/s) fails within about 1x s3_read_deadline_ms, not 2x (the kernel's retry after a failed read-ahead fails at once)" {
+	big_ckpt ck-rd1x
+	start_mount s3://ck-rd1x/run "$MNT" --world 1 --rank 0 -o s3_endpoint=$S3CHECK_PROXY,s3_read_deadline_ms=3000
+	local mode i=0 t0 t1 ms
+	for mode in '{"mode":"delay","delay_ms":60000,"only":"get"}' \
+		    '{"mode":"drip","bps":1,"only":"get"}'; do
+		proxy config "$mode"
+		t0=$(date +%s%N)
+		run dd if="$MNT/optim/state/layers.$i.weight/exp_avg" of=/dev/null bs=4096 count=1
+		t1=$(date +%s%N)
+		ms=$(((t1 - t0) / 1000000))
+		echo "$mode: read() failed after $ms ms: $output"
+		[ "$status" -ne 0 ]
+		[[ "$output" == *"Input/output error"* ]]
+		# a liveness bound: under 1.5x the 3 s read deadline
+		[ "$ms" -lt $((4500 * TIME_SCALE)) ]
+		i=$((i + 1))
+	done
+	proxy config '{"mode":"none"}'
+	cat "$TMP/daemon.log"
+	grep -q "no complete answer within the deadline of 3000 ms" "$TMP/daemon.log"
+	grep -q "failed at once: a read of bytes" "$TMP/daemon.log"
+	# After the hold, the same bytes are read again, and arrive.
+	sleep 1
+	[ "$(dd if="$MNT/optim/state/layers.0.weight/exp_avg" bs=4096 count=1 2>/dev/null | wc -c)" -eq 4096 ]
+}

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests of common/escape.c: UTF-8 validation, message escapes and
  * the TSV escape of manifest.tsv and `ckptfs ls`. */
+#include <errno.h>
 #include <string.h>
 
 #include "ckptfs.h"
+#include "common/errbuf.h"
 #include "common/escape.h"
 #include "testhelp.h"
 
@@ -94,6 +96,30 @@ static void test_escape_mid(void)
 	CHECK(strstr(out, "\\x1b\xe2\x80\xa6\\x1b"));
 }
 
+/* A whole line: backslashes (escapes already made) kept, control bytes
+ * escaped, a long line cut in the middle with its end kept; and
+ * ckpt_errf() formats every core message that way. */
+static void test_escape_line(void)
+{
+	char out[48], err[40], big[300];
+
+	CHECK(!strcmp(ckpt_escape_line("k 'a\\x1b': no", 13, out,
+				       sizeof(out)), "k 'a\\x1b': no"));
+	CHECK(!strcmp(ckpt_escape_line("a\x1b[31m\r\nb", 9, out,
+				       sizeof(out)), "a\\x1b[31m\\r\\nb"));
+	memset(big, 'k', sizeof(big));
+	memcpy(big + sizeof(big) - 9, ": reason", 9);
+	ckpt_escape_line(big, strlen(big), out, sizeof(out));
+	CHECK(strlen(out) < sizeof(out));
+	CHECK(strstr(out, "\xe2\x80\xa6"));
+	CHECK(!strcmp(out + strlen(out) - 8, ": reason"));
+	CHECK(ckpt_errf(err, sizeof(err), -EIO, "%s/%s: key '%s': short",
+			"dir", "f\x1b[31m", big) == -EIO);
+	CHECK(!strcmp(err + strlen(err) - 7, ": short"));
+	CHECK(!strchr(err, 0x1b));
+	CHECK(!strncmp(err, "dir/f\\x1b[31m", 13));
+}
+
 static void test_tsv(void)
 {
 	char out[64];
@@ -114,6 +140,7 @@ int main(void)
 	TEST(test_utf8);
 	TEST(test_escape_msg);
 	TEST(test_escape_mid);
+	TEST(test_escape_line);
 	TEST(test_tsv);
 	return TEST_REPORT();
 }
