@@ -532,9 +532,7 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 	return rc;
 }
 
-/* Everything s did until now was the open's: ckpt_meta_io_stats()
- * splits its counters here. */
-static void mark_open(struct ckpt_meta *m)
+void ckpt_meta_mark_open(struct ckpt_meta *m)
 {
 	struct ckpt_store_stats st;
 
@@ -648,7 +646,7 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	m->meta_path = path;
 	m->mtime = mtime;
 	m->store = s;
-	mark_open(m);
+	ckpt_meta_mark_open(m);
 	m->follow_symlinks = follow;
 	m->warning = warning;
 	if (warning) {

@@ -190,6 +190,8 @@ int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 	rc = ckpt_cancel_result(rc, m->dir, err, errlen);
 	if (rc)
 		return ckpt_last_error_finish(rc, m->dir);
+	if (m->store)
+		ckpt_meta_mark_open(m);
 	ckpt_clear_last_error();
 	return 0;
 }
