@@ -65,10 +65,11 @@ untrusted() {
 	[[ "$output" == *", 0 problems"* ]]
 	PYTHONPATH=$ROOT/scripts run $(direct_env) $PY -c 'import sys, ckptfs
 with ckptfs.open(sys.argv[1], s3_ca_bundle=sys.argv[2]) as c:
-    print(c.info().nfiles, sorted(c.io_stats()))' s3://ck-tls/run "$CA"
+    st = c.io_stats()
+    print(c.info().nfiles, "connects" in st, st["requests"] > 0)' s3://ck-tls/run "$CA"
 	echo "$output"
 	[ "$status" -eq 0 ]
-	[[ "$output" == "3 ['bytes_delivered', 'bytes_fetched', 'connects', 'requests', 'retries']" ]]
+	[[ "$output" == "3 True True" ]]
 }
 
 @test "s3 tls: no CA given (the system's store), a wrong CA bundle: one line naming the host and curl's reason, tried once; never over http" {
