@@ -44,13 +44,14 @@ const char *ckpt_version(void);
  * function's signature below changes.  A binding checks, at load, the
  * version and the size and field offsets of every struct it mirrors.
  */
-#define CKPT_ABI_VERSION 5	/* 2: ckpt_s3_opts.credentials_file,
+#define CKPT_ABI_VERSION 6	/* 2: ckpt_s3_opts.credentials_file,
 				 * config_file; ckpt_io_stats; 3:
 				 * ckpt_open_opts.index_cache; 4:
 				 * CKPT_FILES_DIRECT_IO; 5:
 				 * ckpt_s3_opts.no_sign_request,
 				 * ckpt_meta_credentials(),
-				 * ckpt_thread_cancel_set() */
+				 * ckpt_thread_cancel_set(); 6:
+				 * ckpt_s3_opts.addressing_style */
 
 /* CKPT_ABI_VERSION as the library was built. */
 unsigned ckpt_abi_version(void);
@@ -233,6 +234,9 @@ struct ckpt_s3_opts {
 					 * included (default 300000) */
 	uint32_t list_max_keys;		/* a listing of more keys fails
 					 * (default 1000000) */
+	const char *addressing_style;	/* "auto" (NULL), "virtual" or
+					 * "path", as botocore's
+					 * s3.addressing_style (docs/s3.md) */
 };
 
 #define CKPT_S3_NO_RETRIES UINT32_MAX	/* ckpt_s3_opts.retries: none */

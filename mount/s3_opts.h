@@ -26,6 +26,7 @@ struct s3_cli {
 	uint32_t open_deadline_ms, read_deadline_ms, list_max_keys;
 	uint64_t part_bytes, merge_gap;
 	bool no_sign_request;
+	char *addressing_style;
 };
 
 /*
@@ -77,6 +78,8 @@ int s3_cli_take(struct s3_cli *c, const char *name, const char *val,
 	S3_CLI_LONG("s3_part_size", 8), S3_CLI_LONG("s3_merge_gap", 9), \
 	S3_CLI_FLAG("s3-no-sign-request", 16), \
 	S3_CLI_FLAG("s3_no_sign_request", 16), \
+	S3_CLI_LONG("s3-addressing-style", 17), \
+	S3_CLI_LONG("s3_addressing_style", 17), \
 	S3_CLI_SECRET("s3-access-key"), S3_CLI_SECRET("s3-access-key-id"), \
 	S3_CLI_SECRET("s3-secret-key"), S3_CLI_SECRET("s3-secret-access-key"), \
 	S3_CLI_SECRET("s3-session-token"), \
@@ -119,6 +122,8 @@ void s3_cli_destroy(struct s3_cli *c);
 "  --s3-read-deadline-ms N  each GET of a read, retries included (300000)\n" \
 "  --s3-list-max-keys N     a listing of more keys fails (1000000)\n" \
 "  --s3-no-sign-request     unsigned requests, for public buckets (without it,\n" \
-"                           no credentials found is an error)\n"
+"                           no credentials found is an error)\n" \
+"  --s3-addressing-style S  auto, virtual (BUCKET.HOST/KEY) or path\n" \
+"                           (HOST/BUCKET/KEY); auto: virtual for AWS endpoints\n"
 
 #endif

@@ -19,7 +19,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 #: The ABI of core/ckptfs.h this module mirrors (CKPT_ABI_VERSION).
-ABI_VERSION = 5
+ABI_VERSION = 6
 MAX_DIMS = 16
 NONE = 0xFFFFFFFF
 NO_OFFSET = 0xFFFFFFFFFFFFFFFF
@@ -56,7 +56,8 @@ class S3Opts(C.Structure):
                 ("low_speed_time", C.c_uint32),
                 ("open_deadline_ms", C.c_uint32),
                 ("read_deadline_ms", C.c_uint32),
-                ("list_max_keys", C.c_uint32)]
+                ("list_max_keys", C.c_uint32),
+                ("addressing_style", C.c_char_p)]
 
 
 class IoStats(C.Structure):
