@@ -44,7 +44,8 @@ Control (JSON over HTTP on the same port):
                               "inflight_max" (the most requests served at
                               once, control requests not counted),
                               "log": [[method, path, range, status,
-                              bytes, signed headers, has token], ...]
+                              bytes, signed headers, has token, Host
+                              header], ...]
                               (the last 20000; "signed headers" is the
                               SignedHeaders list of the Authorization
                               header, never a credential or signature)}
@@ -134,8 +135,9 @@ class State:
             return dict(c)
 
     def record(self, method, path, rng, status, nbytes, headers=None):
-        signed, token = "", False
+        signed, token, host = "", False, ""
         if headers is not None:
+            host = headers.get("Host") or ""
             auth = headers.get("Authorization") or ""
             for part in auth.split(","):
                 part = part.strip()
@@ -145,7 +147,8 @@ class State:
         with self.lock:
             self.bytes += nbytes
             self.by_status[str(status)] = self.by_status.get(str(status), 0) + 1
-            self.log.append([method, path, rng, status, nbytes, signed, token])
+            self.log.append([method, path, rng, status, nbytes, signed, token,
+                             host])
             if len(self.log) > LOG_MAX:
                 del self.log[: len(self.log) - LOG_MAX]
 

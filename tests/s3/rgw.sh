@@ -12,6 +12,9 @@
 #                             DIR/role_arn (off by default: with it,
 #                             radosgw answers a bad signature with
 #                             AccessDenied, not SignatureDoesNotMatch)
+#                             RGW_DNS_NAME=NAME sets rgw_dns_name (default
+#                             127.0.0.1): a request to Host BUCKET.NAME is
+#                             virtual-hosted
 #   rgw.sh stop DIR           stop radosgw, then the OSD, then the monitor
 #   rgw.sh stop-rgw DIR       stop radosgw alone (objects are kept)
 #   rgw.sh start-rgw DIR      start radosgw again, wait until it answers
@@ -141,7 +144,7 @@ osd data = $D/osd
 [client.rgw]
 rgw frontends = beast endpoint=127.0.0.1:$rgwport
 rgw data = $D/rgw
-rgw dns name = 127.0.0.1
+rgw dns name = ${RGW_DNS_NAME:-127.0.0.1}
 CONF
 	if [ "${RGW_STS:-0}" = 1 ]; then
 		cat >> "$D/ceph.conf" <<CONF
