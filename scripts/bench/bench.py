@@ -23,6 +23,7 @@ import sys
 import time
 
 import s3bench
+import wanbench
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -1193,6 +1194,14 @@ def s3_rows(args, t, work):
                             read_all=read_all))
 
 
+def wan_rows(args, t, work):
+    """Issue 28's WAN rows (scripts/bench/wanbench.py): the S3 rows through
+    a latency and bandwidth proxy at 0, 20 and 50 ms."""
+    wanbench.wan_figures(args, t, lib_env(args),
+                         dict(Mount=Mount, files_of=files_of,
+                              read_all=read_all))
+
+
 def main(argv):
     # No node-local index cache unless a row asks for one (s3bench's):
     # every repetition's open indexes a torch checkpoint as the first did.
@@ -1219,7 +1228,10 @@ def main(argv):
                     help="the throttled device's bandwidth-bound setting")
     ap.add_argument("--device-iops", type=int, default=500,
                     help="the throttled device's IOPS-bound setting")
-    ap.add_argument("--only", choices=["device", "strided", "s3", "resume"],
+    ap.add_argument("--wan-gib", type=float, default=0.25,
+                    help="the torch 2.x checkpoint of the WAN rows")
+    ap.add_argument("--only", choices=["device", "strided", "s3", "resume",
+                                       "wan"],
                     help="run only these rows (no chart, results.md kept)")
     ap.add_argument("--out", default=os.path.join(HERE, "results.md"))
     args = ap.parse_args(argv)
@@ -1230,7 +1242,7 @@ def main(argv):
     t = Table()
     if args.only:
         {"device": device_figures, "strided": strided_figure,
-         "s3": s3_rows,
+         "s3": s3_rows, "wan": wan_rows,
          "resume": resume_figures}[args.only](args, t, args.work)
         return 0
     ckpts = {}
@@ -1275,6 +1287,7 @@ def main(argv):
     device_figures(args, t, args.work)
     s3_rows(args, t, args.work)
     if not args.quick:
+        wan_rows(args, t, args.work)
         zip64_figure(args, t, args.work)
     header = (f"# ckptfs benchmark\n\n{time.strftime('%Y-%m-%d %H:%M')}, "
               f"{os.cpu_count()} CPUs, {args.gib} GiB float32 Adam state per "
