@@ -1230,6 +1230,9 @@ def main(argv):
                     help="the throttled device's IOPS-bound setting")
     ap.add_argument("--wan-gib", type=float, default=0.25,
                     help="the torch 2.x checkpoint of the WAN rows")
+    ap.add_argument("--wan-delays", default="0,20,50",
+                    type=lambda s: [int(x) for x in s.split(",")],
+                    help="the WAN rows' first-byte delays (ms)")
     ap.add_argument("--only", choices=["device", "strided", "s3", "resume",
                                        "wan"],
                     help="run only these rows (no chart, results.md kept)")

@@ -151,7 +151,7 @@ def wan_figures(args, t, lib_env, bench):
             allr.update(s3bench.plan_ranges(args.ckptfs, root, w, k, env0))
         allr = sorted(allr)
         need_all = sum(x[2] for x in allr)
-        for d in DELAYS:
+        for d in args.wan_delays:
             px.config(d)
             tag = f"WAN {d} ms"
             ceil = []
