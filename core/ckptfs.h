@@ -52,6 +52,7 @@ const char *ckpt_version(void);
 				 * ckpt_meta_credentials(),
 				 * ckpt_thread_cancel_set(); 6:
 				 * ckpt_s3_opts.ca_bundle,
+				 * addressing_style,
 				 * ckpt_io_stats.connects and its
 				 * open_* and read_* (requests by
 				 * kind, per phase) */
@@ -261,6 +262,9 @@ struct ckpt_s3_opts {
 				 * AWS_CA_BUNDLE and the profile's
 				 * ca_bundle; NULL: those, else the
 				 * system's CA store (docs/s3-trust.md) */
+	const char *addressing_style;	/* "auto" (NULL), "virtual" or
+					 * "path", as botocore's
+					 * s3.addressing_style (docs/s3.md) */
 };
 
 #define CKPT_S3_NO_RETRIES UINT32_MAX	/* ckpt_s3_opts.retries: none */

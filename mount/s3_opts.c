@@ -39,6 +39,7 @@ static const struct s3_key keys[] = {
 	{ "list_max_keys", U32, F(list_max_keys) },
 	{ "no_sign_request", FLAG, F(no_sign_request) },
 	{ "ca_bundle", STR, F(ca_bundle) },
+	{ "addressing_style", STR, F(addressing_style) },
 };	/* in the order of S3_CLI_LONG_OPTIONS' codes */
 
 /* Names that would carry a credential (after "s3_" or "aws_"). */
@@ -232,6 +233,7 @@ void s3_cli_fill(const struct s3_cli *c, struct ckpt_s3_opts *o)
 	o->list_max_keys = c->list_max_keys;
 	o->no_sign_request = c->no_sign_request;
 	o->ca_bundle = c->ca_bundle;
+	o->addressing_style = c->addressing_style;
 }
 
 void s3_cli_destroy(struct s3_cli *c)
@@ -242,5 +244,6 @@ void s3_cli_destroy(struct s3_cli *c)
 	free(c->credentials_file);
 	free(c->config_file);
 	free(c->ca_bundle);
+	free(c->addressing_style);
 	memset(c, 0, sizeof(*c));
 }

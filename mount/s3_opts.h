@@ -27,6 +27,7 @@ struct s3_cli {
 	uint32_t open_deadline_ms, read_deadline_ms, list_max_keys;
 	uint64_t part_bytes, merge_gap;
 	bool no_sign_request;
+	char *addressing_style;
 };
 
 /*
@@ -79,6 +80,8 @@ int s3_cli_take(struct s3_cli *c, const char *name, const char *val,
 	S3_CLI_FLAG("s3-no-sign-request", 16), \
 	S3_CLI_FLAG("s3_no_sign_request", 16), \
 	S3_CLI_LONG("s3-ca-bundle", 17), S3_CLI_LONG("s3_ca_bundle", 17), \
+	S3_CLI_LONG("s3-addressing-style", 18), \
+	S3_CLI_LONG("s3_addressing_style", 18), \
 	S3_CLI_SECRET("s3-access-key"), S3_CLI_SECRET("s3-access-key-id"), \
 	S3_CLI_SECRET("s3-secret-key"), S3_CLI_SECRET("s3-secret-access-key"), \
 	S3_CLI_SECRET("s3-session-token"), \
@@ -123,6 +126,8 @@ void s3_cli_destroy(struct s3_cli *c);
 "  --s3-no-sign-request     unsigned requests, for public buckets (without it,\n" \
 "                           no credentials found is an error)\n" \
 "  --s3-ca-bundle FILE      PEM CAs for https endpoints (AWS_CA_BUNDLE, the\n" \
-"                           profile's ca_bundle; default: the system's CAs)\n"
+"                           profile's ca_bundle; default: the system's CAs)\n" \
+"  --s3-addressing-style S  auto, virtual (BUCKET.HOST/KEY) or path\n" \
+"                           (HOST/BUCKET/KEY); auto: virtual for AWS endpoints\n"
 
 #endif

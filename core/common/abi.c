@@ -55,6 +55,7 @@ static const struct field s3_opts_fields[] = {
 	F(ckpt_s3_opts, read_deadline_ms),
 	F(ckpt_s3_opts, list_max_keys),
 	F(ckpt_s3_opts, ca_bundle),
+	F(ckpt_s3_opts, addressing_style),
 	{ NULL, 0 }
 };
 

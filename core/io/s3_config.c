@@ -165,7 +165,7 @@ int ckpt_s3_config_load(const struct ckpt_s3_opts *o,
 	struct ckpt_ini cred = { 0 }, conf = { 0 };
 	struct ckpt_s3_creds_env ce = { 0 };
 	char *cred_path = NULL, *conf_path = NULL;
-	const char *profile, *region, *endpoint, *src, *v;
+	const char *profile, *region, *endpoint, *src, *asrc, *v;
 	bool named, skip_env;
 	int rc;
 
@@ -251,6 +251,25 @@ int ckpt_s3_config_load(const struct ckpt_s3_opts *o,
 		endpoint = v, src = conf_path;
 	else
 		endpoint = NULL, src = "the default";
+	v = conf_get(&conf, profile, NULL, "s3.addressing_style");
+	if (o && o->addressing_style && o->addressing_style[0])
+		v = o->addressing_style, asrc = "the addressing style option";
+	else
+		asrc = conf_path;
+	if (!v || !strcmp(v, "auto")) {
+		cfg->addressing = CKPT_S3_ADDR_AUTO;
+	} else if (!strcmp(v, "virtual")) {
+		cfg->addressing = CKPT_S3_ADDR_VIRTUAL;
+	} else if (!strcmp(v, "path")) {
+		cfg->addressing = CKPT_S3_ADDR_PATH;
+	} else {
+		rc = ckpt_errf(err, errlen, -EINVAL,
+			       "S3 addressing style from %s: '%s' is not "
+			       "auto, virtual or path", asrc,
+			       is_clean(v) && strlen(v) < 64 ? v : "?");
+		goto out_fail;
+	}
+	cfg->endpoint_given = endpoint != NULL;
 	if (endpoint) {
 		cfg->endpoint = ckpt_s3_endpoint_norm(endpoint, src, err,
 						      errlen);

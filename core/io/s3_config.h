@@ -11,6 +11,9 @@
  *   credentials  the SDKs' chain (s3_creds.h): opts, the environment,
  *                web identity, the profile, container credentials, EC2
  *                instance metadata; unsigned only with no_sign_request
+ *   addressing   opts' addressing_style, the profile's "s3 =" /
+ *                "  addressing_style = ..." in the config file, then
+ *                auto (see ckpt_s3_use_virtual())
  *   profile      opts, AWS_PROFILE, then "default"
  *   CA bundle    opts' ca_bundle, AWS_CA_BUNDLE, the profile's ca_bundle
  *                in the config file, else none: the system's CA store
@@ -29,10 +32,12 @@
 #ifndef CKPT_S3_CONFIG_H
 #define CKPT_S3_CONFIG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ckptfs.h"
 #include "io/s3_creds.h"
+#include "io/s3_url.h"
 
 #define CKPT_S3_DEFAULT_PARALLEL 16
 #define CKPT_S3_DEFAULT_PART_BYTES (8u << 20)
@@ -64,6 +69,9 @@
 struct ckpt_s3_cfg {
 	char *endpoint;		/* see ckpt_s3_endpoint_norm() */
 	char *region;
+	bool endpoint_given;	/* endpoint came from a setting, not
+				 * the AWS default for the region */
+	enum ckpt_s3_addressing addressing;
 	struct ckpt_s3_creds *creds;	/* owned; the signer takes the
 					 * current set from it per request */
 	const char *cred_source;	/* where the credentials came from,

@@ -78,6 +78,8 @@ struct ckpt_s3_http {
 	const struct ckpt_s3_cfg *cfg;
 	struct ckpt_store *ctr;
 	char sigv4[96];		/* "aws:amz:REGION:s3" */
+	struct curl_slist *connect_to;	/* CKPT_S3_CONNECT_TO's entries, or
+					 * NULL; read-only once made */
 	pthread_mutex_t lock;
 	pthread_cond_t slot_freed;
 	unsigned slots;		/* requests that may still start; guarded
@@ -610,6 +612,8 @@ static int easy_setup(struct ckpt_s3_http *h, struct s3_worker *w,
 	SET(CURLOPT_PREREQFUNCTION, on_prereq);
 	SET(CURLOPT_PREREQDATA, e);
 	SET(CURLOPT_SHARE, h->share);
+	if (h->connect_to)
+		SET(CURLOPT_CONNECT_TO, h->connect_to);
 #undef SET
 	if (rc != CURLE_OK) {
 		curl_easy_cleanup(k);
@@ -1413,6 +1417,50 @@ static int share_new(struct ckpt_s3_http *h)
 		return rc == CURLSHE_NOMEM ? -ENOMEM : -EINVAL;
 	}
 	h->share = sh;
+/*
+ * CKPT_S3_CONNECT_TO="HOST:PORT:TO_HOST:TO_PORT[,...]": connect there
+ * instead, with the URL (so the Host header and the signature) unchanged
+ * (libcurl's CURLOPT_CONNECT_TO).  For tests and proxies: it lets a
+ * virtual-hosted name reach a server on 127.0.0.1 with no /etc/hosts
+ * entry.  Returns 0 (*out NULL when unset) or -EINVAL / -ENOMEM.
+ */
+static int connect_to_parse(struct curl_slist **out, char *err, size_t errlen)
+{
+	const char *v = getenv("CKPT_S3_CONNECT_TO"), *p;
+	struct curl_slist *l = NULL, *t;
+	char ent[512];
+
+	*out = NULL;
+	if (!v || !v[0])
+		return 0;
+	for (p = v; *p; p++)
+		if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+			return ckpt_errf(err, errlen, -EINVAL,
+					 "CKPT_S3_CONNECT_TO holds a space or "
+					 "control byte");
+	for (p = v; *p;) {
+		size_t n = strcspn(p, ",");
+
+		if (n == 0 || n >= sizeof(ent)) {
+			curl_slist_free_all(l);
+			return ckpt_errf(err, errlen, -EINVAL,
+					 "CKPT_S3_CONNECT_TO: an entry is "
+					 "empty or too long");
+		}
+		memcpy(ent, p, n);
+		ent[n] = '\0';
+		t = curl_slist_append(l, ent);
+		if (!t) {
+			curl_slist_free_all(l);
+			return ckpt_errf(err, errlen, -ENOMEM,
+					 "out of memory");
+		}
+		l = t;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	*out = l;
 	return 0;
 }
 
@@ -1430,6 +1478,11 @@ int ckpt_s3_http_new(const struct ckpt_s3_cfg *cfg, struct ckpt_store *counters,
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	rc = connect_to_parse(&h->connect_to, err, errlen);
+	if (rc) {
+		free(h);
+		return rc;
+	}
 	h->cfg = cfg;
 	h->ctr = counters;
 	h->slots = cfg->parallel;
@@ -1466,5 +1519,6 @@ void ckpt_s3_http_free(struct ckpt_s3_http *h)
 		pthread_mutex_destroy(&h->locks[i]);
 	pthread_mutex_destroy(&h->lock);
 	pthread_cond_destroy(&h->slot_freed);
+	curl_slist_free_all(h->connect_to);
 	free(h);
 }

@@ -18,7 +18,9 @@
  * skipped).  max_keys > 0 asks for pages of at most that many keys (the
  * server's default, 1000, otherwise).  fn returns 0 to go on, anything
  * else to stop (then returned).  root names the listing in err
- * ("s3://bucket/prefix").
+ * ("s3://bucket/prefix").  endpoint and bucket address the bucket as
+ * ckpt_s3_url() takes them (bucket NULL: endpoint is the bucket's
+ * virtual-hosted one).
  *
  * A listing that never ends is an error: a continuation token given
  * twice (a cycle A, B, A, ...) at once; more than key_cap keys (0: no

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/errbuf.h"
 
@@ -205,8 +206,13 @@ char *ckpt_s3_url(const char *endpoint, const char *bucket, const char *key,
 		if (!ek)
 			return NULL;
 	}
-	n = asprintf(&url, "%s/%s%s%s%s%s", endpoint, bucket, ek ? "/" : "",
-		     ek ? ek : "", query ? "?" : "", query ? query : "");
+	if (bucket)
+		n = asprintf(&url, "%s/%s%s%s%s%s", endpoint, bucket,
+			     ek ? "/" : "", ek ? ek : "", query ? "?" : "",
+			     query ? query : "");
+	else
+		n = asprintf(&url, "%s/%s%s%s", endpoint, ek ? ek : "",
+			     query ? "?" : "", query ? query : "");
 	free(ek);
 	return n < 0 ? NULL : url;
 }
@@ -270,4 +276,82 @@ bool ckpt_s3_url_has_dot_segment(const char *url)
 		p = seg + n;
 	}
 	return false;
+}
+
+bool ckpt_s3_bucket_is_dns(const char *bucket)
+{
+	size_t i, n = strlen(bucket);
+
+	if (n < 3 || n > 63)
+		return false;
+	for (i = 0; i < n; i++) {
+		char c = bucket[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+
+		if (!alnum && !(c == '-' && i > 0 && i < n - 1))
+			return false;
+	}
+	return true;
+}
+
+/* The host of a normalized endpoint (after "://", before ':' or '/'), as
+ * a pointer and a length; false when there is no "://". */
+static bool endpoint_host(const char *endpoint, const char **host,
+			  size_t *len)
+{
+	const char *h = strstr(endpoint, "://");
+
+	if (!h)
+		return false;
+	h += 3;
+	*host = h;
+	*len = h[0] == '[' ? strcspn(h, "]") + 1 : strcspn(h, ":/");
+	return true;
+}
+
+bool ckpt_s3_endpoint_is_aws(const char *endpoint)
+{
+	static const char aws[] = "amazonaws.com";
+	const size_t alen = sizeof(aws) - 1;
+	const char *h;
+	size_t n;
+
+	if (!endpoint_host(endpoint, &h, &n))
+		return false;
+	if (n > 0 && h[n - 1] == '.')		/* a rooted name */
+		n--;
+	if (n == alen)
+		return strncasecmp(h, aws, alen) == 0;
+	return n > alen && h[n - alen - 1] == '.' &&
+	       strncasecmp(h + n - alen, aws, alen) == 0;
+}
+
+bool ckpt_s3_use_virtual(enum ckpt_s3_addressing style, const char *endpoint,
+			 bool endpoint_given, const char *bucket)
+{
+	switch (style) {
+	case CKPT_S3_ADDR_VIRTUAL:
+		return true;
+	case CKPT_S3_ADDR_PATH:
+		return false;
+	case CKPT_S3_ADDR_AUTO:
+		break;
+	}
+	if (endpoint_given && !ckpt_s3_endpoint_is_aws(endpoint))
+		return false;
+	return ckpt_s3_bucket_is_dns(bucket);
+}
+
+char *ckpt_s3_virtual_endpoint(const char *endpoint, const char *bucket)
+{
+	const char *h;
+	size_t n;
+	char *out;
+
+	if (!endpoint_host(endpoint, &h, &n))
+		return NULL;
+	if (asprintf(&out, "%.*s%s.%s", (int)(h - endpoint), endpoint, bucket,
+		     h) < 0)
+		return NULL;
+	return out;
 }

@@ -59,7 +59,10 @@ bool ckpt_s3_url_has_dot_segment(const char *url);
 /*
  * The path-style URL "ENDPOINT/BUCKET[/KEY][?QUERY]": key encoded with
  * its '/' kept (NULL: the bucket itself); query already canonical, or
- * NULL.  Returns a new string (caller frees) or NULL (ENOMEM).
+ * NULL.  With bucket NULL, endpoint is a virtual-hosted bucket's own
+ * (ckpt_s3_virtual_endpoint()): "ENDPOINT/KEY[?QUERY]", or for the
+ * bucket itself "ENDPOINT/[?QUERY]".  Returns a new string (caller
+ * frees) or NULL (ENOMEM).
  */
 char *ckpt_s3_url(const char *endpoint, const char *bucket, const char *key,
 		  const char *query);
@@ -72,5 +75,40 @@ char *ckpt_s3_url(const char *endpoint, const char *bucket, const char *key,
  */
 char *ckpt_s3_endpoint_norm(const char *url, const char *source, char *err,
 			    size_t errlen);
+
+/* How a bucket is addressed (botocore's s3.addressing_style). */
+enum ckpt_s3_addressing {
+	CKPT_S3_ADDR_AUTO = 0,
+	CKPT_S3_ADDR_VIRTUAL,
+	CKPT_S3_ADDR_PATH,
+};
+
+/*
+ * Can bucket be a DNS label of a virtual-hosted URL?  botocore's
+ * check_dns_name(): 3 to 63 bytes of a-z 0-9 '-', starting and ending
+ * with a letter or digit, no '.' (a dotted name breaks the certificate
+ * match of *.s3.REGION.amazonaws.com).
+ */
+bool ckpt_s3_bucket_is_dns(const char *bucket);
+
+/* Is endpoint's host AWS's own ("amazonaws.com" or a name under it)? */
+bool ckpt_s3_endpoint_is_aws(const char *endpoint);
+
+/*
+ * Pick the style for bucket at endpoint (normalized): VIRTUAL and PATH
+ * as asked, AUTO as botocore picks: virtual-hosted for an AWS endpoint
+ * (endpoint_given false: the default one, or a host under amazonaws.com)
+ * when the bucket is DNS-compatible, path-style otherwise and for every
+ * other endpoint.  Returns true for virtual-hosted.
+ */
+bool ckpt_s3_use_virtual(enum ckpt_s3_addressing style, const char *endpoint,
+			 bool endpoint_given, const char *bucket);
+
+/*
+ * The virtual-hosted endpoint of bucket: "SCHEME://BUCKET.HOST[:PORT]
+ * [/PATH]" from endpoint "SCHEME://HOST[:PORT][/PATH]" (normalized).
+ * Returns a new string (caller frees) or NULL (ENOMEM, or no "://").
+ */
+char *ckpt_s3_virtual_endpoint(const char *endpoint, const char *bucket);
 
 #endif

@@ -45,6 +45,10 @@ struct s3_store {
 	struct ckpt_s3_cfg cfg;
 	char *bucket;
 	char *prefix;		/* "" or "a/b" */
+	char *url_ep;		/* what URLs begin with: the endpoint, or
+				 * the bucket's virtual-hosted one */
+	const char *url_bucket;	/* bucket (path-style) or NULL
+				 * (virtual-hosted): see ckpt_s3_url() */
 	struct ckpt_s3_http *http;
 	pthread_mutex_t lock;
 	/* Opened objects by id; a chunk, once made, never moves. */
@@ -160,7 +164,7 @@ static int obj_publish(struct s3_store *st, struct name_ent *e)
 	o = &st->chunks[id / CHUNK_OBJS][id % CHUNK_OBJS];
 	key = ckpt_s3_key(st->prefix, e->name);
 	o->name = strdup(e->name);
-	o->url = key ? ckpt_s3_url(st->cfg.endpoint, st->bucket, key, NULL) :
+	o->url = key ? ckpt_s3_url(st->url_ep, st->url_bucket, key, NULL) :
 		 NULL;
 	if (key && asprintf(&o->uri, "s3://%s/%s", st->bucket, key) < 0)
 		o->uri = NULL;
@@ -201,7 +205,7 @@ static int head_object(struct s3_store *st, const char *name, uint64_t *size,
 	int rc;
 
 	key = ckpt_s3_key(st->prefix, name);
-	url = key ? ckpt_s3_url(st->cfg.endpoint, st->bucket, key, NULL) :
+	url = key ? ckpt_s3_url(st->url_ep, st->url_bucket, key, NULL) :
 	      NULL;
 	if (url && asprintf(&uri, "s3://%s/%s", st->bucket, key) < 0)
 		uri = NULL;
@@ -396,7 +400,7 @@ static int s3_list(struct ckpt_store *s,
 	pthread_mutex_unlock(&st->lock);
 	if (again)
 		return replay_listing(st, fn, ctx, err, errlen);
-	rc = ckpt_s3_list(st->http, st->cfg.endpoint, st->bucket, st->prefix,
+	rc = ckpt_s3_list(st->http, st->url_ep, st->url_bucket, st->prefix,
 			  0, st->cfg.list_max_keys, s->root, on_listed, &lc,
 			  err, errlen);
 	if (rc == -ENOMEM && err && !err[0])
@@ -429,6 +433,7 @@ static void s3_destroy(struct ckpt_store *s)
 	ckpt_strtab_destroy(&st->tab);
 	pthread_mutex_destroy(&st->lock);
 	ckpt_s3_config_destroy(&st->cfg);
+	free(st->url_ep);
 	free(st->bucket);
 	free(st->prefix);
 	free(s->root);
@@ -481,7 +486,7 @@ static int probe(struct s3_store *st, char *err, size_t errlen)
 		query = ckpt_s3_query(p, 3);
 	}
 	if (query)
-		url = ckpt_s3_url(c->endpoint, st->bucket, NULL, query);
+		url = ckpt_s3_url(st->url_ep, st->url_bucket, NULL, query);
 	if (!url) {
 		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
 			       root);
@@ -584,6 +589,27 @@ int ckpt_store_s3_new(const char *root, const struct ckpt_store_opts *o,
 				 sizeof(cerr));
 	if (rc) {
 		ckpt_errf(err, errlen, rc, "%s: %s", root, cerr);
+		goto out_fail;
+	}
+	if (ckpt_s3_use_virtual(st->cfg.addressing, st->cfg.endpoint,
+				st->cfg.endpoint_given, st->bucket)) {
+		if (!ckpt_s3_bucket_is_dns(st->bucket)) {
+			rc = ckpt_errf(err, errlen, -EINVAL, "%s: bucket '%s' "
+				       "cannot be virtual-hosted (a DNS "
+				       "label: a-z, 0-9 and '-', no '.'); "
+				       "use addressing style path or auto",
+				       root, st->bucket);
+			goto out_fail;
+		}
+		st->url_ep = ckpt_s3_virtual_endpoint(st->cfg.endpoint,
+						      st->bucket);
+		st->url_bucket = NULL;
+	} else {
+		st->url_ep = strdup(st->cfg.endpoint);
+		st->url_bucket = st->bucket;
+	}
+	if (!st->url_ep) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory", root);
 		goto out_fail;
 	}
 	if (asprintf(&st->base.identity, "s3:%s/%s/%s", st->cfg.endpoint,

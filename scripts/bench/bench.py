@@ -23,6 +23,7 @@ import sys
 import time
 
 import s3bench
+import wanbench
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -1198,6 +1199,14 @@ def request_rows(args, t, work):
     s3bench.request_rows(args, t, lib_env(args))
 
 
+def wan_rows(args, t, work):
+    """Issue 28's WAN rows (scripts/bench/wanbench.py): the S3 rows through
+    a latency and bandwidth proxy at 0, 20 and 50 ms."""
+    wanbench.wan_figures(args, t, lib_env(args),
+                         dict(Mount=Mount, files_of=files_of,
+                              read_all=read_all))
+
+
 def main(argv):
     # No node-local index cache unless a row asks for one (s3bench's):
     # every repetition's open indexes a torch checkpoint as the first did.
@@ -1230,8 +1239,13 @@ def main(argv):
                     help="the throttled device's bandwidth-bound setting")
     ap.add_argument("--device-iops", type=int, default=500,
                     help="the throttled device's IOPS-bound setting")
+    ap.add_argument("--wan-gib", type=float, default=0.25,
+                    help="the torch 2.x checkpoint of the WAN rows")
+    ap.add_argument("--wan-delays", default="0,20,50",
+                    type=lambda s: [int(x) for x in s.split(",")],
+                    help="the WAN rows' first-byte delays (ms)")
     ap.add_argument("--only", choices=["device", "strided", "s3", "resume",
-                                       "requests"],
+                                       "requests", "wan"],
                     help="run only these rows (no chart, results.md kept)")
     ap.add_argument("--out", default=os.path.join(HERE, "results.md"))
     args = ap.parse_args(argv)
@@ -1242,7 +1256,7 @@ def main(argv):
     t = Table()
     if args.only:
         {"device": device_figures, "strided": strided_figure,
-         "s3": s3_rows, "requests": request_rows,
+         "s3": s3_rows, "requests": request_rows, "wan": wan_rows,
          "resume": resume_figures}[args.only](args, t, args.work)
         return 0
     ckpts = {}
@@ -1288,6 +1302,7 @@ def main(argv):
     s3_rows(args, t, args.work)
     if not args.quick:
         request_rows(args, t, args.work)
+        wan_rows(args, t, args.work)
         zip64_figure(args, t, args.work)
     header = (f"# ckptfs benchmark\n\n{time.strftime('%Y-%m-%d %H:%M')}, "
               f"{os.cpu_count()} CPUs, {args.gib} GiB float32 Adam state per "

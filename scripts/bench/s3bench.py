@@ -127,16 +127,18 @@ def plan_ranges(ckptfs, root, world, rank, env):
     return reads
 
 
-def curl_ceiling(rgw, prefix, reads, n=PARALLEL):
+def curl_ceiling(rgw, prefix, reads, n=PARALLEL, endpoint=None):
     """Seconds for `curl --parallel --parallel-max n` to GET exactly the
-    given ranges (a config file, so no credential is on a command line)."""
+    given ranges (a config file, so no credential is on a command line),
+    from endpoint (default: radosgw itself)."""
     env = rgw.env
+    ep = endpoint or env["AWS_ENDPOINT_URL"]
     with tempfile.NamedTemporaryFile("w", suffix=".curl", delete=False) as c:
         os.chmod(c.name, 0o600)
         for i, (f, off, ln) in enumerate(reads):
             if i:
                 c.write("next\n")
-            c.write(f'url = "{env["AWS_ENDPOINT_URL"]}/{BUCKET}/{prefix}/{f}"\n'
+            c.write(f'url = "{ep}/{BUCKET}/{prefix}/{f}"\n'
                     f'range = "{off}-{off + ln - 1}"\noutput = "/dev/null"\n'
                     f'aws-sigv4 = "aws:amz:{env["AWS_REGION"]}:s3"\n'
                     f'user = "{env["AWS_ACCESS_KEY_ID"]}:'

@@ -162,6 +162,7 @@ S3_OPTIONS: Dict[str, str] = {
     "s3_low_speed_time": "count", "s3_open_deadline_ms": "count",
     "s3_read_deadline_ms": "count", "s3_list_max_keys": "count",
     "s3_ca_bundle": "str",
+    "s3_addressing_style": "str",
 }
 
 

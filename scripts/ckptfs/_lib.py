@@ -57,7 +57,8 @@ class S3Opts(C.Structure):
                 ("open_deadline_ms", C.c_uint32),
                 ("read_deadline_ms", C.c_uint32),
                 ("list_max_keys", C.c_uint32),
-                ("ca_bundle", C.c_char_p)]
+                ("ca_bundle", C.c_char_p),
+                ("addressing_style", C.c_char_p)]
 
 
 class IoStats(C.Structure):

@@ -401,7 +401,8 @@ def open(path: PathArg, *, cache_mb: Optional[int] = None,
     s3_merge_gap (bytes), s3_retries (0: none), s3_timeout_ms (to the
     first byte), s3_connect_timeout_ms, s3_low_speed_limit (bytes/s),
     s3_low_speed_time (s), s3_open_deadline_ms, s3_read_deadline_ms,
-    s3_list_max_keys (docs/s3-trust.md): for an
+    s3_list_max_keys (docs/s3-trust.md), s3_addressing_style ("auto",
+    "virtual" or "path"; docs/s3.md): for an
         ``s3://`` checkpoint, the mount's ``-o`` keys of the same names;
         None or absent: ``AWS_ENDPOINT_URL``, ``AWS_REGION``,
         ``AWS_PROFILE``, ``~/.aws`` files..., then the defaults (16

@@ -389,7 +389,7 @@ except ckptfs.CheckpointError as e:
 @test "every S3 setting, the time bounds and no_sign_request included, is refused by name for a checkpoint that is not s3://" {
 	for o in "--s3-read-deadline-ms 5000" "--s3-connect-timeout-ms 500" \
 		"--s3-list-max-keys 10" "--s3-low-speed-time 3" "--s3-no-sign-request" \
-		"--s3-ca-bundle /ca.pem"; do
+		"--s3-ca-bundle /ca.pem" "--s3-addressing-style virtual"; do
 		name=$(echo "$o" | sed 's/^--//; s/^-o //; s/=.*//; s/ .*//; s/-/_/g')
 		run "$CKPTFS" ls "$TMP/ckpt" $o
 		echo "$o: $status $output"

@@ -13,7 +13,9 @@ load ../s3/suite
 
 S3CHECK=$(dirname "$CKPTFS")/tests/s3_check
 
-setup_file() { s3_setup_file; }
+# A name for rgw_dns_name that no resolver knows (.test is reserved): the
+# virtual-hosted case reaches it by CKPT_S3_CONNECT_TO alone.
+setup_file() { export RGW_DNS_NAME=s3.ckptfs.test; s3_setup_file; }
 teardown_file() { s3_teardown_file; }
 
 setup() { common_setup; }
@@ -196,6 +198,63 @@ print(sum(1 for e in log if e[0] == "GET" and "list-type=2" in e[1]
 		{ cat "$TMP/gen.log"; false; }
 	upload "$TMP/t/per_rank" ck-torch/w3
 	same_views "$TMP/t/per_rank" s3://ck-torch/w3 "2 1" "5 4"
+}
+
+# vhost_log BUCKET_HOST PREFIX: every request the proxy logged since its
+# reset went to Host BUCKET_HOST with a path under /PREFIX (the bucket in
+# the Host, not the path); prints the count.
+vhost_log() {
+	curl -sf "$S3CHECK_PROXY/__faultproxy/stats" | $PY -c '
+import json, sys
+log = json.load(sys.stdin)["log"]
+bad = [e for e in log if e[7] != sys.argv[1] or
+       not (e[1] == "/" or e[1].startswith("/?") or
+            e[1].startswith("/" + sys.argv[2]))]
+for e in bad:
+    print("not virtual-hosted:", e[0], e[7], e[1])
+print(len(log), "requests")
+sys.exit(1 if bad or not log else 0)' "$1" "$2"
+}
+
+@test "s3: virtual-hosted addressing (--s3-addressing-style virtual, -o s3_addressing_style=virtual) against radosgw with rgw_dns_name, reached by CKPT_S3_CONNECT_TO: every request goes to Host BUCKET.NAME with the key as the path, listing too; mount and ckptfs cat show the local bytes; auto stays path-style for a custom endpoint" {
+	local port ep fqn
+	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TMP/t" --world 3 --seed 6 >"$TMP/gen.log" 2>&1 ||
+		{ cat "$TMP/gen.log"; false; }
+	upload "$TMP/t/per_rank" ck-vhost/w3
+	port=${S3CHECK_PROXY##*:}
+	ep=http://s3.ckptfs.test:$port
+	export CKPT_S3_CONNECT_TO="ck-vhost.s3.ckptfs.test:$port:127.0.0.1:$port,s3.ckptfs.test:$port:127.0.0.1:$port"
+
+	start_mount "$TMP/t/per_rank" "$MNT" --world 5 --rank 4
+	sums "$MNT" >"$TMP/local.sums"
+	stop_mount
+	proxy reset '{}'
+	start_mount s3://ck-vhost/w3 "$MNT" --world 5 --rank 4 -o s3_endpoint="$ep",s3_addressing_style=virtual
+	sums "$MNT" >"$TMP/s3.sums"
+	stop_mount
+	[ "$(wc -l <"$TMP/local.sums")" -gt 0 ]
+	diff "$TMP/local.sums" "$TMP/s3.sums"
+	vhost_log "ck-vhost.s3.ckptfs.test:$port" w3
+
+	fqn=$(head -1 "$TMP/local.sums" | awk '{print $2}' | sed 's|^\./||')
+	proxy reset '{}'
+	"$CKPTFS" cat s3://ck-vhost/w3 "$fqn" --world 5 --rank 4 --s3-endpoint "$ep" --s3-addressing-style virtual >"$TMP/vh.out"
+	"$CKPTFS" cat "$TMP/t/per_rank" "$fqn" --world 5 --rank 4 | cmp - "$TMP/vh.out"
+	vhost_log "ck-vhost.s3.ckptfs.test:$port" w3
+
+	# auto with a custom endpoint: path-style, as botocore
+	proxy reset '{}'
+	"$CKPTFS" cat s3://ck-vhost/w3 "$fqn" --world 5 --rank 4 --s3-endpoint "$ep" --s3-addressing-style auto | cmp - "$TMP/vh.out"
+	run vhost_log "ck-vhost.s3.ckptfs.test:$port" w3
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"not virtual-hosted: GET s3.ckptfs.test:$port /ck-vhost/w3"* ]]
+
+	# a bucket name that is no DNS label cannot be virtual-hosted
+	run "$CKPTFS" info s3://ck_vhost/w3 --s3-endpoint "$ep" --s3-addressing-style virtual
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"bucket 'ck_vhost' cannot be virtual-hosted"* ]]
+	unset CKPT_S3_CONNECT_TO
 }
 
 # icache_info ORIGIN: ckptfs info of s3://ck-icache/w3 through the proxy

@@ -280,3 +280,35 @@ EOF
 	start_mount s3://ck-public/run "$MNT" --world 2 --rank 1 -o s3_no_sign_request
 	check_mount 2 1
 }
+
+@test "s3 credentials: the library refreshes temporary credentials that expire while a ckptfs.open handle lives (EC2 metadata, 3 s expiry): loads after the expiry keep reading the local copy's values, with fresh sets from the server" {
+	credserver imds 3
+	no_keys
+	unset AWS_EC2_METADATA_DISABLED
+	export AWS_EC2_METADATA_SERVICE_ENDPOINT=$CS
+	PYTHONPATH=$ROOT/scripts run $(direct_env) $PY -c '
+import sys, time, warnings, numpy as np, ckptfs
+warnings.simplefilter("ignore")
+def flat(d, pre=""):
+    out = {}
+    for k, v in d.items():
+        out.update(flat(v, pre + str(k) + ".") if isinstance(v, dict)
+                   else {pre + str(k): v})
+    return out
+ref = flat(ckptfs.load(sys.argv[2], 2, 1, backend="numpy"))
+with ckptfs.open(sys.argv[1]) as ck:
+    for i in range(3):
+        sd = flat(ck.load(2, 1, backend="numpy"))
+        assert sorted(sd) == sorted(ref), (sorted(sd), sorted(ref))
+        for k in ref:
+            assert np.array_equal(np.asarray(sd[k]), np.asarray(ref[k])), k
+        print("load", i, "ok", ck.io_stats()["requests"], "requests",
+              flush=True)
+        time.sleep(float(sys.argv[3]))
+' s3://ck-creds/run "$S3TMP/ck" "$(secs 2)"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"load 2 ok"* ]]
+	echo "credentials $(cs_stat creds)"
+	[ "$(cs_stat creds)" -ge 3 ]
+}

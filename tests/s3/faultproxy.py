@@ -50,7 +50,8 @@ Control (JSON over HTTP on the same port):
                               "bytes_by_method" (body bytes sent back,
                               the same keys),
                               "log": [[method, path, range, status,
-                              bytes, signed headers, has token], ...]
+                              bytes, signed headers, has token, Host
+                              header], ...]
                               (the last 20000; "signed headers" is the
                               SignedHeaders list of the Authorization
                               header, never a credential or signature)}
@@ -142,8 +143,9 @@ class State:
             return dict(c)
 
     def record(self, method, path, rng, status, nbytes, headers=None):
-        signed, token = "", False
+        signed, token, host = "", False, ""
         if headers is not None:
+            host = headers.get("Host") or ""
             auth = headers.get("Authorization") or ""
             for part in auth.split(","):
                 part = part.strip()
@@ -157,7 +159,8 @@ class State:
             self.by_method[kind] = self.by_method.get(kind, 0) + 1
             self.bytes_by_method[kind] = \
                 self.bytes_by_method.get(kind, 0) + nbytes
-            self.log.append([method, path, rng, status, nbytes, signed, token])
+            self.log.append([method, path, rng, status, nbytes, signed, token,
+                             host])
             if len(self.log) > LOG_MAX:
                 del self.log[: len(self.log) - LOG_MAX]
 

@@ -18,6 +18,9 @@
 #                             DNS:localhost) of a CA made here:
 #                             DIR/https_url, DIR/tls/ca.pem, and another
 #                             CA that did not sign it, DIR/tls/other-ca.pem
+#                             RGW_DNS_NAME=NAME sets rgw_dns_name (default
+#                             127.0.0.1): a request to Host BUCKET.NAME is
+#                             virtual-hosted
 #   rgw.sh stop DIR           stop radosgw, then the OSD, then the monitor
 #   rgw.sh stop-rgw DIR       stop radosgw alone (objects are kept)
 #   rgw.sh start-rgw DIR      start radosgw again, wait until it answers
@@ -177,7 +180,7 @@ osd data = $D/osd
 [client.rgw]
 rgw frontends = $frontends
 rgw data = $D/rgw
-rgw dns name = 127.0.0.1
+rgw dns name = ${RGW_DNS_NAME:-127.0.0.1}
 CONF
 	if [ "${RGW_STS:-0}" = 1 ]; then
 		cat >> "$D/ceph.conf" <<CONF

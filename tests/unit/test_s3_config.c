@@ -597,6 +597,114 @@ static void test_profile_case(void)
 	unsetenv("AWS_PROFILE");
 }
 
+/* Virtual-hosted and path-style URLs, and how auto picks (botocore's
+ * check_dns_name and its rule for custom endpoints). */
+static void test_addressing(void)
+{
+	char *s;
+
+	CHECK(ckpt_s3_bucket_is_dns("ckpt-run-7"));
+	CHECK(ckpt_s3_bucket_is_dns("abc"));
+	CHECK(!ckpt_s3_bucket_is_dns("ab"));
+	CHECK(!ckpt_s3_bucket_is_dns("a.b.c"));
+	CHECK(!ckpt_s3_bucket_is_dns("Ckpt"));
+	CHECK(!ckpt_s3_bucket_is_dns("ck_pt"));
+	CHECK(!ckpt_s3_bucket_is_dns("-ckpt"));
+	CHECK(!ckpt_s3_bucket_is_dns("ckpt-"));
+	CHECK(ckpt_s3_bucket_is_dns("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
+	CHECK(!ckpt_s3_bucket_is_dns("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
+
+	CHECK(ckpt_s3_endpoint_is_aws("https://s3.us-west-2.amazonaws.com"));
+	CHECK(ckpt_s3_endpoint_is_aws("https://S3.AMAZONAWS.COM:443/"));
+	CHECK(ckpt_s3_endpoint_is_aws("https://amazonaws.com"));
+	CHECK(!ckpt_s3_endpoint_is_aws("https://notamazonaws.com"));
+	CHECK(!ckpt_s3_endpoint_is_aws("http://127.0.0.1:7480"));
+	CHECK(!ckpt_s3_endpoint_is_aws("http://amazonaws.com.evil:1"));
+
+	/* auto: virtual for the default endpoint and a DNS-label bucket */
+	CHECK(ckpt_s3_use_virtual(CKPT_S3_ADDR_AUTO,
+				  "https://s3.eu-north-1.amazonaws.com", false,
+				  "ckpt"));
+	CHECK(!ckpt_s3_use_virtual(CKPT_S3_ADDR_AUTO,
+				   "https://s3.eu-north-1.amazonaws.com",
+				   false, "my.ckpt"));
+	CHECK(!ckpt_s3_use_virtual(CKPT_S3_ADDR_AUTO,
+				   "https://s3.eu-north-1.amazonaws.com",
+				   false, "My_Ckpt"));
+	CHECK(ckpt_s3_use_virtual(CKPT_S3_ADDR_AUTO,
+				  "https://s3.eu-north-1.amazonaws.com", true,
+				  "ckpt"));
+	/* a custom endpoint stays path-style unless asked */
+	CHECK(!ckpt_s3_use_virtual(CKPT_S3_ADDR_AUTO, "http://127.0.0.1:7480",
+				   true, "ckpt"));
+	CHECK(ckpt_s3_use_virtual(CKPT_S3_ADDR_VIRTUAL,
+				  "http://127.0.0.1:7480", true, "ckpt"));
+	CHECK(!ckpt_s3_use_virtual(CKPT_S3_ADDR_PATH,
+				   "https://s3.eu-north-1.amazonaws.com",
+				   false, "ckpt"));
+
+	s = ckpt_s3_virtual_endpoint("https://s3.eu-north-1.amazonaws.com",
+				     "ckpt");
+	CHECK(s && strcmp(s, "https://ckpt.s3.eu-north-1.amazonaws.com") == 0);
+	free(s);
+	s = ckpt_s3_virtual_endpoint("http://rgw.test:7480/base", "ckpt");
+	CHECK(s && strcmp(s, "http://ckpt.rgw.test:7480/base") == 0);
+	free(s);
+	CHECK(ckpt_s3_virtual_endpoint("rgw.test", "ckpt") == NULL);
+
+	/* bucket NULL: the endpoint is the bucket's own */
+	s = ckpt_s3_url("https://ckpt.s3.eu-north-1.amazonaws.com", NULL,
+			"run/a b.distcp", NULL);
+	CHECK(s && strcmp(s, "https://ckpt.s3.eu-north-1.amazonaws.com/"
+			     "run/a%20b.distcp") == 0);
+	free(s);
+	s = ckpt_s3_url("http://ckpt.rgw.test:7480", NULL, NULL,
+			"list-type=2&prefix=run%2F");
+	CHECK(s && strcmp(s, "http://ckpt.rgw.test:7480/?list-type=2"
+			     "&prefix=run%2F") == 0);
+	free(s);
+}
+
+/* addressing_style from the option and the profile's nested s3 block. */
+static void test_addressing_config(void)
+{
+	struct ckpt_s3_opts o = { .no_sign_request = true };
+	struct ckpt_s3_cfg c;
+	char err[512];
+
+	clean();
+	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == 0);
+	CHECK(c.addressing == CKPT_S3_ADDR_AUTO && !c.endpoint_given);
+	ckpt_s3_config_destroy(&c);
+
+	put_file(".aws/config",
+		 "[default]\ns3 =\n  addressing_style = virtual\n"
+		 "[profile p]\nS3 =\n  Addressing_Style = path\n"
+		 "endpoint_url = http://127.0.0.1:1\n"
+		 "[profile bad]\ns3 =\n  addressing_style = sideways\n");
+	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == 0);
+	CHECK(c.addressing == CKPT_S3_ADDR_VIRTUAL);
+	ckpt_s3_config_destroy(&c);
+	setenv("AWS_PROFILE", "p", 1);
+	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == 0);
+	CHECK(c.addressing == CKPT_S3_ADDR_PATH && c.endpoint_given);
+	ckpt_s3_config_destroy(&c);
+	/* the option wins over the profile */
+	o.addressing_style = "virtual";
+	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == 0);
+	CHECK(c.addressing == CKPT_S3_ADDR_VIRTUAL);
+	ckpt_s3_config_destroy(&c);
+	o.addressing_style = "Virtual";
+	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "addressing style option") &&
+	      strstr(err, "'Virtual'"));
+	o.addressing_style = NULL;
+	setenv("AWS_PROFILE", "bad", 1);
+	CHECK(ckpt_s3_config_load(&o, &c, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "'sideways'") && strstr(err, ".aws/config"));
+	unsetenv("AWS_PROFILE");
+}
+
 int main(void)
 {
 	snprintf(home, sizeof(home), "/tmp/ckptfs-s3cfg-XXXXXX");
@@ -619,6 +727,8 @@ int main(void)
 	TEST(test_encoding);
 	TEST(test_roots);
 	TEST(test_xml);
+	TEST(test_addressing);
+	TEST(test_addressing_config);
 	clean();
 	{
 		char cmd[160];
