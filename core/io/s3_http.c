@@ -1417,6 +1417,9 @@ static int share_new(struct ckpt_s3_http *h)
 		return rc == CURLSHE_NOMEM ? -ENOMEM : -EINVAL;
 	}
 	h->share = sh;
+	return 0;
+}
+
 /*
  * CKPT_S3_CONNECT_TO="HOST:PORT:TO_HOST:TO_PORT[,...]": connect there
  * instead, with the URL (so the Host header and the signature) unchanged
