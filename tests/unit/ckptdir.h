@@ -179,40 +179,11 @@ static inline float *mb_keys_data(unsigned n, uint64_t elems)
 static inline void mb_transposed_meta(msgpack_sbuffer *sb, uint64_t rows,
 				      uint64_t cols)
 {
-	uint64_t shape[2] = { rows, cols }, zero[2] = { 0, 0 };
-	uint64_t strides[2] = { 1, rows };
+	uint64_t shape[2] = { rows, cols }, strides[2] = { 1, rows };
 	msgpack_packer pk;
 
 	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
-	mb_header(&pk, 1);
-	mb_str(&pk, "t");
-	msgpack_pack_map(&pk, 4);
-	mb_str(&pk, "type");
-	mb_str(&pk, "tensor");
-	mb_str(&pk, "dtype");
-	mb_str(&pk, "float32");
-	mb_str(&pk, "size");
-	mb_dims(&pk, shape, 2);
-	mb_str(&pk, "chunks");
-	msgpack_pack_array(&pk, 1);
-	msgpack_pack_map(&pk, 2);
-	mb_str(&pk, "offsets");
-	mb_dims(&pk, zero, 2);
-	mb_str(&pk, "sizes");
-	mb_dims(&pk, shape, 2);
-	mb_str(&pk, "storage_data");
-	msgpack_pack_array(&pk, 1);
-	msgpack_pack_map(&pk, 6);
-	mb_str(&pk, "fqn");
-	mb_str(&pk, "t");
-	mb_str(&pk, "offsets");
-	mb_dims(&pk, zero, 2);
-	mb_str(&pk, "relative_path");
-	mb_str(&pk, "data");
-	mb_str(&pk, "offset");
-	msgpack_pack_uint64(&pk, 0);
-	mb_str(&pk, "length");
-	msgpack_pack_uint64(&pk, rows * cols * 4);
+	mb_one_record(&pk, shape, 2, "data", 0, rows * cols * 4, 1);
 	mb_str(&pk, "strides");
 	mb_dims(&pk, strides, 2);
 }

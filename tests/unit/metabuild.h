@@ -38,6 +38,49 @@ static inline void mb_header(msgpack_packer *pk, uint32_t nkeys)
 	msgpack_pack_map(pk, nkeys);
 }
 
+/*
+ * The image of one float32 tensor "t" of shape[nd], saved whole as one
+ * record in file path at offset off of len bytes, up to and including
+ * those fields of its storage_data entry: the caller packs the entry's
+ * other nmore fields next.
+ */
+static inline void mb_one_record(msgpack_packer *pk, const uint64_t *shape,
+				 unsigned nd, const char *path, uint64_t off,
+				 uint64_t len, uint32_t nmore)
+{
+	uint64_t zero[4] = { 0, 0, 0, 0 };
+
+	mb_header(pk, 1);
+	mb_str(pk, "t");
+	msgpack_pack_map(pk, 4);
+	mb_str(pk, "type");
+	mb_str(pk, "tensor");
+	mb_str(pk, "dtype");
+	mb_str(pk, "float32");
+	mb_str(pk, "size");
+	mb_dims(pk, shape, nd);
+	mb_str(pk, "chunks");
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_map(pk, 2);
+	mb_str(pk, "offsets");
+	mb_dims(pk, zero, nd);
+	mb_str(pk, "sizes");
+	mb_dims(pk, shape, nd);
+	mb_str(pk, "storage_data");
+	msgpack_pack_array(pk, 1);
+	msgpack_pack_map(pk, 5 + nmore);
+	mb_str(pk, "fqn");
+	mb_str(pk, "t");
+	mb_str(pk, "offsets");
+	mb_dims(pk, zero, nd);
+	mb_str(pk, "relative_path");
+	mb_str(pk, path);
+	mb_str(pk, "offset");
+	msgpack_pack_uint64(pk, off);
+	mb_str(pk, "length");
+	msgpack_pack_uint64(pk, len);
+}
+
 /* A chunk as (offsets, sizes) for mb_tensor_meta. */
 struct mb_chunk {
 	uint64_t off[4], size[4];

@@ -109,39 +109,11 @@ static void test_not_a_map(void)
 static void lazy_meta(msgpack_sbuffer *sb, uint64_t at, uint64_t n,
 		      const char *extra)
 {
-	uint64_t shape[1] = { 4 }, zero[1] = { 0 };
+	uint64_t shape[1] = { 4 };
 	msgpack_packer pk;
 
 	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
-	mb_header(&pk, 1);
-	mb_str(&pk, "t");
-	msgpack_pack_map(&pk, 4);
-	mb_str(&pk, "type");
-	mb_str(&pk, "tensor");
-	mb_str(&pk, "dtype");
-	mb_str(&pk, "float32");
-	mb_str(&pk, "size");
-	mb_dims(&pk, shape, 1);
-	mb_str(&pk, "chunks");
-	msgpack_pack_array(&pk, 1);
-	msgpack_pack_map(&pk, 2);
-	mb_str(&pk, "offsets");
-	mb_dims(&pk, zero, 1);
-	mb_str(&pk, "sizes");
-	mb_dims(&pk, shape, 1);
-	mb_str(&pk, "storage_data");
-	msgpack_pack_array(&pk, 1);
-	msgpack_pack_map(&pk, 6 + (extra != NULL));
-	mb_str(&pk, "fqn");
-	mb_str(&pk, "t");
-	mb_str(&pk, "offsets");
-	mb_dims(&pk, zero, 1);
-	mb_str(&pk, "relative_path");
-	mb_str(&pk, "d");
-	mb_str(&pk, "offset");
-	msgpack_pack_uint64(&pk, at);
-	mb_str(&pk, "length");
-	msgpack_pack_uint64(&pk, 16);
+	mb_one_record(&pk, shape, 1, "d", at, 16, 1 + (extra != NULL));
 	mb_str(&pk, "archive");
 	msgpack_pack_array(&pk, 2);
 	msgpack_pack_uint64(&pk, at);
