@@ -305,20 +305,33 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.upstream = http.client.HTTPConnection(*UPSTREAM, timeout=60)
         return self.upstream
 
+    def send_upstream(self, body, mode):
+        conn = self.upstream_conn()
+        conn.putrequest(self.command, self.path, skip_host=True,
+                        skip_accept_encoding=True)
+        for k, v in self.headers.items():
+            if k.lower() in HOP or (k.lower() == "if-match" and mode in
+                                    ("noifmatch", "noversion")):
+                continue
+            if k.lower() == "range" and mode == "norange":
+                continue
+            conn.putheader(k, v)
+        conn.endheaders(body)
+        return conn.getresponse()
+
     def forward(self, body, rng, fault, mode):
         try:
-            conn = self.upstream_conn()
-            conn.putrequest(self.command, self.path, skip_host=True,
-                            skip_accept_encoding=True)
-            for k, v in self.headers.items():
-                if k.lower() in HOP or (k.lower() == "if-match" and mode in
-                                        ("noifmatch", "noversion")):
-                    continue
-                if k.lower() == "range" and mode == "norange":
-                    continue
-                conn.putheader(k, v)
-            conn.endheaders(body)
-            resp = conn.getresponse()
+            try:
+                reused = self.upstream is not None
+                resp = self.send_upstream(body, mode)
+            except (OSError, http.client.HTTPException):
+                # A kept-alive upstream connection the server closed (a
+                # radosgw restarted): once more on a new one, as HTTP
+                # clients do; a server that is down still gives 502.
+                self.upstream = None
+                if not reused:
+                    raise
+                resp = self.send_upstream(body, mode)
         except (OSError, http.client.HTTPException) as e:
             self.upstream = None
             msg = ("upstream: %s" % e).encode()
