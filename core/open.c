@@ -532,18 +532,6 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 	return rc;
 }
 
-void ckpt_meta_mark_open(struct ckpt_meta *m)
-{
-	struct ckpt_store_stats st;
-
-	ckpt_store_stats(m->store, &st);
-	m->at_open.gets = st.gets;
-	m->at_open.heads = st.heads;
-	m->at_open.lists = st.lists;
-	m->at_open.bytes_fetched = st.bytes_fetched;
-	m->at_open.bytes_delivered = st.bytes_delivered;
-}
-
 static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 		     struct ckpt_meta **out, char *err, size_t errlen)
 {

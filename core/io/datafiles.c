@@ -180,6 +180,18 @@ out_free:
 	return rc;
 }
 
+void ckpt_meta_mark_open(struct ckpt_meta *m)
+{
+	struct ckpt_store_stats st;
+
+	ckpt_store_stats(m->store, &st);
+	m->at_open.gets = st.gets;
+	m->at_open.heads = st.heads;
+	m->at_open.lists = st.lists;
+	m->at_open.bytes_fetched = st.bytes_fetched;
+	m->at_open.bytes_delivered = st.bytes_delivered;
+}
+
 int ckpt_files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 		    char *err, size_t errlen)
 {

@@ -67,4 +67,10 @@ bool ckpt_files_are_open(const struct ckpt_meta *m);
 /* Close m's data files and free its store (for ckpt_meta_free()). */
 void ckpt_files_close(struct ckpt_meta *m);
 
+/* Everything m's store did until now was the open's: ckpt_meta_io_stats()
+ * splits its counters here.  Called as ckpt_meta_open_opts() returns, and
+ * again as ckpt_files_open() does (opening the data files, HEADs on S3, is
+ * the open's too). */
+void ckpt_meta_mark_open(struct ckpt_meta *m);
+
 #endif

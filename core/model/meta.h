@@ -229,12 +229,6 @@ struct ckpt_meta {
 					 * records cannot be read (EIO) */
 };
 
-/* Everything m's store did until now was the open's: ckpt_meta_io_stats()
- * splits its counters here.  Called as ckpt_meta_open_opts() returns, and
- * again as ckpt_files_open() does (opening the data files, HEADs on S3, is
- * the open's too). */
-void ckpt_meta_mark_open(struct ckpt_meta *m);
-
 /*
  * Make sure chunks ci[0..n) (meta->chunks indices; repeats allowed) are
  * located before their bytes are planned: the pending ones are located
