@@ -421,7 +421,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if sent < total + len(extra) and mode in ("truncate", "short"):
             # The rest of the upstream body is not wanted: drop that
             # connection rather than drain it.
-            conn.close()
+            if self.upstream is not None:
+                self.upstream.close()
             self.upstream = None
         if mode == "truncate":
             self.close_connection = True
