@@ -508,15 +508,17 @@ static void ckfs_open(fuse_req_t req, fuse_ino_t ino,
  * FAILED_HOLD_MS.  After a failed readahead the kernel reads the page it
  * was asked for again, at once: that second READ would wait the whole
  * read deadline again and double a read()'s time.  A READ inside a range
- * which failed slowly that recently fails at once with EIO.  The hold is
- * short: the kernel's retry comes within the same read(), and a read made
- * later (the store may have recovered) is tried again.
+ * which failed slowly that recently, for the same process, fails at once
+ * with EIO.  The hold is short and per process: the kernel's retry comes
+ * within the same read() of the same reader, and a read made later or by
+ * another process (the store may have recovered) is tried again.
  */
 #define FAILED_SLOW_MS 1000	/* a failure this slow is remembered */
 #define FAILED_HOLD_MS 250	/* ... for this long after it ended */
 #define FAILED_SLOTS 16
 struct failed_read {
 	fuse_ino_t ino;		/* 0: free */
+	pid_t pid;		/* of the process whose READ failed */
 	uint64_t off, end;	/* the range of the READ that failed */
 	uint64_t at_ms;		/* CLOCK_MONOTONIC ms it failed */
 	uint64_t took_ms;
@@ -533,9 +535,11 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* A recent slow failure of ino containing [off, end), copied to *out. */
-static bool has_failed_recently(fuse_ino_t ino, uint64_t off, uint64_t end,
-				uint64_t now, struct failed_read *out)
+/* A recent slow failure of ino containing [off, end), for process pid,
+ * copied to *out. */
+static bool has_failed_recently(fuse_ino_t ino, pid_t pid, uint64_t off,
+				uint64_t end, uint64_t now,
+				struct failed_read *out)
 {
 	bool hit = false;
 	unsigned i;
@@ -544,7 +548,8 @@ static bool has_failed_recently(fuse_ino_t ino, uint64_t off, uint64_t end,
 	for (i = 0; i < FAILED_SLOTS && !hit; i++) {
 		const struct failed_read *f = &failed[i];
 
-		if (f->ino == ino && now - f->at_ms < FAILED_HOLD_MS &&
+		if (f->ino == ino && f->pid == pid &&
+		    now - f->at_ms < FAILED_HOLD_MS &&
 		    f->off <= off && end <= f->end) {
 			*out = *f;
 			hit = true;
@@ -554,11 +559,11 @@ static bool has_failed_recently(fuse_ino_t ino, uint64_t off, uint64_t end,
 	return hit;
 }
 
-static void remember_failed(fuse_ino_t ino, uint64_t off, uint64_t end,
-			    uint64_t now, uint64_t took_ms)
+static void remember_failed(fuse_ino_t ino, pid_t pid, uint64_t off,
+			    uint64_t end, uint64_t now, uint64_t took_ms)
 {
 	pthread_mutex_lock(&failed_lock);
-	failed[failed_next] = (struct failed_read){ ino, off, end, now,
+	failed[failed_next] = (struct failed_read){ ino, pid, off, end, now,
 						    took_ms };
 	failed_next = (failed_next + 1) % FAILED_SLOTS;
 	pthread_mutex_unlock(&failed_lock);
@@ -600,8 +605,8 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (size > fsize - (uint64_t)off)
 		size = (size_t)(fsize - (uint64_t)off);
 	t0 = mono_ms();
-	if (has_failed_recently(ino, (uint64_t)off, (uint64_t)off + size, t0,
-				&f)) {
+	if (has_failed_recently(ino, fuse_req_ctx(req)->pid, (uint64_t)off,
+				(uint64_t)off + size, t0, &f)) {
 		ckfs_log(fs, "read of %zu bytes at %lld (rank %u): failed at "
 			 "once: a read of bytes %llu-%llu failed %llu ms ago "
 			 "after %llu ms (see above)", size, (long long)off,
@@ -627,8 +632,9 @@ static void ckfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		uint64_t t1 = mono_ms();
 
 		if (rc == -EIO && t1 - t0 >= FAILED_SLOW_MS)
-			remember_failed(ino, (uint64_t)off,
-					(uint64_t)off + size, t1, t1 - t0);
+			remember_failed(ino, fuse_req_ctx(req)->pid,
+					(uint64_t)off, (uint64_t)off + size,
+					t1, t1 - t0);
 		if (rc != -ENOMEM)
 			ckfs_log(fs, "read of %zu bytes at %lld (rank %u): %s", size,
 				 (long long)off,

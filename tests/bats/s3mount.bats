@@ -196,7 +196,7 @@ big_ckpt() {	# BUCKET
 	proxy config '{"mode":"none"}'
 	"$ROOT/tests/s3/rgw.sh" start-rgw "$S3TMP/rgw"
 	# Every file, the one that failed included, now reads right.
-	sums "$MNT" >"$TMP/s3.sums"
+	sums "$MNT" >"$TMP/s3.sums" || { tail -20 "$TMP/daemon.log"; false; }
 	diff "$TMP/local.sums" "$TMP/s3.sums"
 	stop_mount
 }
