@@ -1446,6 +1446,7 @@ int ckpt_torch_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n)
 	struct tctx t = { .dir = m->dir, .name = m->meta_path,
 			  .store = m->store, .fid = UINT32_MAX };
 	size_t i, nw = 0;
+	bool cancelled = false;
 	char why[1024];
 
 	if (!m->opened || !m->store)
@@ -1472,6 +1473,12 @@ int ckpt_torch_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n)
 		t.err = why;
 		t.errlen = sizeof(why);
 		rc = locate_one(&t, m, ci[i]);
+		if (rc && ckpt_is_cancelled()) {
+			/* Cancelled, not broken: left pending for a later
+			 * call (the handle stays usable). */
+			cancelled = true;
+			continue;
+		}
 		if (rc) {
 			if (!why[0])
 				snprintf(why, sizeof(why), "%s: %s",
@@ -1485,7 +1492,7 @@ int ckpt_torch_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n)
 	}
 	pf_clear(&t.pf);
 	ckpt_st_set_free(&t.st);
-	return 0;
+	return cancelled ? -ECANCELED : 0;
 }
 
 /* What an index's source map says (see ckpt_torch_index()). */

@@ -227,12 +227,13 @@ def _line(p, want, deadline):
 
 
 def _run_phase(tmp_path, phase, target, kw, waiting, release,
-               open_first=False):
+               open_first=False, env=None):
     """Start the child, wait until waiting() says it waits in the phase,
     send SIGINT, release() the server, and return its report and the
     latency from the signal to KeyboardInterrupt."""
     p = subprocess.Popen([PY, "-c", PHASE_CHILD, phase, target,
-                          json.dumps(kw)], env=_child_env(tmp_path),
+                          json.dumps(kw)],
+                         env=dict(_child_env(tmp_path), **(env or {})),
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
@@ -318,7 +319,11 @@ def test_ctrl_c_in_the_listing(s3dir, tmp_path):
         assert r["later"][k] == v, k
 
 
-def test_ctrl_c_in_the_index_pass(s3dir, tmp_path, torch_ckpts):
+@pytest.mark.parametrize("eager", [True, False])
+def test_ctrl_c_in_the_index_pass(s3dir, tmp_path, torch_ckpts, eager):
+    """The index pass: the open's with CKPTFS_EAGER_INDEX=1; else (the lazy
+    open of an object store) the load's, locating its records.  A record
+    whose locating was cancelled is located by the later load."""
     d, srv = s3dir
     shutil.copytree(os.path.join(torch_ckpts, "per_item"), d / "tk")
     srv.stall(lambda q: q.method == "GET" and q.ranged and
@@ -326,7 +331,9 @@ def test_ctrl_c_in_the_index_pass(s3dir, tmp_path, torch_ckpts):
     r = _run_phase(tmp_path, "index", f"s3://{BUCKET}/tk",
                    dict(s3_endpoint=srv.url, index_cache=False),
                    lambda p: srv.stalled.is_set(),
-                   lambda: srv.stall(lambda q: False, 0))
+                   lambda: srv.stall(lambda q: False, 0),
+                   open_first=not eager,
+                   env={"CKPTFS_EAGER_INDEX": "1" if eager else ""})
     with ckptfs.open(os.path.join(torch_ckpts, "per_item"),
                      index_cache=False) as c:
         local = c.load(backend="numpy", trust_pickles=False)
