@@ -391,32 +391,32 @@ PYEOF
 	local sid="$ROOT/scripts/sid-chroot.sh" etc="$TMP/apt"
 	mkdir -p "$etc/sources.list.d"
 	cat > "$etc/sources.list" <<'EOF2'
-# deb http://commented.example/debian bookworm main
-deb-src http://src.example/debian bookworm main
-deb [signed-by=/usr/share/keyrings/x.gpg arch=amd64] https://apt.example.org/repo nodistro main
-deb http://sec.example/debian-security bookworm-security main
-deb [ arch=amd64 ] http://mirror.example/debian/ bookworm main contrib
-deb http://later.example/debian bookworm main
+# deb http://127.0.0.3/debian bookworm main
+deb-src http://127.0.0.12/debian bookworm main
+deb [signed-by=/usr/share/keyrings/x.gpg arch=amd64] https://127.0.0.2/repo nodistro main
+deb http://127.0.0.10/debian-security bookworm-security main
+deb [ arch=amd64 ] http://127.0.0.6/debian/ bookworm main contrib
+deb http://127.0.0.5/debian bookworm main
 EOF2
 	run env CKPTFS_APT_ETC="$etc" "$sid" mirror
 	echo "$output"
-	[ "$status" -eq 0 ]; [ "$output" = http://mirror.example/debian ]
+	[ "$status" -eq 0 ]; [ "$output" = http://127.0.0.6/debian ]
 	# deb822 only, after .list files without a Debian archive
 	rm "$etc/sources.list"
-	printf 'deb https://repo.example/x stable-updates main\n' > "$etc/sources.list.d/a.list"
+	printf 'deb https://127.0.0.9/x stable-updates main\n' > "$etc/sources.list.d/a.list"
 	cat > "$etc/sources.list.d/b.sources" <<'EOF2'
 Types: deb
-URIs: http://disabled.example/debian
+URIs: http://127.0.0.4/debian
 Suites: bookworm
 Enabled: no
 
 Types: deb-src
-URIs: http://src.example/debian
+URIs: http://127.0.0.12/debian
 Suites: sid
 
-# http://snapshot.example/archive/debian/20250520T000000Z
+# http://127.0.0.11/archive/debian/20250520T000000Z
 Types: deb
-URIs: https://one.example/debian https://two.example/debian
+URIs: https://127.0.0.7/debian https://127.0.0.13/debian
 Suites: trixie trixie-updates
 Components: main
 Signed-By:
@@ -424,12 +424,12 @@ Signed-By:
  .
  -----END PGP PUBLIC KEY BLOCK-----
 EOF2
-	printf 'Types: deb\nURIs: http://z.example/debian\nSuites: sid\n' > "$etc/sources.list.d/z.sources"
+	printf 'Types: deb\nURIs: http://127.0.0.14/debian\nSuites: sid\n' > "$etc/sources.list.d/z.sources"
 	run env CKPTFS_APT_ETC="$etc" "$sid" mirror
 	echo "$output"
-	[ "$status" -eq 0 ]; [ "$output" = https://one.example/debian ]
-	run env CKPTFS_APT_ETC="$etc" CKPTFS_SID_MIRROR=http://override.example/debian "$sid" mirror
-	[ "$status" -eq 0 ]; [ "$output" = http://override.example/debian ]
+	[ "$status" -eq 0 ]; [ "$output" = https://127.0.0.7/debian ]
+	run env CKPTFS_APT_ETC="$etc" CKPTFS_SID_MIRROR=http://127.0.0.8/debian "$sid" mirror
+	[ "$status" -eq 0 ]; [ "$output" = http://127.0.0.8/debian ]
 	# nothing usable: an error naming the override
 	rm "$etc/sources.list.d/b.sources" "$etc/sources.list.d/z.sources"
 	run env CKPTFS_APT_ETC="$etc" "$sid" mirror
