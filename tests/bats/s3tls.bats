@@ -115,17 +115,20 @@ except ckptfs.CheckpointError as e:
 	[ "$status" -eq 0 ]
 }
 
+# role_profiles ARN [LINE]: a config file's profile 'base' (the user's
+# static keys) and profile 'dev' assuming role ARN with it, LINE added to
+# 'dev'.
+role_profiles() {
+	printf '[profile base]\naws_access_key_id = %s\naws_secret_access_key = %s\n' \
+		"$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY"
+	printf '[profile dev]\nrole_arn = %s\nsource_profile = base\n' "$1"
+	[ -z "${2:-}" ] || printf '%s\n' "$2"
+}
+
 @test "s3 tls: STS AssumeRole over https with the CA bundle; without it, one line naming STS and the host" {
 	local arn
 	arn=$(cat "$S3TMP/rgw/role_arn")
-	cat >"$TMP/config" <<EOF
-[profile base]
-aws_access_key_id = $AWS_ACCESS_KEY_ID
-aws_secret_access_key = $AWS_SECRET_ACCESS_KEY
-[profile dev]
-role_arn = $arn
-source_profile = base
-EOF
+	role_profiles "$arn" >"$TMP/config"
 	local secret=$AWS_SECRET_ACCESS_KEY
 	unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN
 	export AWS_CONFIG_FILE=$TMP/config AWS_PROFILE=dev AWS_ENDPOINT_URL_STS=$HTTPS
@@ -159,15 +162,7 @@ EOF
 	local arn secret=$AWS_SECRET_ACCESS_KEY http
 	arn=$(cat "$S3TMP/rgw/role_arn")
 	http=http://127.0.0.1:$(cat "$S3TMP/rgw/rgw.port")
-	cat >"$TMP/config" <<EOF2
-[profile base]
-aws_access_key_id = $AWS_ACCESS_KEY_ID
-aws_secret_access_key = $AWS_SECRET_ACCESS_KEY
-[profile dev]
-role_arn = $arn
-source_profile = base
-ca_bundle = $CA
-EOF2
+	role_profiles "$arn" "ca_bundle = $CA" >"$TMP/config"
 	# Static keys over http: no token, no warning.
 	run "$CKPTFS" info s3://ck-tls/run --s3-endpoint "$http"
 	[ "$status" -eq 0 ]
