@@ -39,6 +39,25 @@ PARALLEL = 16           # the S3 store's default parallel GETs
 BUCKET = "ckptfs-bench"
 
 
+
+def start_proxy(argv, port):
+    """Start the proxy script argv[0] (tests/s3/) with argv[1:] and
+    --port-file port; wait for it to write its port.  Returns (the Popen,
+    the proxy's URL); the caller stops the process."""
+    if os.path.exists(port):
+        os.unlink(port)
+    p = subprocess.Popen(["/usr/bin/python3", *argv, "--port-file", port],
+                         stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while not os.path.exists(port):
+        if time.monotonic() > deadline:
+            p.kill()
+            raise RuntimeError(f"{os.path.basename(argv[0])} did not start")
+        time.sleep(0.05)
+    with open(port) as fh:
+        return p, f"http://127.0.0.1:{int(fh.read())}"
+
 class Radosgw:
     """A radosgw of the bench's own, and the proxy; stopped on exit."""
 
@@ -59,18 +78,9 @@ class Radosgw:
                     self.env[k] = v
         self.proxy = None
         port = os.path.join(self.dir, "proxy.port")
-        self.proxy = subprocess.Popen(
-            ["/usr/bin/python3", PROXY, "--upstream",
-             self.env["AWS_ENDPOINT_URL"], "--port-file", port,
-             "--max-seconds", "7200"], stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while not os.path.exists(port):
-            if time.monotonic() > deadline:
-                raise RuntimeError("faultproxy did not start")
-            time.sleep(0.05)
-        with open(port) as fh:
-            self.proxy_url = f"http://127.0.0.1:{int(fh.read())}"
+        self.proxy, self.proxy_url = start_proxy(
+            [PROXY, "--upstream", self.env["AWS_ENDPOINT_URL"],
+             "--max-seconds", "7200"], port)
 
     def environ(self, base=None):
         env = dict(base if base is not None else os.environ)

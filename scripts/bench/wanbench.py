@@ -41,20 +41,10 @@ class WanProxy:
     """tests/s3/wanproxy.py in front of upstream; stopped on exit."""
 
     def __init__(self, work, upstream):
-        port = os.path.join(work, "wanproxy.port")
-        if os.path.exists(port):
-            os.unlink(port)
-        self.p = subprocess.Popen(
-            ["/usr/bin/python3", WANPROXY, "--upstream", upstream,
-             "--port-file", port, "--rate-mbps", str(RATE_MBPS)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while not os.path.exists(port):
-            if time.monotonic() > deadline:
-                raise RuntimeError("wanproxy did not start")
-            time.sleep(0.05)
-        with open(port) as fh:
-            self.url = f"http://127.0.0.1:{int(fh.read())}"
+        self.p, self.url = s3bench.start_proxy(
+            [WANPROXY, "--upstream", upstream,
+             "--rate-mbps", str(RATE_MBPS)],
+            os.path.join(work, "wanproxy.port"))
 
     def _post(self, what, body):
         req = urllib.request.Request(f"{self.url}/__wan/{what}",
