@@ -98,6 +98,30 @@ except ckptfs.CheckpointError as e:
 	[[ "$output" == *"S3 CA bundle from AWS_CA_BUNDLE: $TMP/none.pem: No such file or directory" ]]
 }
 
+@test "s3 tls: the certificate's names are checked: a host it names (localhost) passes TLS, one it does not is one line naming the host and curl's reason, with the right CA, tried once" {
+	local port=${HOSTPORT##*:}
+	# The same radosgw, reached by two names through libcurl's CONNECT_TO
+	# (no system file touched): the test CA trusts its certificate, which
+	# names 127.0.0.1 and localhost only.
+	# radosgw serves the Host 127.0.0.1 (rgw_dns_name) and takes another
+	# Host for a bucket's name: through localhost, the TLS handshake
+	# passes and radosgw itself answers.
+	CKPT_S3_CONNECT_TO="localhost:$port:127.0.0.1:$port" \
+		run "$CKPTFS" info s3://ck-tls/run --s3-ca-bundle "$CA" --s3-endpoint "https://localhost:$port" --s3-retries 0
+	echo "$output"
+	[[ "$output" != *"TLS to"* ]]
+	[[ "$output" == *"at https://localhost:$port (HTTP 404 NoSuchBucket)"* ]]
+	CKPT_S3_CONNECT_TO="wrong.ckptfs.test:$port:127.0.0.1:$port" \
+		run "$CKPTFS" info s3://ck-tls/run --s3-ca-bundle "$CA" --s3-endpoint "https://wrong.ckptfs.test:$port"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[ "$(wc -l <<<"$output")" -eq 1 ]
+	[[ "$output" == "ckptfs: s3://ck-tls/run: TLS to wrong.ckptfs.test:$port: "*"wrong.ckptfs.test"* ]]
+	[[ "$output" != *"gave up after"* ]]
+	export CKPT_S3_CONNECT_TO="wrong.ckptfs.test:$port:127.0.0.1:$port"
+	refuse_mount s3://ck-tls/run "TLS to wrong.ckptfs.test:$port: " -o s3_ca_bundle="$CA" -o s3_endpoint="https://wrong.ckptfs.test:$port"
+}
+
 @test "s3 tls: the CA bundle in the AWS tools' precedence: the option over AWS_CA_BUNDLE over the profile's ca_bundle" {
 	printf '[default]\nca_bundle = %s\n' "$CA" >"$TMP/config"
 	export AWS_CONFIG_FILE=$TMP/config
