@@ -2,14 +2,17 @@
 # SPDX-License-Identifier: MIT
 # S3 credentials the way clusters provide them (issue 28, part 1), against
 # a radosgw this suite starts (tests/s3/suite.bash) with its STS on: a
-# profile's role_arn through radosgw's own AssumeRole; web identity, EC2
+# profile's role_arn through radosgw's own AssumeRole; web identity
+# through radosgw's own AssumeRoleWithWebIdentity, with tokens of an OpenID
+# Connect provider on 127.0.0.1 (tests/s3/oidcserver.py, registered with
+# radosgw's IAM by rgw.sh oidc; radosgw fetches its keys over plain http),
+# and again through tests/s3/credserver.py standing in for STS, for a
+# refresh within seconds (radosgw's sessions last 900 s at least); EC2
 # instance metadata (IMDSv2) and the container endpoint through
-# tests/s3/credserver.py on 127.0.0.1, which hands out fresh temporary
-# credentials from radosgw's STS and counts requests (radosgw 16.2's
-# AssumeRoleWithWebIdentity needs an OIDC provider over https with a
-# certificate thumbprint, so the server stands in for STS there);
-# credential_process with a script; refresh with short expiry times; and
-# each source's failure as one line that holds no secret.
+# credserver.py on 127.0.0.1, which hands out fresh temporary credentials
+# from radosgw's STS and counts requests; credential_process with a
+# script; refresh with short expiry times; and each source's failure as
+# one line that holds no secret.
 
 load helpers
 load ../s3/suite
@@ -54,6 +57,36 @@ credserver() {
 		sleep 0.05
 	done
 	CS="http://127.0.0.1:$(cat "$TMP/$name.port")"
+}
+
+# oidcserver: start tests/s3/oidcserver.py (its key, issuer and thumbprint
+# in $TMP/oidc) and register it with radosgw for client id ckptfs-app;
+# the role its tokens may assume in $WEBROLE.
+oidcserver() {
+	local i
+	mkdir -p "$TMP/oidc"
+	setsid $PY "$ROOT/tests/s3/oidcserver.py" serve --dir "$TMP/oidc" \
+		--port-file "$TMP/oidc.port" </dev/null >"$TMP/oidc.log" 2>&1 &
+	echo $! >"$TMP/oidc.pid"
+	for i in $(seq "$(polls 10)"); do
+		[ -s "$TMP/oidc.port" ] && break
+		sleep 0.05
+	done
+	WEBROLE=$("$S3CHECK_RGW" oidc "$S3CHECK_DIR" "$(cat "$TMP/oidc/issuer")" \
+		"$(cat "$TMP/oidc/thumbprint")" ckptfs-app)
+}
+
+# oidc_token FILE ARGS...: a token of the provider (oidcserver.py token).
+oidc_token() {
+	local f=$1
+	shift
+	$PY "$ROOT/tests/s3/oidcserver.py" token --dir "$TMP/oidc" "$@" >"$f"
+}
+
+# oidc_stat FIELD: a count of the OIDC provider's (config, jwks).
+oidc_stat() {
+	curl -sf "$(cat "$TMP/oidc/issuer")/__stats" |
+		$PY -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
 }
 
 # cs_stat FIELD: a count of the credential server's.
@@ -144,6 +177,60 @@ print(sorted(ckptfs.load(sys.argv[1], 2, 0, backend="numpy")))' s3://ck-creds/ru
 	# Half the configuration is an error, not another source.
 	AWS_ROLE_ARN= run "$CKPTFS" info s3://ck-creds/run
 	[[ "$output" == *"AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN is not"* ]]
+}
+
+@test "s3 credentials: web identity against radosgw's own STS: AssumeRoleWithWebIdentity of a token from an OIDC provider on 127.0.0.1, checked by radosgw with the provider's keys; its credentials read info, a mount and ckptfs.load; a token of another key or audience is one line without the token" {
+	oidcserver
+	echo "role $WEBROLE, provider $(cat "$TMP/oidc/issuer")"
+	oidc_token "$TMP/token" --aud ckptfs-app --sub trainer-3
+	no_keys
+	export AWS_WEB_IDENTITY_TOKEN_FILE=$TMP/token AWS_ROLE_ARN=$WEBROLE
+	export AWS_ENDPOINT_URL_STS=$AWS_ENDPOINT_URL AWS_ROLE_SESSION_NAME=job-8
+	run "$CKPTFS" info s3://ck-creds/run
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"credentials	web identity (AWS_WEB_IDENTITY_TOKEN_FILE), role $WEBROLE"* ]]
+	[[ "$output" == *"keys	10 "* ]]
+	[[ "$output" != *"eyJ"* ]]
+	# radosgw checked the token with the provider's published key
+	echo "provider: configuration $(oidc_stat config), keys $(oidc_stat jwks)"
+	[ "$(oidc_stat jwks)" -ge 1 ]
+	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 1 -d
+	check_mount 2 1
+	stop_mount
+	grep -q "s3://ck-creds/run: credentials: web identity (AWS_WEB_IDENTITY_TOKEN_FILE), role $WEBROLE" "$TMP/daemon.log"
+	! grep -q "eyJ" "$TMP/daemon.log"
+	# The library: the same values as a load of the local copy.
+	PYTHONPATH=$ROOT/scripts run $(direct_env) $PY -c '
+import sys, warnings, numpy as np, ckptfs
+warnings.simplefilter("ignore")
+def flat(d, pre=""):
+    out = {}
+    for k, v in d.items():
+        out.update(flat(v, pre + str(k) + ".") if isinstance(v, dict)
+                   else {pre + str(k): v})
+    return out
+ref = flat(ckptfs.load(sys.argv[2], 2, 0, backend="numpy"))
+sd = flat(ckptfs.load(sys.argv[1], 2, 0, backend="numpy"))
+assert sorted(sd) == sorted(ref) and ref, (sorted(sd), sorted(ref))
+for k in ref:
+    assert np.array_equal(np.asarray(sd[k]), np.asarray(ref[k])), k
+print(len(ref), "entries equal")
+' s3://ck-creds/run "$S3TMP/ck"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"entries equal"* ]]
+	# A token signed by another key, and one for another audience: radosgw
+	# refuses them; one line naming the source, no token.
+	local bad
+	for bad in "--aud ckptfs-app --foreign" "--aud other-app"; do
+		oidc_token "$TMP/token2" $bad --sub trainer-3
+		AWS_WEB_IDENTITY_TOKEN_FILE=$TMP/token2 run "$CKPTFS" info s3://ck-creds/run
+		echo "$bad: $output"
+		[ "$status" -ne 0 ] && [ "${#lines[@]}" -eq 1 ]
+		[[ "$output" == *"web identity (AWS_WEB_IDENTITY_TOKEN_FILE), role $WEBROLE: STS AssumeRoleWithWebIdentity of role $WEBROLE at $AWS_ENDPOINT_URL: HTTP 403 AccessDenied"* ]]
+		[[ "$output" != *"eyJ"* ]]
+	done
 }
 
 @test "s3 credentials: EC2 instance metadata (IMDSv2: token, role, credentials) at AWS_EC2_METADATA_SERVICE_ENDPOINT; refreshed in the daemon; a refusal is one line" {

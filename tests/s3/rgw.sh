@@ -29,6 +29,15 @@
 #   rgw.sh put DIR B/KEY FILE upload FILE as object KEY of bucket B
 #   rgw.sh rm DIR B/KEY       delete an object
 #   rgw.sh url DIR B/KEY      the object's URL (path style)
+#   rgw.sh oidc DIR URL THUMBPRINT CLIENT_ID
+#                             (needs RGW_STS=1 at start) register the OpenID
+#                             Connect provider at URL with radosgw's IAM
+#                             (CreateOpenIDConnectProvider, signed by the
+#                             user, given caps oidc-provider=*) and make a
+#                             role that tokens of it for CLIENT_ID may
+#                             assume (AssumeRoleWithWebIdentity; s3 reads);
+#                             prints the role's ARN, also in
+#                             DIR/webid_role_arn
 set -euo pipefail
 
 die() { echo "rgw.sh: $*" >&2; exit 1; }
@@ -241,7 +250,42 @@ s3() {
 		"$AWS_ENDPOINT_URL/$path"
 }
 
-[ $# -ge 2 ] || die "usage: rgw.sh start|stop|stop-rgw|start-rgw|env|mkbucket|put|rm|url DIR ..."
+# oidc URL THUMBPRINT CLIENT_ID: see the header.  The provider is known by
+# URL without its scheme (radosgw strips http:// or https:// from the
+# token's iss too); the role is named after it, so that one cluster can
+# hold several.
+cmd_oidc() {
+	local url=$1 thumb=$2 client=$3 host role arn
+	host=${url#http://}
+	host=${host#https://}
+	role=ckptfs-webid-$(printf '%s' "$host" | tr -c 'A-Za-z0-9\n' -)
+	radosgw-admin -c "$D/ceph.conf" caps add --uid=ckptfs \
+		--caps="oidc-provider=*" >>"$D/log/admin.out" 2>&1 ||
+		die "radosgw-admin caps add oidc-provider failed"
+	# shellcheck disable=SC1091
+	. "$D/env"
+	curl -sS --fail-with-body -X POST --aws-sigv4 "aws:amz:us-east-1:iam" \
+		--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+		--data-urlencode Action=CreateOpenIDConnectProvider \
+		--data-urlencode Version=2010-05-08 --data-urlencode "Url=$url" \
+		--data-urlencode "ClientIDList.member.1=$client" \
+		--data-urlencode "ThumbprintList.member.1=$thumb" \
+		"$AWS_ENDPOINT_URL/" >>"$D/log/admin.out" 2>&1 ||
+		die "CreateOpenIDConnectProvider of $url failed; see $D/log/admin.out"
+	radosgw-admin -c "$D/ceph.conf" role create --role-name="$role" --path=/ \
+		--assume-role-policy-doc='{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Federated":["arn:aws:iam:::oidc-provider/'"$host"'"]},"Action":["sts:AssumeRoleWithWebIdentity"],"Condition":{"StringEquals":{"'"$host"':app_id":"'"$client"'"}}}]}' \
+		>"$D/log/$role.json" 2>>"$D/log/admin.out" ||
+		die "radosgw-admin role create $role failed"
+	radosgw-admin -c "$D/ceph.conf" role-policy put --role-name="$role" \
+		--policy-name=s3read --policy-doc='{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["s3:GetObject","s3:ListBucket","s3:GetBucketLocation"],"Resource":"arn:aws:s3:::*"}]}' \
+		>>"$D/log/admin.out" 2>&1 || die "radosgw-admin role-policy put failed"
+	arn=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["Arn"])' \
+		"$D/log/$role.json") || die "no role ARN in $D/log/$role.json"
+	echo "$arn" >"$D/webid_role_arn"
+	echo "$arn"
+}
+
+[ $# -ge 2 ] || die "usage: rgw.sh start|stop|stop-rgw|start-rgw|env|mkbucket|put|rm|url|oidc DIR ..."
 cmd=$1
 D=$2
 shift 2
@@ -255,5 +299,7 @@ mkbucket) s3 PUT "$1" -o /dev/null ;;
 put) s3 PUT "$1" -T "$2" -o /dev/null ;;
 rm) s3 DELETE "$1" -o /dev/null ;;
 url) . "$D/env"; echo "$AWS_ENDPOINT_URL/$1" ;;
+oidc) [ $# -eq 3 ] || die "usage: rgw.sh oidc DIR URL THUMBPRINT CLIENT_ID"
+	cmd_oidc "$@" ;;
 *) die "unknown command '$cmd'" ;;
 esac
