@@ -142,6 +142,11 @@ static int rank_local_image(struct ckpt_store *s, uint8_t **img,
 			    size_t *imglen, struct timespec *mtime, char *err,
 			    size_t errlen)
 {
+	const char *eager = getenv("CKPTFS_EAGER_INDEX");
+	/* as torch_image(): in an object store, records are located when a
+	 * read needs them */
+	bool lazy = ckpt_store_parallelism(s) > 0 &&
+		    !(eager && eager[0] == '1');
 	const char *dir = ckpt_store_root(s);
 	struct ckpt_meta **parts = NULL;
 	struct rank_scan rs = { 0 };
@@ -213,8 +218,12 @@ static int rank_local_image(struct ckpt_store *s, uint8_t **img,
 				       names[i]);
 			goto out_free;
 		}
-		rc = index_now(s, names[i], pkl, len, &part, &plen, err,
-			       errlen);
+		if (lazy)
+			rc = ckpt_torch_index_lazy(s, names[i], pkl, len,
+						   &part, &plen, err, errlen);
+		else
+			rc = index_now(s, names[i], pkl, len, &part, &plen,
+				       err, errlen);
 		free(pkl);
 		if (rc)
 			goto out_free;
@@ -591,7 +600,8 @@ static void located_to_cache(struct ckpt_meta *m)
 		return;
 	if (ckpt_index_cache_open(m->index_cache, &c, why, sizeof(why)))
 		return;
-	if (ckpt_index_cache_lock(&c, hex, why, sizeof(why)))
+	if (ckpt_index_cache_lock_for(&c, hex, CKPT_INDEX_CACHE_MERGE_WAIT_MS,
+				      why, sizeof(why)))
 		goto out_close;
 	if (!cache_hit(&c, hex, &ic, &img, &imglen, &warning)) {
 		if (ckpt_meta_parse(img, imglen, m->meta_path, &cached, why,
@@ -690,7 +700,7 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 		if (rc)
 			goto out_path;
 	}
-	if (m->lazy && !torch) {
+	if (m->lazy && !torch && origin != CKPT_ORIGIN_TORCH_LOCAL) {
 		/* "archive" is for images built in memory, never a file's */
 		rc = ckpt_errf(err, errlen, -EINVAL,
 			       "%s: records with 'archive' are only located in a PyTorch checkpoint",

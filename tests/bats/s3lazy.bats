@@ -214,3 +214,26 @@ gets_of() { grep '^gets ' <<<"$1" | cut -d' ' -f2-; }
 	[ "$g3" -ge "$g1" ]
 	[ "$2" -le "$g2" ]
 }
+
+@test "s3 lazy: a rank-local checkpoint (__R.metadata per rank) opens lazily too: the open GETs the ranks' metadata, no record's zip windows; a mount of it has the written values" {
+	local g
+	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rl" --parts 8 --keys 16
+	upload "$TMP/rl" ck-lazy/rl
+	run $(direct_env) $LAZY opencounts s3://ck-lazy/rl "$S3CHECK_PROXY"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	set -- $output
+	g=$2
+	# 8 __R.metadata and .metadata looked for; eagerly, the 8 x 32
+	# records' zip windows besides (tiny records: merged, a GET a file)
+	[ "$g" -le 9 ]
+	run env CKPTFS_EAGER_INDEX=1 $(direct_env) $LAZY opencounts s3://ck-lazy/rl "$S3CHECK_PROXY"
+	echo "eager: $output"
+	set -- $output
+	[ "$2" -gt "$g" ]
+	start_mount s3://ck-lazy/rl "$MNT"
+	run $PY "$ROOT/tests/make_ranklocal.py" check "$MNT" --parts 8 --keys 16
+	echo "$output"
+	[ "$status" -eq 0 ]
+	stop_mount
+}
