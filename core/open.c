@@ -142,6 +142,11 @@ static int rank_local_image(struct ckpt_store *s, uint8_t **img,
 			    size_t *imglen, struct timespec *mtime, char *err,
 			    size_t errlen)
 {
+	const char *eager = getenv("CKPTFS_EAGER_INDEX");
+	/* as torch_image(): in an object store, records are located when a
+	 * read needs them */
+	bool lazy = ckpt_store_parallelism(s) > 0 &&
+		    !(eager && eager[0] == '1');
 	const char *dir = ckpt_store_root(s);
 	struct ckpt_meta **parts = NULL;
 	struct rank_scan rs = { 0 };
@@ -213,8 +218,12 @@ static int rank_local_image(struct ckpt_store *s, uint8_t **img,
 				       names[i]);
 			goto out_free;
 		}
-		rc = index_now(s, names[i], pkl, len, &part, &plen, err,
-			       errlen);
+		if (lazy)
+			rc = ckpt_torch_index_lazy(s, names[i], pkl, len,
+						   &part, &plen, err, errlen);
+		else
+			rc = index_now(s, names[i], pkl, len, &part, &plen,
+				       err, errlen);
 		free(pkl);
 		if (rc)
 			goto out_free;
@@ -532,6 +541,87 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 	return rc;
 }
 
+/*
+ * A lazy torch open with an index cache keeps what it needs to store the
+ * records it locates (located_to_cache()): the pickle (*pkl, taken),
+ * the .metadata version and the cache directory.  Out of memory: kept
+ * nothing, and nothing is stored.
+ */
+static void keep_for_cache(struct ckpt_meta *m, const char *cdir,
+			   const char *mver, uint8_t **pkl, size_t len)
+{
+	m->index_cache = strdup(cdir);
+	m->torch_mver = strdup(mver);
+	if (!m->index_cache || !m->torch_mver) {
+		free(m->index_cache);
+		free(m->torch_mver);
+		m->index_cache = m->torch_mver = NULL;
+		return;
+	}
+	m->torch_pkl = *pkl;
+	m->torch_pkl_len = len;
+	*pkl = NULL;
+}
+
+/* Records this open located (not those an image it read had located). */
+static bool has_located_now(const struct ckpt_meta *m)
+{
+	uint32_t i;
+
+	for (i = 0; m->lazy && i < m->nchunks; i++)
+		if (m->lazy[i].guard_len && ckpt_chunk_is_located(m, i))
+			return true;
+	return false;
+}
+
+/*
+ * Store what a lazy open located in the node-local index cache, merged
+ * with what the cached image there (when it passes its stamp check, as
+ * an open's would) had located: under the key's lock, written
+ * atomically (ckpt_index_cache_write()).  Best effort: any failure
+ * leaves the cache as it was, and the next open locates again.
+ */
+static void located_to_cache(struct ckpt_meta *m)
+{
+	struct ckpt_index_check ic = {
+		.dir = ckpt_store_root(m->store), .meta_path = m->meta_path,
+		.store = m->store, .pkl = m->torch_pkl,
+		.pkl_len = m->torch_pkl_len,
+	};
+	const struct ckpt_meta *known[2] = { m, NULL };
+	struct ckpt_meta *cached = NULL;
+	struct ckpt_index_cache c;
+	char hex[CKPT_INDEX_CACHE_KEY_HEX], why[1024];
+	uint8_t *img = NULL;
+	size_t imglen = 0;
+	char *warning = NULL;
+
+	if (!has_located_now(m) || cache_key(m->store, m->torch_mver, hex))
+		return;
+	if (ckpt_index_cache_open(m->index_cache, &c, why, sizeof(why)))
+		return;
+	if (ckpt_index_cache_lock_for(&c, hex, CKPT_INDEX_CACHE_MERGE_WAIT_MS,
+				      why, sizeof(why)))
+		goto out_close;
+	if (!cache_hit(&c, hex, &ic, &img, &imglen, &warning)) {
+		if (ckpt_meta_parse(img, imglen, m->meta_path, &cached, why,
+				    sizeof(why)))
+			cached = NULL;
+		free(img);
+		img = NULL;
+	}
+	known[1] = cached;
+	if (!ckpt_torch_index_merged(m->store, m->meta_path, m->torch_pkl,
+				     m->torch_pkl_len, known, cached ? 2 : 1,
+				     &img, &imglen, why, sizeof(why)))
+		ckpt_index_cache_write(&c, hex, img, imglen, why, sizeof(why));
+	free(img);
+	ckpt_meta_free_parsed(cached);
+out_close:
+	ckpt_index_cache_close(&c);
+	free(warning);
+}
+
 static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 		     struct ckpt_meta **out, char *err, size_t errlen)
 {
@@ -597,6 +687,8 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	} else if (ckpt_torch_is_pickle(buf, len)) {
 		rc = torch_meta(s, path, o, mver, buf, len, &m, &origin,
 				&variants, &warning, err, errlen);
+		if (!rc && m->lazy && o && o->index_cache)
+			keep_for_cache(m, o->index_cache, mver, &buf, len);
 		free(buf);
 		if (rc)
 			goto out_path;
@@ -608,7 +700,7 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 		if (rc)
 			goto out_path;
 	}
-	if (m->lazy && !torch) {
+	if (m->lazy && !torch && origin != CKPT_ORIGIN_TORCH_LOCAL) {
 		/* "archive" is for images built in memory, never a file's */
 		rc = ckpt_errf(err, errlen, -EINVAL,
 			       "%s: records with 'archive' are only located in a PyTorch checkpoint",
@@ -688,6 +780,8 @@ void ckpt_meta_free(struct ckpt_meta *m)
 {
 	if (!m)
 		return;
+	if (m->index_cache && m->store)
+		located_to_cache(m);
 	ckpt_record_cache_free(m->records);
 	m->records = NULL;
 	ckpt_files_close(m);

@@ -11,8 +11,18 @@
     lazy_check.py counts S3URL LOCAL PROXY W R
         through PROXY: the GETs of ckptfs.open(S3URL) alone, then of
         ckptfs.load(S3URL, W, R) (open, locate, data), printed as
-        "open_gets N load_gets M"; and the load must equal
+        "open_gets N load_gets M" (GETs of objects; a listing's GET is
+        not counted); and the load must equal
         ckptfs.load(LOCAL, W, R) byte for byte.
+    lazy_check.py opencounts S3URL PROXY
+        through PROXY: the requests of ckptfs.open(S3URL) (which opens
+        the data files too), by kind, as the proxy counts them: "gets G
+        heads H lists L" (a GET of a listing is a LIST, not a GET).
+    lazy_check.py cached S3URL LOCAL PROXY W R CACHEDIR N
+        N times through PROXY: ckptfs.load(S3URL, W, R) with the index
+        cache CACHEDIR, each equal to ckptfs.load(LOCAL, W, R); prints
+        "gets G1 G2 ..." (GETs of objects of each load, open included)
+        and then each warning the loads gave, one a line.
     lazy_check.py corrupt CKPT
         breaks the zip of one record (its end of central directory) of
         local checkpoint CKPT, in place, and prints its key.
@@ -62,7 +72,60 @@ def records(ckpt, world, rank):
 def proxy_gets(proxy):
     with urllib.request.urlopen(proxy + "/__faultproxy/stats") as r:
         log = json.load(r)["log"]
-    return sum(1 for e in log if e[0] == "GET")
+    # a GET of a listing (list-type= in its query) is not an object's
+    return sum(1 for e in log if e[0] == "GET" and "list-type=" not in e[1])
+
+
+def proxy_by_method(proxy):
+    with urllib.request.urlopen(proxy + "/__faultproxy/stats") as r:
+        return json.load(r)["by_method"]
+
+
+def opencounts(url, proxy):
+    import ckptfs
+    proxy_reset(proxy)
+    with ckptfs.open(url, s3_endpoint=proxy, index_cache=False):
+        pass
+    m = proxy_by_method(proxy)
+    print(f"gets {m.get('GET', 0)} heads {m.get('HEAD', 0)} "
+          f"lists {m.get('LIST', 0)}")
+    return 0
+
+
+def same_load(got, want):
+    a = {p: as_bytes(v) for p, v in flat(got)}
+    b = {p: as_bytes(v) for p, v in flat(want)}
+    if a.keys() != b.keys():
+        print("keys differ:", sorted(a.keys() ^ b.keys())[:5])
+        return False
+    bad = [p for p in a if a[p] != b[p]]
+    if bad:
+        print(f"{len(bad)} of {len(a)} files differ, e.g. {bad[:3]}")
+        return False
+    return True
+
+
+def cached(url, local, proxy, world, rank, cdir, n):
+    import warnings
+    import ckptfs
+    want = ckptfs.load(local, world, rank, backend="numpy",
+                       index_cache=False)
+    gets, said = [], []
+    for _ in range(n):
+        proxy_reset(proxy)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            got = ckptfs.load(url, world, rank, backend="numpy",
+                              index_cache=cdir, s3_endpoint=proxy,
+                              trust_pickles=False)
+        said += [str(x.message) for x in w]
+        gets.append(proxy_gets(proxy))
+        if not same_load(got, want):
+            return 1
+    print("gets " + " ".join(str(g) for g in gets))
+    for x in said:
+        print(x)
+    return 0
 
 
 def proxy_reset(proxy):
@@ -144,6 +207,11 @@ def main(argv):
         return 0
     if argv[0] == "counts":
         return counts(argv[1], argv[2], argv[3], int(argv[4]), int(argv[5]))
+    if argv[0] == "opencounts":
+        return opencounts(argv[1], argv[2])
+    if argv[0] == "cached":
+        return cached(argv[1], argv[2], argv[3], int(argv[4]), int(argv[5]),
+                      argv[6], int(argv[7]))
     if argv[0] == "corrupt":
         return corrupt(argv[1])
     print(__doc__)

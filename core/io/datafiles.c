@@ -143,6 +143,8 @@ static int files_open(struct ckpt_meta *m, unsigned flags, uint32_t max_open,
 	opened = calloc(m->nfiles ? m->nfiles : 1, sizeof(*opened));
 	if (!opened)
 		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	/* One listing of the root instead of a HEAD per data file. */
+	ckpt_store_list_ahead(m->store, m->nfiles);
 	for (i = 0; i < m->nfiles; i++) {
 		const struct ckpt_file *f = &m->files[i];
 		const char *rel = m->strings + f->path;

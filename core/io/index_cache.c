@@ -437,6 +437,12 @@ static unsigned wait_limit(void)
 int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 			  char *err, size_t errlen)
 {
+	return ckpt_index_cache_lock_for(c, hex, 0, err, errlen);
+}
+
+int ckpt_index_cache_lock_for(struct ckpt_index_cache *c, const char *hex,
+			      unsigned max_ms, char *err, size_t errlen)
+{
 	char name[CKPT_INDEX_CACHE_KEY_HEX + sizeof(LOCK_SUFFIX)];
 	unsigned nap, limit = wait_limit();
 	uint64_t now, last_beat, start;
@@ -503,6 +509,13 @@ int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 			return ckpt_errf(err, errlen, -ETIMEDOUT,
 					 "%s/%s: held by another process for %" PRIu64 " ms, %u times the wait limit, heartbeat or not",
 					 c->dir, name, now - start, WAIT_CAP);
+		}
+		if (max_ms && now - start >= max_ms) {
+			held_track(fd, false);
+			close(fd);
+			return ckpt_errf(err, errlen, -ETIMEDOUT,
+					 "%s/%s: held by another process (waited %" PRIu64 " ms, at most %u)",
+					 c->dir, name, now - start, max_ms);
 		}
 		nanosleep(&(struct timespec){ 0, (long)nap * 1000000L }, NULL);
 		if (nap < CKPT_INDEX_CACHE_POLL_MS)

@@ -85,6 +85,15 @@ int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
 int ckpt_index_cache_lock(struct ckpt_index_cache *c, const char *hex,
 			  char *err, size_t errlen);
 
+/* The same, giving up after max_ms (0: no bound but the rules above)
+ * with -ETIMEDOUT: for a write that may be skipped, such as a close
+ * storing what it located, which must not hold up a shutdown. */
+int ckpt_index_cache_lock_for(struct ckpt_index_cache *c, const char *hex,
+			      unsigned max_ms, char *err, size_t errlen);
+
+/* How long a close waits to store what it located (ms). */
+#define CKPT_INDEX_CACHE_MERGE_WAIT_MS 2000u
+
 /* Mark hex's image used now (its mtime, by which the oldest are
  * removed): best effort. */
 void ckpt_index_cache_touch(const struct ckpt_index_cache *c,

@@ -16,6 +16,8 @@
 #include "common/errbuf.h"
 #include "common/relpath.h"
 
+#define CKPT_STORE_LIST_PAGE 1000	/* names a listing page holds */
+
 static bool is_s3(const char *root)
 {
 	return !strncmp(root, "s3://", 5);
@@ -76,6 +78,31 @@ int ckpt_store_list(struct ckpt_store *s,
 		    void *ctx, char *err, size_t errlen)
 {
 	return s->ops->list(s, fn, ctx, err, errlen);
+}
+
+/* Names a listing of the root has given so far, and when to stop. */
+struct list_ahead {
+	uint64_t seen, most;
+};
+
+static int count_listed(void *ctx, const char *name, uint64_t size)
+{
+	struct list_ahead *la = ctx;
+
+	(void)name;
+	(void)size;
+	return ++la->seen >= la->most;	/* 1: enough pages */
+}
+
+void ckpt_store_list_ahead(struct ckpt_store *s, uint32_t nopen)
+{
+	struct list_ahead la = { 0, 0 };
+	char why[512];
+
+	if (!s || !s->parallelism || nopen < 2)
+		return;
+	la.most = (uint64_t)CKPT_STORE_LIST_PAGE * (nopen / 2);
+	(void)ckpt_store_list(s, count_listed, &la, why, sizeof(why));
 }
 
 int ckpt_store_open(struct ckpt_store *s, const char *name, uint32_t *id,

@@ -145,6 +145,18 @@ int ckpt_store_open(struct ckpt_store *s, const char *name, uint32_t *id,
 		    struct ckpt_store_file_info *info, char *err,
 		    size_t errlen);
 
+/*
+ * About to open nopen names directly under the root: an object store
+ * lists the root first (one request per page of up to 1,000 names, each
+ * with its size and ETag), so that opening a listed name costs no HEAD
+ * and fixes the identity the listing gave.  Only worth it while a page
+ * saves more than one HEAD: nothing for nopen < 2, and the listing stops
+ * after nopen / 2 pages (the names of those pages are kept).  A listing
+ * the server refuses (no s3:ListBucket) or that fails is forgotten: each
+ * open then HEADs as before.  A local store does nothing.  Thread-safe.
+ */
+void ckpt_store_list_ahead(struct ckpt_store *s, uint32_t nopen);
+
 /* The name file id was opened with; borrowed from s. */
 const char *ckpt_store_name(const struct ckpt_store *s, uint32_t id);
 

@@ -132,8 +132,10 @@ static void record(struct ckpt_mpout *o, const struct pick *p)
 	const struct ckpt_chunk *c = p->c;
 	const struct ckpt_zrec *z = ckpt_chunk_zrec(m, c);
 	const struct ckpt_file *f = &m->files[z ? z->file : c->file];
+	uint32_t ci = (uint32_t)(c - m->chunks);
+	bool pending = !z && m->located && !ckpt_chunk_is_located(m, ci);
 	unsigned n = 5 + (c->strides_at != CKPT_NONE) + c->has_crc32 +
-		     c->has_xxh3 + (z ? 3 : 0);
+		     c->has_xxh3 + (z ? 3 : 0) + pending;
 	unsigned t;
 
 	msgpack_pack_map(&o->pk, n);
@@ -172,6 +174,12 @@ static void record(struct ckpt_mpout *o, const struct pick *p)
 	if (c->has_xxh3) {
 		ckpt_pack_cstr(&o->pk, "xxh3");
 		msgpack_pack_uint64(&o->pk, c->xxh3);
+	}
+	if (pending) {	/* a part opened lazily: located when read */
+		ckpt_pack_cstr(&o->pk, "archive");
+		msgpack_pack_array(&o->pk, 2);
+		msgpack_pack_uint64(&o->pk, m->lazy[ci].boff);
+		msgpack_pack_uint64(&o->pk, m->lazy[ci].blen);
 	}
 }
 

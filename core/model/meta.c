@@ -24,6 +24,9 @@ void ckpt_meta_free_parsed(struct ckpt_meta *m)
 			free(m->locate_err[i]);
 		pthread_mutex_destroy(&m->locate_lock);
 	}
+	free(m->torch_pkl);
+	free(m->torch_mver);
+	free(m->index_cache);
 	free(m->lazy);
 	free((void *)m->located);
 	free(m->locate_err);

@@ -78,6 +78,10 @@ struct ckpt_lazy {
 	uint64_t boff, blen;
 	uint32_t strides_at;	/* ndim dims reserved for its strides;
 				 * CKPT_NONE for a 0-d tensor */
+	/* Once located: the zip local header in front of its bytes, for
+	 * an index image to carry (ckpt_torch_index_merged()); 0: none */
+	uint32_t guard_len;
+	uint64_t guard_off, guard_xxh3;
 };
 
 /* meta->located[chunk] */
@@ -224,6 +228,14 @@ struct ckpt_meta {
 	_Atomic uint8_t *located;	/* [nchunks], CKPT_LOC_* */
 	char **locate_err;		/* [nchunks], guarded by locate_lock */
 	uint32_t nlazy;			/* records that were pending */
+	/* What a lazy torch open keeps to store what it located in the
+	 * node-local index cache when it is freed (open.c): the .metadata
+	 * pickle, its version and the cache directory; all owned, NULL
+	 * when there is no cache. */
+	uint8_t *torch_pkl;
+	size_t torch_pkl_len;
+	char *torch_mver;
+	char *index_cache;
 	pthread_mutex_t locate_lock;
 	ckpt_locate_fn locate;		/* set by the opener; NULL: pending
 					 * records cannot be read (EIO) */

@@ -114,6 +114,11 @@ struct tctx {
 	struct window win;
 	bool lazy;		/* records inside archives are not located:
 				 * each gets its "archive" (docs/format.md) */
+	/* ckpt_torch_index_merged(): records these located are written
+	 * located, and the stamp names the data files */
+	const struct ckpt_meta *const *known;
+	uint32_t **known_guard;	/* [nknown]: chunk -> guard, or NULL */
+	size_t nknown;
 };
 
 static int find_side_files(struct tctx *t)
@@ -1004,6 +1009,74 @@ static int lazy_tensor(struct tctx *t, const struct pk_value *fqn,
 	return 0;
 }
 
+/*
+ * The record of fqn at offsets off (n dims) in archive [boff, +blen) of
+ * path, as one of t->known located it: 0 and *loc (with its zip_header),
+ * or -ENOENT (not located there, or without a zip_header to carry).
+ */
+static int known_location(const struct tctx *t, const struct pk_value *fqn,
+			  const uint64_t *off, unsigned n,
+			  const struct pk_value *path, uint64_t boff,
+			  uint64_t blen, struct location *loc)
+{
+	size_t k;
+
+	for (k = 0; k < t->nknown; k++) {
+		const struct ckpt_meta *km = t->known[k];
+		const struct ckpt_entry *e;
+		uint32_t ci;
+
+		e = ckpt_meta_find(km, fqn->u.str.s, fqn->u.str.len);
+		if (!e || e->ndim != n)
+			continue;
+		for (ci = e->chunk_first; ci < e->chunk_first + e->nchunks;
+		     ci++) {
+			const struct ckpt_chunk *c = &km->chunks[ci];
+			const uint64_t *st;
+			const char *fp;
+
+			if (n && memcmp(ckpt_chunk_offsets(km, c), off,
+					n * sizeof(*off)))
+				continue;
+			if (ckpt_is_zrec(c->file) ||
+			    !ckpt_chunk_is_located(km, ci))
+				break;
+			fp = km->strings + km->files[c->file].path;
+			if (strlen(fp) != path->u.str.len ||
+			    memcmp(fp, path->u.str.s, path->u.str.len) ||
+			    c->foff < boff || c->foff - boff > blen ||
+			    c->len > blen - (c->foff - boff))
+				break;
+			memset(loc, 0, sizeof(*loc));
+			if (km->lazy && km->lazy[ci].guard_len) {
+				loc->guard_off = km->lazy[ci].guard_off;
+				loc->guard_len = km->lazy[ci].guard_len;
+				loc->guard_xxh3 = km->lazy[ci].guard_xxh3;
+			} else if (t->known_guard[k] &&
+				   t->known_guard[k][ci] != UINT32_MAX) {
+				const struct ckpt_guard *g =
+					&km->guards[t->known_guard[k][ci]];
+
+				loc->guard_off = g->off;
+				loc->guard_len = g->len;
+				loc->guard_xxh3 = g->xxh3;
+			} else {
+				break;	/* every record carries its header */
+			}
+			loc->offset = c->foff;
+			loc->length = c->len;
+			loc->crc32 = c->has_crc32 ? c->crc32 : 0;
+			st = ckpt_chunk_strides(km, c);
+			if (st && n) {
+				loc->strided = true;
+				memcpy(loc->strides, st, n * sizeof(*st));
+			}
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 /* A record's location failed with rc: its messages name the key (as
  * open_record()'s "where"), so the last error's key is fqn too. */
 static int located_key(const struct pk_value *fqn, int rc)
@@ -1059,6 +1132,10 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 				   (uint64_t)l->u.i, &loc);
 		if (rc)
 			return located_key(fqn, rc);
+	} else if (tensor && t->lazy &&
+		   !known_location(t, fqn, off, n, path, (uint64_t)o->u.i,
+				   (uint64_t)l->u.i, &loc)) {
+		/* located by an open before: written as the eager pass */
 	} else if (tensor && t->lazy) {
 		rc = lazy_tensor(t, fqn, entry->u.call.state, off, n,
 				 idx && idx->type == PK_INT ? idx->u.i : -1,
@@ -1239,7 +1316,7 @@ static int put_file_stamps(struct tctx *t, const struct pk_value *sd)
 	for (i = 0; i < n; i++)
 		if (!u || cmp_pk_str(&paths[u - 1], &paths[i]))
 			paths[u++] = paths[i];
-	if (t->lazy)	/* never stored (open.c): no request for them */
+	if (t->lazy && !t->nknown)	/* never stored (open.c) */
 		u = 0;
 	ckpt_pack_cstr(&t->w.pk, "files");
 	msgpack_pack_array(&t->w.pk, u + t->nside);
@@ -1262,12 +1339,15 @@ static void put_be64(uint8_t *p, uint64_t v)
 
 static int index_image(struct ckpt_store *s, const char *name,
 		       const uint8_t *pkl, size_t len, bool lazy,
+		       const struct ckpt_meta *const *known,
+		       uint32_t **known_guard, size_t nknown,
 		       uint8_t **img, size_t *imglen, char *err,
 		       size_t errlen)
 {
 	struct tctx t = { .dir = s ? ckpt_store_root(s) : ".", .name = name,
 			  .store = s, .err = err, .errlen = errlen,
-			  .lazy = lazy };
+			  .lazy = lazy, .known = known,
+			  .known_guard = known_guard, .nknown = nknown };
 	const struct pk_value *root, *st, *sd, *pd;
 	struct pk_arena *arena;
 	size_t variants_at, hash_at, body_at;
@@ -1371,14 +1451,54 @@ int ckpt_torch_index(struct ckpt_store *s, const char *name,
 		     const uint8_t *pkl, size_t len, uint8_t **img,
 		     size_t *imglen, char *err, size_t errlen)
 {
-	return index_image(s, name, pkl, len, false, img, imglen, err, errlen);
+	return index_image(s, name, pkl, len, false, NULL, NULL, 0, img,
+			   imglen, err, errlen);
 }
 
 int ckpt_torch_index_lazy(struct ckpt_store *s, const char *name,
 			  const uint8_t *pkl, size_t len, uint8_t **img,
 			  size_t *imglen, char *err, size_t errlen)
 {
-	return index_image(s, name, pkl, len, true, img, imglen, err, errlen);
+	return index_image(s, name, pkl, len, true, NULL, NULL, 0, img,
+			   imglen, err, errlen);
+}
+
+int ckpt_torch_index_merged(struct ckpt_store *s, const char *name,
+			    const uint8_t *pkl, size_t len,
+			    const struct ckpt_meta *const *known,
+			    size_t nknown, uint8_t **img, size_t *imglen,
+			    char *err, size_t errlen)
+{
+	uint32_t **gmap;
+	size_t k;
+	uint32_t g;
+	int rc;
+
+	gmap = calloc(nknown ? nknown : 1, sizeof(*gmap));
+	if (!gmap)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	for (k = 0; k < nknown; k++) {
+		const struct ckpt_meta *km = known[k];
+
+		if (!km->nguards)
+			continue;
+		gmap[k] = malloc(km->nchunks * sizeof(**gmap));
+		if (!gmap[k]) {
+			rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+			goto out_free;
+		}
+		memset(gmap[k], 0xff, km->nchunks * sizeof(**gmap));
+		for (g = 0; g < km->nguards; g++)
+			if (km->guards[g].chunk < km->nchunks)
+				gmap[k][km->guards[g].chunk] = g;
+	}
+	rc = index_image(s, name, pkl, len, true, known, gmap, nknown, img,
+			 imglen, err, errlen);
+out_free:
+	for (k = 0; k < nknown; k++)
+		free(gmap[k]);
+	free(gmap);
+	return rc;
 }
 
 /*
@@ -1434,6 +1554,9 @@ static int locate_one(struct tctx *t, struct ckpt_meta *m, uint32_t ci)
 		       e->ndim * sizeof(*loc.strides));
 		c->strides_at = lz->strides_at;
 	}
+	m->lazy[ci].guard_off = loc.guard_off;
+	m->lazy[ci].guard_len = loc.guard_len;
+	m->lazy[ci].guard_xxh3 = loc.guard_xxh3;
 	c->foff = loc.offset;
 	c->len = loc.length;
 	c->crc32 = loc.crc32;
@@ -1617,6 +1740,7 @@ static int check_files(const struct ckpt_index_check *ic,
 
 	if (mp_read_array(&c, &n))
 		goto bad;
+	ckpt_store_list_ahead(ic->store, n);
 	for (i = 0; i < n; i++) {
 		if (mp_read_map(&c, &m))
 			goto bad;

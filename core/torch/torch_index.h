@@ -56,6 +56,21 @@ int ckpt_torch_index_lazy(struct ckpt_store *s, const char *name,
 			  size_t *imglen, char *err, size_t errlen);
 
 struct ckpt_meta;
+
+/*
+ * Like ckpt_torch_index_lazy(), but each tensor record that one of
+ * known[0..nknown) has located (with the zip_header in front of it) is
+ * written located, as ckpt_torch_index() would write it, and the stamp
+ * names every data file (their identity as s has them open: no request
+ * for a file s opened before), so the image may be stored in the
+ * node-local index cache.  Records none of them located keep their
+ * "archive".  Returns as ckpt_torch_index(); *img is the caller's.
+ */
+int ckpt_torch_index_merged(struct ckpt_store *s, const char *name,
+			    const uint8_t *pkl, size_t len,
+			    const struct ckpt_meta *const *known,
+			    size_t nknown, uint8_t **img, size_t *imglen,
+			    char *err, size_t errlen);
 /*
  * m's ckpt_locate_fn (model/meta.h) for a torch checkpoint: the archives
  * of pending chunks ci[0..n) are fetched in one batch (each one's head

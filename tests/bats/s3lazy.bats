@@ -21,6 +21,10 @@ setup_file() {
 	torch_gen "$LZ/t" --large 0.005 --world 4 \
 		>"$LZ/gen.log" 2>&1 || { tail -30 "$LZ/gen.log"; return 1; }
 	upload "$LZ/t/large" ck-lazy/big
+	# One data file per item: dozens of .distcp files.
+	torch_gen "$LZ/m" --world 4 --seed 5 \
+		>"$LZ/genm.log" 2>&1 || { tail -30 "$LZ/genm.log"; return 1; }
+	upload "$LZ/m/per_item" ck-lazy/many
 }
 
 teardown_file() {
@@ -43,7 +47,8 @@ teardown() { common_teardown; }
 	og=${out%% *}
 	out=${output##*load_gets }
 	lg=${out%% *}
-	# .metadata, and the .ckptfs-index looked for (404)
+	# .metadata, and the .ckptfs-index looked for (404); one listing
+	# (not a GET of an object) instead of a HEAD per data file
 	[ "$og" -le 2 ]
 	# the open's, then <= 2 per record to locate it and 1 for its data
 	[ "$lg" -le $((2 + 3 * nrec)) ]
@@ -88,4 +93,147 @@ teardown() { common_teardown; }
 	echo "$(wc -l <"$TMP/s3.sums") other files"
 	[ "$(wc -l <"$TMP/s3.sums")" -gt 100 ]
 	diff "$TMP/local.sums" "$TMP/s3.sums"
+}
+
+@test "s3 lazy: opening a checkpoint of many data files makes as many requests as one of a few: one listing, no HEAD per data file" {
+	local nf out g h l
+	nf=$(ls "$LZ/m/per_item" | grep -c '\.distcp$')
+	echo "data files: $nf"
+	[ "$nf" -ge 10 ]
+	run $(direct_env) $LAZY opencounts s3://ck-lazy/many "$S3CHECK_PROXY"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	set -- $output
+	g=$2 h=$4 l=$6
+	# .metadata; the store's probe (a listing of one key) and one
+	# listing, which fixes each data file's size and ETag; HEADs of the
+	# side files looked for (.ckptfs-index and the like).  Before: a HEAD
+	# per data file besides.
+	[ "$g" -le 2 ]
+	[ "$l" -le 2 ]
+	[ "$h" -le 4 ]
+	[ $((g + h + l)) -le 8 ]
+	# The bytes are the local copy's.
+	run $(direct_env) $LAZY counts s3://ck-lazy/many "$LZ/m/per_item" "$S3CHECK_PROXY" 3 1
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
+
+@test "s3 lazy: a data file missing or shorter than its records is still refused in one line naming the file and a key, from s3:// as from the local copy" {
+	local f key
+	cp -r "$LZ/m/per_item" "$TMP/short"
+	f=$(ls "$TMP/short" | grep '\.distcp$' | sort | sed -n 3p)
+	truncate -s -1 "$TMP/short/$f"
+	upload "$TMP/short" ck-lazy/short
+	run "$CKPTFS" info s3://ck-lazy/short
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"s3://ck-lazy/short/$f: key '"*"': data file has "*" bytes, its record ends at "* ]]
+	[ "$(grep -c . <<<"$output")" -eq 1 ]
+	cp -r "$LZ/m/per_item" "$TMP/gone"
+	rm "$TMP/gone/$f"
+	upload "$TMP/gone" ck-lazy/gone
+	run "$CKPTFS" info s3://ck-lazy/gone
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"s3://ck-lazy/gone/$f: key '"*"': cannot open data file: No such file or directory" ]]
+	[ "$(grep -c . <<<"$output")" -eq 1 ]
+	# a mount is refused with the same line
+	run "$CKPTFS" s3://ck-lazy/short "$MNT" --world 1 --rank 0
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"$f: key '"*"': data file has "* ]]
+}
+
+# gets_of OUTPUT: the "gets G1 G2 ..." line's numbers.
+gets_of() { grep '^gets ' <<<"$1" | cut -d' ' -f2-; }
+
+@test "s3 lazy: what a lazy load locates lands in the node-local index cache: a second load of the same rank locates nothing (as few GETs as with an eagerly indexed cache), and equals the local load" {
+	local nrec g1 g2 ge
+	nrec=$($LAZY records "$LZ/t/large" 8 3)
+	run $(direct_env) $LAZY cached s3://ck-lazy/big "$LZ/t/large" "$S3CHECK_PROXY" 8 3 "$TMP/ic" 2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	set -- $(gets_of "$output")
+	g1=$1 g2=$2
+	[ "$(ls "$TMP/ic" | grep -c '\.ckptfs-index$')" -eq 1 ]
+	# The reference: a cache filled by the eager pass (every record
+	# located), then the same load from it.
+	CKPTFS_EAGER_INDEX=1 $(direct_env) $LAZY cached s3://ck-lazy/big "$LZ/t/large" "$S3CHECK_PROXY" 8 3 "$TMP/eager" 1 >/dev/null
+	run $(direct_env) $LAZY cached s3://ck-lazy/big "$LZ/t/large" "$S3CHECK_PROXY" 8 3 "$TMP/eager" 1
+	echo "$output"
+	[ "$status" -eq 0 ]
+	ge=$(gets_of "$output")
+	echo "records read $nrec; GETs: lazy $g1, then from its cache $g2; from an eager cache $ge"
+	# the first locates (its records' zip windows, near ones merged),
+	# the second does not
+	[ "$g1" -gt "$g2" ]
+	[ "$g2" -le "$ge" ]
+	# Another rank merges its records into the same entry; the first
+	# rank's are still there.
+	run $(direct_env) $LAZY cached s3://ck-lazy/big "$LZ/t/large" "$S3CHECK_PROXY" 8 5 "$TMP/ic" 2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	set -- $(gets_of "$output")
+	[ "$1" -gt "$2" ]
+	run $(direct_env) $LAZY cached s3://ck-lazy/big "$LZ/t/large" "$S3CHECK_PROXY" 8 3 "$TMP/ic" 1
+	echo "$output"
+	[ "$(gets_of "$output")" -le "$ge" ]
+	[ "$(ls "$TMP/ic" | grep -c '\.ckptfs-index$')" -eq 1 ]
+}
+
+@test "s3 lazy: a data file replaced after its records were cached (another ETag) is never read through the stale entry: the next load locates again and equals the new local copy" {
+	local f g1 g2 g3
+	cp -r "$LZ/m/per_item" "$TMP/st"
+	upload "$TMP/st" ck-lazy/st
+	run $(direct_env) $LAZY cached s3://ck-lazy/st "$TMP/st" "$S3CHECK_PROXY" 1 0 "$TMP/ic" 2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	set -- $(gets_of "$output")
+	g1=$1 g2=$2
+	[ "$g1" -gt "$g2" ]
+	# The same data file from a checkpoint of the same shapes saved with
+	# other values: same size, other bytes, another ETag.
+	torch_gen "$TMP/o" --world 4 --seed 6 >"$TMP/geno.log" 2>&1 ||
+		{ tail -30 "$TMP/geno.log"; false; }
+	for f in $(cd "$TMP/st" && ls | grep '\.distcp$' | sort); do
+		[ "$(stat -c %s "$TMP/st/$f")" = "$(stat -c %s "$TMP/o/per_item/$f")" ] &&
+			! cmp -s "$TMP/st/$f" "$TMP/o/per_item/$f" && break
+	done
+	echo "replaced: $f"
+	cp "$TMP/o/per_item/$f" "$TMP/st/$f"
+	"$ROOT/tests/s3/rgw.sh" put "$S3TMP/rgw" "ck-lazy/st/$f" "$TMP/st/$f"
+	run $(direct_env) $LAZY cached s3://ck-lazy/st "$TMP/st" "$S3CHECK_PROXY" 1 0 "$TMP/ic" 2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	set -- $(gets_of "$output")
+	g3=$1
+	# the stale entry is refused, said so, and everything located again;
+	# then the entry written anew serves the next load
+	[[ "$output" == *"stale"*"$f"* ]]
+	[ "$g3" -ge "$g1" ]
+	[ "$2" -le "$g2" ]
+}
+
+@test "s3 lazy: a rank-local checkpoint (__R.metadata per rank) opens lazily too: the open GETs the ranks' metadata, no record's zip windows; a mount of it has the written values" {
+	local g
+	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rl" --parts 8 --keys 16
+	upload "$TMP/rl" ck-lazy/rl
+	run $(direct_env) $LAZY opencounts s3://ck-lazy/rl "$S3CHECK_PROXY"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	set -- $output
+	g=$2
+	# 8 __R.metadata and .metadata looked for; eagerly, the 8 x 32
+	# records' zip windows besides (tiny records: merged, a GET a file)
+	[ "$g" -le 9 ]
+	run env CKPTFS_EAGER_INDEX=1 $(direct_env) $LAZY opencounts s3://ck-lazy/rl "$S3CHECK_PROXY"
+	echo "eager: $output"
+	set -- $output
+	[ "$2" -gt "$g" ]
+	start_mount s3://ck-lazy/rl "$MNT"
+	run $PY "$ROOT/tests/make_ranklocal.py" check "$MNT" --parts 8 --keys 16
+	echo "$output"
+	[ "$status" -eq 0 ]
+	stop_mount
 }
