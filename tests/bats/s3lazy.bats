@@ -89,3 +89,24 @@ teardown() { common_teardown; }
 	[ "$(wc -l <"$TMP/s3.sums")" -gt 100 ]
 	diff "$TMP/local.sums" "$TMP/s3.sums"
 }
+
+@test "s3 lazy: cat of every file of a mount locates the records of the next files with each file's (tails and heads in one GET): GETs at most the plan's reads plus one per record; bytes equal the local mount's" {
+	local nrec nreads g
+	nrec=$($LAZY records "$LZ/t/large" 8 3)
+	nreads=$(CKPTFS_EAGER_INDEX=1 "$CKPTFS" plan "$LZ/t/large" --world 8 --rank 3 | grep -c $'^\tread\t')
+	start_mount "$LZ/t/large" "$MNT" --world 8 --rank 3
+	sums "$MNT" >"$TMP/local.sums"
+	stop_mount
+	start_mount s3://ck-lazy/big "$MNT" --world 8 --rank 3 -o s3_endpoint=$S3CHECK_PROXY
+	proxy reset '{}'
+	sums "$MNT" >"$TMP/s3.sums"
+	g=$(gets 0)
+	stop_mount
+	echo "records read: $nrec; plan's reads: $nreads; GETs: ${g#* }; files: $(wc -l <"$TMP/local.sums")"
+	[ "$nrec" -gt 10 ]
+	[ "$(wc -l <"$TMP/local.sums")" -gt 10 ]
+	diff "$TMP/local.sums" "$TMP/s3.sums"
+	# Each file locating its own records: a GET for each record's head
+	# and one for its tail, then its data (2 * nrec + nreads).
+	[ "${g#* }" -le $((nreads + nrec + 8)) ]
+}
