@@ -743,7 +743,11 @@ struct ckpt_readahead;
  * from it.  The window is the request plus
  * what the reader already read in order, at most window bytes, so it
  * about doubles each time and a reader reads at most twice what it is
- * served (once when it reads to the end).  All windows together hold at
+ * served (once when it reads to the end).  From an object store, a
+ * reader that starts a small file (up to 1 MiB) right after reading the
+ * view's previous file to its end gets it and the next small files (up
+ * to 8, at most window bytes) fetched in one batch, each into a window
+ * of its own.  All windows together hold at
  * most budget bytes.  Other files, and readers that jump, read directly.
  * Returns NULL when window or budget is 0 or out of memory (then
  * ckpt_readahead_read() reads directly).  Caller frees with

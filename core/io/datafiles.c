@@ -269,6 +269,11 @@ static int each_unchecked(struct ckpt_meta *m, uint32_t fi, uint64_t off,
 	return 0;
 }
 
+/* A guard (a zip local header) comes in the same request as data of its
+ * file that starts at most this far after it (usually its record's
+ * bytes), rather than in a request of its own. */
+#define GUARD_JOIN (64u << 10)
+
 struct guard_batch {
 	struct ckpt_store_range *r;	/* the data's ranges, then guards' */
 	uint32_t *g;			/* the guards, in the order added */
@@ -360,7 +365,7 @@ int ckpt_files_read(struct ckpt_meta *m, struct ckpt_store_range *r,
 		r[i].id = m->opened[r[i].id].id;
 		b.r[i] = r[i];
 	}
-	rc = ckpt_store_read(m->store, b.r, n + b.n);
+	rc = ckpt_store_read_joined(m->store, b.r, n + b.n, n, GUARD_JOIN);
 	for (i = 0; !rc && i < b.n; i++)
 		rc = check_guard(m, b.g[i], b.r[n + i].dst);
 out_free:

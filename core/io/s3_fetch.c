@@ -18,6 +18,7 @@ struct seg {
 	uint64_t off;
 	uint64_t end;
 	char *dst;
+	uint32_t join;		/* see ckpt_s3_fetch() */
 };
 
 /* One GET: bytes [off, off + len) of o; its span's segments are
@@ -77,6 +78,7 @@ static uint64_t span_end(const struct seg *segs, size_t m, size_t i,
 			 uint64_t merge_gap, size_t *j)
 {
 	uint64_t end = segs[i].end, useful = end - segs[i].off, gap = 0;
+	uint32_t join = segs[i].join;	/* of the segment ending at end */
 	size_t k;
 
 	for (k = i + 1; k < m && segs[k].id == segs[i].id; k++) {
@@ -86,7 +88,18 @@ static uint64_t span_end(const struct seg *segs, size_t m, size_t i,
 			if (s->end > end) {
 				useful += s->end - end;
 				end = s->end;
+				join = s->join;
+			} else if (s->end == end && s->join > join) {
+				join = s->join;
 			}
+			continue;
+		}
+		/* asked to come with what precedes it (a header before its
+		 * data): the gap counts as neither waste nor bytes asked */
+		if (s->off - end <= join) {
+			useful += s->end - s->off;
+			end = s->end;
+			join = s->join;
 			continue;
 		}
 		if (s->off - end > merge_gap ||
@@ -96,6 +109,7 @@ static uint64_t span_end(const struct seg *segs, size_t m, size_t i,
 		gap += s->off - end;
 		useful += s->end - s->off;
 		end = s->end;
+		join = s->join;
 	}
 	*j = k;
 	return end;
@@ -126,7 +140,7 @@ int ckpt_s3_fetch(struct ckpt_s3_http *h, uint64_t merge_gap,
 		  uint64_t part_bytes,
 		  const struct ckpt_s3_object *(*obj)(void *ctx, uint32_t id),
 		  void *ctx, const struct ckpt_store_range *r, size_t n,
-		  uint64_t *delivered)
+		  size_t first_join, uint32_t join, uint64_t *delivered)
 {
 	struct ckpt_s3_req *q = NULL;
 	struct part *parts = NULL;
@@ -161,7 +175,8 @@ int ckpt_s3_fetch(struct ckpt_s3_http *h, uint64_t merge_gap,
 		}
 		if (r[i].len == 0)
 			continue;
-		segs[m++] = (struct seg){ r[i].id, r[i].off, end, r[i].dst };
+		segs[m++] = (struct seg){ r[i].id, r[i].off, end, r[i].dst,
+					  i >= first_join ? join : 0 };
 		total += r[i].len;
 	}
 	qsort(segs, m, sizeof(*segs), cmp_seg);

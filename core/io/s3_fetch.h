@@ -34,7 +34,10 @@ struct ckpt_s3_object {
 /*
  * Read r[0..n) (ids resolved by obj(ctx, id), NULL for an unknown id)
  * with ranges at most merge_gap apart merged and parts of at most
- * part_bytes.  Returns 0 and adds the bytes delivered to *delivered, or
+ * part_bytes.  Each of r[first_join..n) also brings, in the same GET, a
+ * range of its object that starts at most join bytes after it, however
+ * small the two are beside the gap (a zip local header and its record's
+ * bytes).  Returns 0 and adds the bytes delivered to *delivered, or
  * -EIO / -ENOMEM with ckpt_last_error() naming the object
  * (s3://bucket/key), the byte range and the reason.  Thread-safe.
  */
@@ -42,6 +45,6 @@ int ckpt_s3_fetch(struct ckpt_s3_http *h, uint64_t merge_gap,
 		  uint64_t part_bytes,
 		  const struct ckpt_s3_object *(*obj)(void *ctx, uint32_t id),
 		  void *ctx, const struct ckpt_store_range *r, size_t n,
-		  uint64_t *delivered);
+		  size_t first_join, uint32_t join, uint64_t *delivered);
 
 #endif

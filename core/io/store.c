@@ -129,6 +129,17 @@ int ckpt_store_read(struct ckpt_store *s, const struct ckpt_store_range *r,
 	return n ? s->ops->read(s, r, n) : 0;
 }
 
+int ckpt_store_read_joined(struct ckpt_store *s,
+			   const struct ckpt_store_range *r, size_t n,
+			   size_t first_join, uint32_t join)
+{
+	if (!n)
+		return 0;
+	if (!s->ops->read_joined || first_join >= n || !join)
+		return s->ops->read(s, r, n);
+	return s->ops->read_joined(s, r, n, first_join, join);
+}
+
 int ckpt_store_pread(struct ckpt_store *s, uint32_t id, void *dst,
 		     size_t len, uint64_t off)
 {

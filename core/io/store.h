@@ -181,6 +181,14 @@ struct ckpt_store_range {
 int ckpt_store_read(struct ckpt_store *s, const struct ckpt_store_range *r,
 		    size_t n);
 
+/* ckpt_store_read(), where each of r[first_join..n) also comes in one
+ * request with a range of its file that starts at most join bytes after
+ * its end (an object store; a local store reads as ckpt_store_read()):
+ * a zip local header read with its record's bytes.  Same returns. */
+int ckpt_store_read_joined(struct ckpt_store *s,
+			   const struct ckpt_store_range *r, size_t n,
+			   size_t first_join, uint32_t join);
+
 /* One range: ckpt_store_read() of {id, off, len, dst}. */
 int ckpt_store_pread(struct ckpt_store *s, uint32_t id, void *dst,
 		     size_t len, uint64_t off);

@@ -30,6 +30,10 @@ struct ckpt_store_ops {
 	const char *(*name)(const struct ckpt_store *s, uint32_t id);
 	int (*read)(struct ckpt_store *s, const struct ckpt_store_range *r,
 		    size_t n);
+	/* ckpt_store_read_joined(); may be NULL (read() serves it) */
+	int (*read_joined)(struct ckpt_store *s,
+			   const struct ckpt_store_range *r, size_t n,
+			   size_t first_join, uint32_t join);
 	void (*willneed)(struct ckpt_store *s, uint32_t id, uint64_t off,
 			 uint64_t len);	/* may be NULL */
 	/* ckpt_store_set_opts(); may be NULL (nothing to change). */

@@ -305,17 +305,24 @@ static const char *s3_name(const struct ckpt_store *s, uint32_t id)
 	return o ? o->name : NULL;
 }
 
-static int s3_read(struct ckpt_store *s, const struct ckpt_store_range *r,
-		   size_t n)
+static int s3_read_joined(struct ckpt_store *s,
+			  const struct ckpt_store_range *r, size_t n,
+			  size_t first_join, uint32_t join)
 {
 	struct s3_store *st = (struct s3_store *)s;
 	uint64_t delivered = 0;
 	int rc;
 
 	rc = ckpt_s3_fetch(st->http, st->cfg.merge_gap, st->cfg.part_bytes,
-			   obj_get, st, r, n, &delivered);
+			   obj_get, st, r, n, first_join, join, &delivered);
 	atomic_fetch_add(&s->bytes_delivered, delivered);
 	return rc;
+}
+
+static int s3_read(struct ckpt_store *s, const struct ckpt_store_range *r,
+		   size_t n)
+{
+	return s3_read_joined(s, r, n, n, 0);
 }
 
 struct list_ctx {
@@ -454,6 +461,7 @@ static const struct ckpt_store_ops s3_ops = {
 	.open = s3_open,
 	.name = s3_name,
 	.read = s3_read,
+	.read_joined = s3_read_joined,
 	.willneed = NULL,
 	.cancel = s3_cancel,
 };

@@ -428,6 +428,47 @@ int ckpt_data_locate_box(struct ckpt_meta *m, const struct ckpt_entry *e,
 	return rc;
 }
 
+/*
+ * A read that must locate its records (a PyTorch checkpoint opened lazily
+ * from an object store) locates, in the same batch, the pending records
+ * of the files after its own in the view's order, up to LOCATE_AHEAD
+ * records: a reader that reads the files one after another (cat, a copy)
+ * then waits for one locate batch per LOCATE_AHEAD records instead of one
+ * per file, and a record's tail and the next one's head (adjacent in a
+ * .distcp file) are fetched by one GET instead of two.  Bounded: the batch
+ * holds 2 KiB of zip windows per record (torch_index.c).
+ */
+#define LOCATE_AHEAD 64u
+
+void ckpt_data_locate_ahead(const struct ckpt_view *v, uint32_t slot,
+			    uint32_t node)
+{
+	struct ckpt_meta *m = v->meta;
+	uint32_t *ci = NULL, i;
+	size_t n = 0, cap = 0;
+
+	if (!m->located)
+		return;
+	for (i = node; i < v->nnodes && n < LOCATE_AHEAD; i++) {
+		const struct ckpt_node *nd = &v->nodes[i];
+		struct ckpt_box box;
+
+		if (!ckpt_node_is_key(nd))
+			continue;
+		ckpt_geom_box(v, ckpt_view_geom(v, slot, i), &box);
+		if (ckpt_data_box_pending(m, &m->entries[nd->entry], &box,
+					  &ci, &n, &cap))
+			break;
+		if (i == node && !n)
+			break;	/* its own records are located: no batch */
+	}
+	/* Best effort: a record that fails is marked, and reported by the
+	 * read that needs it (ckpt_data_locate_box()). */
+	if (n)
+		(void)ckpt_meta_locate(m, ci, n);
+	free(ci);
+}
+
 int ckpt_data_check_chunk(const struct ckpt_view *v, uint32_t chunk)
 {
 	return v->verify ? check_record(v, chunk) : 0;

@@ -118,6 +118,13 @@ int ckpt_data_box_pending(const struct ckpt_meta *m,
 int ckpt_data_locate_box(struct ckpt_meta *m, const struct ckpt_entry *e,
 			 const struct ckpt_box *box);
 
+/* Before a read of node (as slot's rank sees it): when its records are
+ * not located yet, locate them together with the pending records of the
+ * view's next files (LOCATE_AHEAD records in all).  Best effort: errors
+ * are left to the reads.  Thread-safe (ckpt_meta_locate()). */
+void ckpt_data_locate_ahead(const struct ckpt_view *v, uint32_t slot,
+			    uint32_t node);
+
 int ckpt_data_check_chunk(const struct ckpt_view *v, uint32_t chunk);
 
 #endif

@@ -6,7 +6,9 @@
  * window is filled or copied from, so that the kernel's concurrent
  * requests for one file wait for the window rather than read it twice.
  * Window memory is reserved from a budget before it is allocated; when
- * the budget is spent, reads go direct.
+ * the budget is spent, reads go direct.  Over an object store, a reader
+ * going from small file to small file gets the next files fetched in one
+ * batch with the one it starts (fill_files()).
  */
 #include "view/readahead.h"
 
@@ -32,6 +34,9 @@ struct ckpt_readahead {
 	pthread_mutex_t slock[STREAMS];	/* guard each stream's position
 					 * and window */
 	struct ckpt_ra_stream s[STREAMS];
+	/* the file a read reached the end of last (an object store's) */
+	bool has_eof;
+	uint32_t eof_slot, eof_node;
 };
 
 enum ckpt_ra_action ckpt_ra_decide(struct ckpt_ra_stream *st, uint64_t off,
@@ -196,6 +201,174 @@ static int fill_remote(const struct ckpt_view *v, uint32_t slot,
 	return 0;
 }
 
+/*
+ * A reader that reads small files of an object store one after another
+ * (cat of a mount, a copy) waits a round trip per file: each file is
+ * read whole by its first request, so no window forms in it.  When a
+ * read starts a small file right after the view's previous file was read
+ * to its end, that file and the next small files (at most AHEAD_FILES,
+ * all together at most the window) are fetched in one parallel batch
+ * into windows of their own, from which the reader's next files are then
+ * served.  A file whose stream is busy ends the batch.
+ */
+#define AHEAD_FILES 8
+#define SMALL_FILE REMOTE_PART
+
+/* The key file before node in the view's order, or UINT32_MAX. */
+static uint32_t key_before(const struct ckpt_view *v, uint32_t node)
+{
+	while (node-- > 0)
+		if (ckpt_node_is_key(&v->nodes[node]))
+			return node;
+	return UINT32_MAX;
+}
+
+/* The key file after node in the view's order, or UINT32_MAX. */
+static uint32_t key_after(const struct ckpt_view *v, uint32_t node)
+{
+	while (++node < v->nnodes)
+		if (ckpt_node_is_key(&v->nodes[node]))
+			return node;
+	return UINT32_MAX;
+}
+
+/*
+ * A stream for (slot, node) that no read holds, its lock taken without
+ * waiting and its window emptied: the one of that file, else the least
+ * recently used one other than held[0..nheld).  Returns its index, or -1
+ * when it is busy or already has a window.
+ */
+static int claim_stream(struct ckpt_readahead *ra, uint32_t slot,
+			uint32_t node, const int *held, int nheld)
+{
+	struct ckpt_ra_stream *st;
+	int i, k, old = -1;
+
+	pthread_mutex_lock(&ra->lock);
+	for (i = 0; i < STREAMS; i++)
+		if (ra->s[i].tick && ra->s[i].slot == slot &&
+		    ra->s[i].node == node)
+			break;
+	if (i < STREAMS && ra->s[i].buf && !ra->fresh[i])
+		goto out_busy;	/* a window is there already */
+	if (i == STREAMS) {
+		/* not a window fetched ahead that its reader has not read
+		 * yet (its file comes later in the reader's order) */
+		for (i = 0; i < STREAMS; i++) {
+			for (k = 0; k < nheld && held[k] != i; k++)
+				;
+			if (k == nheld && !(ra->s[i].buf &&
+					    ra->s[i].next == UINT64_MAX) &&
+			    (old < 0 || ra->s[i].tick < ra->s[old].tick))
+				old = i;
+		}
+		if (old < 0)
+			goto out_busy;
+		i = old;
+	}
+	if (pthread_mutex_trylock(&ra->slock[i]))
+		goto out_busy;
+	st = &ra->s[i];
+	ra->used -= st->blen;
+	free(st->buf);
+	st->buf = NULL;
+	st->boff = st->blen = 0;
+	st->seq = 0;
+	st->next = UINT64_MAX;
+	st->slot = slot;
+	st->node = node;
+	st->tick = ++ra->tick;
+	ra->fresh[i] = false;
+	pthread_mutex_unlock(&ra->lock);
+	return i;
+out_busy:
+	pthread_mutex_unlock(&ra->lock);
+	return -1;
+}
+
+/*
+ * Fetch node's file whole (size bytes, read from its start by a reader
+ * that just read the previous file to its end; its stream si held) with
+ * the next small files, into windows (see AHEAD_FILES).  Returns true
+ * when node's window is filled.
+ */
+static bool fill_files(struct ckpt_readahead *ra, const struct ckpt_view *v,
+		       uint32_t slot, uint32_t node, uint64_t size, int si)
+{
+	struct ckpt_read_req r[AHEAD_FILES];
+	int idx[AHEAD_FILES];
+	uint64_t total = size, fsz;
+	uint32_t j = node;
+	char err[512];
+	bool ok = false;
+	int n = 1, k;
+
+	idx[0] = si;
+	r[0] = (struct ckpt_read_req){ slot, node, 0, size, NULL };
+	while (n < AHEAD_FILES) {
+		j = key_after(v, j);
+		if (j == UINT32_MAX || ckpt_view_size(v, slot, j, &fsz) ||
+		    !fsz || fsz > SMALL_FILE || fsz > ra->window - total)
+			break;
+		k = claim_stream(ra, slot, j, idx, n);
+		if (k < 0)
+			break;
+		idx[n] = k;
+		r[n++] = (struct ckpt_read_req){ slot, j, 0, fsz, NULL };
+		total += fsz;
+	}
+	pthread_mutex_lock(&ra->lock);
+	if (ra->used + total > ra->budget) {
+		pthread_mutex_unlock(&ra->lock);
+		goto out_unlock;	/* no room: read alone */
+	}
+	ra->used += total;	/* reserved before allocating */
+	pthread_mutex_unlock(&ra->lock);
+	for (k = 0; k < n; k++)
+		if (!(r[k].dst = malloc(r[k].len)))
+			break;
+	if (k == n && !ckpt_view_read_batch(v, r, (size_t)n, 0, err,
+					    sizeof(err)))
+		ok = true;
+	pthread_mutex_lock(&ra->lock);
+	for (k = 0; k < n; k++) {
+		struct ckpt_ra_stream *st = &ra->s[idx[k]];
+
+		if (!ok) {
+			free(r[k].dst);
+			ra->used -= r[k].len;
+			continue;
+		}
+		ra->used -= st->blen;
+		free(st->buf);
+		st->buf = r[k].dst;
+		st->boff = 0;
+		st->blen = r[k].len;
+	}
+	pthread_mutex_unlock(&ra->lock);
+out_unlock:
+	for (k = 1; k < n; k++)
+		pthread_mutex_unlock(&ra->slock[idx[k]]);
+	return ok;
+}
+
+/* Whether a read of [off, off + len) of node's file (size bytes) starts
+ * a small file right after the previous file was read to its end. */
+static bool follows_file(struct ckpt_readahead *ra, const struct ckpt_view *v,
+			 uint32_t slot, uint32_t node, uint64_t off,
+			 uint64_t size)
+{
+	bool yes;
+
+	if (off || size > SMALL_FILE || size > ra->window)
+		return false;
+	pthread_mutex_lock(&ra->lock);
+	yes = ra->has_eof && ra->eof_slot == slot &&
+	      ra->eof_node == key_before(v, node);
+	pthread_mutex_unlock(&ra->lock);
+	return yes;
+}
+
 int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 			uint32_t slot, uint32_t node, uint64_t off, size_t len,
 			void *buf, size_t *got, struct ckpt_scratch *s)
@@ -214,6 +387,10 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 	i = stream_of(ra, slot, node);
 	st = &ra->s[i];
 	act = ckpt_ra_decide(st, off, len, size, ra->window, &wlen);
+	if (act != CKPT_RA_HIT && is_remote(v) &&
+	    follows_file(ra, v, slot, node, off, size) &&
+	    fill_files(ra, v, slot, node, size, i))
+		act = CKPT_RA_HIT;
 	if (act == CKPT_RA_FILL) {
 		pthread_mutex_lock(&ra->lock);
 		if (ra->used - st->blen + wlen > ra->budget) {
@@ -260,5 +437,12 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 	pthread_mutex_unlock(&ra->slock[i]);
 	if (act != CKPT_RA_HIT)
 		rc = ckpt_view_read(v, slot, node, off, len, buf, got, s);
+	if (!rc && is_remote(v) && off + len >= size) {
+		pthread_mutex_lock(&ra->lock);
+		ra->has_eof = true;
+		ra->eof_slot = slot;
+		ra->eof_node = node;
+		pthread_mutex_unlock(&ra->lock);
+	}
 	return rc;
 }

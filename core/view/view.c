@@ -258,6 +258,8 @@ int ckpt_view_read(const struct ckpt_view *v, uint32_t slot, uint32_t node,
 	n = &v->nodes[node];
 	if (ckpt_node_is_dir(n))
 		return -EISDIR;
+	if (!ckpt_node_is_virtual(n))
+		ckpt_data_locate_ahead(v, slot, node);
 	ckpt_clear_last_error();
 	if (ckpt_node_is_virtual(n)) {
 		rc = ckpt_vfile_read(v, slot, n->entry, off, len, buf, got, s);

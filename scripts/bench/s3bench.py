@@ -125,10 +125,13 @@ class Radosgw:
 
 
 def plan_ranges(ckptfs, root, world, rank, env):
-    """`ckptfs plan`'s reads: [(file, offset, length)]."""
+    """`ckptfs plan`'s reads: [(file, offset, length)].  Eager
+    (CKPTFS_EAGER_INDEX=1): a PyTorch checkpoint opened lazily from s3://
+    has no record located yet, and plan prints no read of those."""
     out = subprocess.check_output([ckptfs, "plan", root, "--world",
                                    str(world), "--rank", str(rank)],
-                                  env=env, text=True)
+                                  env=dict(env, CKPTFS_EAGER_INDEX="1"),
+                                  text=True)
     reads = []
     for line in out.splitlines():
         f = line.split("\t")
