@@ -245,6 +245,8 @@ gets_of() { grep '^gets ' <<<"$1" | cut -d' ' -f2-; }
 	run $PY "$ROOT/tests/make_ranklocal.py" check "$MNT" --parts 8 --keys 16
 	echo "$output"
 	[ "$status" -eq 0 ]
+	stop_mount
+}
 
 @test "s3 lazy: cat of every file of a mount locates the records of the next files with each file's (tails and heads in one GET): GETs at most the plan's reads plus one per record; bytes equal the local mount's" {
 	local nrec nreads g
