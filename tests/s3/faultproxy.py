@@ -102,6 +102,7 @@ class State:
         self.injected_headers = 0
         self.log = []
         self.inflight = getattr(self, "inflight", 0)
+        self.delayed = getattr(self, "delayed", 0)     # of them, held
         self.inflight_max = 0
 
     def configure(self, cfg):
@@ -183,6 +184,17 @@ class State:
         with self.lock:
             self.inflight -= 1
 
+    def hold(self, seconds):
+        """Hold a request in progress (a delay): counted in flight, but
+        not waited for by settle()."""
+        with self.lock:
+            self.delayed += 1
+        try:
+            time.sleep(seconds)
+        finally:
+            with self.lock:
+                self.delayed -= 1
+
 
 def kind_of(method, path):
     """GET, HEAD, ... or LIST: a GET whose query asks for a listing
@@ -213,7 +225,7 @@ def settle(seconds):
     requests in progress to end (not for ones held by a delay)."""
     scale = max(1, int(os.environ.get("CKPTFS_TIME_SCALE", "1") or 1))
     deadline = time.monotonic() + seconds * scale
-    while STATE.inflight and time.monotonic() < deadline:
+    while STATE.inflight > STATE.delayed and time.monotonic() < deadline:
         time.sleep(0.005)
 
 
@@ -243,7 +255,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         fault = STATE.pick(self.command, rng is not None, self.path)
         mode = fault["mode"] if fault else "none"
         if mode == "delay":
-            time.sleep(float(fault.get("delay_ms", 100)) / 1000.0)
+            STATE.hold(float(fault.get("delay_ms", 100)) / 1000.0)
         elif mode == "reset":
             STATE.record(self.command, self.path, rng, "reset", 0,
                          self.headers)
