@@ -138,15 +138,21 @@ static int scan_rank(void *ctx, const char *name, uint64_t size)
 	return 0;
 }
 
+/* Whether a PyTorch checkpoint's records in s are located when a read
+ * needs them (an object store) rather than all at open:
+ * CKPTFS_EAGER_INDEX=1 indexes them all at open, as before. */
+static bool locate_lazily(struct ckpt_store *s)
+{
+	const char *eager = getenv("CKPTFS_EAGER_INDEX");
+
+	return ckpt_store_parallelism(s) > 0 && !(eager && eager[0] == '1');
+}
+
 static int rank_local_image(struct ckpt_store *s, uint8_t **img,
 			    size_t *imglen, struct timespec *mtime, char *err,
 			    size_t errlen)
 {
-	const char *eager = getenv("CKPTFS_EAGER_INDEX");
-	/* as torch_image(): in an object store, records are located when a
-	 * read needs them */
-	bool lazy = ckpt_store_parallelism(s) > 0 &&
-		    !(eager && eager[0] == '1');
+	bool lazy = locate_lazily(s);
 	const char *dir = ckpt_store_root(s);
 	struct ckpt_meta **parts = NULL;
 	struct rank_scan rs = { 0 };
@@ -420,8 +426,9 @@ out_index:
  * (ckpt_torch_index_lazy()): the open reads .metadata alone and each
  * record is located when a read needs it; on a local disk the eager pass
  * costs little (page cache, WILLNEED in a deep queue) and fills the
- * index cache.  A lazy image is never stored in the index cache (nothing
- * in it is located yet); CKPTFS_EAGER_INDEX=1 in the environment indexes
+ * index cache.  A lazy image is not stored at open (nothing in it is
+ * located yet): what the open locates is stored when it is freed
+ * (located_to_cache()); CKPTFS_EAGER_INDEX=1 in the environment indexes
  * an object store's checkpoint whole at open, as before, and stores it.
  */
 static int torch_image(struct ckpt_store *s, const char *meta_path,
@@ -434,9 +441,7 @@ static int torch_image(struct ckpt_store *s, const char *meta_path,
 		.dir = ckpt_store_root(s), .meta_path = meta_path, .store = s,
 		.pkl = pkl, .pkl_len = len,
 	};
-	const char *eager = getenv("CKPTFS_EAGER_INDEX");
-	bool lazy = ckpt_store_parallelism(s) > 0 &&
-		    !(eager && eager[0] == '1');
+	bool lazy = locate_lazily(s);
 	char *ipath = NULL;
 	int rc;
 
