@@ -26,6 +26,16 @@ setup_file() {
 }
 teardown_file() { s3_teardown_file; }
 
+# flat(d): a nested state dict as {"a.b.c": value}, for the Python the
+# tests below run (prepended to their -c program).
+PY_FLAT='def flat(d, pre=""):
+    out = {}
+    for k, v in d.items():
+        out.update(flat(v, pre + str(k) + ".") if isinstance(v, dict)
+                   else {pre + str(k): v})
+    return out
+'
+
 setup() {
 	common_setup
 	SECRET=$AWS_SECRET_ACCESS_KEY
@@ -201,15 +211,9 @@ print(sorted(ckptfs.load(sys.argv[1], 2, 0, backend="numpy")))' s3://ck-creds/ru
 	grep -q "s3://ck-creds/run: credentials: web identity (AWS_WEB_IDENTITY_TOKEN_FILE), role $WEBROLE" "$TMP/daemon.log"
 	! grep -q "eyJ" "$TMP/daemon.log"
 	# The library: the same values as a load of the local copy.
-	PYTHONPATH=$ROOT/scripts run $(direct_env) $PY -c '
+	PYTHONPATH=$ROOT/scripts run $(direct_env) $PY -c "$PY_FLAT"'
 import sys, warnings, numpy as np, ckptfs
 warnings.simplefilter("ignore")
-def flat(d, pre=""):
-    out = {}
-    for k, v in d.items():
-        out.update(flat(v, pre + str(k) + ".") if isinstance(v, dict)
-                   else {pre + str(k): v})
-    return out
 ref = flat(ckptfs.load(sys.argv[2], 2, 0, backend="numpy"))
 sd = flat(ckptfs.load(sys.argv[1], 2, 0, backend="numpy"))
 assert sorted(sd) == sorted(ref) and ref, (sorted(sd), sorted(ref))
@@ -373,15 +377,9 @@ EOF
 	no_keys
 	unset AWS_EC2_METADATA_DISABLED
 	export AWS_EC2_METADATA_SERVICE_ENDPOINT=$CS
-	PYTHONPATH=$ROOT/scripts run $(direct_env) $PY -c '
+	PYTHONPATH=$ROOT/scripts run $(direct_env) $PY -c "$PY_FLAT"'
 import sys, time, warnings, numpy as np, ckptfs
 warnings.simplefilter("ignore")
-def flat(d, pre=""):
-    out = {}
-    for k, v in d.items():
-        out.update(flat(v, pre + str(k) + ".") if isinstance(v, dict)
-                   else {pre + str(k): v})
-    return out
 ref = flat(ckptfs.load(sys.argv[2], 2, 1, backend="numpy"))
 with ckptfs.open(sys.argv[1]) as ck:
     for i in range(3):
