@@ -337,19 +337,31 @@ def test_permission_denied_is_a_permission_error(tmp_path, native_ckpt):
     (also a ReadError), run as nobody since root reads everything."""
     import shutil
     import tempfile
-    # pytest's tmp_path lies under a 0700 directory: nobody needs a path
+    # pytest's tmp_path lies under a 0700 directory, and so may the
+    # clone itself: nobody gets a path, the package and the library of
+    # its own
     top = tempfile.mkdtemp(prefix="ckptfs-perm-")
     try:
         os.chmod(top, 0o755)
         locked = os.path.join(top, "locked")
         shutil.copytree(native_ckpt, locked)
         os.chmod(locked, 0o700)
-        run_as_nobody(locked)
+        shutil.copytree(os.path.join(ROOT, "scripts", "ckptfs"),
+                        os.path.join(top, "py", "ckptfs"))
+        lib = os.path.join(top, "libckptfs.so")
+        shutil.copy(os.environ.get("CKPTFS_LIB") or
+                    os.path.join(ROOT, "build", "libckptfs.so"), lib)
+        for d, _, files in os.walk(top):
+            if d != locked and not d.startswith(locked + os.sep):
+                os.chmod(d, 0o755)
+                for f in files:
+                    os.chmod(os.path.join(d, f), 0o644)
+        run_as_nobody(locked, os.path.join(top, "py"), lib)
     finally:
         shutil.rmtree(top)
 
 
-def run_as_nobody(locked):
+def run_as_nobody(locked, pypath, lib):
     code = '''
 import sys, ckptfs
 try:
@@ -357,7 +369,7 @@ try:
 except PermissionError as e:
     print(type(e).__name__, e.errno, isinstance(e, ckptfs.ReadError), e)
 '''
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "scripts"),
+    env = dict(os.environ, PYTHONPATH=pypath, CKPTFS_LIB=lib,
                CKPTFS_INDEX_CACHE="")
     p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534",
                         "--clear-groups", PY, "-c", code, str(locked)],
