@@ -47,10 +47,13 @@ def minus(a, b):
     return {k: a[k] - b[k] for k in a}
 
 
-def same(what, ours, theirs):
+def same(what, ours, theirs, url=None):
     line = "%s: ckptfs %s, proxy %s" % (what, ours, theirs)
     print(line)
     if ours != theirs:
+        if url:     # what the proxy saw since its reset, for the reader
+            for e in proxy(url, "stats")["log"]:
+                print("proxy log: %s" % (e,))
         sys.exit("FAIL " + line)
 
 
@@ -96,7 +99,7 @@ def reader_case(root, local, url):
                              cooperative=False)
     md = r.read_metadata()
     p0 = counted(proxy(url, "stats"))
-    same("StorageReader open", phase(r.io_stats(), "open"), p0)
+    same("StorageReader open", phase(r.io_stats(), "open"), p0, url)
     mine, ref = {}, {}
     for k, m in md.state_dict_metadata.items():
         if hasattr(m, "size"):
@@ -110,8 +113,8 @@ def reader_case(root, local, url):
     st = r.io_stats()
     p1 = counted(proxy(url, "stats"))
     # The same open again (its counts are the first one's), then the load.
-    same("StorageReader open in the load", phase(st, "open"), p0)
-    same("StorageReader load", phase(st, "read"), minus(p1, p0))
+    same("StorageReader open in the load", phase(st, "open"), p0, url)
+    same("StorageReader load", phase(st, "read"), minus(p1, p0), url)
     if st["read_bytes_fetched"] == 0:
         sys.exit("FAIL: the load fetched nothing (%s)" % st)
     check_totals("StorageReader", st)
