@@ -361,12 +361,11 @@ static int run_process(const struct recipe *r, const _Atomic bool *cancel,
 
 		if (w == pid || (w < 0 && errno != EINTR))
 			break;
-		if (w == 0 && (now_ms() >= deadline ||
-			       (cancel && atomic_load(cancel)))) {
-			if (now_ms() >= deadline)
-				timed_out = true;
-			else
-				cancelled = true;
+		if (w == 0 && now_ms() >= deadline)
+			timed_out = true;
+		else if (w == 0 && cancel && atomic_load(cancel))
+			cancelled = true;
+		if (w == 0 && (timed_out || cancelled)) {
 			kill(pid, SIGKILL);
 			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 				;
