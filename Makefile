@@ -232,7 +232,7 @@ check: deps
 	$(Q)$(MAKE) --no-print-directory bookworm-chroot
 	$(Q)$(MAKE) --no-print-directory deb wheel
 	$(Q)$(MAKE) --no-print-directory $(JOBS) SAN=address,undefined all
-	$(Q)$(MAKE) --no-print-directory $(JOBS) SAN=thread O=build-tsan build-tsan/ckptfs
+	$(Q)$(MAKE) --no-print-directory $(JOBS) SAN=thread O=build-tsan build-tsan/ckptfs build-tsan/tests/test_s3_creds
 	$(Q)tests/run-all.sh build build-san
 
 test: check

@@ -5,7 +5,8 @@
 # so the locked fd-cache path is exercised too, and -o prefetch, so the
 # prefetch thread runs beside the readers: stopped once by an unmount
 # after the readers are done, and once by SIGTERM while they read (the
-# control thread's ordered shutdown).  Prints a TAP line.
+# control thread's ordered shutdown).  Then the S3 credential refresher's
+# unit test, when built.  Prints a TAP line.
 #     tests/tsan-stress.sh build-tsan/ckptfs
 set -u
 BIN=$1
@@ -60,4 +61,17 @@ drc=$?
 kill $spid 2>/dev/null
 wait $spid
 if [ $drc -ne 0 ] || ls "$TMP"/tsan.* >/dev/null 2>&1; then fail "daemon stopped by SIGTERM during reads exited $drc with reports"; cat "$TMP/daemon.log"; exit 1; fi
-echo "ok tsan stress: $out, no data races reported, SIGTERM during reads exits 0"
+
+# The S3 credential refresher (tests/unit/test_s3_creds.c: readers beside
+# a refresh held in credential_process, a free while it is stuck), when
+# built beside the daemon (make SAN=thread O=build-tsan
+# build-tsan/tests/test_s3_creds).
+creds=
+T=$(dirname "$BIN")/tests/test_s3_creds
+if [ -x "$T" ]; then
+	TSAN_OPTIONS="halt_on_error=0 exitcode=66 log_path=$TMP/tsan" "$T" >"$TMP/creds.log" 2>&1
+	crc=$?
+	if [ $crc -ne 0 ] || ls "$TMP"/tsan.* >/dev/null 2>&1; then fail "test_s3_creds exited $crc"; cat "$TMP/creds.log"; exit 1; fi
+	creds=", credential refresh race-free"
+fi
+echo "ok tsan stress: $out, no data races reported, SIGTERM during reads exits 0$creds"

@@ -25,6 +25,7 @@
 #define REFRESH_AHEAD_S 300	/* refresh this long before expiry... */
 #define PROCESS_OUT_MAX (64u << 10)
 #define PROCESS_TIMEOUT_MS 60000
+#define CANCEL_POLL_MS 100	/* a stopping refresher notices this fast */
 #define TOKEN_FILE_MAX (64u << 10)
 #define CHAIN_DEPTH_MAX 8
 #define IMDS_DEFAULT "http://169.254.169.254"
@@ -56,14 +57,29 @@ struct recipe {
 
 struct ckpt_s3_creds {
 	pthread_mutex_t lock;
-	pthread_cond_t refreshed;
+	pthread_cond_t refreshed;	/* a refresh ended */
+	pthread_cond_t wake;		/* for the refresher: want or stop */
 	struct recipe *r;		/* NULL: unsigned requests */
 	char *source;
 	uint32_t timeout_ms;
 	char *ca_bundle;		/* or NULL: the system's CAs */
 	struct ckpt_s3_credset *cur;	/* guarded by lock */
 	int64_t fetched_at;		/* of cur; guarded by lock */
-	bool refreshing;		/* guarded by lock */
+	bool refreshing;		/* a refresh asked for or running;
+					 * guarded by lock */
+	bool want;			/* the refresher should fetch;
+					 * guarded by lock */
+	bool stop;			/* the refresher should end; guarded
+					 * by lock */
+	_Atomic bool cancel;		/* a running fetch should give up
+					 * (set with stop) */
+	bool has_thread;		/* the refresher runs; guarded by
+					 * lock */
+	pthread_t thread;		/* guarded by lock */
+	pid_t pid;			/* the process that has_thread and
+					 * refreshing speak for (a forked
+					 * child has no refresher); guarded
+					 * by lock */
 	int64_t next_try;		/* after a failed refresh; guarded by
 					 * lock */
 	char last_err[320];		/* guarded by lock */
@@ -264,16 +280,18 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Run a credential_process command and parse its output. */
-static int run_process(const struct recipe *r, struct ckpt_s3_credset **out,
-		       char *err, size_t errlen)
+/* Run a credential_process command and parse its output.  A command
+ * that runs past PROCESS_TIMEOUT_MS, or while *cancel (may be NULL)
+ * becomes true, is killed: polled every CANCEL_POLL_MS. */
+static int run_process(const struct recipe *r, const _Atomic bool *cancel,
+		       struct ckpt_s3_credset **out, char *err, size_t errlen)
 {
 	posix_spawn_file_actions_t fa;
 	char **argv, *buf = NULL;
 	size_t got = 0;
 	int pfd[2], rc, status = 0;
 	int64_t deadline = now_ms() + PROCESS_TIMEOUT_MS;
-	bool timed_out = false;
+	bool timed_out = false, cancelled = false;
 	pid_t pid;
 
 	*out = NULL;
@@ -313,6 +331,13 @@ static int run_process(const struct recipe *r, struct ckpt_s3_credset **out,
 			kill(pid, SIGKILL);
 			break;
 		}
+		if (cancel && atomic_load(cancel)) {
+			cancelled = true;
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (left > CANCEL_POLL_MS)
+			left = CANCEL_POLL_MS;
 		if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
 			break;
 		if (!p.revents)
@@ -336,8 +361,11 @@ static int run_process(const struct recipe *r, struct ckpt_s3_credset **out,
 
 		if (w == pid || (w < 0 && errno != EINTR))
 			break;
-		if (w == 0 && now_ms() >= deadline) {
+		if (w == 0 && now_ms() >= deadline)
 			timed_out = true;
+		else if (w == 0 && cancel && atomic_load(cancel))
+			cancelled = true;
+		if (w == 0 && (timed_out || cancelled)) {
 			kill(pid, SIGKILL);
 			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 				;
@@ -347,7 +375,11 @@ static int run_process(const struct recipe *r, struct ckpt_s3_credset **out,
 			nanosleep(&(struct timespec){ 0, 10 * 1000000L }, NULL);
 	}
 	buf[got] = '\0';
-	if (timed_out)
+	if (cancelled)
+		rc = ckpt_errf(err, errlen, -ECANCELED, "%s: '%s' stopped: the "
+			       "credentials are being freed", r->what,
+			       argv[0]);
+	else if (timed_out)
 		rc = ckpt_errf(err, errlen, -ETIMEDOUT, "%s: '%s' did not end "
 			       "within %d s", r->what, argv[0],
 			       PROCESS_TIMEOUT_MS / 1000);
@@ -375,12 +407,12 @@ static int run_process(const struct recipe *r, struct ckpt_s3_credset **out,
 }
 
 static int fetch(const struct recipe *r, uint32_t timeout_ms,
-		 const char *ca, struct ckpt_s3_credset **out, char *err,
-		 size_t errlen);
+		 const char *ca, const _Atomic bool *cancel,
+		 struct ckpt_s3_credset **out, char *err, size_t errlen);
 
 static int fetch_sts(const struct recipe *r, uint32_t timeout_ms,
-		     const char *ca, struct ckpt_s3_credset **out, char *err,
-		     size_t errlen)
+		     const char *ca, const _Atomic bool *cancel,
+		     struct ckpt_s3_credset **out, char *err, size_t errlen)
 {
 	struct ckpt_s3_sts_call call = {
 		.endpoint = r->sts_endpoint, .region = r->region,
@@ -398,7 +430,8 @@ static int fetch_sts(const struct recipe *r, uint32_t timeout_ms,
 			return -EINVAL;
 		call.web_token = token;
 	} else {
-		rc = fetch(r->source, timeout_ms, ca, &src, sub, sizeof(sub));
+		rc = fetch(r->source, timeout_ms, ca, cancel, &src, sub,
+			   sizeof(sub));
 		if (rc)
 			return ckpt_errf(err, errlen, rc, "%s: %s", r->what,
 					 sub);
@@ -412,9 +445,11 @@ static int fetch_sts(const struct recipe *r, uint32_t timeout_ms,
 	return rc;
 }
 
+/* Fetch a set by r.  A credential_process stops when *cancel (may be
+ * NULL) becomes true; the HTTP sources are bounded by timeout_ms. */
 static int fetch(const struct recipe *r, uint32_t timeout_ms,
-		 const char *ca, struct ckpt_s3_credset **out, char *err,
-		 size_t errlen)
+		 const char *ca, const _Atomic bool *cancel,
+		 struct ckpt_s3_credset **out, char *err, size_t errlen)
 {
 	char *auth = NULL, *role = NULL;
 	int rc;
@@ -425,10 +460,10 @@ static int fetch(const struct recipe *r, uint32_t timeout_ms,
 		*out = credset_ref(r->fixed);
 		return 0;
 	case K_PROCESS:
-		return run_process(r, out, err, errlen);
+		return run_process(r, cancel, out, err, errlen);
 	case K_ASSUME:
 	case K_WEBID:
-		return fetch_sts(r, timeout_ms, ca, out, err, errlen);
+		return fetch_sts(r, timeout_ms, ca, cancel, out, err, errlen);
 	case K_CONTAINER:
 		if (r->auth_file) {
 			auth = read_small(r->auth_file, r->what, err, errlen);
@@ -992,6 +1027,8 @@ int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->refreshed, NULL);
+	pthread_cond_init(&c->wake, NULL);
+	c->pid = getpid();
 	c->timeout_ms = e->timeout_ms;
 	if (e->ca_bundle) {
 		c->ca_bundle = strdup(e->ca_bundle);
@@ -1022,7 +1059,7 @@ int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 	}
 	c->r = r;
 	if (r->kind != K_IMDS) {
-		rc = fetch(r, c->timeout_ms, c->ca_bundle, &c->cur, sub,
+		rc = fetch(r, c->timeout_ms, c->ca_bundle, NULL, &c->cur, sub,
 			   sizeof(sub));
 	} else {
 		/* Name the instance profile's role, as fetched. */
@@ -1067,16 +1104,33 @@ out_fail:
 	return rc;
 }
 
+/*
+ * The refresher stops: a fetch in progress is cancelled (a
+ * credential_process is killed within CANCEL_POLL_MS; an HTTP source ends
+ * within timeout_ms) and the thread is joined.  No caller may be in
+ * ckpt_s3_creds_get() by now.
+ */
 void ckpt_s3_creds_free(struct ckpt_s3_creds *c)
 {
+	bool join;
+
 	if (!c)
 		return;
+	pthread_mutex_lock(&c->lock);
+	c->stop = true;
+	atomic_store(&c->cancel, true);
+	pthread_cond_signal(&c->wake);
+	join = c->has_thread && c->pid == getpid();
+	pthread_mutex_unlock(&c->lock);
+	if (join)
+		pthread_join(c->thread, NULL);
 	ckpt_s3_credset_put(c->cur);
 	recipe_free(c->r);
 	free(c->source);
 	free(c->ca_bundle);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->refreshed);
+	pthread_cond_destroy(&c->wake);
 	free(c);
 }
 
@@ -1106,6 +1160,81 @@ static int64_t refresh_at(const struct ckpt_s3_creds *c)
 	return c->cur->expires - ahead;
 }
 
+/* Under lock: a refresh ended with rc; fresh (on success) becomes the
+ * current set.  Wakes the callers waiting for it. */
+static void refresh_done(struct ckpt_s3_creds *c, int rc,
+			 struct ckpt_s3_credset *fresh, const char *err)
+{
+	c->refreshing = false;
+	atomic_fetch_add(&c->fetches, 1);
+	if (rc == 0) {
+		ckpt_s3_credset_put(c->cur);
+		c->cur = fresh;
+		c->fetched_at = time(NULL);
+		c->last_err[0] = '\0';
+		/* at most one fetch a second, even for a set that comes
+		 * already expired (a skewed clock) */
+		c->next_try = c->fetched_at + 1;
+	} else {
+		snprintf(c->last_err, sizeof(c->last_err), "%s", err);
+		c->next_try = time(NULL) + 1;
+	}
+	pthread_cond_broadcast(&c->refreshed);
+}
+
+/* The refresher: fetches when asked (want), one fetch at a time, until
+ * stop. */
+static void *refresher(void *arg)
+{
+	struct ckpt_s3_creds *c = arg;
+	struct ckpt_s3_credset *fresh;
+	char err[sizeof(c->last_err)];
+	int rc;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		while (!c->want && !c->stop)
+			pthread_cond_wait(&c->wake, &c->lock);
+		if (c->stop)
+			break;
+		c->want = false;
+		pthread_mutex_unlock(&c->lock);
+		fresh = NULL;
+		err[0] = '\0';
+		rc = fetch(c->r, c->timeout_ms, c->ca_bundle, &c->cancel,
+			   &fresh, err, sizeof(err));
+		pthread_mutex_lock(&c->lock);
+		refresh_done(c, rc, fresh, err);
+	}
+	if (c->refreshing) {
+		c->refreshing = false;
+		pthread_cond_broadcast(&c->refreshed);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+/* Under lock: is the refresher running in this process?  Started on
+ * first need, with every signal blocked (signals are the host's). */
+static bool refresher_running(struct ckpt_s3_creds *c)
+{
+	sigset_t all, old;
+	int rc;
+
+	if (c->has_thread)
+		return true;
+	if (c->stop)
+		return false;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&c->thread, NULL, refresher, c);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		return false;
+	c->has_thread = true;
+	return true;
+}
+
 struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c)
 {
 	struct ckpt_s3_credset *got, *fresh = NULL;
@@ -1116,6 +1245,14 @@ struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c)
 	if (!c || !c->r)
 		return NULL;
 	pthread_mutex_lock(&c->lock);
+	if (c->pid != getpid()) {
+		/* A forked child: the parent's refresher (and any refresh
+		 * it was running) did not come along. */
+		c->pid = getpid();
+		c->has_thread = false;
+		c->refreshing = false;
+		c->want = false;
+	}
 	for (;;) {
 		now = time(NULL);
 		due = refresh_at(c);
@@ -1130,25 +1267,20 @@ struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c)
 		if (now < c->next_try)
 			break;
 		c->refreshing = true;
-		pthread_mutex_unlock(&c->lock);
-		rc = fetch(c->r, c->timeout_ms, c->ca_bundle, &fresh, err,
-			   sizeof(err));
-		pthread_mutex_lock(&c->lock);
-		c->refreshing = false;
-		atomic_fetch_add(&c->fetches, 1);
-		if (rc == 0) {
-			ckpt_s3_credset_put(c->cur);
-			c->cur = fresh;
-			c->fetched_at = time(NULL);
-			c->last_err[0] = '\0';
-			/* at most one fetch a second, even for a set that
-			 * comes already expired (a skewed clock) */
-			c->next_try = c->fetched_at + 1;
-		} else {
-			snprintf(c->last_err, sizeof(c->last_err), "%s", err);
-			c->next_try = time(NULL) + 1;
+		if (refresher_running(c)) {
+			/* the refresher fetches; this caller goes on with
+			 * the current set unless it has expired */
+			c->want = true;
+			pthread_cond_signal(&c->wake);
+			continue;
 		}
-		pthread_cond_broadcast(&c->refreshed);
+		/* no thread to be had: fetch here, as one caller */
+		pthread_mutex_unlock(&c->lock);
+		err[0] = '\0';
+		rc = fetch(c->r, c->timeout_ms, c->ca_bundle, &c->cancel,
+			   &fresh, err, sizeof(err));
+		pthread_mutex_lock(&c->lock);
+		refresh_done(c, rc, fresh, err);
 		break;
 	}
 	got = credset_ref(c->cur);

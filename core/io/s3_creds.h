@@ -23,8 +23,9 @@
  *
  * Temporary credentials are fetched again before they expire: from 5
  * minutes before (or half their life, when that is shorter), the first
- * caller of ckpt_s3_creds_get() fetches while the others keep using the
- * set they have; only once a set has expired do callers wait for the
+ * caller of ckpt_s3_creds_get() that notices wakes a refresher thread
+ * (started then, once per process) and goes on with the current set, as
+ * every caller does; only once a set has expired do callers wait for the
  * new one.  A set is immutable and counted: a request holds its own
  * reference, a refresh swaps the current one.
  */
@@ -64,6 +65,9 @@ int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 		      const struct ckpt_s3_creds_env *env,
 		      struct ckpt_s3_creds **out, char *err, size_t errlen);
 
+/* Free c (accepts NULL): stops its refresher, killing a
+ * credential_process it runs (an HTTP source ends within its timeout),
+ * and joins it.  No call on c may be in progress. */
 void ckpt_s3_creds_free(struct ckpt_s3_creds *c);
 
 /* Where the credentials come from ("environment (AWS_ACCESS_KEY_ID)",
@@ -75,8 +79,9 @@ bool ckpt_s3_creds_is_anonymous(const struct ckpt_s3_creds *c);
 
 /*
  * The current set, with a reference for the caller (drop it with
- * ckpt_s3_credset_put()), refreshed first when due (see above).  NULL
- * for unsigned requests (or c NULL).  When a refresh fails, the set it would have
+ * ckpt_s3_credset_put()); a refresh is started when due (see above),
+ * waited for only when the set has expired.  NULL for unsigned requests
+ * (or c NULL).  When a refresh fails, the set it would have
  * replaced is returned while it has not expired (the next call tries
  * again, at most once a second), and the failure is kept for
  * ckpt_s3_creds_last_error().  Thread-safe.

@@ -45,11 +45,52 @@ setup() {
 }
 
 teardown() {
-	local p
+	local p d
+	for d in "$TMP"/cp-*; do
+		[ -d "$d" ] && touch "$d/release"	# blocked_creds below
+	done
 	for p in "$TMP"/*.pid; do
 		[ -s "$p" ] && kill "$(cat "$p")" 2>/dev/null
 	done
 	common_teardown
+}
+
+# blocked_creds NAME LIFE: a credential_process command in $CP_CMD that
+# counts its calls in $TMP/cp-NAME/runs (and finished ones in served):
+# call 1 hands out the suite's keys expiring in LIFE s; call 2, the
+# refresh, first touches blocked (its pid in pid) and waits until release
+# appears (300 s at most), then hands them out for an hour, as later
+# calls do.
+blocked_creds() {
+	local d=$TMP/cp-$1
+	mkdir -p "$d"
+	cat >"$d/creds.sh" <<'EOF'
+#!/bin/sh
+d=$(dirname "$0")
+echo call >>"$d/runs"
+n=$(wc -l <"$d/runs")
+life=3600
+[ "$n" -eq 1 ] && life=$1
+if [ "$n" -eq 2 ]; then
+	echo $$ >"$d/pid"
+	touch "$d/blocked"
+	i=0
+	while [ ! -e "$d/release" ] && [ $i -lt 6000 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+fi
+exp=$(date -u -d "@$(($(date +%s) + life))" +%Y-%m-%dT%H:%M:%SZ)
+printf '{"Version": 1, "AccessKeyId": "%s", "SecretAccessKey": "%s", "Expiration": "%s"}\n' "$K" "$S" "$exp"
+echo done >>"$d/served"
+EOF
+	chmod +x "$d/creds.sh"
+	CP_CMD="$d/creds.sh $2"
+}
+
+# lines FILE: its number of lines (0 when absent).
+lines() {
+	if [ -e "$1" ]; then wc -l <"$1"; else echo 0; fi
 }
 
 # credserver NAME EXPIRE [ARGS...]: start tests/s3/credserver.py; its URL
@@ -396,4 +437,122 @@ with ckptfs.open(sys.argv[1]) as ck:
 	[[ "$output" == *"load 2 ok"* ]]
 	echo "credentials $(cs_stat creds)"
 	[ "$(cs_stat creds)" -ge 3 ]
+}
+
+@test "s3 credentials: a refresh runs in the background: while credential_process is stuck in the refresh, reads through a mount and ckptfs.open's loads complete with the right bytes; released, its set is used after the first one's expiry; an unmount while it is stuck ends it at once" {
+	local L t1 i cp_pid
+	L=$(secs 16)	# refreshed after L/2; reads must not wait before L
+	export K=$AWS_ACCESS_KEY_ID S=$AWS_SECRET_ACCESS_KEY
+	export AWS_CONFIG_FILE=$TMP/config
+	no_keys
+	# Through a mount.
+	blocked_creds mount "$L"
+	printf '[default]\ncredential_process = %s\n' "$CP_CMD" >"$TMP/config"
+	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 1
+	t1=$(date +%s)
+	check_mount 2 1
+	[ "$(lines "$TMP/cp-mount/runs")" -eq 1 ]
+	sleep $((t1 + L / 2 + 1 - $(date +%s)))	# the refresh is due
+	fresh_reads
+	# The read that notices starts the refresh and does not wait for it
+	# (it would wait until release: the liveness bound catches that).
+	run timeout "$(secs 6)" $REF check "$S3TMP/ck" "$MNT" --world 2 --rank 1
+	echo "$output"
+	[ "$status" -eq 0 ]
+	for i in $(seq "$(polls 5)"); do
+		[ -e "$TMP/cp-mount/blocked" ] && break
+		sleep 0.05
+	done
+	[ -e "$TMP/cp-mount/blocked" ]			# the refresh runs...
+	[ "$(lines "$TMP/cp-mount/served")" -eq 1 ]	# ...and is stuck
+	touch "$TMP/cp-mount/release"
+	for i in $(seq "$(polls 10)"); do
+		[ "$(lines "$TMP/cp-mount/served")" -eq 2 ] && break
+		sleep 0.05
+	done
+	[ "$(lines "$TMP/cp-mount/served")" -eq 2 ]
+	sleep $((t1 + L + 1 - $(date +%s)))	# the first set has expired
+	fresh_reads
+	check_mount 2 1
+	# The refreshed set (an hour's) signs: no third fetch.
+	[ "$(lines "$TMP/cp-mount/runs")" -eq 2 ]
+	stop_mount
+
+	# Through the library: a load while the refresh is stuck.
+	blocked_creds lib "$L"
+	printf '[default]\ncredential_process = %s\n' "$CP_CMD" >"$TMP/config"
+	PYTHONPATH=$ROOT/scripts run timeout "$(secs 60)" $(direct_env) $PY -c "$PY_FLAT"'
+import os, sys, threading, time, warnings, numpy as np, ckptfs
+warnings.simplefilter("ignore")
+url, local, d, life, bound = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+ref = flat(ckptfs.load(local, 2, 1, backend="numpy"))
+def lines(name):
+    try:
+        with open(os.path.join(d, name)) as f:
+            return len(f.readlines())
+    except FileNotFoundError:
+        return 0
+def check(ck, what):
+    got = {}
+    t = threading.Thread(target=lambda: got.update(flat(ck.load(2, 1, backend="numpy"))), daemon=True)
+    t.start()
+    t.join(bound)
+    if t.is_alive():
+        print(what, "still loading after", bound, "s", flush=True)
+        os._exit(1)
+    assert sorted(got) == sorted(ref), (sorted(got), sorted(ref))
+    for k in ref:
+        assert np.array_equal(np.asarray(got[k]), np.asarray(ref[k])), k
+    print(what, "ok", flush=True)
+with ckptfs.open(url) as ck:
+    t1 = time.time()
+    check(ck, "load 1")
+    time.sleep(max(0, t1 + life / 2 + 1 - time.time()))
+    check(ck, "load while the refresh is due")
+    for i in range(int(bound * 40)):	# the refresh has started...
+        if os.path.exists(os.path.join(d, "blocked")):
+            break
+        time.sleep(0.05)
+    assert os.path.exists(os.path.join(d, "blocked"))
+    assert lines("served") == 1		# ...and is held
+    open(os.path.join(d, "release"), "w").close()
+    for i in range(int(bound * 40)):
+        if lines("served") == 2:
+            break
+        time.sleep(0.05)
+    assert lines("served") == 2
+    time.sleep(max(0, t1 + life + 1 - time.time()))
+    check(ck, "load after the first set expired")
+    assert lines("runs") == 2, lines("runs")
+print("fetches", lines("runs"))
+' s3://ck-creds/run "$S3TMP/ck" "$TMP/cp-lib" "$L" "$(secs 6)"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"load while the refresh is due ok"* ]]
+	[[ "$output" == *"fetches 2"* ]]
+
+	# An unmount while the refresh is stuck: the daemon kills the
+	# command and exits 0 at once (stop_mount's bound), not after the
+	# command's 60 s.
+	blocked_creds stuck "$L"
+	printf '[default]\ncredential_process = %s\n' "$CP_CMD" >"$TMP/config"
+	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 1
+	t1=$(date +%s)
+	sleep $((t1 + L / 2 + 1 - $(date +%s)))	# the refresh is due
+	fresh_reads
+	run timeout "$(secs 6)" $REF check "$S3TMP/ck" "$MNT" --world 2 --rank 1
+	[ "$status" -eq 0 ]
+	for i in $(seq "$(polls 5)"); do
+		[ -s "$TMP/cp-stuck/pid" ] && break
+		sleep 0.05
+	done
+	cp_pid=$(cat "$TMP/cp-stuck/pid")
+	kill -0 "$cp_pid"
+	stop_mount
+	for i in $(seq "$(polls 2)"); do
+		kill -0 "$cp_pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	! kill -0 "$cp_pid" 2>/dev/null
+	[ ! -e "$TMP/cp-stuck/release" ] && [ "$(lines "$TMP/cp-stuck/served")" -eq 1 ]
 }
