@@ -1030,13 +1030,30 @@ out_free:
 	return rc;
 }
 
+/* Whether part p names a data file of m that holds a record m located
+ * now (dirty[f], by m's file index): its image must be rebuilt. */
+static bool names_dirty(const struct ckpt_meta *p, const struct ckpt_meta *m,
+			const bool *dirty)
+{
+	uint32_t f, g;
+
+	for (f = 0; f < p->nfiles; f++)
+		for (g = 0; g < m->nfiles; g++)
+			if (dirty[g] && !strcmp(p->strings + p->files[f].path,
+						m->strings + m->files[g].path))
+				return true;
+	return false;
+}
+
 /*
  * Store what a lazy rank-local open located in the node-local index
  * cache, as located_to_cache() does for a .metadata: under the key's
  * lock, each rank's image rebuilt from its __R.metadata with the records
  * this open located and those the entry there had located (when its
  * images pass their check, as an open's would), written atomically as
- * the one entry.  Best effort: any failure leaves the cache as it was.
+ * the one entry.  A rank whose cached image names no data file this open
+ * located a record in keeps that image as it is (no pickle is parsed
+ * for it).  Best effort: any failure leaves the cache as it was.
  */
 static void rank_located_to_cache(struct ckpt_meta *m)
 {
@@ -1046,6 +1063,8 @@ static void rank_located_to_cache(struct ckpt_meta *m)
 	uint8_t **built = NULL, *buf = NULL;
 	size_t *prelen = NULL, *builtlen = NULL, len = 0, i;
 	char why[1024], *warning = NULL;
+	bool *dirty = NULL;
+	uint32_t ci;
 
 	if (!has_located_now(m))
 		return;
@@ -1059,8 +1078,14 @@ static void rank_located_to_cache(struct ckpt_meta *m)
 	prelen = calloc(k->n, sizeof(*prelen));
 	built = calloc(k->n, sizeof(*built));
 	builtlen = calloc(k->n, sizeof(*builtlen));
-	if (!pre || !prelen || !built || !builtlen)
+	dirty = calloc(m->nfiles ? m->nfiles : 1, sizeof(*dirty));
+	if (!pre || !prelen || !built || !builtlen || !dirty)
 		goto out_free;
+	for (ci = 0; ci < m->nchunks; ci++)
+		if (m->lazy[ci].guard_len && ckpt_chunk_is_located(m, ci) &&
+		    !ckpt_is_zrec(m->chunks[ci].file) &&
+		    m->chunks[ci].file < m->nfiles)
+			dirty[m->chunks[ci].file] = true;
 	rank_cache_hit(&c, k->hex, m->store, k->rf, k->n, &buf, &len, pre,
 		       prelen, &warning);
 	for (i = 0; i < k->n; i++) {
@@ -1072,6 +1097,11 @@ static void rank_located_to_cache(struct ckpt_meta *m)
 						   k->rf[i].path, &cached, why,
 						   sizeof(why)))
 			cached = NULL;
+		if (cached && !names_dirty(cached, m, dirty)) {
+			ckpt_meta_free_parsed(cached);
+			continue;	/* stored as it is */
+		}
+		pre[i] = NULL;
 		known[1] = cached;
 		rc = ckpt_torch_index_merged(m->store, k->rf[i].path,
 					     k->rf[i].pkl, k->rf[i].len, known,
@@ -1081,7 +1111,6 @@ static void rank_located_to_cache(struct ckpt_meta *m)
 		if (rc)
 			goto out_free;
 	}
-	memset(pre, 0, k->n * sizeof(*pre));
 	rank_cache_store(&c, k->hex, k->rf, k->n, pre, prelen, built,
 			 builtlen, &warning);
 out_free:
@@ -1091,6 +1120,7 @@ out_free:
 	free(prelen);
 	free(built);
 	free(builtlen);
+	free(dirty);
 	free(buf);
 out_close:
 	ckpt_index_cache_close(&c);

@@ -420,3 +420,26 @@ rl_reads() {
 	[[ "$output" == *".ckptfs-index: stale: "*"__5_0.distcp"* ]]
 	not mountpoint -q "$MNT"
 }
+
+@test "s3 lazy: the ranks of a node add up to one rank-local cache entry: rank 5's load keeps what rank 3's located, and rank 3 locates nothing after it; each load equals the local copy's" {
+	local g1 g2
+	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rl" --parts 8 --keys 16
+	upload "$TMP/rl" ck-lazy/rlm
+	run $(direct_env) $LAZY cached s3://ck-lazy/rlm "$TMP/rl" "$S3CHECK_PROXY" 8 3 "$TMP/ic" 2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	set -- $(gets_of "$output")
+	g1=$1 g2=$2
+	[ "$g1" -gt "$g2" ]
+	run $(direct_env) $LAZY cached s3://ck-lazy/rlm "$TMP/rl" "$S3CHECK_PROXY" 8 5 "$TMP/ic" 2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	set -- $(gets_of "$output")
+	[ "$1" -gt "$2" ]
+	run $(direct_env) $LAZY cached s3://ck-lazy/rlm "$TMP/rl" "$S3CHECK_PROXY" 8 3 "$TMP/ic" 1
+	echo "$output"
+	[ "$status" -eq 0 ]
+	echo "rank 3: $g1, then $g2; after rank 5: $(gets_of "$output")"
+	[ "$(gets_of "$output")" -le "$g2" ]
+	[ "$(ls "$TMP/ic" | grep -c '\.ckptfs-index$')" -eq 1 ]
+}
