@@ -109,15 +109,8 @@ static int rank_local_name(const char *s, unsigned long *rank)
 	return errno || strcmp(end, ".metadata") ? -1 : 0;
 }
 
-/*
- * A checkpoint saved with torch's dcp.save(..., use_collectives=False):
- * no .metadata, but one pickled __R.metadata per rank, each listing that
- * rank's chunks.  Each is indexed like a .metadata and parsed as a part;
- * the parts are merged into one native image (model/merge.c), which the
- * caller parses and tiles as usual.  Every part stays parsed until the
- * merge, so their pickles may hold CKPT_LOCAL_META_MAX_BYTES (1 GiB) in
- * all.  -ENOENT when there are no such files.
- */
+/* The listing's __R.metadata files (rank-local checkpoints: see
+ * rank_local_image() below). */
 struct rank_scan {
 	unsigned long *ranks;
 	size_t n, cap;
