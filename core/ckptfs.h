@@ -291,6 +291,9 @@ struct ckpt_open_opts {
  * open finds it there (checked like o->index against every data file),
  * or takes DIR/<hex>.lock, so that the processes opening the same
  * checkpoint at once wait for the first to index it, and writes it.  A
+ * rank-local checkpoint (__R.metadata per rank) is one entry, keyed by
+ * every __R.metadata's version, holding each rank's image (the container
+ * `ckptfs index` writes for it; docs/index-cache.md).  A
  * stale, corrupt or edited cache file, or a DIR that is not the user's
  * own (owned by the euid, not writable by group or others) is not used:
  * ckpt_meta_warning() says why, and the checkpoint is indexed in memory;
@@ -323,7 +326,9 @@ int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 
 /*
  * Index the torch checkpoint in dir: the native image `ckptfs index`
- * writes, validated.  Returns 0 and sets *img (caller frees with free()),
+ * writes, validated (for a rank-local checkpoint, __R.metadata per rank:
+ * the rank-local container of each rank's image, and *parsed the merged
+ * checkpoint).  Returns 0 and sets *img (caller frees with free()),
  * *imglen and *parsed (caller frees with ckpt_meta_free()), or -errno
  * (-EINVAL for a checkpoint that is already native).
  */

@@ -9,12 +9,14 @@
 #include "model/meta.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 
 #include "common/cancel.h"
 #include "common/errbuf.h"
@@ -107,18 +109,12 @@ static int rank_local_name(const char *s, unsigned long *rank)
 	return errno || strcmp(end, ".metadata") ? -1 : 0;
 }
 
-/*
- * A checkpoint saved with torch's dcp.save(..., use_collectives=False):
- * no .metadata, but one pickled __R.metadata per rank, each listing that
- * rank's chunks.  Each is indexed like a .metadata and parsed as a part;
- * the parts are merged into one native image (model/merge.c), which the
- * caller parses and tiles as usual.  Every part stays parsed until the
- * merge, so their pickles may hold CKPT_LOCAL_META_MAX_BYTES (1 GiB) in
- * all.  -ENOENT when there are no such files.
- */
+/* The listing's __R.metadata files (rank-local checkpoints: see
+ * rank_local_image() below). */
 struct rank_scan {
 	unsigned long *ranks;
 	size_t n, cap;
+	bool has_index;		/* a .ckptfs-index is listed beside them */
 };
 
 static int scan_rank(void *ctx, const char *name, uint64_t size)
@@ -127,6 +123,8 @@ static int scan_rank(void *ctx, const char *name, uint64_t size)
 	unsigned long r;
 
 	(void)size;
+	if (!strcmp(name, CKPT_INDEX_NAME))
+		rs->has_index = true;
 	if (rank_local_name(name, &r))
 		return 0;
 	if (rs->n == RANK_LOCAL_MAX)
@@ -146,110 +144,6 @@ static bool locate_lazily(struct ckpt_store *s)
 	const char *eager = getenv("CKPTFS_EAGER_INDEX");
 
 	return ckpt_store_parallelism(s) > 0 && !(eager && eager[0] == '1');
-}
-
-static int rank_local_image(struct ckpt_store *s, uint8_t **img,
-			    size_t *imglen, struct timespec *mtime, char *err,
-			    size_t errlen)
-{
-	bool lazy = locate_lazily(s);
-	const char *dir = ckpt_store_root(s);
-	struct ckpt_meta **parts = NULL;
-	struct rank_scan rs = { 0 };
-	char **names = NULL;
-	size_t n, i, total = 0;
-	int rc = 0;
-
-	rc = ckpt_store_list(s, scan_rank, &rs, err, errlen);
-	if (rc == -E2BIG)
-		rc = ckpt_errf(err, errlen, -E2BIG,
-			       "%s: more than %d __R.metadata files", dir,
-			       RANK_LOCAL_MAX);
-	else if (rc == -ENOMEM)
-		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-	if (rc)
-		goto out_free;
-	n = rs.n;
-	if (!n) {
-		rc = -ENOENT;
-		goto out_free;
-	}
-	qsort(rs.ranks, n, sizeof(*rs.ranks), cmp_rank);
-	parts = calloc(n, sizeof(*parts));
-	names = calloc(n, sizeof(*names));
-	if (!parts || !names) {
-		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-		goto out_free;
-	}
-	for (i = 0; i < n; i++) {
-		struct ckpt_store_file_info fi;
-		uint8_t *pkl = NULL, *part = NULL;
-		size_t len = 0, plen = 0;
-		char name[64];
-
-		if (i && rs.ranks[i] == rs.ranks[i - 1]) {
-			rc = ckpt_errf(err, errlen, -EINVAL,
-				       "%s: two metadata files for rank %lu",
-				       dir, rs.ranks[i]);
-			goto out_free;
-		}
-		snprintf(name, sizeof(name), "__%lu.metadata", rs.ranks[i]);
-		if (asprintf(&names[i], "%s/%s", dir, name) < 0) {
-			names[i] = NULL;
-			rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-			goto out_free;
-		}
-		rc = ckpt_store_read_file(s, name, CKPT_META_MAX_BYTES, &pkl,
-					  &len, &fi, err, errlen);
-		if (rc)
-			goto out_free;
-		/* Every part stays parsed until the merge: bound them all. */
-		total += len;
-		if (total > CKPT_LOCAL_META_MAX_BYTES) {
-			free(pkl);
-			rc = ckpt_errf(err, errlen, -EFBIG,
-				       "%s: the rank-local metadata files up to this one hold %zu bytes, more than the %zu MiB all of them may hold",
-				       names[i], total,
-				       CKPT_LOCAL_META_MAX_BYTES >> 20);
-			goto out_free;
-		}
-		if (i == 0 || fi.mtime_sec > mtime->tv_sec ||
-		    (fi.mtime_sec == mtime->tv_sec &&
-		     fi.mtime_nsec > mtime->tv_nsec))
-			set_mtime(mtime, &fi);
-		if (!ckpt_torch_is_pickle(pkl, len)) {
-			free(pkl);
-			rc = ckpt_errf(err, errlen, -EINVAL,
-				       "%s: not a PyTorch rank-local metadata pickle",
-				       names[i]);
-			goto out_free;
-		}
-		if (lazy)
-			rc = ckpt_torch_index_lazy(s, names[i], pkl, len,
-						   &part, &plen, err, errlen);
-		else
-			rc = index_now(s, names[i], pkl, len, &part, &plen,
-				       err, errlen);
-		free(pkl);
-		if (rc)
-			goto out_free;
-		rc = ckpt_meta_parse_part(part, plen, names[i], &parts[i], err,
-					  errlen);
-		free(part);
-		if (rc)
-			goto out_free;
-	}
-	rc = ckpt_meta_merge(parts, (const char *const *)names, n, img, imglen,
-			     err, errlen);
-out_free:
-	for (i = 0; parts && i < rs.n; i++)
-		ckpt_meta_free(parts[i]);
-	for (i = 0; names && i < rs.n; i++)
-		free(names[i]);
-	free(parts);
-	free(names);
-	free(rs.ranks);
-	return rc;
 }
 
 /* A directory of safetensors files: see safetensors/st_index.h. */
@@ -627,6 +521,679 @@ out_close:
 	free(warning);
 }
 
+/*
+ * Rank-local checkpoints (torch's dcp.save(..., use_collectives=False)):
+ * no .metadata, but one pickled __R.metadata per rank, each listing that
+ * rank's chunks.  Each is indexed like a .metadata and parsed as a part;
+ * the parts are merged into one native image (model/merge.c), which the
+ * caller parses and tiles as usual.
+ */
+
+/* One __R.metadata, whole. */
+struct rank_file {
+	unsigned long rank;
+	char *path;		/* dir/__R.metadata, for messages */
+	char name[40];		/* __R.metadata */
+	uint8_t *pkl;
+	size_t len;
+	char version[CKPT_STORE_VERSION_MAX];	/* ckpt_store_open()'s */
+};
+
+/* What a lazy rank-local open keeps to store what it located in the
+ * node-local index cache when it is freed (rank_located_to_cache()). */
+struct ckpt_rank_keep {
+	struct rank_file *rf;	/* [n], owned */
+	size_t n;
+	char *cdir;		/* the cache directory */
+	char hex[CKPT_INDEX_CACHE_KEY_HEX];	/* rank_cache_key() */
+};
+
+static void rank_files_free(struct rank_file *rf, size_t n)
+{
+	size_t i;
+
+	for (i = 0; rf && i < n; i++) {
+		free(rf[i].path);
+		free(rf[i].pkl);
+	}
+	free(rf);
+}
+
+static void rank_keep_free(struct ckpt_rank_keep *k)
+{
+	if (!k)
+		return;
+	rank_files_free(k->rf, k->n);
+	free(k->cdir);
+	free(k);
+}
+
+/*
+ * Every __R.metadata of s, whole, ranks ascending: 0 with *out (free
+ * with rank_files_free()) and *nout, -ENOENT when there is none, else
+ * -errno with err.  *mtime gets the newest one's; *has_index whether the
+ * listing showed a .ckptfs-index (so that none is asked for in vain).  They stay in memory
+ * together (with their parsed parts, until the merge), so they may hold
+ * CKPT_LOCAL_META_MAX_BYTES (1 GiB) in all.
+ */
+static int read_rank_files(struct ckpt_store *s, struct rank_file **out,
+			   size_t *nout, struct timespec *mtime,
+			   bool *has_index, char *err, size_t errlen)
+{
+	const char *dir = ckpt_store_root(s);
+	struct rank_scan rs = { 0 };
+	struct rank_file *rf = NULL;
+	size_t n = 0, i, total = 0;
+	int rc;
+
+	*out = NULL;
+	*nout = 0;
+	rc = ckpt_store_list(s, scan_rank, &rs, err, errlen);
+	if (rc == -E2BIG)
+		rc = ckpt_errf(err, errlen, -E2BIG,
+			       "%s: more than %d __R.metadata files", dir,
+			       RANK_LOCAL_MAX);
+	else if (rc == -ENOMEM)
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	if (rc)
+		goto out_free;
+	if (!rs.n) {
+		rc = -ENOENT;
+		goto out_free;
+	}
+	qsort(rs.ranks, rs.n, sizeof(*rs.ranks), cmp_rank);
+	rf = calloc(rs.n, sizeof(*rf));
+	if (!rf) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out_free;
+	}
+	n = rs.n;
+	for (i = 0; i < n; i++) {
+		struct ckpt_store_file_info fi;
+		struct rank_file *r = &rf[i];
+
+		if (i && rs.ranks[i] == rs.ranks[i - 1]) {
+			rc = ckpt_errf(err, errlen, -EINVAL,
+				       "%s: two metadata files for rank %lu",
+				       dir, rs.ranks[i]);
+			goto out_free;
+		}
+		r->rank = rs.ranks[i];
+		snprintf(r->name, sizeof(r->name), "__%lu.metadata", r->rank);
+		if (asprintf(&r->path, "%s/%s", dir, r->name) < 0) {
+			r->path = NULL;
+			rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+			goto out_free;
+		}
+		rc = ckpt_store_read_file(s, r->name, CKPT_META_MAX_BYTES,
+					  &r->pkl, &r->len, &fi, err, errlen);
+		if (rc) {
+			r->pkl = NULL;
+			goto out_free;
+		}
+		total += r->len;
+		if (total > CKPT_LOCAL_META_MAX_BYTES) {
+			rc = ckpt_errf(err, errlen, -EFBIG,
+				       "%s: the rank-local metadata files up to this one hold %zu bytes, more than the %zu MiB all of them may hold",
+				       r->path, total,
+				       CKPT_LOCAL_META_MAX_BYTES >> 20);
+			goto out_free;
+		}
+		memcpy(r->version, fi.version, sizeof(r->version));
+		if (i == 0 || fi.mtime_sec > mtime->tv_sec ||
+		    (fi.mtime_sec == mtime->tv_sec &&
+		     fi.mtime_nsec > mtime->tv_nsec))
+			set_mtime(mtime, &fi);
+		if (!ckpt_torch_is_pickle(r->pkl, r->len)) {
+			rc = ckpt_errf(err, errlen, -EINVAL,
+				       "%s: not a PyTorch rank-local metadata pickle",
+				       r->path);
+			goto out_free;
+		}
+	}
+	*out = rf;
+	*nout = n;
+	*has_index = rs.has_index;
+	rf = NULL;
+out_free:
+	rank_files_free(rf, n);
+	free(rs.ranks);
+	return rc;
+}
+
+/*
+ * The node-local cache key of a rank-local checkpoint: its root (as
+ * cache_key()) and, in rank order, every __R.metadata's rank, size,
+ * version (ETag; size and mtime locally) and XXH3, so that any of them
+ * replaced is another key.  -ENOMEM or 0.
+ */
+static int rank_cache_key(struct ckpt_store *s, const struct rank_file *rf,
+			  size_t n, char hex[CKPT_INDEX_CACHE_KEY_HEX])
+{
+	char *v = NULL;
+	size_t vlen = 0, i;
+	FILE *f = open_memstream(&v, &vlen);
+	int rc;
+
+	if (!f)
+		return -ENOMEM;
+	fputs("rank-local\n", f);
+	for (i = 0; i < n; i++)
+		fprintf(f, "%lu %zu %s %016llx\n", rf[i].rank, rf[i].len,
+			rf[i].version,
+			(unsigned long long)XXH3_64bits(rf[i].pkl, rf[i].len));
+	if (fclose(f)) {
+		free(v);
+		return -ENOMEM;
+	}
+	rc = cache_key(s, v, hex);
+	free(v);
+	return rc;
+}
+
+/*
+ * The images that rank-local index buf (ckpt_torch_rank_index_parse())
+ * holds for rf[0..n), each checked as an index of that rank's
+ * __R.metadata as a .metadata's index is (ckpt_torch_index_check();
+ * strict: the node-local cache's).  complete: an index file, which must
+ * hold every rank and no other.  0 with img[i]/imglen[i] (pointing into
+ * buf; NULL where it holds none for rank i), or -ESTALE (-ENOMEM) with
+ * why naming index_path, and every img[i] NULL.
+ */
+static int rank_images(struct ckpt_store *s, const char *index_path,
+		       bool strict, bool complete, const uint8_t *buf,
+		       size_t len, const struct rank_file *rf, size_t n,
+		       const uint8_t **img, size_t *imglen, char *why,
+		       size_t whylen)
+{
+	const char *dir = ckpt_store_root(s);
+	struct ckpt_rank_image *ri = NULL;
+	size_t nri = 0, i, j = 0;
+	int rc;
+
+	memset(img, 0, n * sizeof(*img));
+	rc = ckpt_torch_rank_index_parse(buf, len, &ri, &nri);
+	if (rc == -ENOMEM)
+		return ckpt_errf(why, whylen, rc, "out of memory");
+	if (rc)
+		return ckpt_errf(why, whylen, -ESTALE,
+				 "%s: not an index of a rank-local checkpoint (a map of format '%s'); run 'ckptfs index %s' again",
+				 index_path, CKPT_RANK_INDEX_FORMAT, dir);
+	for (i = 0; i < n; i++) {
+		struct ckpt_index_check ic = {
+			.index_path = index_path, .dir = dir,
+			.meta_path = rf[i].path, .store = s, .pkl = rf[i].pkl,
+			.pkl_len = rf[i].len, .strict = strict,
+		};
+
+		if (complete && j < nri && ri[j].rank < rf[i].rank)
+			break;		/* said below */
+		while (j < nri && ri[j].rank < rf[i].rank)
+			j++;
+		if (j == nri || ri[j].rank != rf[i].rank) {
+			if (!complete)
+				continue;
+			rc = ckpt_errf(why, whylen, -ESTALE,
+				       "%s: stale: it has no index of %s; run 'ckptfs index %s' again",
+				       index_path, rf[i].path, dir);
+			goto out_free;
+		}
+		rc = ckpt_torch_index_check(&ic, ri[j].img, ri[j].len, why,
+					    whylen);
+		if (rc)
+			goto out_free;
+		img[i] = ri[j].img;
+		imglen[i] = ri[j].len;
+		j++;
+	}
+	if (complete && j < nri)
+		rc = ckpt_errf(why, whylen, -ESTALE,
+			       "%s: stale: it indexes rank %" PRIu64 ", which has no __%" PRIu64 ".metadata in %s; run 'ckptfs index %s' again",
+			       index_path, ri[j].rank, ri[j].rank, dir, dir);
+out_free:
+	if (rc)
+		memset(img, 0, n * sizeof(*img));
+	free(ri);
+	return rc;
+}
+
+/*
+ * The cached rank-local index of key hex in c whose images pass
+ * rank_images() (strict): 0 with *buf (caller frees) and img[]/imglen[]
+ * pointing into it, or -errno (-ENOENT: none), with one line in
+ * *warning when there was one that is not used.
+ */
+static int rank_cache_hit(const struct ckpt_index_cache *c, const char *hex,
+			  struct ckpt_store *s, const struct rank_file *rf,
+			  size_t n, uint8_t **buf, size_t *len,
+			  const uint8_t **img, size_t *imglen, char **warning)
+{
+	char why[1024], path[PATH_MAX];
+	int rc;
+
+	free(*buf);
+	*buf = NULL;
+	memset(img, 0, n * sizeof(*img));
+	rc = ckpt_index_cache_read(c, hex, CKPT_LOCAL_META_MAX_BYTES, buf, len,
+				   why, sizeof(why));
+	if (rc == -ENOENT)
+		return rc;
+	if (!rc) {
+		snprintf(path, sizeof(path), "%s/%s.ckptfs-index", c->dir, hex);
+		rc = rank_images(s, path, true, false, *buf, *len, rf, n, img,
+				 imglen, why, sizeof(why));
+		if (rc) {
+			free(*buf);
+			*buf = NULL;
+		} else {
+			ckpt_index_cache_touch(c, hex);	/* kept by use */
+		}
+	}
+	if (rc) {
+		/* The advice is for .ckptfs-index: this file is rebuilt. */
+		char *advice = strstr(why, "; run 'ckptfs index ");
+
+		if (advice)
+			*advice = '\0';
+		add_warning(warning, "index cache: %s (ignored, indexed again)",
+			    why);
+	}
+	return rc;
+}
+
+/* Pack one image per rank (img[i], else more[i]) and store it as hex's
+ * cached entry in c (locked); a failure only adds a warning. */
+static void rank_cache_store(struct ckpt_index_cache *c, const char *hex,
+			     const struct rank_file *rf, size_t n,
+			     const uint8_t *const *img, const size_t *imglen,
+			     uint8_t *const *more, const size_t *morelen,
+			     char **warning)
+{
+	struct ckpt_rank_image *ri = calloc(n ? n : 1, sizeof(*ri));
+	char why[1024] = "out of memory";
+	uint8_t *out = NULL;
+	size_t outlen = 0, i;
+
+	for (i = 0; ri && i < n; i++)
+		ri[i] = (struct ckpt_rank_image){
+			rf[i].rank, img[i] ? img[i] : more[i],
+			img[i] ? imglen[i] : morelen[i] };
+	if (!ri || ckpt_torch_rank_index_pack(ri, n, &out, &outlen) ||
+	    ckpt_index_cache_write(c, hex, out, outlen, why, sizeof(why))) {
+		add_warning(warning, "index cache: %s (not cached)", why);
+		ckpt_index_cache_drop_lock(c, hex);
+	}
+	free(out);
+	free(ri);
+}
+
+/*
+ * A rank-local checkpoint's merged image (*img, caller frees).  Each
+ * rank's image comes, as a .metadata's does (torch_image()), from the
+ * index given (o->index) or else the checkpoint's .ckptfs-index, a
+ * rank-local index (ckpt_torch_rank_index_parse()) that must cover
+ * every rank and is refused when stale; else from the node-local index
+ * cache when o has one (one entry keyed by every __R.metadata:
+ * rank_cache_key(); ignored with a warning when stale); else it is built
+ * now: lazily on an object store (locate_lazily()), eagerly otherwise,
+ * and then stored in the cache under the key's lock.  A lazy open with a
+ * cache gets in *keep (caller frees with rank_keep_free()) what it
+ * needs to store what it locates (rank_located_to_cache()).  -ENOENT
+ * when there is no __R.metadata.
+ */
+static int rank_local_image(struct ckpt_store *s,
+			    const struct ckpt_open_opts *o, uint8_t **img,
+			    size_t *imglen, struct timespec *mtime,
+			    struct ckpt_rank_keep **keep, char **warning,
+			    char *err, size_t errlen)
+{
+	bool lazy = locate_lazily(s), c_open = false, store = false;
+	bool have_index = false, listed = false;
+	const char *dir = ckpt_store_root(s);
+	const char *cdir = o ? o->index_cache : NULL;
+	struct ckpt_index_cache c;
+	struct rank_file *rf = NULL;
+	struct ckpt_meta **parts = NULL;
+	const uint8_t **pre = NULL;
+	uint8_t **built = NULL, *ibuf = NULL;
+	size_t *prelen = NULL, *builtlen = NULL, ilen = 0, n = 0, i;
+	const char **names = NULL;
+	char hex[CKPT_INDEX_CACHE_KEY_HEX] = "", why[1024];
+	char *ipath = NULL;
+	int rc;
+
+	*keep = NULL;
+	rc = read_rank_files(s, &rf, &n, mtime, &listed, err, errlen);
+	if (rc)
+		return rc;
+	parts = calloc(n, sizeof(*parts));
+	names = calloc(n, sizeof(*names));
+	pre = calloc(n, sizeof(*pre));
+	prelen = calloc(n, sizeof(*prelen));
+	built = calloc(n, sizeof(*built));
+	builtlen = calloc(n, sizeof(*builtlen));
+	if (!parts || !names || !pre || !prelen || !built || !builtlen) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out_free;
+	}
+	for (i = 0; i < n; i++)
+		names[i] = rf[i].path;
+	if (o && o->index) {
+		/* A file the user names is on this machine. */
+		ipath = strdup(o->index);
+		rc = ipath ? ckpt_store_read_local(o->index,
+						   CKPT_LOCAL_META_MAX_BYTES,
+						   &ibuf, &ilen, NULL, err,
+						   errlen) :
+			     ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		if (rc)
+			goto out_free;
+		have_index = true;
+	} else {
+		if (asprintf(&ipath, "%s/%s", dir, CKPT_INDEX_NAME) < 0) {
+			ipath = NULL;
+			rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+			goto out_free;
+		}
+		/* Listed with the ranks' files, or not asked for. */
+		rc = !listed ? -ENOENT :
+		     ckpt_store_read_file(s, CKPT_INDEX_NAME,
+					  CKPT_LOCAL_META_MAX_BYTES, &ibuf,
+					  &ilen, NULL, err, errlen);
+		if (rc && rc != -ENOENT)
+			goto out_free;
+		have_index = !rc;
+	}
+	rc = 0;
+	if (have_index) {
+		rc = rank_images(s, ipath, false, true, ibuf, ilen, rf, n, pre,
+				 prelen, err, errlen);
+		if (rc)
+			goto out_free;
+	} else if (cdir) {
+		if (rank_cache_key(s, rf, n, hex)) {
+			rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+			goto out_free;
+		}
+		if (ckpt_index_cache_open(cdir, &c, why, sizeof(why))) {
+			add_warning(warning, "%s", why);
+		} else {
+			c_open = true;
+			if (rank_cache_hit(&c, hex, s, rf, n, &ibuf, &ilen, pre,
+					   prelen, warning) && !lazy) {
+				/* Indexed now, and stored: under the lock,
+				 * unless another process stored it meanwhile. */
+				rc = ckpt_index_cache_lock(&c, hex, why,
+							   sizeof(why));
+				if (rc == -ECANCELED) {
+					rc = ckpt_errf(err, errlen, rc, "%s",
+						       why);
+					goto out_free;
+				}
+				if (rc)
+					add_warning(warning,
+						    "index cache: %s (indexed in memory)",
+						    why);
+				else
+					store = rank_cache_hit(&c, hex, s, rf,
+							       n, &ibuf, &ilen,
+							       pre, prelen,
+							       warning) != 0;
+				rc = 0;
+			}
+		}
+	}
+	for (i = 0; i < n; i++) {
+		uint8_t *part = NULL;
+		size_t plen = 0;
+
+		if (pre[i]) {
+			rc = ckpt_meta_parse_part(pre[i], prelen[i],
+						  rf[i].path, &parts[i], why,
+						  sizeof(why));
+			if (!rc)
+				continue;
+			parts[i] = NULL;
+			if (have_index) {
+				rc = ckpt_errf(err, errlen, rc, "%s", why);
+				goto out_free;
+			}
+			add_warning(warning,
+				    "index cache: the cached index of %s does not parse (%s; ignored, indexed again)",
+				    rf[i].path, why);
+			pre[i] = NULL;
+		}
+		if (lazy)
+			rc = ckpt_torch_index_lazy(s, rf[i].path, rf[i].pkl,
+						   rf[i].len, &part, &plen,
+						   err, errlen);
+		else
+			rc = index_now(s, rf[i].path, rf[i].pkl, rf[i].len,
+				       &part, &plen, err, errlen);
+		if (rc)
+			goto out_free;
+		rc = ckpt_meta_parse_part(part, plen, rf[i].path, &parts[i],
+					  err, errlen);
+		if (rc) {
+			free(part);
+			goto out_free;
+		}
+		if (store) {
+			built[i] = part;
+			builtlen[i] = plen;
+		} else {
+			free(part);
+		}
+	}
+	if (store)
+		rank_cache_store(&c, hex, rf, n, pre, prelen, built, builtlen,
+				 warning);
+	rc = ckpt_meta_merge(parts, names, n, img, imglen, err, errlen);
+	if (!rc && lazy && cdir && !have_index) {
+		struct ckpt_rank_keep *k = calloc(1, sizeof(*k));
+
+		if (k)
+			k->cdir = strdup(cdir);
+		if (k && k->cdir) {	/* else nothing is stored */
+			k->rf = rf;
+			k->n = n;
+			memcpy(k->hex, hex, sizeof(hex));
+			rf = NULL;
+			*keep = k;
+		} else {
+			free(k);
+		}
+	}
+out_free:
+	if (c_open)
+		ckpt_index_cache_close(&c);
+	for (i = 0; parts && i < n; i++)
+		ckpt_meta_free(parts[i]);
+	for (i = 0; built && i < n; i++)
+		free(built[i]);
+	free(parts);
+	free(names);
+	free(pre);
+	free(prelen);
+	free(built);
+	free(builtlen);
+	free(ibuf);
+	free(ipath);
+	rank_files_free(rf, n);
+	return rc;
+}
+
+/* Whether part p names a data file of m that holds a record m located
+ * now (dirty[f], by m's file index): its image must be rebuilt. */
+static bool names_dirty(const struct ckpt_meta *p, const struct ckpt_meta *m,
+			const bool *dirty)
+{
+	uint32_t f, g;
+
+	for (f = 0; f < p->nfiles; f++)
+		for (g = 0; g < m->nfiles; g++)
+			if (dirty[g] && !strcmp(p->strings + p->files[f].path,
+						m->strings + m->files[g].path))
+				return true;
+	return false;
+}
+
+/*
+ * Store what a lazy rank-local open located in the node-local index
+ * cache, as located_to_cache() does for a .metadata: under the key's
+ * lock, each rank's image rebuilt from its __R.metadata with the records
+ * this open located and those the entry there had located (when its
+ * images pass their check, as an open's would), written atomically as
+ * the one entry.  A rank whose cached image names no data file this open
+ * located a record in keeps that image as it is (no pickle is parsed
+ * for it).  Best effort: any failure leaves the cache as it was.
+ */
+static void rank_located_to_cache(struct ckpt_meta *m)
+{
+	struct ckpt_rank_keep *k = m->rank_keep;
+	struct ckpt_index_cache c;
+	const uint8_t **pre = NULL;
+	uint8_t **built = NULL, *buf = NULL;
+	size_t *prelen = NULL, *builtlen = NULL, len = 0, i;
+	char why[1024], *warning = NULL;
+	bool *dirty = NULL;
+	uint32_t ci;
+
+	if (!has_located_now(m))
+		return;
+	if (ckpt_index_cache_open(k->cdir, &c, why, sizeof(why)))
+		return;
+	if (ckpt_index_cache_lock_for(&c, k->hex,
+				      CKPT_INDEX_CACHE_MERGE_WAIT_MS, why,
+				      sizeof(why)))
+		goto out_close;
+	pre = calloc(k->n, sizeof(*pre));
+	prelen = calloc(k->n, sizeof(*prelen));
+	built = calloc(k->n, sizeof(*built));
+	builtlen = calloc(k->n, sizeof(*builtlen));
+	dirty = calloc(m->nfiles ? m->nfiles : 1, sizeof(*dirty));
+	if (!pre || !prelen || !built || !builtlen || !dirty)
+		goto out_free;
+	for (ci = 0; ci < m->nchunks; ci++)
+		if (m->lazy[ci].guard_len && ckpt_chunk_is_located(m, ci) &&
+		    !ckpt_is_zrec(m->chunks[ci].file) &&
+		    m->chunks[ci].file < m->nfiles)
+			dirty[m->chunks[ci].file] = true;
+	rank_cache_hit(&c, k->hex, m->store, k->rf, k->n, &buf, &len, pre,
+		       prelen, &warning);
+	for (i = 0; i < k->n; i++) {
+		const struct ckpt_meta *known[2] = { m, NULL };
+		struct ckpt_meta *cached = NULL;
+		int rc;
+
+		if (pre[i] && ckpt_meta_parse_part(pre[i], prelen[i],
+						   k->rf[i].path, &cached, why,
+						   sizeof(why)))
+			cached = NULL;
+		if (cached && !names_dirty(cached, m, dirty)) {
+			ckpt_meta_free_parsed(cached);
+			continue;	/* stored as it is */
+		}
+		pre[i] = NULL;
+		known[1] = cached;
+		rc = ckpt_torch_index_merged(m->store, k->rf[i].path,
+					     k->rf[i].pkl, k->rf[i].len, known,
+					     cached ? 2 : 1, &built[i],
+					     &builtlen[i], why, sizeof(why));
+		ckpt_meta_free_parsed(cached);
+		if (rc)
+			goto out_free;
+	}
+	rank_cache_store(&c, k->hex, k->rf, k->n, pre, prelen, built,
+			 builtlen, &warning);
+out_free:
+	for (i = 0; built && i < k->n; i++)
+		free(built[i]);
+	free(pre);
+	free(prelen);
+	free(built);
+	free(builtlen);
+	free(dirty);
+	free(buf);
+out_close:
+	ckpt_index_cache_close(&c);
+	free(warning);
+}
+
+/*
+ * `ckptfs index` of a rank-local checkpoint: every rank's image built now
+ * from its __R.metadata, packed as one rank-local index (*img, caller
+ * frees), and the merged checkpoint parsed as a mount would (*parsed,
+ * caller frees with ckpt_meta_free()).
+ */
+static int rank_local_index(struct ckpt_store *s, uint8_t **img,
+			    size_t *imglen, struct ckpt_meta **parsed,
+			    char *err, size_t errlen)
+{
+	struct ckpt_rank_image *ri = NULL;
+	struct ckpt_meta **parts = NULL;
+	struct rank_file *rf = NULL;
+	struct timespec mtime = { 0 };
+	const char **names = NULL;
+	bool listed;
+	uint8_t **built = NULL, *merged = NULL;
+	size_t n = 0, i, mlen = 0;
+	char *path = NULL;
+	int rc;
+
+	rc = read_rank_files(s, &rf, &n, &mtime, &listed, err, errlen);
+	if (rc)
+		return rc;
+	parts = calloc(n, sizeof(*parts));
+	names = calloc(n, sizeof(*names));
+	built = calloc(n, sizeof(*built));
+	ri = calloc(n, sizeof(*ri));
+	if (!parts || !names || !built || !ri ||
+	    asprintf(&path, "%s/__*.metadata", ckpt_store_root(s)) < 0) {
+		path = NULL;
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out_free;
+	}
+	for (i = 0; i < n; i++) {
+		names[i] = rf[i].path;
+		ri[i].rank = rf[i].rank;
+		rc = index_now(s, rf[i].path, rf[i].pkl, rf[i].len, &built[i],
+			       &ri[i].len, err, errlen);
+		if (rc)
+			goto out_free;
+		ri[i].img = built[i];
+		rc = ckpt_meta_parse_part(built[i], ri[i].len, rf[i].path,
+					  &parts[i], err, errlen);
+		if (rc)
+			goto out_free;
+	}
+	rc = ckpt_meta_merge(parts, names, n, &merged, &mlen, err, errlen);
+	if (rc)
+		goto out_free;
+	rc = ckpt_meta_parse(merged, mlen, path, parsed, err, errlen);
+	if (rc)
+		goto out_free;
+	rc = ckpt_torch_rank_index_pack(ri, n, img, imglen);
+	if (rc) {
+		ckpt_meta_free(*parsed);
+		*parsed = NULL;
+		rc = ckpt_errf(err, errlen, rc, "out of memory");
+	}
+out_free:
+	for (i = 0; parts && i < n; i++)
+		ckpt_meta_free(parts[i]);
+	for (i = 0; built && i < n; i++)
+		free(built[i]);
+	free(parts);
+	free(names);
+	free(built);
+	free(ri);
+	free(merged);
+	free(path);
+	rank_files_free(rf, n);
+	return rc;
+}
+
 static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 		     struct ckpt_meta **out, char *err, size_t errlen)
 {
@@ -640,6 +1207,7 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	char *warning = NULL;
 	size_t len = 0;
 	char mver[CKPT_STORE_VERSION_MAX] = "";
+	struct ckpt_rank_keep *keep = NULL;
 	int rc;
 
 	*out = NULL;
@@ -655,7 +1223,8 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 
 		/* No .metadata: the ranks' own __R.metadata files? */
 		snprintf(why, sizeof(why), "%s", err ? err : "");
-		rc = rank_local_image(s, &buf, &len, &mtime, err, errlen);
+		rc = rank_local_image(s, o, &buf, &len, &mtime, &keep,
+				      &warning, err, errlen);
 		origin = CKPT_ORIGIN_TORCH_LOCAL;
 		if (rc == -ENOENT) {	/* ... or safetensors files? */
 			rc = safetensors_image(s, &buf, &len, &mtime, &sharded,
@@ -704,6 +1273,8 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 		free(buf);
 		if (rc)
 			goto out_path;
+		m->rank_keep = keep;
+		keep = NULL;
 	}
 	if (m->lazy && !torch && origin != CKPT_ORIGIN_TORCH_LOCAL) {
 		/* "archive" is for images built in memory, never a file's */
@@ -750,6 +1321,7 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 out_path:
 	free(path);
 	free(warning);
+	rank_keep_free(keep);
 	ckpt_store_free(s);
 	return rc;
 }
@@ -787,6 +1359,12 @@ void ckpt_meta_free(struct ckpt_meta *m)
 		return;
 	if (m->index_cache && m->store)
 		located_to_cache(m);
+	if (m->rank_keep) {
+		if (m->store)
+			rank_located_to_cache(m);
+		rank_keep_free(m->rank_keep);
+		m->rank_keep = NULL;
+	}
 	ckpt_record_cache_free(m->records);
 	m->records = NULL;
 	ckpt_files_close(m);
@@ -861,6 +1439,16 @@ int ckpt_meta_build_index_opts(const char *dir,
 		return rc;
 	rc = read_dot_metadata(s, &path, &buf, &len, &mtime, NULL, err,
 			       errlen);
+	if (rc == -ENOENT) {
+		char why[1024];
+
+		/* No .metadata: the ranks' own __R.metadata files? */
+		snprintf(why, sizeof(why), "%s", err ? err : "");
+		rc = rank_local_index(s, img, imglen, parsed, err, errlen);
+		if (rc == -ENOENT)	/* .metadata's own reason */
+			rc = ckpt_errf(err, errlen, -ENOENT, "%s", why);
+		goto out_path;
+	}
 	if (rc)
 		goto out_path;
 	if (!ckpt_torch_is_pickle(buf, len)) {

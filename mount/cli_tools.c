@@ -1500,7 +1500,8 @@ static const struct tool tools[] = {
 	  tool_stats },
 	{ "index", 1, 1, false, TOOL_O_FILE,
 	  "usage: ckptfs index CKPT [-o FILE | --index FILE]\n"
-	  "  for a PyTorch distributed checkpoint (pickled .metadata, .distcp files):\n"
+	  "  for a PyTorch distributed checkpoint (pickled .metadata, or rank-local\n"
+	  "  __R.metadata files; .distcp files):\n"
 	  "  locate every record's raw bytes inside the .distcp files and write the\n"
 	  "  result in the native format (default FILE: CKPT/.ckptfs-index; '-' for\n"
 	  "  stdout).  Its stamp covers .metadata, each data file's size and version\n"

@@ -9,10 +9,12 @@ so the merge meets PARTS x KEYS chunks to sort and PARTS copies of every
 replicated chunk to drop.  Records are torch.save archives written by
 Debian's torch 1.13; the metadata is pickled with torch 2.x's classes
 (make_torch2_metadata.py's stand-ins).  Values: s<K>[r, j] = r * 1000 +
-K * 10 + j, r<K>[j] = K * 10 + j.
+K * 10 + j, r<K>[j] = K * 10 + j, each plus BASE (--base, default 0).
+--reverse writes each data file's records in reverse key order (other
+offsets, other __R.metadata, files of the same sizes).
 
-    make_ranklocal.py write OUT --parts P --keys K
-    make_ranklocal.py check MNT --parts P --keys K
+    make_ranklocal.py write OUT --parts P --keys K [--base B] [--reverse]
+    make_ranklocal.py check MNT --parts P --keys K [--base B]
         compare a W=1 mount's files s<K> and r<K> with the values
 """
 import argparse
@@ -28,16 +30,16 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
 
 
-def sharded(parts, k):
+def sharded(parts, k, base=0):
     r = np.arange(parts, dtype=np.float64)[:, None] * 1000
-    return (r + k * 10 + np.arange(4)).astype("<f4")
+    return (r + k * 10 + np.arange(4) + base).astype("<f4")
 
 
-def replicated(k):
-    return (k * 10 + np.arange(4)).astype("<f4")
+def replicated(k, base=0):
+    return (k * 10 + np.arange(4) + base).astype("<f4")
 
 
-def write(out, parts, keys):
+def write(out, parts, keys, base=0, reverse=False):
     import torch
     from make_torch2_metadata import stand_ins
     md, fs = stand_ins()
@@ -50,13 +52,13 @@ def write(out, parts, keys):
     rep = {}
     for k in range(keys):
         buf = io.BytesIO()
-        torch.save(torch.from_numpy(replicated(k)), buf)
+        torch.save(torch.from_numpy(replicated(k, base)), buf)
         rep[k] = buf.getvalue()
     for r in range(parts):
         fname = f"__{r}_0.distcp"
         sdm, sd, data = {}, {}, io.BytesIO()
-        for k in range(keys):
-            row = torch.from_numpy(sharded(parts, k)[r:r + 1].copy())
+        for k in (reversed(range(keys)) if reverse else range(keys)):
+            row = torch.from_numpy(sharded(parts, k, base)[r:r + 1].copy())
             buf = io.BytesIO()
             torch.save(row, buf)
             off = data.tell()
@@ -84,11 +86,11 @@ def write(out, parts, keys):
             pickle.dump(meta, fh, protocol=5)
 
 
-def check(mnt, parts, keys):
+def check(mnt, parts, keys, base=0):
     bad = []
     for k in range(keys):
-        for name, want in ((f"s{k}", sharded(parts, k)),
-                           (f"r{k}", replicated(k))):
+        for name, want in ((f"s{k}", sharded(parts, k, base)),
+                           (f"r{k}", replicated(k, base))):
             with open(os.path.join(mnt, name), "rb") as fh:
                 if fh.read() != want.tobytes():
                     bad.append(name)
@@ -102,11 +104,13 @@ def main():
     ap.add_argument("path")
     ap.add_argument("--parts", type=int, required=True)
     ap.add_argument("--keys", type=int, required=True)
+    ap.add_argument("--base", type=int, default=0)
+    ap.add_argument("--reverse", action="store_true")
     a = ap.parse_args()
     if a.cmd == "write":
-        write(a.path, a.parts, a.keys)
+        write(a.path, a.parts, a.keys, a.base, a.reverse)
     else:
-        sys.exit(check(a.path, a.parts, a.keys))
+        sys.exit(check(a.path, a.parts, a.keys, a.base))
 
 
 if __name__ == "__main__":

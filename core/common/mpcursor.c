@@ -167,6 +167,29 @@ int mp_read_int(struct mp_cursor *c, int64_t *v)
 	return -EPROTO;
 }
 
+int mp_read_bin(struct mp_cursor *c, const uint8_t **b, uint32_t *len)
+{
+	unsigned hdr, w;
+	uint64_t n;
+	int rc;
+
+	if (mp_left(c) < 1)
+		return -EBADMSG;
+	if (c->p[0] < 0xc4 || c->p[0] > 0xc6)
+		return -EPROTO;
+	w = 1u << (c->p[0] - 0xc4);
+	rc = fetch(c, w, &n);
+	if (rc)
+		return rc;
+	hdr = 1 + w;
+	if (n > mp_left(c) - hdr)
+		return -EBADMSG;
+	*b = c->p + hdr;
+	*len = (uint32_t)n;
+	c->p += hdr + n;
+	return 0;
+}
+
 int mp_read_uint(struct mp_cursor *c, uint64_t *v)
 {
 	uint8_t t;

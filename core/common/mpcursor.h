@@ -26,6 +26,7 @@ struct mp_cursor {
 int mp_read_map(struct mp_cursor *c, uint32_t *n);
 int mp_read_array(struct mp_cursor *c, uint32_t *n);
 int mp_read_str(struct mp_cursor *c, const char **s, uint32_t *len);
+int mp_read_bin(struct mp_cursor *c, const uint8_t **b, uint32_t *len);
 int mp_read_uint(struct mp_cursor *c, uint64_t *v);	/* int >= 0 too */
 int mp_read_bool(struct mp_cursor *c, bool *v);
 

@@ -38,6 +38,10 @@ struct name_ent {
 	uint32_t id;		/* UINT32_MAX: listed, not opened */
 	uint64_t listed_size;	/* as the listing said (when listed) */
 	bool listed;		/* by the listing of the root */
+	bool missing;		/* a HEAD answered 404: opened again, it is
+				 * -ENOENT without a request (a close that
+				 * stores an index after a shutdown's
+				 * cancel still knows there is none) */
 };
 
 struct s3_store {
@@ -125,6 +129,7 @@ static struct name_ent *name_add(struct s3_store *st, const char *name,
 	e->mtime = mtime;
 	e->id = UINT32_MAX;
 	e->listed = false;
+	e->missing = false;
 	e->listed_size = 0;
 	ckpt_strtab_insert(&st->tab, (uint32_t)st->nnames);
 	st->nnames++;
@@ -257,6 +262,11 @@ static int s3_open(struct ckpt_store *s, const char *name, uint32_t *id,
 
 	pthread_mutex_lock(&st->lock);
 	e = name_find(st, name);
+	if (e && e->missing) {
+		pthread_mutex_unlock(&st->lock);
+		return ckpt_errf(err, errlen, -ENOENT, "%s/%s: no such object",
+				 s->root, name);
+	}
 	if (e && e->id == UINT32_MAX && e->etag[0]) {	/* listed */
 		rc = obj_publish(st, e);
 		if (rc) {
@@ -275,6 +285,15 @@ static int s3_open(struct ckpt_store *s, const char *name, uint32_t *id,
 	/* No lock held while the HEAD runs; another thread may open the
 	 * same name meanwhile, and the first one published wins. */
 	rc = head_object(st, name, &size, etag, &mtime, err, errlen);
+	if (rc == -ENOENT) {
+		pthread_mutex_lock(&st->lock);
+		if (!name_find(st, name)) {
+			e = name_add(st, name, 0, "", 0);
+			if (e)
+				e->missing = true;
+		}
+		pthread_mutex_unlock(&st->lock);
+	}
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&st->lock);
@@ -287,6 +306,7 @@ static int s3_open(struct ckpt_store *s, const char *name, uint32_t *id,
 		e->size = size;
 		e->mtime = mtime;
 		memcpy(e->etag, etag, sizeof(e->etag));
+		e->missing = false;
 		rc = obj_publish(st, e);
 	}
 	if (rc == 0)
@@ -352,6 +372,7 @@ static int on_listed(void *ctx, const char *name, uint64_t size,
 	if (e) {
 		e->listed = true;
 		e->listed_size = size;
+		e->missing = false;
 	}
 	pthread_mutex_unlock(&st->lock);
 	if (!e)

@@ -29,6 +29,7 @@ struct pick {
 	const struct ckpt_entry *e;
 	const struct ckpt_chunk *c;
 	size_t order;
+	uint32_t guard;		/* m->guards index, or UINT32_MAX */
 };
 
 /* Picks by box (offsets, then sizes), then by order: identical boxes end
@@ -134,8 +135,9 @@ static void record(struct ckpt_mpout *o, const struct pick *p)
 	const struct ckpt_file *f = &m->files[z ? z->file : c->file];
 	uint32_t ci = (uint32_t)(c - m->chunks);
 	bool pending = !z && m->located && !ckpt_chunk_is_located(m, ci);
+	bool guarded = !z && !pending && p->guard != UINT32_MAX;
 	unsigned n = 5 + (c->strides_at != CKPT_NONE) + c->has_crc32 +
-		     c->has_xxh3 + (z ? 3 : 0) + pending;
+		     c->has_xxh3 + (z ? 3 : 0) + pending + guarded;
 	unsigned t;
 
 	msgpack_pack_map(&o->pk, n);
@@ -175,6 +177,15 @@ static void record(struct ckpt_mpout *o, const struct pick *p)
 		ckpt_pack_cstr(&o->pk, "xxh3");
 		msgpack_pack_uint64(&o->pk, c->xxh3);
 	}
+	if (guarded) {	/* a part's index checked the header: kept */
+		const struct ckpt_guard *g = &m->guards[p->guard];
+
+		ckpt_pack_cstr(&o->pk, "zip_header");
+		msgpack_pack_array(&o->pk, 3);
+		msgpack_pack_uint64(&o->pk, g->off);
+		msgpack_pack_uint64(&o->pk, g->len);
+		msgpack_pack_uint64(&o->pk, g->xxh3);
+	}
 	if (pending) {	/* a part opened lazily: located when read */
 		ckpt_pack_cstr(&o->pk, "archive");
 		msgpack_pack_array(&o->pk, 2);
@@ -194,6 +205,7 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 	struct key *keys = NULL;
 	struct seen *seen = NULL;
 	size_t *at = NULL, *by_key = NULL;
+	uint32_t **gmap = NULL;	/* per part: chunk -> its guard */
 	struct keytab kt = { parts, NULL };
 	bool packing = false;
 	int rc = 0;
@@ -206,6 +218,25 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 		return ckpt_errf(err, errlen, -E2BIG,
 				 "%s: too many keys across the rank-local parts",
 				 n ? names[0] : "");
+	gmap = calloc(n ? n : 1, sizeof(*gmap));
+	if (!gmap)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	for (i = 0; i < n; i++) {
+		const struct ckpt_meta *pm = parts[i];
+		uint32_t g;
+
+		if (!pm->nguards)
+			continue;
+		gmap[i] = malloc(pm->nchunks * sizeof(**gmap));
+		if (!gmap[i]) {
+			rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+			goto out_free;
+		}
+		memset(gmap[i], 0xff, pm->nchunks * sizeof(**gmap));
+		for (g = 0; g < pm->nguards; g++)
+			if (pm->guards[g].chunk < pm->nchunks)
+				gmap[i][pm->guards[g].chunk] = g;
+	}
 	keys = malloc((nseen ? nseen : 1) * sizeof(*keys));
 	seen = malloc((nseen ? nseen : 1) * sizeof(*seen));
 	at = calloc(nseen + 1, sizeof(*at));
@@ -279,7 +310,9 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 				picks[npicks] = (struct pick){
 					pm, sn->e,
 					&pm->chunks[sn->e->chunk_first + j],
-					npicks };
+					npicks, gmap[sn->part] ?
+					gmap[sn->part][sn->e->chunk_first + j] :
+					UINT32_MAX };
 				npicks++;
 			}
 		}
@@ -345,6 +378,9 @@ out_buf:
 	if (packing)
 		ckpt_mpout_destroy(&o);
 out_free:
+	for (i = 0; gmap && i < n; i++)
+		free(gmap[i]);
+	free(gmap);
 	ckpt_strtab_destroy(&tab);
 	free(picks);
 	free(keys);

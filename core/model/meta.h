@@ -168,6 +168,7 @@ static inline bool ckpt_is_zrec(uint32_t file)
 /* The cache of decoded records (records/record_cache.c), whose layout is
  * records/'s alone. */
 struct ckpt_record_cache;
+struct ckpt_rank_keep;	/* core/open.c */
 
 struct ckpt_meta {
 	char *dir;		/* the checkpoint directory, as given */
@@ -236,6 +237,10 @@ struct ckpt_meta {
 	size_t torch_pkl_len;
 	char *torch_mver;
 	char *index_cache;
+	/* The same for a lazy rank-local open (its __R.metadata pickles,
+	 * the cache key and directory): open.c's own, freed by
+	 * ckpt_meta_free(); NULL when there is no cache. */
+	struct ckpt_rank_keep *rank_keep;
 	pthread_mutex_t locate_lock;
 	ckpt_locate_fn locate;		/* set by the opener; NULL: pending
 					 * records cannot be read (EIO) */

@@ -1831,3 +1831,131 @@ uint8_t ckpt_torch_index_variants(const uint8_t *img, size_t imglen)
 		return 0;
 	return (uint8_t)(src.variants & CKPT_VARIANT_ST_PAYLOAD);
 }
+
+int ckpt_torch_rank_index_pack(const struct ckpt_rank_image *r, size_t n,
+			       uint8_t **out, size_t *outlen)
+{
+	struct ckpt_mpout w;
+	size_t i;
+	int rc;
+
+	if (n > UINT32_MAX)
+		return -ENOMEM;
+	ckpt_mpout_init(&w);
+	msgpack_pack_map(&w.pk, 3);
+	ckpt_pack_cstr(&w.pk, "format");
+	ckpt_pack_cstr(&w.pk, CKPT_RANK_INDEX_FORMAT);
+	ckpt_pack_cstr(&w.pk, "version");
+	msgpack_pack_uint64(&w.pk, 1);
+	ckpt_pack_cstr(&w.pk, "ranks");
+	msgpack_pack_array(&w.pk, (uint32_t)n);
+	for (i = 0; i < n; i++) {
+		msgpack_pack_map(&w.pk, 2);
+		ckpt_pack_cstr(&w.pk, "rank");
+		msgpack_pack_uint64(&w.pk, r[i].rank);
+		ckpt_pack_cstr(&w.pk, "index");
+		msgpack_pack_bin(&w.pk, r[i].len);
+		msgpack_pack_bin_body(&w.pk, r[i].img, r[i].len);
+	}
+	rc = ckpt_mpout_finish(&w, out, outlen);
+	ckpt_mpout_destroy(&w);
+	return rc;
+}
+
+static bool key_is(const char *k, uint32_t kl, const char *want)
+{
+	return kl == strlen(want) && !memcmp(k, want, kl);
+}
+
+/* The "ranks" array of a rank-local index at c, into r[0..*n). */
+static int rank_entries(struct mp_cursor *c, struct ckpt_rank_image **out,
+			size_t *nout)
+{
+	struct ckpt_rank_image *r;
+	uint32_t n, i, m, j, kl, bl;
+	const char *k;
+	bool has_rank, has_img;
+
+	if (mp_read_array(c, &n))
+		return -EBADMSG;
+	r = calloc(n ? n : 1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		has_rank = has_img = false;
+		if (mp_read_map(c, &m))
+			goto bad;
+		for (j = 0; j < m; j++) {
+			if (mp_read_str(c, &k, &kl))
+				goto bad;
+			if (key_is(k, kl, "rank")) {
+				if (mp_read_uint(c, &r[i].rank))
+					goto bad;
+				has_rank = true;
+			} else if (key_is(k, kl, "index")) {
+				if (mp_read_bin(c, &r[i].img, &bl))
+					goto bad;
+				r[i].len = bl;
+				has_img = true;
+			} else if (mp_skip(c)) {
+				goto bad;
+			}
+		}
+		if (!has_rank || !has_img || (i && r[i].rank <= r[i - 1].rank))
+			goto bad;
+	}
+	*out = r;
+	*nout = n;
+	return 0;
+bad:
+	free(r);
+	return -EBADMSG;
+}
+
+/* Walks buf's top-level map: the rank entries when out is not NULL. */
+static int rank_index_read(const uint8_t *buf, size_t len,
+			   struct ckpt_rank_image **out, size_t *n)
+{
+	struct mp_cursor c = { buf, buf + len }, ranks = { NULL, NULL };
+	const char *k, *v;
+	uint32_t m, i, kl, vl;
+	uint64_t ver = 0;
+	bool fmt = false;
+
+	if (mp_read_map(&c, &m))
+		return -EBADMSG;
+	for (i = 0; i < m; i++) {
+		if (mp_read_str(&c, &k, &kl))
+			return -EBADMSG;
+		if (key_is(k, kl, "format")) {
+			if (mp_read_str(&c, &v, &vl))
+				return -EBADMSG;
+			fmt = key_is(v, vl, CKPT_RANK_INDEX_FORMAT);
+		} else if (key_is(k, kl, "version")) {
+			if (mp_read_uint(&c, &ver))
+				return -EBADMSG;
+		} else if (key_is(k, kl, "ranks")) {
+			ranks = c;
+			if (mp_skip(&c))
+				return -EBADMSG;
+		} else if (mp_skip(&c)) {
+			return -EBADMSG;
+		}
+	}
+	if (!fmt || ver != 1 || !ranks.p)
+		return -EBADMSG;
+	return out ? rank_entries(&ranks, out, n) : 0;
+}
+
+bool ckpt_torch_is_rank_index(const uint8_t *buf, size_t len)
+{
+	return rank_index_read(buf, len, NULL, NULL) == 0;
+}
+
+int ckpt_torch_rank_index_parse(const uint8_t *buf, size_t len,
+				struct ckpt_rank_image **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	return rank_index_read(buf, len, out, n);
+}

@@ -117,4 +117,34 @@ int ckpt_torch_index_check(const struct ckpt_index_check *ic,
  * .distcp files hold safetensors blobs.  0 when it says nothing. */
 uint8_t ckpt_torch_index_variants(const uint8_t *img, size_t imglen);
 
+/*
+ * A rank-local checkpoint's index (docs/format.md, "Rank-local
+ * checkpoints"): one msgpack map {"format": CKPT_RANK_INDEX_FORMAT,
+ * "version": 1, "ranks": [{"rank": R, "index": bin}, ...]}, each "index"
+ * the image ckpt_torch_index() (or ckpt_torch_index_merged()) builds from
+ * that rank's __R.metadata, ranks ascending.  `ckptfs index` writes it
+ * as .ckptfs-index; the node-local index cache stores it too.
+ */
+#define CKPT_RANK_INDEX_FORMAT "ckptfs-rank-local-index"
+
+struct ckpt_rank_image {
+	uint64_t rank;
+	const uint8_t *img;	/* borrowed */
+	size_t len;
+};
+
+/* Pack r[0..n) (ranks ascending) into *out (caller frees) and *outlen:
+ * 0 or -ENOMEM. */
+int ckpt_torch_rank_index_pack(const struct ckpt_rank_image *r, size_t n,
+			       uint8_t **out, size_t *outlen);
+
+/* Whether buf is a rank-local index (its "format" says so). */
+bool ckpt_torch_is_rank_index(const uint8_t *buf, size_t len);
+
+/* The images of rank-local index buf: 0 and *out (caller frees; each
+ * img points into buf) and *n, -EBADMSG when buf is not one (malformed,
+ * another format or version, ranks not ascending), or -ENOMEM. */
+int ckpt_torch_rank_index_parse(const uint8_t *buf, size_t len,
+				struct ckpt_rank_image **out, size_t *n);
+
 #endif

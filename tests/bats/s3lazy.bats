@@ -318,3 +318,128 @@ read_files() {
 	proxy config '{"mode":"none"}'
 	stop_mount
 }
+
+# obj_gets: the GETs of objects the proxy logged since its reset (a
+# listing's GET is not one).
+obj_gets() {
+	curl -sf "$S3CHECK_PROXY/__faultproxy/stats" | $PY -c '
+import json, sys
+print(sum(1 for e in json.load(sys.stdin)["log"]
+          if e[0] == "GET" and "list-type=" not in e[1]))'
+}
+
+# rl_reads URL [MOUNT OPTION]: mount URL through the proxy (its log
+# started anew), then, counted from there (the open's own requests are
+# not), read every file and check it against the written values
+# (make_ranklocal.py check, 8 parts, 16 keys, base $RL_BASE); unmount
+# (a lazy mount stores what it located then).  RL_GETS: the reads'
+# object GETs.
+rl_reads() {
+	local url=$1 opts=s3_endpoint=$S3CHECK_PROXY
+	[ $# -gt 1 ] && opts=$opts,$2
+	: >"$TMP/daemon.log"
+	start_mount "$url" "$MNT" -o "$opts"
+	proxy reset '{}'
+	$PY "$ROOT/tests/make_ranklocal.py" check "$MNT" --parts 8 --keys 16 \
+		--base "${RL_BASE:-0}"
+	RL_GETS=$(obj_gets)
+	stop_mount
+}
+
+@test "s3 lazy: a rank-local checkpoint's records, located by a lazy mount, land in the node-local index cache: the next mount's reads make no locate GET (as many GETs as a mount that indexed at open); values as written" {
+	local ge g1 g2
+	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rl" --parts 8 --keys 16
+	upload "$TMP/rl" ck-lazy/rlc
+	# The reference: indexed whole at open, the reads fetch data alone.
+	CKPTFS_EAGER_INDEX=1 rl_reads s3://ck-lazy/rlc
+	ge=$RL_GETS
+	rl_reads s3://ck-lazy/rlc "index_cache=$TMP/ic"
+	g1=$RL_GETS
+	[ "$(ls "$TMP/ic" | grep -c '\.ckptfs-index$')" -eq 1 ]
+	rl_reads s3://ck-lazy/rlc "index_cache=$TMP/ic"
+	g2=$RL_GETS
+	echo "reads' GETs: eager $ge; lazy $g1, then from its cache $g2"
+	[ "$g1" -gt "$ge" ]	# located when read
+	[ "$g2" -le "$ge" ]	# nothing located again
+	[ "$(ls "$TMP/ic" | grep -c '\.ckptfs-index$')" -eq 1 ]
+}
+
+@test "s3 lazy: a rank-local checkpoint's cached index is never used stale: data files replaced (same __R.metadata, other ETags) are refused and located again; __R.metadata replaced (other offsets) is another entry; values as written each time" {
+	local g1 g2 g3
+	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rl" --parts 8 --keys 16
+	upload "$TMP/rl" ck-lazy/rls
+	rl_reads s3://ck-lazy/rls "index_cache=$TMP/ic"
+	g1=$RL_GETS
+	rl_reads s3://ck-lazy/rls "index_cache=$TMP/ic"
+	g2=$RL_GETS
+	echo "lazy $g1, then cached $g2"
+	[ "$g1" -gt "$g2" ]
+	# Other values, same layout: each __R.metadata byte for byte the
+	# same, each data file another ETag.
+	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rlb" --parts 8 --keys 16 --base 7
+	for f in "$TMP"/rlb/__*.metadata; do cmp "$f" "$TMP/rl/${f##*/}"; done
+	upload "$TMP/rlb" ck-lazy/rls
+	RL_BASE=7 rl_reads s3://ck-lazy/rls "index_cache=$TMP/ic"
+	g3=$RL_GETS
+	grep "stale" "$TMP/daemon.log" | grep -q "__[0-9]_0.distcp"
+	echo "data files replaced: $g3"
+	[ "$g3" -ge "$g1" ]	# located again
+	RL_BASE=7 rl_reads s3://ck-lazy/rls "index_cache=$TMP/ic"
+	[ "$RL_GETS" -le "$g2" ]
+	# Other offsets: every __R.metadata and data file replaced.
+	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rlr" --parts 8 --keys 16 --reverse
+	! cmp -s "$TMP/rlr/__3.metadata" "$TMP/rl/__3.metadata"
+	upload "$TMP/rlr" ck-lazy/rls
+	rl_reads s3://ck-lazy/rls "index_cache=$TMP/ic"
+	g3=$RL_GETS
+	not grep -q "stale" "$TMP/daemon.log"	# not even looked at
+	[ "$g3" -ge "$g1" ]
+	[ "$(ls "$TMP/ic" | grep -c '\.ckptfs-index$')" -eq 2 ]
+}
+
+@test "s3 lazy: ckptfs index of a rank-local checkpoint writes an index that a mount takes from the bucket's .ckptfs-index: its reads make no locate GET; once a data file is replaced it is refused, naming the file" {
+	local ge gi
+	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rl" --parts 8 --keys 16
+	upload "$TMP/rl" ck-lazy/rli
+	run "$CKPTFS" index s3://ck-lazy/rli --index "$TMP/idx"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	CKPTFS_EAGER_INDEX=1 rl_reads s3://ck-lazy/rli
+	ge=$RL_GETS
+	"$ROOT/tests/s3/rgw.sh" put "$S3TMP/rgw" ck-lazy/rli/.ckptfs-index "$TMP/idx"
+	rl_reads s3://ck-lazy/rli
+	gi=$RL_GETS
+	echo "reads' GETs: eager $ge; from .ckptfs-index $gi"
+	[ "$gi" -le "$ge" ]
+	# A data file replaced: the index is stale, and refused.
+	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rlb" --parts 8 --keys 16 --base 7
+	"$ROOT/tests/s3/rgw.sh" put "$S3TMP/rgw" ck-lazy/rli/__5_0.distcp "$TMP/rlb/__5_0.distcp"
+	run "$CKPTFS" mount s3://ck-lazy/rli "$MNT" -f
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *".ckptfs-index: stale: "*"__5_0.distcp"* ]]
+	not mountpoint -q "$MNT"
+}
+
+@test "s3 lazy: the ranks of a node add up to one rank-local cache entry: rank 5's load keeps what rank 3's located, and rank 3 locates nothing after it; each load equals the local copy's" {
+	local g1 g2
+	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rl" --parts 8 --keys 16
+	upload "$TMP/rl" ck-lazy/rlm
+	run $(direct_env) $LAZY cached s3://ck-lazy/rlm "$TMP/rl" "$S3CHECK_PROXY" 8 3 "$TMP/ic" 2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	set -- $(gets_of "$output")
+	g1=$1 g2=$2
+	[ "$g1" -gt "$g2" ]
+	run $(direct_env) $LAZY cached s3://ck-lazy/rlm "$TMP/rl" "$S3CHECK_PROXY" 8 5 "$TMP/ic" 2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	set -- $(gets_of "$output")
+	[ "$1" -gt "$2" ]
+	run $(direct_env) $LAZY cached s3://ck-lazy/rlm "$TMP/rl" "$S3CHECK_PROXY" 8 3 "$TMP/ic" 1
+	echo "$output"
+	[ "$status" -eq 0 ]
+	echo "rank 3: $g1, then $g2; after rank 5: $(gets_of "$output")"
+	[ "$(gets_of "$output")" -le "$g2" ]
+	[ "$(ls "$TMP/ic" | grep -c '\.ckptfs-index$')" -eq 1 ]
+}

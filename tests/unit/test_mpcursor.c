@@ -82,11 +82,28 @@ static void test_deep_nesting_no_recursion(void)
 	CHECK(mp_skip(&c) == -EBADMSG);
 }
 
+static void test_bin(void)
+{
+	/* bin8(2), bin16(1), a string (not bin), bin8 claiming 5 of 1 */
+	static const uint8_t b[] = { 0xc4, 0x02, 7, 8, 0xc5, 0x00, 0x01, 9,
+				     0xa1, 'x' };
+	static const uint8_t cut[] = { 0xc4, 0x05, 1 };
+	struct mp_cursor c = CUR(b), t = CUR(cut);
+	const uint8_t *p;
+	uint32_t n;
+
+	CHECK(mp_read_bin(&c, &p, &n) == 0 && n == 2 && p[1] == 8);
+	CHECK(mp_read_bin(&c, &p, &n) == 0 && n == 1 && p[0] == 9);
+	CHECK(mp_read_bin(&c, &p, &n) == -EPROTO && mp_left(&c) == 2);
+	CHECK(mp_read_bin(&t, &p, &n) == -EBADMSG && mp_left(&t) == 3);
+}
+
 int main(void)
 {
 	TEST(test_scalars);
 	TEST(test_counts_bounded_by_bytes);
 	TEST(test_skip_nested_and_truncated);
 	TEST(test_deep_nesting_no_recursion);
+	TEST(test_bin);
 	return TEST_REPORT();
 }
