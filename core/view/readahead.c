@@ -8,7 +8,8 @@
  * Window memory is reserved from a budget before it is allocated; when
  * the budget is spent, reads go direct.  Over an object store, a reader
  * going from small file to small file gets the next files fetched in one
- * batch with the one it starts (fill_files()).
+ * batch with the one it starts (fill_files()), and the files after those
+ * fetched by a thread of their own while it reads them (fetch_next()).
  */
 #include "view/readahead.h"
 
@@ -19,9 +20,11 @@
 
 #include "ckptfs.h"
 #include "io/store.h"
+#include "view/order.h"
 #include "view/view_types.h"
 
-#define STREAMS 16		/* readers followed at once */
+#define STREAMS 32		/* readers followed at once */
+#define FETCHES_MAX 2		/* batches fetched ahead by threads at once */
 
 struct ckpt_readahead {
 	uint64_t window;	/* most bytes per window */
@@ -37,6 +40,12 @@ struct ckpt_readahead {
 	/* the file a read reached the end of last (an object store's) */
 	bool has_eof;
 	uint32_t eof_slot, eof_node;
+	/* claimed by a batch that a thread fetches (fetch_next()): counts
+	 * as a window until the batch ends */
+	bool pending[STREAMS];
+	unsigned fetching;	/* such batches; ckpt_readahead_free()
+				 * waits for them (idle) */
+	pthread_cond_t idle;
 };
 
 enum ckpt_ra_action ckpt_ra_decide(struct ckpt_ra_stream *st, uint64_t off,
@@ -78,6 +87,7 @@ struct ckpt_readahead *ckpt_readahead_new(uint64_t window, uint64_t budget)
 	ra->window = window;
 	ra->budget = budget;
 	pthread_mutex_init(&ra->lock, NULL);
+	pthread_cond_init(&ra->idle, NULL);
 	for (i = 0; i < STREAMS; i++)
 		pthread_mutex_init(&ra->slock[i], NULL);
 	return ra;
@@ -89,6 +99,13 @@ void ckpt_readahead_free(struct ckpt_readahead *ra)
 
 	if (!ra)
 		return;
+	/* the batches threads fetch end with their reads (the store's
+	 * deadlines bound them; a cancelled store ends them at once) */
+	pthread_mutex_lock(&ra->lock);
+	while (ra->fetching)
+		pthread_cond_wait(&ra->idle, &ra->lock);
+	pthread_mutex_unlock(&ra->lock);
+	pthread_cond_destroy(&ra->idle);
 	for (i = 0; i < STREAMS; i++) {
 		free(ra->s[i].buf);
 		pthread_mutex_destroy(&ra->slock[i]);
@@ -214,24 +231,6 @@ static int fill_remote(const struct ckpt_view *v, uint32_t slot,
 #define AHEAD_FILES 8
 #define SMALL_FILE REMOTE_PART
 
-/* The key file before node in the view's order, or UINT32_MAX. */
-static uint32_t key_before(const struct ckpt_view *v, uint32_t node)
-{
-	while (node-- > 0)
-		if (ckpt_node_is_key(&v->nodes[node]))
-			return node;
-	return UINT32_MAX;
-}
-
-/* The key file after node in the view's order, or UINT32_MAX. */
-static uint32_t key_after(const struct ckpt_view *v, uint32_t node)
-{
-	while (++node < v->nnodes)
-		if (ckpt_node_is_key(&v->nodes[node]))
-			return node;
-	return UINT32_MAX;
-}
-
 /*
  * A stream for (slot, node) that no read holds, its lock taken without
  * waiting and its window emptied: the one of that file, else the least
@@ -257,8 +256,8 @@ static int claim_stream(struct ckpt_readahead *ra, uint32_t slot,
 		for (i = 0; i < STREAMS; i++) {
 			for (k = 0; k < nheld && held[k] != i; k++)
 				;
-			if (k == nheld && !(ra->s[i].buf &&
-					    ra->s[i].next == UINT64_MAX) &&
+			if (k == nheld && !ra->pending[i] &&
+			    !(ra->s[i].buf && ra->s[i].next == UINT64_MAX) &&
 			    (old < 0 || ra->s[i].tick < ra->s[old].tick))
 				old = i;
 		}
@@ -286,6 +285,114 @@ out_busy:
 	return -1;
 }
 
+/* A batch of small files, each fetched whole into a window of its own:
+ * r[k] into stream idx[k], whose lock the batch holds. */
+struct ra_batch {
+	struct ckpt_readahead *ra;
+	const struct ckpt_view *v;
+	int n;
+	int idx[AHEAD_FILES];
+	struct ckpt_read_req r[AHEAD_FILES];
+	uint64_t total;
+};
+
+/*
+ * Add to b (which holds b->n files, b->total bytes) the small files
+ * after node in readdir order (view/order.h), while they fit AHEAD_FILES
+ * and the window and their streams can be claimed (claim_stream()).
+ * pending: mark them as fetched by a thread (fetch_next()).
+ */
+static void claim_after(struct ra_batch *b, uint32_t slot, uint32_t node,
+			bool pending)
+{
+	struct ckpt_readahead *ra = b->ra;
+	uint32_t j = node;
+	uint64_t fsz;
+	int k;
+
+	while (b->n < AHEAD_FILES) {
+		j = ckpt_view_key_after(b->v, j);
+		if (j == UINT32_MAX || ckpt_view_size(b->v, slot, j, &fsz) ||
+		    !fsz || fsz > SMALL_FILE || fsz > ra->window - b->total)
+			break;
+		k = claim_stream(ra, slot, j, b->idx, b->n);
+		if (k < 0)
+			break;
+		if (pending) {
+			pthread_mutex_lock(&ra->lock);
+			ra->pending[k] = true;
+			pthread_mutex_unlock(&ra->lock);
+		}
+		b->idx[b->n] = k;
+		b->r[b->n++] = (struct ckpt_read_req){ slot, j, 0, fsz, NULL };
+		b->total += fsz;
+	}
+}
+
+/* b's streams no longer pending; the locks of b->idx[first..n)
+ * released. */
+static void release_batch(struct ra_batch *b, int first)
+{
+	struct ckpt_readahead *ra = b->ra;
+	int k;
+
+	pthread_mutex_lock(&ra->lock);
+	for (k = 0; k < b->n; k++)
+		ra->pending[b->idx[k]] = false;
+	pthread_mutex_unlock(&ra->lock);
+	for (k = first; k < b->n; k++)
+		pthread_mutex_unlock(&ra->slock[b->idx[k]]);
+}
+
+/*
+ * Fetch b's files into their streams' windows (memory reserved from the
+ * budget first; none when it is spent) and release the locks of
+ * b->idx[first..n).  Returns true when every file's window is filled;
+ * else none is, and their readers read directly (and say why).
+ */
+static bool fetch_batch(struct ra_batch *b, int first)
+{
+	struct ckpt_readahead *ra = b->ra;
+	char err[512];
+	bool ok = false;
+	int k;
+
+	pthread_mutex_lock(&ra->lock);
+	if (ra->used + b->total > ra->budget) {
+		pthread_mutex_unlock(&ra->lock);
+		goto out_unlock;	/* no room: read alone */
+	}
+	ra->used += b->total;	/* reserved before allocating */
+	pthread_mutex_unlock(&ra->lock);
+	for (k = 0; k < b->n; k++)
+		if (!(b->r[k].dst = malloc(b->r[k].len)))
+			break;
+	if (k == b->n && !ckpt_view_read_batch(b->v, b->r, (size_t)b->n, 0,
+					       err, sizeof(err)))
+		ok = true;
+	pthread_mutex_lock(&ra->lock);
+	for (k = 0; k < b->n; k++) {
+		struct ckpt_ra_stream *st = &ra->s[b->idx[k]];
+
+		if (!ok) {
+			free(b->r[k].dst);
+			ra->used -= b->r[k].len;
+			continue;
+		}
+		/* (a stream taken over meanwhile is fresh: its new reader
+		 * empties it before use) */
+		ra->used -= st->blen;
+		free(st->buf);
+		st->buf = b->r[k].dst;
+		st->boff = 0;
+		st->blen = b->r[k].len;
+	}
+	pthread_mutex_unlock(&ra->lock);
+out_unlock:
+	release_batch(b, first);
+	return ok;
+}
+
 /*
  * Fetch node's file whole (size bytes, read from its start by a reader
  * that just read the previous file to its end; its stream si held) with
@@ -295,61 +402,106 @@ out_busy:
 static bool fill_files(struct ckpt_readahead *ra, const struct ckpt_view *v,
 		       uint32_t slot, uint32_t node, uint64_t size, int si)
 {
-	struct ckpt_read_req r[AHEAD_FILES];
-	int idx[AHEAD_FILES];
-	uint64_t total = size, fsz;
-	uint32_t j = node;
-	char err[512];
-	bool ok = false;
-	int n = 1, k;
+	struct ra_batch b = { .ra = ra, .v = v, .n = 1, .total = size };
 
-	idx[0] = si;
-	r[0] = (struct ckpt_read_req){ slot, node, 0, size, NULL };
-	while (n < AHEAD_FILES) {
-		j = key_after(v, j);
-		if (j == UINT32_MAX || ckpt_view_size(v, slot, j, &fsz) ||
-		    !fsz || fsz > SMALL_FILE || fsz > ra->window - total)
-			break;
-		k = claim_stream(ra, slot, j, idx, n);
-		if (k < 0)
-			break;
-		idx[n] = k;
-		r[n++] = (struct ckpt_read_req){ slot, j, 0, fsz, NULL };
-		total += fsz;
-	}
+	b.idx[0] = si;
+	b.r[0] = (struct ckpt_read_req){ slot, node, 0, size, NULL };
+	claim_after(&b, slot, node, false);
+	return fetch_batch(&b, 1);
+}
+
+/* Under ra->lock: whether (slot, node) has a window, or one being
+ * fetched by a thread. */
+static bool has_window(const struct ckpt_readahead *ra, uint32_t slot,
+		       uint32_t node)
+{
+	int i;
+
+	for (i = 0; i < STREAMS; i++)
+		if (ra->s[i].tick && ra->s[i].slot == slot &&
+		    ra->s[i].node == node && !ra->fresh[i])
+			return ra->s[i].buf || ra->pending[i];
+	return false;
+}
+
+static void *fetch_thread(void *arg)
+{
+	struct ra_batch *b = arg;
+	struct ckpt_readahead *ra = b->ra;
+
+	fetch_batch(b, 0);
 	pthread_mutex_lock(&ra->lock);
-	if (ra->used + total > ra->budget) {
+	if (!--ra->fetching)
+		pthread_cond_broadcast(&ra->idle);
+	pthread_mutex_unlock(&ra->lock);
+	free(b);
+	return NULL;
+}
+
+/*
+ * A reader that starts node's file from a window fetched ahead: when
+ * fewer than FETCHES_MAX x AHEAD_FILES files after it have windows (or
+ * are being fetched), the small files after the last of those are
+ * fetched by a thread of its own (at most FETCHES_MAX such threads at
+ * once), so that the reader reads one batch while the next ones arrive,
+ * about twice as many GETs in flight, instead of waiting a round trip
+ * per batch.  Best effort: nothing is fetched when no
+ * thread or memory can be had.
+ */
+static void fetch_next(struct ckpt_readahead *ra, const struct ckpt_view *v,
+		       uint32_t slot, uint32_t node)
+{
+	struct ra_batch *b;
+	pthread_attr_t attr;
+	pthread_t t;
+	uint32_t j = node, last = node;
+	int ahead = 0, rc;
+	bool yes;
+
+	for (;;) {
+		j = ckpt_view_key_after(v, j);
+		if (j == UINT32_MAX)
+			return;		/* the view's end is fetched */
+		pthread_mutex_lock(&ra->lock);
+		yes = has_window(ra, slot, j);
 		pthread_mutex_unlock(&ra->lock);
-		goto out_unlock;	/* no room: read alone */
-	}
-	ra->used += total;	/* reserved before allocating */
-	pthread_mutex_unlock(&ra->lock);
-	for (k = 0; k < n; k++)
-		if (!(r[k].dst = malloc(r[k].len)))
+		if (!yes)
 			break;
-	if (k == n && !ckpt_view_read_batch(v, r, (size_t)n, 0, err,
-					    sizeof(err)))
-		ok = true;
-	pthread_mutex_lock(&ra->lock);
-	for (k = 0; k < n; k++) {
-		struct ckpt_ra_stream *st = &ra->s[idx[k]];
-
-		if (!ok) {
-			free(r[k].dst);
-			ra->used -= r[k].len;
-			continue;
-		}
-		ra->used -= st->blen;
-		free(st->buf);
-		st->buf = r[k].dst;
-		st->boff = 0;
-		st->blen = r[k].len;
+		last = j;
+		if (++ahead >= FETCHES_MAX * AHEAD_FILES)
+			return;		/* far enough ahead */
 	}
+	pthread_mutex_lock(&ra->lock);
+	yes = ra->fetching < FETCHES_MAX;
+	if (yes)
+		ra->fetching++;
 	pthread_mutex_unlock(&ra->lock);
-out_unlock:
-	for (k = 1; k < n; k++)
-		pthread_mutex_unlock(&ra->slock[idx[k]]);
-	return ok;
+	if (!yes)
+		return;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		goto out_done;
+	b->ra = ra;
+	b->v = v;
+	claim_after(b, slot, last, true);
+	if (!b->n)
+		goto out_free;
+	rc = pthread_attr_init(&attr);
+	if (!rc) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&t, &attr, fetch_thread, b);
+		pthread_attr_destroy(&attr);
+	}
+	if (!rc)
+		return;		/* fetch_thread() frees b and counts down */
+	release_batch(b, 0);	/* no thread: fetch nothing */
+out_free:
+	free(b);
+out_done:
+	pthread_mutex_lock(&ra->lock);
+	if (!--ra->fetching)
+		pthread_cond_broadcast(&ra->idle);
+	pthread_mutex_unlock(&ra->lock);
 }
 
 /* Whether a read of [off, off + len) of node's file (size bytes) starts
@@ -364,7 +516,7 @@ static bool follows_file(struct ckpt_readahead *ra, const struct ckpt_view *v,
 		return false;
 	pthread_mutex_lock(&ra->lock);
 	yes = ra->has_eof && ra->eof_slot == slot &&
-	      ra->eof_node == key_before(v, node);
+	      ra->eof_node == ckpt_view_key_before(v, node);
 	pthread_mutex_unlock(&ra->lock);
 	return yes;
 }
@@ -435,6 +587,8 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 		rc = 0;
 	}
 	pthread_mutex_unlock(&ra->slock[i]);
+	if (act == CKPT_RA_HIT && !off && is_remote(v) && size <= SMALL_FILE)
+		fetch_next(ra, v, slot, node);
 	if (act != CKPT_RA_HIT)
 		rc = ckpt_view_read(v, slot, node, off, len, buf, got, s);
 	if (!rc && is_remote(v) && off + len >= size) {
