@@ -38,6 +38,7 @@
 #include "records/verify.h"
 #include "view/convert.h"
 #include "view/geom.h"
+#include "view/order.h"
 
 #define BATCH_RUNS 4096		/* runs gathered per staged batch */
 #define DIRECT_MAX 8		/* at most this many runs: pread directly */
@@ -449,7 +450,9 @@ void ckpt_data_locate_ahead(const struct ckpt_view *v, uint32_t slot,
 
 	if (!m->located)
 		return;
-	for (i = node; i < v->nnodes && n < LOCATE_AHEAD; i++) {
+	/* node's file, then the next ones in the order readers go */
+	for (i = node; i != UINT32_MAX && n < LOCATE_AHEAD;
+	     i = ckpt_view_key_after(v, i)) {
 		const struct ckpt_node *nd = &v->nodes[i];
 		struct ckpt_box box;
 

@@ -120,8 +120,9 @@ int ckpt_data_locate_box(struct ckpt_meta *m, const struct ckpt_entry *e,
 
 /* Before a read of node (as slot's rank sees it): when its records are
  * not located yet, locate them together with the pending records of the
- * view's next files (LOCATE_AHEAD records in all).  Best effort: errors
- * are left to the reads.  Thread-safe (ckpt_meta_locate()). */
+ * view's next files in readdir order (view/order.h; LOCATE_AHEAD
+ * records in all).  Best effort: errors are left to the reads.
+ * Thread-safe (ckpt_meta_locate()). */
 void ckpt_data_locate_ahead(const struct ckpt_view *v, uint32_t slot,
 			    uint32_t node);
 
