@@ -14,6 +14,9 @@
         "open_gets N load_gets M" (GETs of objects; a listing's GET is
         not counted); and the load must equal
         ckptfs.load(LOCAL, W, R) byte for byte.
+    lazy_check.py broken S3URL PROXY W R KEY
+        through PROXY: ckptfs.load(S3URL, W, R), which reads the broken
+        record of KEY, must fail with an error naming KEY.
     lazy_check.py opencounts S3URL PROXY
         through PROXY: the requests of ckptfs.open(S3URL) (which opens
         the data files too), by kind, as the proxy counts them: "gets G
@@ -178,6 +181,24 @@ def counts(url, local, proxy, world, rank):
     return 0
 
 
+def broken(url, proxy, world, rank, key):
+    """ckptfs.load of a rank that reads the broken record `key` from
+    s3:// must fail naming it (never return other bytes)."""
+    import ckptfs
+    try:
+        ckptfs.load(url, world, rank, backend="numpy", index_cache=False,
+                    s3_endpoint=proxy, trust_pickles=False)
+    except Exception as e:  # noqa: BLE001 - any error, checked below
+        if key not in str(e):
+            print(f"error does not name {key}: {e}")
+            return 1
+        print(f"refused: {str(e)[:300]}")
+    else:
+        print("the load of a broken record succeeded")
+        return 1
+    return 0
+
+
 def corrupt(ckpt):
     md = read_metadata(ckpt)
     from torch.distributed._shard.checkpoint.metadata import \
@@ -205,6 +226,9 @@ def main(argv):
     if argv[0] == "records":
         print(records(argv[1], int(argv[2]), int(argv[3])))
         return 0
+    if argv[0] == "broken":
+        return broken(argv[1], argv[2], int(argv[3]), int(argv[4]),
+                      argv[5])
     if argv[0] == "counts":
         return counts(argv[1], argv[2], argv[3], int(argv[4]), int(argv[5]))
     if argv[0] == "opencounts":

@@ -70,6 +70,50 @@ teardown() { common_teardown; }
 	[ "$lg" -le $((og + nreads + 2)) ]
 }
 
+@test "s3 lazy joined: a rank whose ranges touch its records' ends GETs one per range (the locate comes in the data's GET), W=8 R=3, W=3 R=1, W=2 R=0; bytes equal the local load" {
+	local w r out og lg nrec nreads
+	for wr in "8 3" "3 1" "2 0"; do
+		set -- $wr
+		w=$1 r=$2
+		nrec=$($LAZY records "$LZ/t/large" "$w" "$r")
+		nreads=$(CKPTFS_EAGER_INDEX=1 "$CKPTFS" plan "$LZ/t/large" --world "$w" --rank "$r" | grep -c $'^\tread\t')
+		run $(direct_env) $LAZY counts s3://ck-lazy/big "$LZ/t/large" "$S3CHECK_PROXY" "$w" "$r"
+		echo "W=$w R=$r: $output"
+		[ "$status" -eq 0 ]
+		out=${output##*open_gets }
+		og=${out%% *}
+		out=${output##*load_gets }
+		lg=${out%% *}
+		echo "W=$w R=$r: $nrec records, $nreads planned reads, load $lg GETs ($og of them the open's)"
+		[ "$nrec" -gt 10 ]
+		# Without joining: a locate GET per record besides its read.
+		[ "$lg" -le $((og + nreads + 2)) ]
+	done
+}
+
+@test "s3 lazy joined: records of odd layouts (transposed, int64, bf16, 0-d, bytes; one data file per item) read from s3:// equal the local load for several world sizes and ranks" {
+	local wr
+	for wr in "1 0" "2 1" "3 2" "8 5"; do
+		run $(direct_env) $LAZY counts s3://ck-lazy/many "$LZ/m/per_item" "$S3CHECK_PROXY" $wr
+		echo "W R = $wr: $output"
+		[ "$status" -eq 0 ]
+	done
+}
+
+@test "s3 lazy joined: a record whose zip end record is broken, read whole and from either end of its data (W=1; W=8 R=0 and R=1), fails naming its key: never other bytes" {
+	local key wr
+	cp -r "$LZ/t/large" "$TMP/bad"
+	key=$($LAZY corrupt "$TMP/bad")
+	echo "broken: $key"
+	[ -n "$key" ]
+	upload "$TMP/bad" ck-lazy/badj
+	for wr in "1 0" "8 0" "8 1"; do
+		run $(direct_env) $LAZY broken s3://ck-lazy/badj "$S3CHECK_PROXY" $wr "$key"
+		echo "W R = $wr: $output"
+		[ "$status" -eq 0 ]
+	done
+}
+
 @test "s3 lazy: a mount of the checkpoint from s3:// equals torch's FileSystemReader on the local copy (W=1, 3)" {
 	export CKPTFS
 	run $PY "$ROOT/tests/torch_check.py" "$CKPTFS" s3://ck-lazy/big "$MNT" 1 3 --ref "$LZ/t/large"
