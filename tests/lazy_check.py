@@ -24,8 +24,9 @@
     lazy_check.py cached S3URL LOCAL PROXY W R CACHEDIR N
         N times through PROXY: ckptfs.load(S3URL, W, R) with the index
         cache CACHEDIR, each equal to ckptfs.load(LOCAL, W, R); prints
-        "gets G1 G2 ..." (GETs of objects of each load, open included)
-        and then each warning the loads gave, one a line.
+        "gets G1 G2 ..." (GETs of objects of each load, open included),
+        "bytes B1 B2 ..." (their body bytes) and then each warning the
+        loads gave, one a line.
     lazy_check.py corrupt CKPT
         breaks the zip of one record (its end of central directory) of
         local checkpoint CKPT, in place, and prints its key.
@@ -79,6 +80,13 @@ def proxy_gets(proxy):
     return sum(1 for e in log if e[0] == "GET" and "list-type=" not in e[1])
 
 
+def proxy_get_bytes(proxy):
+    """Body bytes of the GETs of objects (listings not counted)."""
+    with urllib.request.urlopen(proxy + "/__faultproxy/stats") as r:
+        log = json.load(r)["log"]
+    return sum(e[4] for e in log if e[0] == "GET" and "list-type=" not in e[1])
+
+
 def proxy_by_method(proxy):
     with urllib.request.urlopen(proxy + "/__faultproxy/stats") as r:
         return json.load(r)["by_method"]
@@ -113,7 +121,7 @@ def cached(url, local, proxy, world, rank, cdir, n):
     import ckptfs
     want = ckptfs.load(local, world, rank, backend="numpy",
                        index_cache=False)
-    gets, said = [], []
+    gets, nbytes, said = [], [], []
     for _ in range(n):
         proxy_reset(proxy)
         with warnings.catch_warnings(record=True) as w:
@@ -123,9 +131,11 @@ def cached(url, local, proxy, world, rank, cdir, n):
                               trust_pickles=False)
         said += [str(x.message) for x in w]
         gets.append(proxy_gets(proxy))
+        nbytes.append(proxy_get_bytes(proxy))
         if not same_load(got, want):
             return 1
     print("gets " + " ".join(str(g) for g in gets))
+    print("bytes " + " ".join(str(b) for b in nbytes))
     for x in said:
         print(x)
     return 0
