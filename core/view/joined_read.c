@@ -32,6 +32,7 @@ struct ckpt_joined {
 /* The bytes [a, b) of pending chunk `chunk`'s data that the batch needs. */
 struct want {
 	uint32_t chunk;
+	bool nojoin;	/* some request only locates it */
 	uint64_t a, b;
 };
 
@@ -101,8 +102,9 @@ static bool join_range(const struct ckpt_meta *m, const struct want *u,
 	const uint64_t W = CKPT_LOCATE_WINDOW;
 	uint64_t L = c->len, end;
 
-	if (lz->boff > f->size || lz->blen > f->size - lz->boff ||
-	    L > lz->blen || u->b > L || (u->a != 0 && u->b != L))
+	if (u->nojoin || lz->boff > f->size ||
+	    lz->blen > f->size - lz->boff || L > lz->blen || u->b > L ||
+	    (u->a != 0 && u->b != L))
 		return false;
 	end = lz->boff + lz->blen;
 	if (u->a == 0)
@@ -150,7 +152,8 @@ static void add_windows(const struct ckpt_meta *m, uint32_t chunk,
  * needed bytes, into *out (caller frees); their count, or -ENOMEM. */
 static ssize_t wanted(const struct ckpt_meta *m,
 		      const struct ckpt_entry *const *ents,
-		      const struct ckpt_box *box, size_t n, struct want **out)
+		      const struct ckpt_box *box, const bool *join, size_t n,
+		      struct want **out)
 {
 	struct want *wt = NULL;
 	size_t i, k, nw = 0, cap = 0;
@@ -172,7 +175,7 @@ static ssize_t wanted(const struct ckpt_meta *m,
 				free(wt);
 				return -ENOMEM;
 			}
-			wt[nw++] = (struct want){ c, a, b };
+			wt[nw++] = (struct want){ c, join && !join[i], a, b };
 		}
 	}
 	qsort(wt, nw, sizeof(*wt), cmp_want);
@@ -182,6 +185,7 @@ static ssize_t wanted(const struct ckpt_meta *m,
 				wt[k - 1].a = wt[i].a;
 			if (wt[i].b > wt[k - 1].b)
 				wt[k - 1].b = wt[i].b;
+			wt[k - 1].nojoin |= wt[i].nojoin;
 			continue;
 		}
 		wt[k++] = wt[i];
@@ -257,7 +261,8 @@ out_free:
 
 struct ckpt_joined *ckpt_joined_locate(struct ckpt_meta *m,
 				       const struct ckpt_entry *const *ents,
-				       const struct ckpt_box *box, size_t n)
+				       const struct ckpt_box *box,
+				       const bool *join, size_t n)
 {
 	struct ckpt_joined *j = NULL;
 	struct want *wt = NULL;
@@ -267,7 +272,7 @@ struct ckpt_joined *ckpt_joined_locate(struct ckpt_meta *m,
 
 	if (!m->located)
 		return NULL;
-	nu = wanted(m, ents, box, n, &wt);
+	nu = wanted(m, ents, box, join, n, &wt);
 	if (nu <= 0)
 		goto out_free;
 	ci = malloc((size_t)nu * sizeof(*ci));

@@ -9,6 +9,7 @@
 #ifndef CKPT_JOINED_READ_H
 #define CKPT_JOINED_READ_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "model/meta.h"
@@ -18,7 +19,9 @@ struct ckpt_joined;
 
 /*
  * Locate every pending chunk that the boxes box[i] of entries ents[i]
- * (i < n) meet, as ckpt_meta_locate() would (best effort: a chunk that
+ * (i < n; the bytes the batch reads, unless join is non-NULL and
+ * join[i] false: then box[i] only says which chunks to locate, and
+ * none of them is joined) meet, as ckpt_meta_locate() would (best effort: a chunk that
  * cannot be located is marked failed, and the read that needs it says
  * why).  On an object store, the chunks whose needed bytes start at
  * their data's first byte or end at its last are fetched with their zip
@@ -29,7 +32,8 @@ struct ckpt_joined;
  */
 struct ckpt_joined *ckpt_joined_locate(struct ckpt_meta *m,
 				       const struct ckpt_entry *const *ents,
-				       const struct ckpt_box *box, size_t n);
+				       const struct ckpt_box *box,
+				       const bool *join, size_t n);
 
 /* Unregister j from m and free it (NULL is fine).  Thread-safe. */
 void ckpt_joined_free(struct ckpt_meta *m, struct ckpt_joined *j);

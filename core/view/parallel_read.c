@@ -483,17 +483,20 @@ static struct ckpt_joined *locate_batch(struct ckpt_meta *m,
 	const struct ckpt_entry **ents;
 	struct ckpt_box *box;
 	struct ckpt_joined *j = NULL;
+	bool *whole;
 	size_t i, k = 0;
 
 	if (!m->located)
 		return NULL;
 	if (!v)
-		return ckpt_joined_locate(m, bent, boxes, n);
+		return ckpt_joined_locate(m, bent, boxes, NULL, n);
 	ents = malloc((n ? n : 1) * sizeof(*ents));
 	box = malloc((n ? n : 1) * sizeof(*box));
-	if (ents && box) {
+	whole = malloc((n ? n : 1) * sizeof(*whole));
+	if (ents && box && whole) {
 		for (i = 0; i < n; i++) {
 			const struct ckpt_node *nd = &v->nodes[vreqs[i].node];
+			uint64_t size;
 
 			if (!ckpt_node_is_key(nd))
 				continue;
@@ -501,13 +504,21 @@ static struct ckpt_joined *locate_batch(struct ckpt_meta *m,
 			ckpt_geom_box(v, ckpt_view_geom(v, vreqs[i].slot,
 							 vreqs[i].node),
 				      &box[k]);
+			/* The box is the whole file's: a request for part
+			 * of it (a window of a large file) is located, not
+			 * joined, lest the join fetch the rest. */
+			whole[k] = vreqs[i].off == 0 &&
+				   !ckpt_view_size(v, vreqs[i].slot,
+						   vreqs[i].node, &size) &&
+				   vreqs[i].len >= size;
 			k++;
 		}
-		j = ckpt_joined_locate(m, ents, box, k);
+		j = ckpt_joined_locate(m, ents, box, whole, k);
 	}
 	/* Out of memory: the reads locate what they need themselves. */
 	free(ents);
 	free(box);
+	free(whole);
 	return j;
 }
 
