@@ -178,6 +178,9 @@ static ssize_t wanted(const struct ckpt_meta *m,
 			wt[nw++] = (struct want){ c, join && !join[i], a, b };
 		}
 	}
+	*out = wt;
+	if (!nw)
+		return 0;
 	qsort(wt, nw, sizeof(*wt), cmp_want);
 	for (i = k = 0; i < nw; i++) {
 		if (k && wt[k - 1].chunk == wt[i].chunk) {
@@ -190,7 +193,6 @@ static ssize_t wanted(const struct ckpt_meta *m,
 		}
 		wt[k++] = wt[i];
 	}
-	*out = wt;
 	return (ssize_t)k;
 }
 
