@@ -14,6 +14,9 @@
         "open_gets N load_gets M" (GETs of objects; a listing's GET is
         not counted); and the load must equal
         ckptfs.load(LOCAL, W, R) byte for byte.
+    lazy_check.py broken S3URL PROXY W R KEY
+        through PROXY: ckptfs.load(S3URL, W, R), which reads the broken
+        record of KEY, must fail with an error naming KEY.
     lazy_check.py opencounts S3URL PROXY
         through PROXY: the requests of ckptfs.open(S3URL) (which opens
         the data files too), by kind, as the proxy counts them: "gets G
@@ -21,8 +24,9 @@
     lazy_check.py cached S3URL LOCAL PROXY W R CACHEDIR N
         N times through PROXY: ckptfs.load(S3URL, W, R) with the index
         cache CACHEDIR, each equal to ckptfs.load(LOCAL, W, R); prints
-        "gets G1 G2 ..." (GETs of objects of each load, open included)
-        and then each warning the loads gave, one a line.
+        "gets G1 G2 ..." (GETs of objects of each load, open included),
+        "bytes B1 B2 ..." (their body bytes) and then each warning the
+        loads gave, one a line.
     lazy_check.py corrupt CKPT
         breaks the zip of one record (its end of central directory) of
         local checkpoint CKPT, in place, and prints its key.
@@ -76,6 +80,13 @@ def proxy_gets(proxy):
     return sum(1 for e in log if e[0] == "GET" and "list-type=" not in e[1])
 
 
+def proxy_get_bytes(proxy):
+    """Body bytes of the GETs of objects (listings not counted)."""
+    with urllib.request.urlopen(proxy + "/__faultproxy/stats") as r:
+        log = json.load(r)["log"]
+    return sum(e[4] for e in log if e[0] == "GET" and "list-type=" not in e[1])
+
+
 def proxy_by_method(proxy):
     with urllib.request.urlopen(proxy + "/__faultproxy/stats") as r:
         return json.load(r)["by_method"]
@@ -110,7 +121,7 @@ def cached(url, local, proxy, world, rank, cdir, n):
     import ckptfs
     want = ckptfs.load(local, world, rank, backend="numpy",
                        index_cache=False)
-    gets, said = [], []
+    gets, nbytes, said = [], [], []
     for _ in range(n):
         proxy_reset(proxy)
         with warnings.catch_warnings(record=True) as w:
@@ -120,9 +131,11 @@ def cached(url, local, proxy, world, rank, cdir, n):
                               trust_pickles=False)
         said += [str(x.message) for x in w]
         gets.append(proxy_gets(proxy))
+        nbytes.append(proxy_get_bytes(proxy))
         if not same_load(got, want):
             return 1
     print("gets " + " ".join(str(g) for g in gets))
+    print("bytes " + " ".join(str(b) for b in nbytes))
     for x in said:
         print(x)
     return 0
@@ -178,6 +191,24 @@ def counts(url, local, proxy, world, rank):
     return 0
 
 
+def broken(url, proxy, world, rank, key):
+    """ckptfs.load of a rank that reads the broken record `key` from
+    s3:// must fail naming it (never return other bytes)."""
+    import ckptfs
+    try:
+        ckptfs.load(url, world, rank, backend="numpy", index_cache=False,
+                    s3_endpoint=proxy, trust_pickles=False)
+    except Exception as e:  # noqa: BLE001 - any error, checked below
+        if key not in str(e):
+            print(f"error does not name {key}: {e}")
+            return 1
+        print(f"refused: {str(e)[:300]}")
+    else:
+        print("the load of a broken record succeeded")
+        return 1
+    return 0
+
+
 def corrupt(ckpt):
     md = read_metadata(ckpt)
     from torch.distributed._shard.checkpoint.metadata import \
@@ -205,6 +236,9 @@ def main(argv):
     if argv[0] == "records":
         print(records(argv[1], int(argv[2]), int(argv[3])))
         return 0
+    if argv[0] == "broken":
+        return broken(argv[1], argv[2], int(argv[3]), int(argv[4]),
+                      argv[5])
     if argv[0] == "counts":
         return counts(argv[1], argv[2], argv[3], int(argv[4]), int(argv[5]))
     if argv[0] == "opencounts":

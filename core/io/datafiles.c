@@ -326,6 +326,36 @@ static int check_guard(struct ckpt_meta *m, uint32_t g, const uint8_t *at)
 	return -EIO;
 }
 
+/*
+ * Serve the ranges of r[0..n) (meta file indices) that lie inside a
+ * range a read batch fetched (model/meta.h, meta->fetched) from it, and
+ * move the others to the front of r: how many are left to read.
+ */
+static size_t serve_fetched(struct ckpt_meta *m, struct ckpt_store_range *r,
+			    size_t n)
+{
+	const struct ckpt_fetched_set *s;
+	size_t i, left = 0;
+
+	if (!m->lazy)
+		return n;	/* only a lazy open fetches any */
+	pthread_rwlock_rdlock(&m->fetched_lock);
+	for (i = 0; i < n; i++) {
+		const struct ckpt_fetched *w = NULL;
+
+		for (s = m->fetched; s && !w; s = s->next)
+			w = ckpt_fetched_find(s->w, s->n, s->maxlen, r[i].id,
+					      r[i].off, r[i].len);
+		if (w)
+			memcpy(r[i].dst, w->buf + (r[i].off - w->off),
+			       (size_t)r[i].len);
+		else
+			r[left++] = r[i];
+	}
+	pthread_rwlock_unlock(&m->fetched_lock);
+	return left;
+}
+
 int ckpt_files_read(struct ckpt_meta *m, struct ckpt_store_range *r,
 		    size_t n)
 {
@@ -333,6 +363,12 @@ int ckpt_files_read(struct ckpt_meta *m, struct ckpt_store_range *r,
 	size_t i;
 	int rc;
 
+	for (i = 0; i < n; i++)
+		if (!m->opened || r[i].id >= m->nfiles)
+			return -EIO;
+	n = serve_fetched(m, r, n);
+	if (!n)
+		return 0;
 	for (i = 0; i < n; i++) {
 		if (!m->opened || r[i].id >= m->nfiles)
 			return -EIO;

@@ -23,6 +23,7 @@ void ckpt_meta_free_parsed(struct ckpt_meta *m)
 		for (i = 0; i < m->nchunks; i++)
 			free(m->locate_err[i]);
 		pthread_mutex_destroy(&m->locate_lock);
+		pthread_rwlock_destroy(&m->fetched_lock);
 	}
 	free(m->torch_pkl);
 	free(m->torch_mver);
@@ -52,6 +53,29 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+const struct ckpt_fetched *ckpt_fetched_find(const struct ckpt_fetched *w,
+					     size_t n, uint64_t maxlen,
+					     uint32_t file, uint64_t off,
+					     uint64_t len)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {	/* the first after (file, off) */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (w[mid].file < file ||
+		    (w[mid].file == file && w[mid].off <= off))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Ranges may overlap: look back while one could still hold it. */
+	while (lo-- > 0 && w[lo].file == file && w[lo].off + maxlen > off)
+		if (len <= w[lo].len && off - w[lo].off <= w[lo].len - len)
+			return &w[lo];
+	return NULL;
+}
+
 /* Chunk ci's location failed: -EIO, with the last error its reason. */
 static int locate_failed(struct ckpt_meta *m, uint32_t ci)
 {
@@ -67,6 +91,12 @@ static int locate_failed(struct ckpt_meta *m, uint32_t ci)
 }
 
 int ckpt_meta_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n)
+{
+	return ckpt_meta_locate_pre(m, ci, n, NULL, 0);
+}
+
+int ckpt_meta_locate_pre(struct ckpt_meta *m, const uint32_t *ci, size_t n,
+			 const struct ckpt_fetched *pre, size_t npre)
 {
 	uint32_t *want;
 	size_t i, k = 0, u;
@@ -95,7 +125,7 @@ int ckpt_meta_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n)
 			__atomic_store_n((uint8_t *)&m->located[want[i]],
 					 CKPT_LOC_FAILED, __ATOMIC_RELEASE);
 	} else if (k) {
-		rc = m->locate(m, want, k);
+		rc = m->locate(m, want, k, pre, npre);
 	}
 	pthread_mutex_unlock(&m->locate_lock);
 	free(want);

@@ -89,13 +89,51 @@ struct ckpt_lazy {
 #define CKPT_LOC_PENDING 1	/* not located yet */
 #define CKPT_LOC_FAILED 2	/* locating failed: meta->locate_err says */
 
+/*
+ * A byte range of a data file fetched by a read batch together with the
+ * zip structures of the records it needs (view/parallel_read.c, the
+ * "joined" read): locating reads those structures from it, and the
+ * batch's data reads are served from it (io/datafiles.c), so a record
+ * that a range reads from one end of costs one request, not two.
+ */
+struct ckpt_fetched {
+	uint32_t file;		/* meta->files index */
+	uint64_t off, len;	/* in the file */
+	uint8_t *buf;		/* len bytes; owned by the batch */
+};
+
+/* The ranges one batch fetched (sorted by file, off), while it reads. */
+struct ckpt_fetched_set {
+	const struct ckpt_fetched *w;
+	size_t n;
+	uint64_t maxlen;	/* the longest of w[] */
+	struct ckpt_fetched_set *next;
+};
+
+/* The bytes at each end of an archive that locating one of its records
+ * reads first (torch/torch_zip.h's TZ_WINDOW: the head with data.pkl and
+ * the local headers, the tail with the central directory); an archive of
+ * up to twice this is read whole. */
+#define CKPT_LOCATE_WINDOW 1024u
+
+/* The range of w[0..n) (sorted by file, off; none longer than maxlen)
+ * that holds [off, off + len) of meta file `file`, or NULL.  Borrowed
+ * from w. */
+const struct ckpt_fetched *ckpt_fetched_find(const struct ckpt_fetched *w,
+					     size_t n, uint64_t maxlen,
+					     uint32_t file, uint64_t off,
+					     uint64_t len);
+
 struct ckpt_meta;
 /* Locate chunks ci[0..n) (each pending, each once), writing each one's
  * foff/len/strides/crc32 and then, with release order, its located
- * state; a failure is recorded per chunk.  Called with locate_lock
- * held.  Returns 0 or -errno for what failed the whole batch. */
+ * state; a failure is recorded per chunk.  pre[0..npre) (may be NULL,
+ * sorted by file, off) are bytes already fetched: a read inside one of
+ * them is served from it.  Called with locate_lock held.  Returns 0 or
+ * -errno for what failed the whole batch. */
 typedef int (*ckpt_locate_fn)(struct ckpt_meta *m, const uint32_t *ci,
-			      size_t n);
+			      size_t n, const struct ckpt_fetched *pre,
+			      size_t npre);
 
 /* One state key. */
 struct ckpt_entry {
@@ -242,6 +280,10 @@ struct ckpt_meta {
 	 * ckpt_meta_free(); NULL when there is no cache. */
 	struct ckpt_rank_keep *rank_keep;
 	pthread_mutex_t locate_lock;
+	/* The ranges read batches fetched with their records' zip
+	 * structures, serving those batches' reads (lazy opens only) */
+	pthread_rwlock_t fetched_lock;
+	struct ckpt_fetched_set *fetched;	/* guarded by fetched_lock */
 	ckpt_locate_fn locate;		/* set by the opener; NULL: pending
 					 * records cannot be read (EIO) */
 };
@@ -255,6 +297,11 @@ struct ckpt_meta {
  * them cannot be located, now or at an earlier call.
  */
 int ckpt_meta_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n);
+
+/* ckpt_meta_locate(), reading the zip structures from pre[0..npre)
+ * (sorted by file, off; borrowed for the call) where they hold them. */
+int ckpt_meta_locate_pre(struct ckpt_meta *m, const uint32_t *ci, size_t n,
+			 const struct ckpt_fetched *pre, size_t npre);
 
 /* Is chunk ci located (its position usable)?  Acquire order. */
 static inline bool ckpt_chunk_is_located(const struct ckpt_meta *m,

@@ -66,12 +66,14 @@ static const char *const side_files[] = { "common.pt", "metadata.json" };
 struct pf_win {
 	uint32_t fid;
 	uint64_t off, len;	/* in the file */
-	uint8_t *buf;		/* inside the prefetch's mem */
+	uint8_t *buf;		/* inside the prefetch's mem, or borrowed
+				 * (a batch's fetched range, model/meta.h) */
 };
 
 struct prefetch {
 	struct pf_win *w;	/* sorted by fid, off */
 	size_t n;
+	uint64_t maxlen;	/* the longest window */
 	uint8_t *mem;
 };
 
@@ -392,7 +394,7 @@ static const struct pf_win *pf_find(const struct prefetch *pf, uint32_t fid,
 			break;
 		if (off >= w->off && off + len <= w->off + w->len)
 			return w;
-		if (w->off + 2 * TZ_WINDOW <= off)
+		if (w->off + pf->maxlen <= off)
 			break;
 	}
 	return NULL;
@@ -490,7 +492,7 @@ static void pf_hint(struct ckpt_store *s, const struct pf_win *w, size_t n)
  * fails leaves its windows out, and locating the record reads (and
  * reports) as usual.
  */
-static void pf_fetch(struct tctx *t, size_t n);
+static void pf_fetch(struct tctx *t, size_t n, size_t extra);
 
 /* The head and tail windows of the record [off, off + len) of file id,
  * as pf->w[*n...]. */
@@ -547,11 +549,12 @@ static void pf_load(struct tctx *t, const struct pk_value *sd, uint32_t first)
 			continue;
 		pf_add(pf, &n, id, off, len);
 	}
-	pf_fetch(t, n);
+	pf_fetch(t, n, 0);
 }
 
-/* The windows pf->w[0..n) asked for (see pf_load()). */
-static void pf_fetch(struct tctx *t, size_t n)
+/* The windows pf->w[0..n) asked for (see pf_load()), beside
+ * pf->w[n..n + extra), whose bytes are there already (borrowed). */
+static void pf_fetch(struct tctx *t, size_t n, size_t extra)
 {
 	struct prefetch *pf = &t->pf;
 	struct ckpt_store_range *r = NULL;
@@ -560,28 +563,39 @@ static void pf_fetch(struct tctx *t, size_t n)
 
 	if (!ckpt_store_parallelism(t->store)) {
 		pf_hint(t->store, pf->w, n);
-		pf_clear(pf);
-		return;
+		goto out_keep_extra;
 	}
 	pf->mem = malloc(n ? n * 2 * TZ_WINDOW : 1);
 	r = calloc(n ? n : 1, sizeof(*r));
 	if (!pf->mem || !r)
-		goto out_fail;
+		goto out_keep_extra;
 	for (k = 0; k < n; k++) {
 		pf->w[k].buf = pf->mem + at;
 		r[k] = (struct ckpt_store_range){ pf->w[k].fid, pf->w[k].off,
 						  pf->w[k].len, pf->w[k].buf };
 		at += pf->w[k].len;
 	}
-	if (ckpt_store_read(t->store, r, n))
-		goto out_fail;
+	if (n && ckpt_store_read(t->store, r, n))
+		goto out_keep_extra;
 	free(r);
+	n += extra;
+	goto out_sort;
+out_keep_extra:
+	/* Best effort: what was not fetched is read when needed. */
+	free(r);
+	free(pf->mem);
+	pf->mem = NULL;
+	memmove(pf->w, pf->w + n, extra * sizeof(*pf->w));
+	n = extra;
+out_sort:
 	qsort(pf->w, n, sizeof(*pf->w), cmp_win);
 	pf->n = n;
-	return;
-out_fail:
-	free(r);
-	pf_clear(pf);
+	pf->maxlen = 0;
+	for (k = 0; k < n; k++)
+		if (pf->w[k].len > pf->maxlen)
+			pf->maxlen = pf->w[k].len;
+	if (!n)
+		pf_clear(pf);
 }
 
 /* Make the record's file the current one. */
@@ -1564,30 +1578,52 @@ static int locate_one(struct tctx *t, struct ckpt_meta *m, uint32_t ci)
 	return 0;
 }
 
-int ckpt_torch_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n)
+_Static_assert(TZ_WINDOW == CKPT_LOCATE_WINDOW,
+	       "joined reads fetch the windows locating reads");
+
+int ckpt_torch_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n,
+		      const struct ckpt_fetched *pre, size_t npre)
 {
 	struct tctx t = { .dir = m->dir, .name = m->meta_path,
 			  .store = m->store, .fid = UINT32_MAX };
-	size_t i, nw = 0;
+	size_t i, k, nw = 0;
+	uint64_t maxlen = 0;
 	bool cancelled = false;
 	char why[1024];
 
 	if (!m->opened || !m->store)
 		return -EBADF;	/* left pending: located once they are */
-	/* Every archive's head and tail in one batch (best effort: what is
-	 * not fetched is read, and reported, by locate_one()). */
-	t.pf.w = calloc(2 * n + 1, sizeof(*t.pf.w));
+	for (i = 0; i < npre; i++)
+		if (pre[i].len > maxlen)
+			maxlen = pre[i].len;
+	/* Every archive's head and tail in one batch, but those already
+	 * fetched (best effort: what is not fetched is read, and
+	 * reported, by locate_one()). */
+	t.pf.w = calloc(2 * n + npre + 1, sizeof(*t.pf.w));
 	if (t.pf.w) {
 		for (i = 0; i < n; i++) {
 			const struct ckpt_lazy *lz = &m->lazy[ci[i]];
-			const struct ckpt_file_open *f =
-				&m->opened[m->chunks[ci[i]].file];
+			uint32_t file = m->chunks[ci[i]].file;
+			const struct ckpt_file_open *f = &m->opened[file];
+			size_t from = nw, end;
 
-			if (lz->boff <= f->size &&
-			    lz->blen <= f->size - lz->boff && lz->blen)
-				pf_add(&t.pf, &nw, f->id, lz->boff, lz->blen);
+			if (lz->boff > f->size ||
+			    lz->blen > f->size - lz->boff || !lz->blen)
+				continue;
+			pf_add(&t.pf, &nw, f->id, lz->boff, lz->blen);
+			end = nw;
+			nw = from;
+			for (k = from; k < end; k++)
+				if (!ckpt_fetched_find(pre, npre, maxlen, file,
+						       t.pf.w[k].off,
+						       t.pf.w[k].len))
+					t.pf.w[nw++] = t.pf.w[k];
 		}
-		pf_fetch(&t, nw);
+		for (i = 0; i < npre; i++)
+			t.pf.w[nw + i] = (struct pf_win){
+				m->opened[pre[i].file].id, pre[i].off,
+				pre[i].len, pre[i].buf };
+		pf_fetch(&t, nw, npre);
 	}
 	for (i = 0; i < n; i++) {
 		int rc;

@@ -56,6 +56,7 @@ int ckpt_torch_index_lazy(struct ckpt_store *s, const char *name,
 			  size_t *imglen, char *err, size_t errlen);
 
 struct ckpt_meta;
+struct ckpt_fetched;
 
 /*
  * Like ckpt_torch_index_lazy(), but each tensor record that one of
@@ -82,7 +83,8 @@ int ckpt_torch_index_merged(struct ckpt_store *s, const char *name,
  * open (else -EBADF, all left pending).  Called with m->locate_lock
  * held; returns 0.
  */
-int ckpt_torch_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n);
+int ckpt_torch_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n,
+		      const struct ckpt_fetched *pre, size_t npre);
 
 bool ckpt_torch_index_matches(const uint8_t *img, size_t imglen,
 			      const uint8_t *pkl, size_t len);

@@ -27,6 +27,7 @@
 #include "records/record_cache.h"
 #include "view/data_read.h"
 #include "view/geom.h"
+#include "view/joined_read.h"
 
 #define PIECE ((uint64_t)4 << 20)	/* bytes per piece */
 #define AHEAD 8			/* pieces hinted ahead of the readers */
@@ -468,41 +469,57 @@ static int run_pieces(struct job *j, const uint64_t *len, size_t n,
  * Locate every pending record that requests [0, n) need (the view's
  * when v, else boxes over bent), all in one batch: on an object store
  * each archive's head and tail in one parallel round of requests, before
- * the batch's data.  Best effort: a record that cannot be located fails
- * the piece that reads it, with its reason.
+ * the batch's data, and a record read from one end of its data with them
+ * (view/joined_read.h).  Best effort: a record that cannot be located
+ * fails the piece that reads it, with its reason.  Returns what to free
+ * with ckpt_joined_free() once the batch is read (may be NULL).
  */
-static void locate_batch(struct ckpt_meta *m, const struct ckpt_view *v,
-			 const struct ckpt_read_req *vreqs,
-			 const struct ckpt_entry *const *bent,
-			 const struct ckpt_box *boxes, size_t n)
+static struct ckpt_joined *locate_batch(struct ckpt_meta *m,
+					const struct ckpt_view *v,
+					const struct ckpt_read_req *vreqs,
+					const struct ckpt_entry *const *bent,
+					const struct ckpt_box *boxes, size_t n)
 {
-	uint32_t *ci = NULL;
-	size_t i, k = 0, cap = 0;
+	const struct ckpt_entry **ents;
+	struct ckpt_box *box;
+	struct ckpt_joined *j = NULL;
+	bool *whole;
+	size_t i, k = 0;
 
 	if (!m->located)
-		return;
-	for (i = 0; i < n; i++) {
-		const struct ckpt_entry *e;
-		struct ckpt_box box;
-
-		if (v) {
+		return NULL;
+	if (!v)
+		return ckpt_joined_locate(m, bent, boxes, NULL, n);
+	ents = malloc((n ? n : 1) * sizeof(*ents));
+	box = malloc((n ? n : 1) * sizeof(*box));
+	whole = malloc((n ? n : 1) * sizeof(*whole));
+	if (ents && box && whole) {
+		for (i = 0; i < n; i++) {
 			const struct ckpt_node *nd = &v->nodes[vreqs[i].node];
+			uint64_t size;
 
 			if (!ckpt_node_is_key(nd))
 				continue;
-			e = &m->entries[nd->entry];
+			ents[k] = &m->entries[nd->entry];
 			ckpt_geom_box(v, ckpt_view_geom(v, vreqs[i].slot,
-							 vreqs[i].node), &box);
-		} else {
-			e = bent[i];
-			box = boxes[i];
+							 vreqs[i].node),
+				      &box[k]);
+			/* The box is the whole file's: a request for part
+			 * of it (a window of a large file) is located, not
+			 * joined, lest the join fetch the rest. */
+			whole[k] = vreqs[i].off == 0 &&
+				   !ckpt_view_size(v, vreqs[i].slot,
+						   vreqs[i].node, &size) &&
+				   vreqs[i].len >= size;
+			k++;
 		}
-		if (ckpt_data_box_pending(m, e, &box, &ci, &k, &cap))
-			break;
+		j = ckpt_joined_locate(m, ents, box, whole, k);
 	}
-	if (k)
-		(void)ckpt_meta_locate(m, ci, k);
-	free(ci);
+	/* Out of memory: the reads locate what they need themselves. */
+	free(ents);
+	free(box);
+	free(whole);
+	return j;
 }
 
 int ckpt_view_read_batch_opts(const struct ckpt_view *v,
@@ -510,6 +527,7 @@ int ckpt_view_read_batch_opts(const struct ckpt_view *v,
 			      const struct ckpt_batch_opts *o, char *err,
 			      size_t errlen)
 {
+	struct ckpt_joined *joined;
 	struct job *j;
 	uint64_t *len;
 	size_t i;
@@ -544,8 +562,9 @@ int ckpt_view_read_batch_opts(const struct ckpt_view *v,
 		len[i] = reqs[i].len;
 		want_huge_pages(ckpt_view_meta(v), reqs[i].dst, reqs[i].len);
 	}
-	locate_batch(ckpt_view_meta(v), v, reqs, NULL, NULL, n);
+	joined = locate_batch(ckpt_view_meta(v), v, reqs, NULL, NULL, n);
 	rc = run_pieces(j, len, n, o, err, errlen);
+	ckpt_joined_free(ckpt_view_meta(v), joined);
 out_free:
 	free(len);
 	free(j);
@@ -566,6 +585,7 @@ int ckpt_meta_read_boxes_opts(struct ckpt_meta *m,
 			      const struct ckpt_batch_opts *o, char *err,
 			      size_t errlen)
 {
+	struct ckpt_joined *joined;
 	struct job *j;
 	uint64_t *len;
 	size_t i;
@@ -632,8 +652,9 @@ int ckpt_meta_read_boxes_opts(struct ckpt_meta *m,
 		len[i] = numel * ckpt_dtype_size((enum ckpt_dtype)e->dtype);
 		want_huge_pages(m, reqs[i].dst, len[i]);
 	}
-	locate_batch(m, NULL, NULL, j->bent, j->boxes, n);
+	joined = locate_batch(m, NULL, NULL, j->bent, j->boxes, n);
 	rc = run_pieces(j, len, n, o, err, errlen);
+	ckpt_joined_free(m, joined);
 out_free:
 	free(j->bent);
 	free(j->boxes);

@@ -161,8 +161,39 @@ static void test_lazy_record(void)
 	msgpack_sbuffer_destroy(&sb);
 }
 
+/* The fetched ranges a joined read batch keeps (model/meta.h): a long
+ * range before a short one still holds what lies after the short one;
+ * a range one byte short, or of another file, holds nothing. */
+static void test_fetched_find(void)
+{
+	static uint8_t b[4];
+	const struct ckpt_fetched w[] = {
+		{ 0, 100, 50, b },
+		{ 1, 0, 1000, b },	/* long */
+		{ 1, 10, 20, b },	/* inside it */
+		{ 1, 500, 24, b },
+		{ 2, 0, 8, b },
+	};
+	size_t n = sizeof(w) / sizeof(w[0]);
+	const struct ckpt_fetched *f;
+
+	CHECK(ckpt_fetched_find(w, n, 1000, 0, 100, 50) == &w[0]);
+	CHECK(!ckpt_fetched_find(w, n, 1000, 0, 100, 51));
+	CHECK(!ckpt_fetched_find(w, n, 1000, 0, 99, 2));
+	CHECK(ckpt_fetched_find(w, n, 1000, 1, 12, 4) == &w[2]);
+	f = ckpt_fetched_find(w, n, 1000, 1, 600, 400);
+	CHECK(f == &w[1]);
+	CHECK(!ckpt_fetched_find(w, n, 1000, 1, 600, 401));
+	CHECK(ckpt_fetched_find(w, n, 1000, 1, 999, 1) == &w[1]);
+	CHECK(!ckpt_fetched_find(w, n, 1000, 1, UINT64_MAX - 1, 2));
+	CHECK(ckpt_fetched_find(w, n, 1000, 2, 0, 8) == &w[4]);
+	CHECK(!ckpt_fetched_find(w, n, 1000, 3, 0, 1));
+	CHECK(!ckpt_fetched_find(NULL, 0, 0, 0, 0, 1));
+}
+
 int main(void)
 {
+	TEST(test_fetched_find);
 	TEST(test_lazy_record);
 	TEST(test_good_and_every_cut);
 	TEST(test_tiling_rules);

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Locating a read batch's pending records (a PyTorch checkpoint opened
+ * lazily from an object store) with their data: a record whose needed
+ * bytes touch one end of its tensor data is fetched in one request that
+ * also holds the zip structures locating it needs, and the batch's reads
+ * are then served from those bytes (docs/performance.md, "joined reads").
+ */
+#ifndef CKPT_JOINED_READ_H
+#define CKPT_JOINED_READ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "model/meta.h"
+#include "plan/reshard.h"
+
+struct ckpt_joined;
+
+/*
+ * Locate every pending chunk that the boxes box[i] of entries ents[i]
+ * (i < n; the bytes the batch reads, unless join is non-NULL and
+ * join[i] false: then box[i] only says which chunks to locate, and
+ * none of them is joined) meet, as ckpt_meta_locate() would (best effort: a chunk that
+ * cannot be located is marked failed, and the read that needs it says
+ * why).  On an object store, the chunks whose needed bytes start at
+ * their data's first byte or end at its last are fetched with their zip
+ * structures in one parallel round of requests, and stay registered in
+ * m (model/meta.h, meta->fetched) until ckpt_joined_free(): reads inside
+ * them are served from memory.  Returns that registration (NULL when
+ * there is none).  Thread-safe.
+ */
+struct ckpt_joined *ckpt_joined_locate(struct ckpt_meta *m,
+				       const struct ckpt_entry *const *ents,
+				       const struct ckpt_box *box,
+				       const bool *join, size_t n);
+
+/* Unregister j from m and free it (NULL is fine).  Thread-safe. */
+void ckpt_joined_free(struct ckpt_meta *m, struct ckpt_joined *j);
+
+#endif
