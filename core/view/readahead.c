@@ -394,19 +394,24 @@ out_unlock:
 }
 
 /*
- * Fetch node's file whole (size bytes, read from its start by a reader
- * that just read the previous file to its end; its stream si held) with
- * the next small files, into windows (see AHEAD_FILES).  Returns true
- * when node's window is filled.
+ * Fetch node's small file whole (size bytes, read from its start; its
+ * stream si held) into a window, as a batch: an object store's record
+ * read from one end is then located from the bytes of its read (one GET:
+ * view/joined_read.h) rather than first by a GET of its own.  ahead:
+ * the reader just read the previous file to its end, so the next small
+ * files come in the same batch, into windows of their own (see
+ * AHEAD_FILES).  Returns true when node's window is filled.
  */
 static bool fill_files(struct ckpt_readahead *ra, const struct ckpt_view *v,
-		       uint32_t slot, uint32_t node, uint64_t size, int si)
+		       uint32_t slot, uint32_t node, uint64_t size, int si,
+		       bool ahead)
 {
 	struct ra_batch b = { .ra = ra, .v = v, .n = 1, .total = size };
 
 	b.idx[0] = si;
 	b.r[0] = (struct ckpt_read_req){ slot, node, 0, size, NULL };
-	claim_after(&b, slot, node, false);
+	if (ahead)
+		claim_after(&b, slot, node, false);
 	return fetch_batch(&b, 1);
 }
 
@@ -529,6 +534,7 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 	struct ckpt_scratch *fs;
 	enum ckpt_ra_action act;
 	uint64_t size, wlen = 0;
+	bool small, seq;
 	size_t wgot;
 	char *w;
 	int i, rc;
@@ -539,9 +545,11 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 	i = stream_of(ra, slot, node);
 	st = &ra->s[i];
 	act = ckpt_ra_decide(st, off, len, size, ra->window, &wlen);
-	if (act != CKPT_RA_HIT && is_remote(v) &&
-	    follows_file(ra, v, slot, node, off, size) &&
-	    fill_files(ra, v, slot, node, size, i))
+	small = is_remote(v) && !off && size <= SMALL_FILE &&
+		size <= ra->window;
+	seq = small && follows_file(ra, v, slot, node, off, size);
+	if (act != CKPT_RA_HIT && small &&
+	    fill_files(ra, v, slot, node, size, i, seq))
 		act = CKPT_RA_HIT;
 	if (act == CKPT_RA_FILL) {
 		pthread_mutex_lock(&ra->lock);
@@ -587,7 +595,7 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 		rc = 0;
 	}
 	pthread_mutex_unlock(&ra->slock[i]);
-	if (act == CKPT_RA_HIT && !off && is_remote(v) && size <= SMALL_FILE)
+	if (act == CKPT_RA_HIT && seq)
 		fetch_next(ra, v, slot, node);
 	if (act != CKPT_RA_HIT)
 		rc = ckpt_view_read(v, slot, node, off, len, buf, got, s);

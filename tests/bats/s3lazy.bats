@@ -389,12 +389,20 @@ print(sum(1 for e in json.load(sys.stdin)["log"]
           if e[0] == "GET" and "list-type=" not in e[1]))'
 }
 
+# obj_bytes: the bytes of those GETs.
+obj_bytes() {
+	curl -sf "$S3CHECK_PROXY/__faultproxy/stats" | $PY -c '
+import json, sys
+print(sum(e[4] for e in json.load(sys.stdin)["log"]
+          if e[0] == "GET" and "list-type=" not in e[1]))'
+}
+
 # rl_reads URL [MOUNT OPTION]: mount URL through the proxy (its log
 # started anew), then, counted from there (the open's own requests are
 # not), read every file and check it against the written values
 # (make_ranklocal.py check, 8 parts, 16 keys, base $RL_BASE); unmount
-# (a lazy mount stores what it located then).  RL_GETS: the reads'
-# object GETs.
+# (a lazy mount stores what it located then).  RL_GETS, RL_BYTES: the
+# reads' object GETs and their bytes.
 rl_reads() {
 	local url=$1 opts=s3_endpoint=$S3CHECK_PROXY
 	[ $# -gt 1 ] && opts=$opts,$2
@@ -404,57 +412,67 @@ rl_reads() {
 	$PY "$ROOT/tests/make_ranklocal.py" check "$MNT" --parts 8 --keys 16 \
 		--base "${RL_BASE:-0}"
 	RL_GETS=$(obj_gets)
+	RL_BYTES=$(obj_bytes)
 	stop_mount
 }
 
 @test "s3 lazy: a rank-local checkpoint's records, located by a lazy mount, land in the node-local index cache: the next mount's reads make no locate GET (as many GETs as a mount that indexed at open); values as written" {
-	local ge g1 g2
+	local ge g1 g2 be b1 b2
 	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rl" --parts 8 --keys 16
 	upload "$TMP/rl" ck-lazy/rlc
 	# The reference: indexed whole at open, the reads fetch data alone.
 	CKPTFS_EAGER_INDEX=1 rl_reads s3://ck-lazy/rlc
-	ge=$RL_GETS
+	ge=$RL_GETS be=$RL_BYTES
 	rl_reads s3://ck-lazy/rlc "index_cache=$TMP/ic"
-	g1=$RL_GETS
+	g1=$RL_GETS b1=$RL_BYTES
 	[ "$(ls "$TMP/ic" | grep -c '\.ckptfs-index$')" -eq 1 ]
 	rl_reads s3://ck-lazy/rlc "index_cache=$TMP/ic"
-	g2=$RL_GETS
-	echo "reads' GETs: eager $ge; lazy $g1, then from its cache $g2"
-	[ "$g1" -gt "$ge" ]	# located when read
-	[ "$g2" -le "$ge" ]	# nothing located again
+	g2=$RL_GETS b2=$RL_BYTES
+	echo "reads' GETs (bytes): eager $ge ($be); lazy $g1 ($b1), then from its cache $g2 ($b2)"
+	# Located when read: the records' zip windows, which come in the
+	# GETs of their data (joined reads: other ranges, not more GETs);
+	# then nothing located again: read as the eager open's reads are.
+	[ "$b1" -gt "$be" ]
+	[ "$g2" -le "$ge" ]
+	[ "$b2" -le "$be" ]
 	[ "$(ls "$TMP/ic" | grep -c '\.ckptfs-index$')" -eq 1 ]
 }
 
 @test "s3 lazy: a rank-local checkpoint's cached index is never used stale: data files replaced (same __R.metadata, other ETags) are refused and located again; __R.metadata replaced (other offsets) is another entry; values as written each time" {
-	local g1 g2 g3
+	local g1 g2 g3 b1 b2 b3
 	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rl" --parts 8 --keys 16
 	upload "$TMP/rl" ck-lazy/rls
 	rl_reads s3://ck-lazy/rls "index_cache=$TMP/ic"
-	g1=$RL_GETS
+	g1=$RL_GETS b1=$RL_BYTES
 	rl_reads s3://ck-lazy/rls "index_cache=$TMP/ic"
-	g2=$RL_GETS
-	echo "lazy $g1, then cached $g2"
-	[ "$g1" -gt "$g2" ]
+	g2=$RL_GETS b2=$RL_BYTES
+	echo "lazy $g1 GETs ($b1 bytes), then cached $g2 ($b2)"
+	# the first locates (zip windows with its data: more bytes)
+	[ "$g1" -ge "$g2" ]
+	[ "$b1" -gt "$b2" ]
 	# Other values, same layout: each __R.metadata byte for byte the
 	# same, each data file another ETag.
 	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rlb" --parts 8 --keys 16 --base 7
 	for f in "$TMP"/rlb/__*.metadata; do cmp "$f" "$TMP/rl/${f##*/}"; done
 	upload "$TMP/rlb" ck-lazy/rls
 	RL_BASE=7 rl_reads s3://ck-lazy/rls "index_cache=$TMP/ic"
-	g3=$RL_GETS
+	g3=$RL_GETS b3=$RL_BYTES
 	grep "stale" "$TMP/daemon.log" | grep -q "__[0-9]_0.distcp"
-	echo "data files replaced: $g3"
+	echo "data files replaced: $g3 GETs ($b3 bytes)"
 	[ "$g3" -ge "$g1" ]	# located again
+	[ "$b3" -ge "$b1" ]
 	RL_BASE=7 rl_reads s3://ck-lazy/rls "index_cache=$TMP/ic"
 	[ "$RL_GETS" -le "$g2" ]
+	[ "$RL_BYTES" -le "$b2" ]
 	# Other offsets: every __R.metadata and data file replaced.
 	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rlr" --parts 8 --keys 16 --reverse
 	! cmp -s "$TMP/rlr/__3.metadata" "$TMP/rl/__3.metadata"
 	upload "$TMP/rlr" ck-lazy/rls
 	rl_reads s3://ck-lazy/rls "index_cache=$TMP/ic"
-	g3=$RL_GETS
+	g3=$RL_GETS b3=$RL_BYTES
 	not grep -q "stale" "$TMP/daemon.log"	# not even looked at
 	[ "$g3" -ge "$g1" ]
+	[ "$b3" -ge "$b1" ]
 	[ "$(ls "$TMP/ic" | grep -c '\.ckptfs-index$')" -eq 2 ]
 }
 
@@ -483,24 +501,29 @@ rl_reads() {
 }
 
 @test "s3 lazy: the ranks of a node add up to one rank-local cache entry: rank 5's load keeps what rank 3's located, and rank 3 locates nothing after it; each load equals the local copy's" {
-	local g1 g2
+	local g1 g2 b2
 	$PY "$ROOT/tests/make_ranklocal.py" write "$TMP/rl" --parts 8 --keys 16
 	upload "$TMP/rl" ck-lazy/rlm
 	run $(direct_env) $LAZY cached s3://ck-lazy/rlm "$TMP/rl" "$S3CHECK_PROXY" 8 3 "$TMP/ic" 2
 	echo "$output"
 	[ "$status" -eq 0 ]
+	# the first load locates (zip windows with its data: more bytes),
+	# the second reads through the cache
 	set -- $(gets_of "$output")
 	g1=$1 g2=$2
-	[ "$g1" -gt "$g2" ]
+	set -- $(bytes_of "$output")
+	b2=$2
+	[ "$1" -gt "$2" ]
 	run $(direct_env) $LAZY cached s3://ck-lazy/rlm "$TMP/rl" "$S3CHECK_PROXY" 8 5 "$TMP/ic" 2
 	echo "$output"
 	[ "$status" -eq 0 ]
-	set -- $(gets_of "$output")
+	set -- $(bytes_of "$output")
 	[ "$1" -gt "$2" ]
 	run $(direct_env) $LAZY cached s3://ck-lazy/rlm "$TMP/rl" "$S3CHECK_PROXY" 8 3 "$TMP/ic" 1
 	echo "$output"
 	[ "$status" -eq 0 ]
-	echo "rank 3: $g1, then $g2; after rank 5: $(gets_of "$output")"
+	echo "rank 3: $g1, then $g2 GETs ($b2 bytes); after rank 5: $(gets_of "$output") ($(bytes_of "$output"))"
 	[ "$(gets_of "$output")" -le "$g2" ]
+	[ "$(bytes_of "$output")" -le "$b2" ]
 	[ "$(ls "$TMP/ic" | grep -c '\.ckptfs-index$')" -eq 1 ]
 }
