@@ -753,7 +753,7 @@ struct ckpt_readahead;
  * view's previous file to its end gets it and the next small files (up
  * to 8, at most window bytes) fetched in one batch, each into a window
  * of its own, and, while it reads those, the files after them fetched
- * by up to two threads of ra's own (files follow one another in readdir
+ * by up to four threads of ra's own (files follow one another in readdir
  * order: each directory sorted by name).  All windows together hold at
  * most budget bytes.  Other files, and readers that jump, read directly.
  * Returns NULL when window or budget is 0 or out of memory (then
