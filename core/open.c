@@ -199,6 +199,18 @@ static int cache_key(struct ckpt_store *s, const char *mver,
 	return 0;
 }
 
+/* A cached entry that fails its checks: a warning saying why (without
+ * the advice meant for .ckptfs-index: this file is rebuilt). */
+static void cache_ignored(char **warning, char *why)
+{
+	char *advice = strstr(why, "; run 'ckptfs index ");
+
+	if (advice)
+		*advice = '\0';
+	add_warning(warning, "index cache: %s (ignored, indexed again)",
+		    why);
+}
+
 /*
  * A cached image of key hex in c that ic accepts: 0 and *img, or -errno
  * (-ENOENT: none), with one line in *warning when there was one that is
@@ -230,15 +242,8 @@ static int cache_hit(const struct ckpt_index_cache *c, const char *hex,
 			ckpt_index_cache_touch(c, hex);	/* kept by use */
 		}
 	}
-	if (rc) {
-		/* The advice is for .ckptfs-index: this file is rebuilt. */
-		char *advice = strstr(why, "; run 'ckptfs index ");
-
-		if (advice)
-			*advice = '\0';
-		add_warning(warning, "index cache: %s (ignored, indexed again)",
-			    why);
-	}
+	if (rc)
+		cache_ignored(warning, why);
 	return rc;
 }
 
@@ -789,15 +794,8 @@ static int rank_cache_hit(const struct ckpt_index_cache *c, const char *hex,
 			ckpt_index_cache_touch(c, hex);	/* kept by use */
 		}
 	}
-	if (rc) {
-		/* The advice is for .ckptfs-index: this file is rebuilt. */
-		char *advice = strstr(why, "; run 'ckptfs index ");
-
-		if (advice)
-			*advice = '\0';
-		add_warning(warning, "index cache: %s (ignored, indexed again)",
-			    why);
-	}
+	if (rc)
+		cache_ignored(warning, why);
 	return rc;
 }
 
