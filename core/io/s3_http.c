@@ -574,7 +574,11 @@ static int easy_setup(struct ckpt_s3_http *h, struct s3_worker *w,
 	const struct ckpt_s3_cfg *c = h->cfg;
 	CURL *k;
 	CURLcode rc = CURLE_OK;
+	char ua[40];
 
+	/* the process in the User-Agent: a server's (or a test proxy's)
+	 * log tells the requests of processes sharing one endpoint apart */
+	snprintf(ua, sizeof(ua), "ckptfs (pid %ld)", (long)getpid());
 	e->h = h;
 	e->w = w;
 	e->fd = CURL_SOCKET_BAD;
@@ -600,7 +604,7 @@ static int easy_setup(struct ckpt_s3_http *h, struct s3_worker *w,
 	SET(CURLOPT_LOW_SPEED_TIME, (long)c->low_speed_time);
 	SET(CURLOPT_NOPROGRESS, 0L);
 	SET(CURLOPT_XFERINFOFUNCTION, on_progress);
-	SET(CURLOPT_USERAGENT, "ckptfs");
+	SET(CURLOPT_USERAGENT, ua);	/* copied */
 	/* Verification stays on (libcurl's default): against the CA bundle
 	 * the settings name, else the system's store. */
 	if (c->ca_bundle)

@@ -51,7 +51,7 @@ Control (JSON over HTTP on the same port):
                               the same keys),
                               "log": [[method, path, range, status,
                               bytes, signed headers, has token, Host
-                              header], ...]
+                              header, User-Agent header], ...]
                               (the last 20000; "signed headers" is the
                               SignedHeaders list of the Authorization
                               header, never a credential or signature)}
@@ -144,9 +144,10 @@ class State:
             return dict(c)
 
     def record(self, method, path, rng, status, nbytes, headers=None):
-        signed, token, host = "", False, ""
+        signed, token, host, agent = "", False, "", ""
         if headers is not None:
             host = headers.get("Host") or ""
+            agent = headers.get("User-Agent") or ""
             auth = headers.get("Authorization") or ""
             for part in auth.split(","):
                 part = part.strip()
@@ -161,7 +162,7 @@ class State:
             self.bytes_by_method[kind] = \
                 self.bytes_by_method.get(kind, 0) + nbytes
             self.log.append([method, path, rng, status, nbytes, signed, token,
-                             host])
+                             host, agent])
             if len(self.log) > LOG_MAX:
                 del self.log[: len(self.log) - LOG_MAX]
 
