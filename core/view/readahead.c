@@ -386,6 +386,7 @@ static bool fetch_batch(struct ra_batch *b, int first)
 		st->buf = b->r[k].dst;
 		st->boff = 0;
 		st->blen = b->r[k].len;
+		st->served = 0;
 	}
 	pthread_mutex_unlock(&ra->lock);
 out_unlock:
@@ -581,6 +582,7 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 			st->buf = w;
 			st->boff = off;
 			st->blen = wlen;
+			st->served = 0;
 			act = CKPT_RA_HIT;
 		} else {
 			free(w);
@@ -594,6 +596,19 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 		memcpy(buf, st->buf + (off - st->boff), len);
 		*got = len;
 		rc = 0;
+		/* A whole small file fetched ahead is read once: dropped
+		 * once served, so that a later read of it (after the page
+		 * cache let it go) fetches it again, as any read would. */
+		st->served += len;
+		if (is_remote(v) && !st->boff && st->blen == size &&
+		    st->served >= st->blen) {
+			pthread_mutex_lock(&ra->lock);
+			ra->used -= st->blen;
+			free(st->buf);
+			st->buf = NULL;
+			st->blen = 0;
+			pthread_mutex_unlock(&ra->lock);
+		}
 	}
 	pthread_mutex_unlock(&ra->slock[i]);
 	if (act == CKPT_RA_HIT && seq)

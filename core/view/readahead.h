@@ -21,6 +21,7 @@ struct ckpt_ra_stream {
 	uint64_t seq;		/* bytes it read in order so far */
 	uint64_t boff, blen;	/* the window it holds */
 	char *buf;		/* owned; NULL when none */
+	uint64_t served;	/* bytes served from this window so far */
 	uint64_t tick;		/* last use; 0: a free slot */
 };
 
