@@ -31,8 +31,9 @@
 #define RECV_BUFFER (64 * 1024)	/* libcurl's buffer, per request */
 #define POLL_MAX_MS 1000
 #define IDLE_CONNS_PER_SLOT 2	/* see worker_put() */
-/* Connections open over all workers, busy or idle, are kept to at most
- * CONNS_PER_SLOT x `parallel`: `parallel` in flight, the rest idle. */
+/* Connections open over all workers, busy or idle, are kept to about
+ * CONNS_PER_SLOT x `parallel`: `parallel` in flight, the rest idle
+ * (trimmed once over it, so a busy moment can pass it briefly). */
 #define CONNS_PER_SLOT (IDLE_CONNS_PER_SLOT + 1)
 
 enum { ST_WAIT, ST_ACTIVE, ST_DONE };

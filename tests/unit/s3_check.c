@@ -1696,7 +1696,11 @@ static void test_reuse(void)
 		"open while they ran, %u after; %" PRIu64 " made in all\n",
 		sp.max, n, st1.connects);
 	CHECK(bad == 0);
-	CHECK(sp.max <= 3 * 64);
+	/* The store trims its idle connections once they pass 3 x
+	 * parallel, so while readers run the count can pass that for a
+	 * moment (203 for parallel 64, seen once beside another test suite
+	 * on 2 cores); before the trim it grew to parallel^2. */
+	CHECK(sp.max <= 4 * 64);
 	CHECK(n <= 2 * 64);
 	free(buf);
 	store_free(s);
