@@ -138,6 +138,15 @@ static bool wants_window(const struct ckpt_view *v, uint32_t slot,
 	return false;
 }
 
+/* Under ra->lock: st's window freed and its memory back in the budget. */
+static void drop_window(struct ckpt_readahead *ra, struct ckpt_ra_stream *st)
+{
+	ra->used -= st->blen;
+	free(st->buf);
+	st->buf = NULL;
+	st->boff = st->blen = 0;
+}
+
 /* The stream of (slot, node), its lock held: the least recently used
  * one taken over if none is.  Returns its index. */
 static int stream_of(struct ckpt_readahead *ra, uint32_t slot,
@@ -174,10 +183,7 @@ static int stream_of(struct ckpt_readahead *ra, uint32_t slot,
 		}
 		if (ra->fresh[i]) {
 			ra->fresh[i] = false;
-			ra->used -= st->blen;
-			free(st->buf);
-			st->buf = NULL;
-			st->boff = st->blen = 0;
+			drop_window(ra, st);
 			st->seq = 0;
 			st->next = UINT64_MAX;	/* no read yet */
 			pthread_mutex_unlock(&ra->lock);
@@ -268,10 +274,7 @@ static int claim_stream(struct ckpt_readahead *ra, uint32_t slot,
 	if (pthread_mutex_trylock(&ra->slock[i]))
 		goto out_busy;
 	st = &ra->s[i];
-	ra->used -= st->blen;
-	free(st->buf);
-	st->buf = NULL;
-	st->boff = st->blen = 0;
+	drop_window(ra, st);
 	st->seq = 0;
 	st->next = UINT64_MAX;
 	st->slot = slot;
@@ -511,19 +514,16 @@ out_done:
 	pthread_mutex_unlock(&ra->lock);
 }
 
-/* Whether a read of [off, off + len) of node's file (size bytes) starts
- * a small file right after the previous file was read to its end. */
+/* Whether the file a read last reached the end of is the one before
+ * node's (in readdir order): a reader going from file to file. */
 static bool follows_file(struct ckpt_readahead *ra, const struct ckpt_view *v,
-			 uint32_t slot, uint32_t node, uint64_t off,
-			 uint64_t size)
+			 uint32_t slot, uint32_t node)
 {
+	uint32_t before = ckpt_view_key_before(v, node);
 	bool yes;
 
-	if (off || size > SMALL_FILE || size > ra->window)
-		return false;
 	pthread_mutex_lock(&ra->lock);
-	yes = ra->has_eof && ra->eof_slot == slot &&
-	      ra->eof_node == ckpt_view_key_before(v, node);
+	yes = ra->has_eof && ra->eof_slot == slot && ra->eof_node == before;
 	pthread_mutex_unlock(&ra->lock);
 	return yes;
 }
@@ -549,7 +549,7 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 	act = ckpt_ra_decide(st, off, len, size, ra->window, &wlen);
 	small = is_remote(v) && !off && size <= SMALL_FILE &&
 		size <= ra->window;
-	seq = small && follows_file(ra, v, slot, node, off, size);
+	seq = small && follows_file(ra, v, slot, node);
 	if (act != CKPT_RA_HIT && small &&
 	    fill_files(ra, v, slot, node, size, i, seq))
 		act = CKPT_RA_HIT;
@@ -559,10 +559,7 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 			act = CKPT_RA_DIRECT;	/* no room: read alone */
 		} else {
 			ra->used += wlen;	/* reserved before allocating */
-			ra->used -= st->blen;
-			free(st->buf);
-			st->buf = NULL;
-			st->blen = 0;
+			drop_window(ra, st);
 		}
 		pthread_mutex_unlock(&ra->lock);
 	}
@@ -603,10 +600,7 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 		if (is_remote(v) && !st->boff && st->blen == size &&
 		    st->served >= st->blen) {
 			pthread_mutex_lock(&ra->lock);
-			ra->used -= st->blen;
-			free(st->buf);
-			st->buf = NULL;
-			st->blen = 0;
+			drop_window(ra, st);
 			pthread_mutex_unlock(&ra->lock);
 		}
 	}
