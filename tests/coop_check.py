@@ -39,7 +39,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
-from gen_torch_ckpt import free_port  # noqa: E402
+from gen_torch_ckpt import free_port, join_group  # noqa: E402
 from torch2_check import differing  # noqa: E402
 
 # name, shape, dtype
@@ -100,8 +100,7 @@ def worker(rank, world, port, ckpt, mode, coop, q, s3root=None):
     import torch.distributed as dist
     import ckptfs
     d, _, load = dcp(torch)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world)
+    join_group(port, rank, world)
     try:
         mesh = None
         if mode == "hsdp":

@@ -131,6 +131,41 @@ static const char *env(const char *name)
 	return v && v[0] ? v : NULL;
 }
 
+/*
+ * The time that credentials' expiry is compared with: the wall clock,
+ * plus, for tests only, the whole seconds written in the file that
+ * CKPTFS_TEST_CLOCK_FILE names (docs/testing.md), so that a test moves
+ * past a set's half-life or expiry at once instead of sleeping through
+ * it.  Signing uses the wall clock alone.
+ */
+static int64_t creds_now(void)
+{
+	const char *f = env("CKPTFS_TEST_CLOCK_FILE");
+	int64_t now = time(NULL);
+	char buf[32];
+	ssize_t n;
+	int fd;
+
+	if (!f)
+		return now;
+	fd = open(f, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return now;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n > 0) {
+		char *end;
+		long long off;
+
+		buf[n] = '\0';
+		errno = 0;
+		off = strtoll(buf, &end, 10);
+		if (!errno && end != buf && off >= 0 && off < (1LL << 32))
+			now += off;
+	}
+	return now;
+}
+
 static bool is_clean(const char *s)
 {
 	for (; s && *s; s++)
@@ -1058,6 +1093,7 @@ int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 		goto out_fail;
 	}
 	c->r = r;
+	c->fetched_at = creds_now();	/* asked for now (refresh_done) */
 	if (r->kind != K_IMDS) {
 		rc = fetch(r, c->timeout_ms, c->ca_bundle, NULL, &c->cur, sub,
 			   sizeof(sub));
@@ -1088,7 +1124,6 @@ int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 		goto out_fail;
 	}
 	atomic_store(&c->fetches, 1);
-	c->fetched_at = time(NULL);
 	c->source = strdup(r->what);
 	if (!c->source) {
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
@@ -1160,9 +1195,11 @@ static int64_t refresh_at(const struct ckpt_s3_creds *c)
 	return c->cur->expires - ahead;
 }
 
-/* Under lock: a refresh ended with rc; fresh (on success) becomes the
- * current set.  Wakes the callers waiting for it. */
-static void refresh_done(struct ckpt_s3_creds *c, int rc,
+/* Under lock: a refresh asked for at `asked` ended with rc; fresh (on
+ * success) becomes the current set, its life counted from when it was
+ * asked for (a slow source shortens it, never lengthens it).  Wakes the
+ * callers waiting for it. */
+static void refresh_done(struct ckpt_s3_creds *c, int rc, int64_t asked,
 			 struct ckpt_s3_credset *fresh, const char *err)
 {
 	c->refreshing = false;
@@ -1170,14 +1207,14 @@ static void refresh_done(struct ckpt_s3_creds *c, int rc,
 	if (rc == 0) {
 		ckpt_s3_credset_put(c->cur);
 		c->cur = fresh;
-		c->fetched_at = time(NULL);
+		c->fetched_at = asked;
 		c->last_err[0] = '\0';
 		/* at most one fetch a second, even for a set that comes
 		 * already expired (a skewed clock) */
-		c->next_try = c->fetched_at + 1;
+		c->next_try = creds_now() + 1;
 	} else {
 		snprintf(c->last_err, sizeof(c->last_err), "%s", err);
-		c->next_try = time(NULL) + 1;
+		c->next_try = creds_now() + 1;
 	}
 	pthread_cond_broadcast(&c->refreshed);
 }
@@ -1189,6 +1226,7 @@ static void *refresher(void *arg)
 	struct ckpt_s3_creds *c = arg;
 	struct ckpt_s3_credset *fresh;
 	char err[sizeof(c->last_err)];
+	int64_t asked;
 	int rc;
 
 	pthread_mutex_lock(&c->lock);
@@ -1201,10 +1239,11 @@ static void *refresher(void *arg)
 		pthread_mutex_unlock(&c->lock);
 		fresh = NULL;
 		err[0] = '\0';
+		asked = creds_now();
 		rc = fetch(c->r, c->timeout_ms, c->ca_bundle, &c->cancel,
 			   &fresh, err, sizeof(err));
 		pthread_mutex_lock(&c->lock);
-		refresh_done(c, rc, fresh, err);
+		refresh_done(c, rc, asked, fresh, err);
 	}
 	if (c->refreshing) {
 		c->refreshing = false;
@@ -1254,7 +1293,7 @@ struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c)
 		c->want = false;
 	}
 	for (;;) {
-		now = time(NULL);
+		now = creds_now();
 		due = refresh_at(c);
 		if (!due || now < due)
 			break;
@@ -1280,7 +1319,7 @@ struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c)
 		rc = fetch(c->r, c->timeout_ms, c->ca_bundle, &c->cancel,
 			   &fresh, err, sizeof(err));
 		pthread_mutex_lock(&c->lock);
-		refresh_done(c, rc, fresh, err);
+		refresh_done(c, rc, now, fresh, err);
 		break;
 	}
 	got = credset_ref(c->cur);
