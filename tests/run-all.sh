@@ -339,7 +339,8 @@ for ((i = 0; i < ${#JOBLIST[@]}; i++)); do
 done
 echo "== wall time per job, slowest first (whole run: $SECONDS s)"
 sort -rn "$OUT/times"
-left=$(grep -E ' fuse(\.[A-Za-z0-9_-]+)? ' /proc/mounts | awk '$2 ~ /ckptfs-test/ {print $2}')
+# (this run's: its jobs' TMPDIRs; another run's are its own business)
+left=$(grep -E ' fuse(\.[A-Za-z0-9_-]+)? ' /proc/mounts | awk -v o="$OUT/" 'index($2, o) == 1 {print $2}')
 if [ -n "$left" ]; then
 	echo "not ok mounts left behind: $left"
 	total_f=$((total_f + 1))
