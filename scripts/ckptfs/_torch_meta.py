@@ -75,7 +75,7 @@ def read_object(root: str, name: str, follow_symlinks: bool = False,
         raise from_lib(e if e is not None else _lib.last_error(),
                        opened=root)
     try:
-        return C.string_at(buf.value, n.value) if n.value else b""
+        return C.string_at(buf.value or 0, n.value) if n.value else b""
     finally:
         lib.ckpt_object_free(buf)
 
