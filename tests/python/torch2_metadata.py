@@ -17,7 +17,8 @@ and with torch's FileSystemReader (the reference), results compared:
 - _load_state_dict_from_keys (a partial load by a nested key);
 - load_sharded_optimizer_state_dict (one gloo rank);
 - a record stored with a transform other than zstd: refused by
-  read_metadata, naming it; zstd records read.
+  read_metadata, naming it; zstd records read;
+- Megatron-Core's Metadata (all_local_plans, mcore_data).
 
     torch2_metadata.py TMPDIR
 """
@@ -121,7 +122,8 @@ def main(tmp):
                                                    "ema": {"w": torch.ones(5)}}}
     dcp.save(state, checkpoint_id=ck)
     checks = [check_equal, check_load_id, check_bare, check_to_torch_save,
-              check_from_keys, check_sharded_optim, check_transforms]
+              check_from_keys, check_sharded_optim, check_transforms,
+              check_megatron]
     failed = []
     for c in checks:   # each on its own: a failure does not hide the rest
         try:
@@ -243,6 +245,24 @@ def check_transforms(tmp, ck):
         assert "transform 'stream.rot13/1' is not supported" in str(e), e
     else:
         raise AssertionError("a rot13 transform was not refused")
+
+
+def check_megatron(tmp, ck):
+    """Megatron-Core's Metadata (all_local_plans: SavePlans of
+    WriteItems; mcore_data) through the restricted unpickler: equal to
+    FileSystemReader's, its extra attributes too."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    from torch2_check import megatron_copy
+    mc = os.path.join(tmp, "megatron")
+    megatron_copy(torch, ck, mc)
+    want = dcp.FileSystemReader(mc).read_metadata()
+    r = ckptfs.StorageReader(mc)
+    got = r.read_metadata()
+    same_metadata(want, got, r.load_id)
+    assert want.all_local_plans and \
+        got.all_local_plans == want.all_local_plans
+    assert got.mcore_data == want.mcore_data
 
 
 if __name__ == "__main__":
