@@ -20,7 +20,8 @@ import io
 import os
 import pathlib
 import pickle
-from typing import Any, Dict, Optional, Set
+import sys
+from typing import Any, Dict, Optional, Set, Tuple
 
 import torch
 
@@ -40,6 +41,14 @@ _DCP_NAMES = frozenset((
     "_MEM_FORMAT_ENCODING", "SavePlan", "WriteItem", "WriteItemType",
     "TensorWriteData", "BytesIOWriteData"))
 _DCP_PREFIX = "torch.distributed."
+# Where they live (torch 2.x; 1.13): imported when not yet; any other
+# torch.distributed module only when something imported it already (the
+# pickle never makes torch import a module it names).
+_DCP_MODULES = frozenset(
+    f"torch.distributed.{m}" for m in (
+        "checkpoint.metadata", "checkpoint.planner", "checkpoint.filesystem",
+        "_shard.checkpoint.metadata", "_shard.checkpoint.planner",
+        "_shard.checkpoint.filesystem", "_shard.sharded_tensor.metadata"))
 _PATHS = {("pathlib", "PosixPath"), ("pathlib._local", "PosixPath"),
           ("pathlib", "PurePosixPath"),
           ("pathlib._local", "PurePosixPath")}
@@ -105,6 +114,42 @@ class _Unpickler(pickle.Unpickler):
         super().__init__(f)
         self.where = where
         self.enums: Set[type] = set()
+        # What a BUILD could change for the whole process (pickle's BUILD
+        # sets attributes of any object, an admitted class too): the
+        # attributes of every admitted Python class and enum member, by
+        # id, as they were when first admitted.
+        self.before: Dict[int, Tuple[Any, Dict[str, Any]]] = {}
+
+    def keep(self, obj: Any) -> Any:
+        """obj, its attributes noted first (see before)."""
+        objs = [obj]
+        if isinstance(obj, type) and issubclass(obj, enum.Enum):
+            objs += list(obj.__members__.values())
+        for o in objs:
+            if id(o) not in self.before:
+                self.before[id(o)] = (o, dict(vars(o)))
+        return obj
+
+    def changed(self) -> Optional[str]:
+        """The name of an admitted class or member the pickle changed
+        (restored as it was), or None."""
+        bad = None
+        for o, was in self.before.values():
+            now = vars(o)
+            if now.keys() == was.keys() and \
+                    all(now[k] is v for k, v in was.items()):
+                continue
+            bad = bad or getattr(o, "__qualname__", None) or repr(o)
+            for k in [k for k in now if k not in was or now[k] is not
+                      was[k]]:
+                try:
+                    if k in was:
+                        setattr(o, k, was[k])
+                    else:
+                        delattr(o, k)
+                except (AttributeError, TypeError):
+                    pass
+        return bad
 
     def refuse(self, what: str) -> _Refused:
         return _Refused(
@@ -115,10 +160,12 @@ class _Unpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         what = f"{module}.{name}"
-        if module.startswith(_DCP_PREFIX) and name in _DCP_NAMES and \
-                all(p.isidentifier() for p in module.split(".")):
+        if module.startswith(_DCP_PREFIX) and name in _DCP_NAMES:
+            mod = sys.modules.get(module)
             try:
-                obj = getattr(importlib.import_module(module), name)
+                if mod is None and module in _DCP_MODULES:
+                    mod = importlib.import_module(module)
+                obj = getattr(mod, name)
             except (ImportError, AttributeError):
                 raise self.refuse(what + " (not in this torch)") from None
             if not isinstance(obj, type) or \
@@ -126,7 +173,7 @@ class _Unpickler(pickle.Unpickler):
                 raise self.refuse(what)
             if issubclass(obj, enum.Enum):
                 self.enums.add(obj)
-            return obj
+            return self.keep(obj)
         if module == "torch":
             if name == "Size":
                 return torch.Size
@@ -147,7 +194,7 @@ class _Unpickler(pickle.Unpickler):
         if module == "_codecs" and name == "encode":
             return self.latin1      # protocol 2's bytes
         if (module, name) in _PATHS:
-            return getattr(pathlib, name)
+            return self.keep(getattr(pathlib, name))
         raise self.refuse(what)
 
     def member(self, cls: Any, name: Any) -> Any:
@@ -184,7 +231,14 @@ def load_metadata(raw: bytes, where: str, metadata_cls: type) -> Any:
     CheckpointError naming where."""
     u = _Unpickler(io.BytesIO(raw), where)
     try:
-        md = u.load()
+        try:
+            md = u.load()
+        finally:
+            bad = u.changed()
+        if bad is not None:
+            raise _Refused(f"{where}: the pickle changes {bad}, which a "
+                           f"torch DCP .metadata never does: refused "
+                           f"(and undone)")
     except _Refused as e:
         raise CheckpointError(str(e), code=errno.EPERM, path=where) \
             from None

@@ -89,7 +89,9 @@ def test_hostile_metadata_runs_nothing(tmp_path):
     """A .metadata whose pickle calls os.system: pickle itself runs it
     (the reference: the payload is live); read_metadata refuses it
     naming the global, and the command never runs.  The same for
-    builtins.getattr reaching past the admitted classes."""
+    builtins.getattr reaching past the admitted classes, and for a BUILD
+    that would change an admitted class for the whole process (undone).
+    """
     live, mark = tmp_path / "live", tmp_path / "ran"
     payload = pickle.dumps(Boom(f"touch {live}"), protocol=4)
     pickle.loads(payload)
@@ -101,10 +103,20 @@ def test_hostile_metadata_runs_nothing(tmp_path):
               b"ctorch.distributed._shard.checkpoint.metadata\nMetadata\n"
               b"X\x08\x00\x00\x00__init__" b"\x86R.")
     g = hostile(tmp_path / "gadget", gadget)
+    # BUILD on the class itself: Metadata.__eq__ = OrderedDict, for the
+    # whole process
+    build = (b"\x80\x02"
+             b"ctorch.distributed._shard.checkpoint.metadata\nMetadata\n"
+             b"N}X\x06\x00\x00\x00__eq__ccollections\nOrderedDict\ns"
+             b"\x86b.")
+    b = hostile(tmp_path / "build", build)
     p = run_py(HOOK + """
 import sys, ckptfs
+from ckptfs.torch import _md
+eq = _md.Metadata.__eq__
 for d, want in ((sys.argv[1], "posix.system"),
-                (sys.argv[2], "builtins.getattr(Metadata, '__init__')")):
+                (sys.argv[2], "builtins.getattr(Metadata, '__init__')"),
+                (sys.argv[3], "changes Metadata")):
     try:
         ckptfs.StorageReader(d).read_metadata()
     except ckptfs.CheckpointError as e:
@@ -113,6 +125,7 @@ for d, want in ((sys.argv[1], "posix.system"),
         print(e)
     else:
         sys.exit("not refused: " + d)
-""", d, g)
+assert _md.Metadata.__eq__ is eq, "Metadata changed"
+""", d, g, b)
     assert not mark.exists()
     assert "posix.system" in p.stdout
