@@ -223,7 +223,9 @@ class StorageReader(_Base):  # type: ignore[misc]
         whose ``open_*`` counters are those of the open (``.metadata``,
         the index of a torch checkpoint, the listing) and ``read_*`` those
         of the reads.  Bytes received from other ranks by a cooperative
-        read are not fetched, so they count in neither."""
+        read are not fetched, so they count in neither; nor does
+        :meth:`read_metadata`'s own read of ``.metadata`` (the open, at
+        the first read, reads it again)."""
         if self._ck is not None:
             return self._ck.io_stats()
         if self._last_stats is not None:
