@@ -137,7 +137,9 @@ def worker(rank, world, port, ckpt, mode, coop, q, s3root=None):
                                       cooperative=(coop == "on"))
         if mode == "fail":
             if rank == 1:       # cut after the open: the reads fail
-                reader.read_metadata()
+                # (read_metadata reads .metadata alone; the open is
+                # set_up_storage_reader's)
+                reader.set_up_storage_reader(reader.read_metadata(), False)
                 for f in os.listdir(src):
                     if f.endswith(".distcp"):
                         p = os.path.join(src, f)
