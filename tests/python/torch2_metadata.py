@@ -48,18 +48,13 @@ from torch.distributed.checkpoint.state_dict_loader import \
     _load_state_dict_from_keys  # noqa: E402
 
 import ckptfs  # noqa: E402
+import torch2_reader  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
 
 def model_and_optim(seed):
-    torch.manual_seed(seed)
-    m = torch.nn.Sequential(torch.nn.Linear(12, 24), torch.nn.ReLU(),
-                            torch.nn.Linear(24, 6))
-    o = torch.optim.Adam(m.parameters(), lr=1e-3)
-    m(torch.randn(4, 12)).sum().backward()
-    o.step()
-    return m, o
+    return torch2_reader.model_and_optim(seed, width=12)
 
 
 def same(a, b, where="sd"):

@@ -26,12 +26,14 @@ from torch.distributed.checkpoint.state_dict import (  # noqa: E402
 import ckptfs  # noqa: E402
 
 
-def model_and_optim(seed):
+def model_and_optim(seed, width=16):
+    """A small model of WIDTH inputs and its Adam state after one step."""
     torch.manual_seed(seed)
-    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
-                            torch.nn.Linear(32, 8))
+    m = torch.nn.Sequential(torch.nn.Linear(width, 2 * width),
+                            torch.nn.ReLU(),
+                            torch.nn.Linear(2 * width, width // 2))
     o = torch.optim.Adam(m.parameters(), lr=1e-3)
-    m(torch.randn(4, 16)).sum().backward()
+    m(torch.randn(4, width)).sum().backward()
     o.step()
     return m, o
 
