@@ -339,6 +339,15 @@ for ((i = 0; i < ${#JOBLIST[@]}; i++)); do
 done
 echo "== wall time per job, slowest first (whole run: $SECONDS s)"
 sort -rn "$OUT/times"
+# what failed, again at the end: a long log's tail is what a CI page shows
+for ((i = 0; i < ${#JOBLIST[@]}; i++)); do
+	[ -f "$OUT/$i.count" ] || continue
+	read -r p f s sp < "$OUT/$i.count"
+	[ "$f" -gt 0 ] || continue
+	set -- ${JOBLIST[$i]}
+	echo "== failed in $(label_of "${@:2}"):"
+	grep '^not ok ' "$OUT/$i.tap" | sed 's/^/   /'
+done
 # (this run's: its jobs' TMPDIRs; another run's are its own business)
 left=$(grep -E ' fuse(\.[A-Za-z0-9_-]+)? ' /proc/mounts | awk -v o="$OUT/" 'index($2, o) == 1 {print $2}')
 if [ -n "$left" ]; then
