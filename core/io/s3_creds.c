@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cancel.h"
 #include "common/errbuf.h"
 #include "io/s3_credhttp.h"
 
@@ -1235,19 +1236,51 @@ static bool refresher_running(struct ckpt_s3_creds *c)
 	return true;
 }
 
-struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c)
+static uint64_t mono_ns(void)
 {
-	struct ckpt_s3_credset *got, *fresh = NULL;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Under lock: wait for a refresh to end, at most CKPT_CANCEL_POLL_MS or
+ * until deadline_ns (0: none), whichever comes first. */
+static void refreshed_wait(struct ckpt_s3_creds *c, uint64_t deadline_ns)
+{
+	uint64_t slice = (uint64_t)CKPT_CANCEL_POLL_MS * 1000000u, now;
+	struct timespec ts;
+
+	now = mono_ns();
+	if (deadline_ns && deadline_ns > now && deadline_ns - now < slice)
+		slice = deadline_ns - now;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(slice / 1000000000u);
+	ts.tv_nsec += (long)(slice % 1000000000u);
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&c->refreshed, &c->lock, &ts);
+}
+
+int ckpt_s3_creds_get(struct ckpt_s3_creds *c, const volatile int *cf,
+		      const _Atomic bool *stop, uint64_t deadline_ns,
+		      struct ckpt_s3_credset **out)
+{
+	struct ckpt_s3_credset *fresh = NULL;
 	char err[sizeof(c->last_err)];
 	int64_t now, due;
 	int rc;
 
+	*out = NULL;
 	if (!c || !c->r)
-		return NULL;
+		return 0;
 	pthread_mutex_lock(&c->lock);
 	if (c->pid != getpid()) {
 		/* A forked child: the parent's refresher (and any refresh
-		 * it was running) did not come along. */
+		 * it was running) did not come along (creds_atfork_child()
+		 * says so too, for a fork from any thread). */
 		c->pid = getpid();
 		c->has_thread = false;
 		c->refreshing = false;
@@ -1261,7 +1294,18 @@ struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c)
 		if (c->refreshing) {
 			if (now < c->cur->expires)
 				break;	/* still good: no wait */
-			pthread_cond_wait(&c->refreshed, &c->lock);
+			/* Expired: wait for the refresh, but no longer than
+			 * the request may (a credential_process may run a
+			 * minute, a token endpoint may never answer). */
+			rc = ckpt_is_flag_set(cf) ? -ECANCELED :
+			     stop && atomic_load(stop) ? -EINTR :
+			     deadline_ns && mono_ns() >= deadline_ns ?
+			     -ETIMEDOUT : 0;
+			if (rc) {
+				pthread_mutex_unlock(&c->lock);
+				return rc;
+			}
+			refreshed_wait(c, deadline_ns);
 			continue;
 		}
 		if (now < c->next_try)
@@ -1283,9 +1327,9 @@ struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c)
 		refresh_done(c, rc, fresh, err);
 		break;
 	}
-	got = credset_ref(c->cur);
+	*out = credset_ref(c->cur);
 	pthread_mutex_unlock(&c->lock);
-	return got;
+	return 0;
 }
 
 unsigned ckpt_s3_creds_fetches(struct ckpt_s3_creds *c)

@@ -818,9 +818,36 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	char range[48], im[CKPT_STORE_VERSION_MAX + 16];
 	CURL *k = e->curl;
 	CURLcode rc = CURLE_OK;
+	struct ckpt_s3_credset *cs;
+	int crc;
+
+	if (q->tries == 0) {
+		q->deadline_ns = now_ns() +
+				 (uint64_t)q->deadline_ms * 1000000u;
+		if (q->open_end_ns && q->open_end_ns < q->deadline_ns) {
+			q->deadline_ns = q->open_end_ns;
+			q->open_bound = true;
+		}
+	}
 	/* This request's reference to the current credentials (a refresh
-	 * may swap them meanwhile); libcurl copies what it keeps. */
-	struct ckpt_s3_credset *cs = ckpt_s3_creds_get(h->cfg->creds);
+	 * may swap them meanwhile); libcurl copies what it keeps.  An
+	 * expired set's refresh is waited for within the request's
+	 * deadline, and no longer than its call or the store is not
+	 * cancelled. */
+	crc = ckpt_s3_creds_get(h->cfg->creds, ckpt_cancel_flag(),
+				&h->cancelled, q->deadline_ns, &cs);
+	if (crc == -ETIMEDOUT) {
+		snprintf(q->reason, sizeof(q->reason), "the credentials "
+			 "expired and their refresh did not end within the "
+			 "request's deadline of %u ms", q->open_bound ?
+			 q->open_ms : q->deadline_ms);
+		q->curl_code = CURLE_OPERATION_TIMEDOUT;
+		return -EIO;
+	}
+	if (crc) {
+		snprintf(q->reason, sizeof(q->reason), "cancelled");
+		return crc;
+	}
 
 	q->got = 0;
 	q->buflen = 0;
@@ -906,14 +933,6 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	q->easy = e;
 	q->answered = false;
 	q->started_ns = now_ns();
-	if (q->tries == 0) {
-		q->deadline_ns = q->started_ns +
-				 (uint64_t)q->deadline_ms * 1000000u;
-		if (q->open_end_ns && q->open_end_ns < q->deadline_ns) {
-			q->deadline_ns = q->open_end_ns;
-			q->open_bound = true;
-		}
-	}
 	q->tries++;
 	q->state = ST_ACTIVE;
 	atomic_fetch_add(&h->ctr->requests, 1);
