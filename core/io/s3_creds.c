@@ -21,6 +21,7 @@
 
 #include "common/cancel.h"
 #include "common/errbuf.h"
+#include "common/forksafe.h"
 #include "io/s3_credhttp.h"
 
 #define REFRESH_AHEAD_S 300	/* refresh this long before expiry... */
@@ -85,6 +86,8 @@ struct ckpt_s3_creds {
 					 * lock */
 	char last_err[320];		/* guarded by lock */
 	_Atomic unsigned fetches;
+	struct ckpt_fork_hook fork;	/* creds_fork_prepare() and the
+					 * rest */
 };
 
 static void wipe_free(char *s)
@@ -1012,6 +1015,36 @@ static int resolve(struct chain *ch, struct recipe **out, char *err,
 /* ------------------------------------------------------------------ */
 /* The object */
 
+/* Before a fork: no other thread holds c->lock across it. */
+static void creds_fork_prepare(void *arg)
+{
+	struct ckpt_s3_creds *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+}
+
+static void creds_fork_parent(void *arg)
+{
+	struct ckpt_s3_creds *c = arg;
+
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* In the child: new locks, and no refresher (nor a refresh it runs):
+ * the next caller that needs one starts its own. */
+static void creds_fork_child(void *arg)
+{
+	struct ckpt_s3_creds *c = arg;
+
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->refreshed, NULL);
+	pthread_cond_init(&c->wake, NULL);
+	c->pid = getpid();
+	c->has_thread = false;
+	c->refreshing = false;
+	c->want = false;
+}
+
 int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 		      const struct ckpt_s3_creds_env *e,
 		      struct ckpt_s3_creds **out, char *err, size_t errlen)
@@ -1030,6 +1063,10 @@ int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 	pthread_cond_init(&c->refreshed, NULL);
 	pthread_cond_init(&c->wake, NULL);
 	c->pid = getpid();
+	c->fork = (struct ckpt_fork_hook){ creds_fork_prepare,
+					   creds_fork_parent, creds_fork_child,
+					   c, NULL, NULL };
+	ckpt_fork_hook_add(&c->fork);
 	c->timeout_ms = e->timeout_ms;
 	if (e->ca_bundle) {
 		c->ca_bundle = strdup(e->ca_bundle);
@@ -1117,6 +1154,7 @@ void ckpt_s3_creds_free(struct ckpt_s3_creds *c)
 
 	if (!c)
 		return;
+	ckpt_fork_hook_remove(&c->fork);
 	pthread_mutex_lock(&c->lock);
 	c->stop = true;
 	atomic_store(&c->cancel, true);

@@ -22,6 +22,7 @@ void ckpt_meta_free_parsed(struct ckpt_meta *m)
 	if (m->lazy) {
 		uint32_t i;
 
+		ckpt_fork_hook_remove(&m->locate_fork);
 		for (i = 0; i < m->nchunks; i++)
 			free(m->locate_err[i]);
 		pthread_mutex_destroy(&m->locate_lock);
@@ -47,6 +48,50 @@ void ckpt_meta_free_parsed(struct ckpt_meta *m)
 	free(m->meta_path);
 	free(m->warning);
 	free(m);
+}
+
+/* Before a fork: no other thread holds the locate or fetched lock across
+ * it (neither nests in the other). */
+static void locate_fork_prepare(void *arg)
+{
+	struct ckpt_meta *m = arg;
+
+	pthread_mutex_lock(&m->locate_lock);
+	pthread_rwlock_wrlock(&m->fetched_lock);
+}
+
+static void locate_fork_parent(void *arg)
+{
+	struct ckpt_meta *m = arg;
+
+	pthread_rwlock_unlock(&m->fetched_lock);
+	pthread_mutex_unlock(&m->locate_lock);
+}
+
+/* In the child: new locks; a record the parent's threads were locating
+ * is pending again (no thread here will end that batch). */
+static void locate_fork_child(void *arg)
+{
+	struct ckpt_meta *m = arg;
+	uint32_t i;
+
+	pthread_mutex_init(&m->locate_lock, NULL);
+	pthread_cond_init(&m->located_cv, NULL);
+	pthread_rwlock_init(&m->fetched_lock, NULL);
+	for (i = 0; i < m->nchunks; i++)
+		if (__atomic_load_n((uint8_t *)&m->located[i],
+				    __ATOMIC_RELAXED) == CKPT_LOC_LOCATING)
+			__atomic_store_n((uint8_t *)&m->located[i],
+					 CKPT_LOC_PENDING, __ATOMIC_RELAXED);
+}
+
+void ckpt_meta_fork_hook(struct ckpt_meta *m)
+{
+	m->locate_fork = (struct ckpt_fork_hook){ locate_fork_prepare,
+						  locate_fork_parent,
+						  locate_fork_child, m, NULL,
+						  NULL };
+	ckpt_fork_hook_add(&m->locate_fork);
 }
 
 static int cmp_u32(const void *a, const void *b)

@@ -23,6 +23,7 @@
 #include "ckptfs.h"
 #include "common/dtype.h"
 #include "common/lru.h"
+#include "common/forksafe.h"
 #include "common/strtab.h"
 #include "model/transforms.h"
 
@@ -288,6 +289,7 @@ struct ckpt_meta {
 	pthread_mutex_t locate_lock;
 	pthread_cond_t located_cv;	/* a LOCATING batch ended; with
 					 * locate_lock */
+	struct ckpt_fork_hook locate_fork;	/* ckpt_meta_fork_hook() */
 	/* The ranges read batches fetched with their records' zip
 	 * structures, serving those batches' reads (lazy opens only) */
 	pthread_rwlock_t fetched_lock;
@@ -310,6 +312,12 @@ int ckpt_meta_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n);
  * (sorted by file, off; borrowed for the call) where they hold them. */
 int ckpt_meta_locate_pre(struct ckpt_meta *m, const uint32_t *ci, size_t n,
 			 const struct ckpt_fetched *pre, size_t npre);
+
+/* Made with the lazy records (their locks): register m's fork handlers
+ * (locate_lock, fetched_lock; in a child, records being located by the
+ * parent's threads are pending again).  ckpt_meta_free_parsed() removes
+ * them. */
+void ckpt_meta_fork_hook(struct ckpt_meta *m);
 
 /* Is chunk ci located (its position usable)?  Acquire order. */
 static inline bool ckpt_chunk_is_located(const struct ckpt_meta *m,

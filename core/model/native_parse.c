@@ -991,6 +991,7 @@ static int add_lazy(struct parser *ps, const struct record *r,
 		m->lazy = lazy;
 		m->located = located;
 		m->locate_err = why;
+		ckpt_meta_fork_hook(m);
 	}
 	if (e->ndim) {
 		if ((uint64_t)m->ndims + e->ndim > UINT32_MAX)
