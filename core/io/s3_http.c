@@ -837,7 +837,7 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	/* This request's reference to the current credentials (a refresh
 	 * may swap them meanwhile); libcurl copies what it keeps.  An
 	 * expired set's refresh is waited for within the request's
-	 * deadline, and no longer than its call or the store is not
+	 * deadline, and only while neither its call nor the store is
 	 * cancelled. */
 	crc = ckpt_s3_creds_get(h->cfg->creds, ckpt_cancel_flag(),
 				&h->cancelled, q->deadline_ns, &cs);
