@@ -19,7 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cancel.h"
 #include "common/errbuf.h"
+#include "common/forksafe.h"
 #include "io/s3_credhttp.h"
 
 #define REFRESH_AHEAD_S 300	/* refresh this long before expiry... */
@@ -84,6 +86,8 @@ struct ckpt_s3_creds {
 					 * lock */
 	char last_err[320];		/* guarded by lock */
 	_Atomic unsigned fetches;
+	struct ckpt_fork_hook fork;	/* creds_fork_prepare() and the
+					 * rest */
 };
 
 static void wipe_free(char *s)
@@ -1046,6 +1050,36 @@ static int resolve(struct chain *ch, struct recipe **out, char *err,
 /* ------------------------------------------------------------------ */
 /* The object */
 
+/* Before a fork: no other thread holds c->lock across it. */
+static void creds_fork_prepare(void *arg)
+{
+	struct ckpt_s3_creds *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+}
+
+static void creds_fork_parent(void *arg)
+{
+	struct ckpt_s3_creds *c = arg;
+
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* In the child: new locks, and no refresher (nor a refresh it runs):
+ * the next caller that needs one starts its own. */
+static void creds_fork_child(void *arg)
+{
+	struct ckpt_s3_creds *c = arg;
+
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->refreshed, NULL);
+	pthread_cond_init(&c->wake, NULL);
+	c->pid = getpid();
+	c->has_thread = false;
+	c->refreshing = false;
+	c->want = false;
+}
+
 int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 		      const struct ckpt_s3_creds_env *e,
 		      struct ckpt_s3_creds **out, char *err, size_t errlen)
@@ -1064,6 +1098,10 @@ int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 	pthread_cond_init(&c->refreshed, NULL);
 	pthread_cond_init(&c->wake, NULL);
 	c->pid = getpid();
+	c->fork = (struct ckpt_fork_hook){ creds_fork_prepare,
+					   creds_fork_parent, creds_fork_child,
+					   c, NULL, NULL };
+	ckpt_fork_hook_add(&c->fork);
 	c->timeout_ms = e->timeout_ms;
 	if (e->ca_bundle) {
 		c->ca_bundle = strdup(e->ca_bundle);
@@ -1151,6 +1189,7 @@ void ckpt_s3_creds_free(struct ckpt_s3_creds *c)
 
 	if (!c)
 		return;
+	ckpt_fork_hook_remove(&c->fork);
 	pthread_mutex_lock(&c->lock);
 	c->stop = true;
 	atomic_store(&c->cancel, true);
@@ -1274,19 +1313,51 @@ static bool refresher_running(struct ckpt_s3_creds *c)
 	return true;
 }
 
-struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c)
+static uint64_t mono_ns(void)
 {
-	struct ckpt_s3_credset *got, *fresh = NULL;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Under lock: wait for a refresh to end, at most CKPT_CANCEL_POLL_MS or
+ * until deadline_ns (0: none), whichever comes first. */
+static void refreshed_wait(struct ckpt_s3_creds *c, uint64_t deadline_ns)
+{
+	uint64_t slice = (uint64_t)CKPT_CANCEL_POLL_MS * 1000000u, now;
+	struct timespec ts;
+
+	now = mono_ns();
+	if (deadline_ns && deadline_ns > now && deadline_ns - now < slice)
+		slice = deadline_ns - now;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(slice / 1000000000u);
+	ts.tv_nsec += (long)(slice % 1000000000u);
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&c->refreshed, &c->lock, &ts);
+}
+
+int ckpt_s3_creds_get(struct ckpt_s3_creds *c, const volatile int *cf,
+		      const _Atomic bool *stop, uint64_t deadline_ns,
+		      struct ckpt_s3_credset **out)
+{
+	struct ckpt_s3_credset *fresh = NULL;
 	char err[sizeof(c->last_err)];
 	int64_t now, due;
 	int rc;
 
+	*out = NULL;
 	if (!c || !c->r)
-		return NULL;
+		return 0;
 	pthread_mutex_lock(&c->lock);
 	if (c->pid != getpid()) {
 		/* A forked child: the parent's refresher (and any refresh
-		 * it was running) did not come along. */
+		 * it was running) did not come along (creds_atfork_child()
+		 * says so too, for a fork from any thread). */
 		c->pid = getpid();
 		c->has_thread = false;
 		c->refreshing = false;
@@ -1300,7 +1371,18 @@ struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c)
 		if (c->refreshing) {
 			if (now < c->cur->expires)
 				break;	/* still good: no wait */
-			pthread_cond_wait(&c->refreshed, &c->lock);
+			/* Expired: wait for the refresh, but no longer than
+			 * the request may (a credential_process may run a
+			 * minute, a token endpoint may never answer). */
+			rc = ckpt_is_flag_set(cf) ? -ECANCELED :
+			     stop && atomic_load(stop) ? -EINTR :
+			     deadline_ns && mono_ns() >= deadline_ns ?
+			     -ETIMEDOUT : 0;
+			if (rc) {
+				pthread_mutex_unlock(&c->lock);
+				return rc;
+			}
+			refreshed_wait(c, deadline_ns);
 			continue;
 		}
 		if (now < c->next_try)
@@ -1322,9 +1404,9 @@ struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c)
 		refresh_done(c, rc, now, fresh, err);
 		break;
 	}
-	got = credset_ref(c->cur);
+	*out = credset_ref(c->cur);
 	pthread_mutex_unlock(&c->lock);
-	return got;
+	return 0;
 }
 
 unsigned ckpt_s3_creds_fetches(struct ckpt_s3_creds *c)

@@ -78,15 +78,23 @@ const char *ckpt_s3_creds_source(const struct ckpt_s3_creds *c);
 bool ckpt_s3_creds_is_anonymous(const struct ckpt_s3_creds *c);
 
 /*
- * The current set, with a reference for the caller (drop it with
- * ckpt_s3_credset_put()); a refresh is started when due (see above),
- * waited for only when the set has expired.  NULL for unsigned requests
- * (or c NULL).  When a refresh fails, the set it would have
- * replaced is returned while it has not expired (the next call tries
- * again, at most once a second), and the failure is kept for
- * ckpt_s3_creds_last_error().  Thread-safe.
+ * The current set into *out, with a reference for the caller (drop it
+ * with ckpt_s3_credset_put()); a refresh is started when due (see
+ * above), waited for only when the set has expired.  *out is NULL for
+ * unsigned requests (or c NULL).  When a refresh fails, the set it would
+ * have replaced is returned while it has not expired (the next call
+ * tries again, at most once a second), and the failure is kept for
+ * ckpt_s3_creds_last_error().
+ *
+ * The wait for a refresh ends early: -ECANCELED once *cf is set (the
+ * call's cancel flag, may be NULL), -EINTR once *stop is (the store's
+ * cancel, may be NULL), -ETIMEDOUT at deadline_ns (CLOCK_MONOTONIC ns,
+ * 0: none), each noticed within CKPT_CANCEL_POLL_MS; *out is then NULL.
+ * Returns 0 otherwise.  Thread-safe.
  */
-struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c);
+int ckpt_s3_creds_get(struct ckpt_s3_creds *c, const volatile int *cf,
+		      const _Atomic bool *stop, uint64_t deadline_ns,
+		      struct ckpt_s3_credset **out);
 
 /* Fetches so far (the first one included).  Thread-safe. */
 unsigned ckpt_s3_creds_fetches(struct ckpt_s3_creds *c);

@@ -579,8 +579,12 @@ out_free:
  */
 static void token_warning(struct s3_store *st)
 {
-	struct ckpt_s3_credset *cs = ckpt_s3_creds_get(st->cfg.creds);
-	bool token = cs && cs->session_token;
+	struct ckpt_s3_credset *cs;
+	bool token;
+
+	/* the set was fetched a moment ago: no refresh to wait for */
+	(void)ckpt_s3_creds_get(st->cfg.creds, NULL, NULL, 0, &cs);
+	token = cs && cs->session_token;
 
 	ckpt_s3_credset_put(cs);
 	if (!token || strncasecmp(st->cfg.endpoint, "http://", 7) != 0)

@@ -136,9 +136,11 @@ static struct ckpt_s3_creds *creds_new(const char *mode)
 /* The expiry of the current set (a caller's view), 0 when none. */
 static int64_t cur_expires(struct ckpt_s3_creds *c)
 {
-	struct ckpt_s3_credset *cs = ckpt_s3_creds_get(c);
-	int64_t e = cs ? cs->expires : 0;
+	struct ckpt_s3_credset *cs;
+	int64_t e;
 
+	(void)ckpt_s3_creds_get(c, NULL, NULL, 0, &cs);
+	e = cs ? cs->expires : 0;
 	ckpt_s3_credset_put(cs);
 	return e;
 }
@@ -193,8 +195,9 @@ static void *reader_main(void *arg)
 	struct readers *r = arg;
 
 	while (!atomic_load(&r->stop)) {
-		struct ckpt_s3_credset *cs = ckpt_s3_creds_get(r->c);
+		struct ckpt_s3_credset *cs;
 
+		(void)ckpt_s3_creds_get(r->c, NULL, NULL, 0, &cs);
 		if (cs && cs->access_key[0])
 			atomic_fetch_add(&r->calls, 1);
 		ckpt_s3_credset_put(cs);
