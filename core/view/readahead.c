@@ -34,8 +34,11 @@ struct ckpt_readahead {
 	uint64_t used;
 	uint64_t tick;
 	bool fresh[STREAMS];	/* taken over: reset before use */
-	pthread_mutex_t slock[STREAMS];	/* guard each stream's position
-					 * and window */
+	/* Each stream's position (next, seq) and window (buf, boff, blen)
+	 * are written with both its slock and ra->lock held, and read with
+	 * either: its reader reads them under slock alone, claim_stream()
+	 * and has_window() under ra->lock alone.  served: slock. */
+	pthread_mutex_t slock[STREAMS];
 	struct ckpt_ra_stream s[STREAMS];
 	/* the file a read reached the end of last (an object store's) */
 	bool has_eof;
@@ -138,7 +141,8 @@ static bool wants_window(const struct ckpt_view *v, uint32_t slot,
 	return false;
 }
 
-/* Under ra->lock: st's window freed and its memory back in the budget. */
+/* Under ra->lock and st's lock: st's window freed and its memory back in
+ * the budget. */
 static void drop_window(struct ckpt_readahead *ra, struct ckpt_ra_stream *st)
 {
 	ra->used -= st->blen;
@@ -544,9 +548,13 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 	if (!ra || ckpt_view_size(v, slot, node, &size) || off >= size ||
 	    !wants_window(v, slot, node))
 		return ckpt_view_read(v, slot, node, off, len, buf, got, s);
+	if (len > size - off)	/* a window holds the file's bytes only */
+		len = (size_t)(size - off);
 	i = stream_of(ra, slot, node);
 	st = &ra->s[i];
+	pthread_mutex_lock(&ra->lock);	/* it moves the position */
 	act = ckpt_ra_decide(st, off, len, size, ra->window, &wlen);
+	pthread_mutex_unlock(&ra->lock);
 	small = is_remote(v) && !off && size <= SMALL_FILE &&
 		size <= ra->window;
 	seq = small && follows_file(ra, v, slot, node);
@@ -576,9 +584,11 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 					    fs);
 		ckpt_scratch_free(fs);
 		if (!rc && wgot == wlen) {
+			pthread_mutex_lock(&ra->lock);
 			st->buf = w;
 			st->boff = off;
 			st->blen = wlen;
+			pthread_mutex_unlock(&ra->lock);
 			st->served = 0;
 			act = CKPT_RA_HIT;
 		} else {
