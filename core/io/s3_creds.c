@@ -1157,6 +1157,21 @@ bool ckpt_s3_creds_is_anonymous(const struct ckpt_s3_creds *c)
 	return !c->r;
 }
 
+const char *ckpt_s3_creds_plain_sts(const struct ckpt_s3_creds *c,
+				    bool *web_token)
+{
+	const struct recipe *r;
+
+	for (r = c ? c->r : NULL; r; r = r->source)
+		if ((r->kind == K_ASSUME || r->kind == K_WEBID) &&
+		    r->sts_endpoint &&
+		    !strncasecmp(r->sts_endpoint, "http://", 7)) {
+			*web_token = r->kind == K_WEBID;
+			return r->sts_endpoint;
+		}
+	return NULL;
+}
+
 /* Under lock: when cur should be fetched again (0: never).  Five
  * minutes ahead, or at half its life when that is shorter: a set that
  * lives 6 s is refreshed after 3 s. */
