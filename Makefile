@@ -59,7 +59,7 @@ S3_CHECK := $(O)/tests/s3_check
 FUZZ_TIME ?= 60
 FUZZ_CC ?= clang
 
-.PHONY: all help deps deps-demo check check-build check-all test unit bats demo install clean check-layers fuzz bench sid-chroot \
+.PHONY: all help deps deps-demo check check-build check-all test unit bats demo install clean check-layers fuzz bench sid-chroot tsan \
 	bookworm-chroot deb wheel
 
 all: $(LIB_A) $(LIB_SO) $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY) $(FUZZ_TORCH_REPLAY) $(FUZZ_ST_REPLAY) $(FUZZ_ZSTD_REPLAY) $(S3_CHECK) $(O)/ceilfs $(EXAMPLE)
@@ -71,6 +71,7 @@ help:
 	@echo "make check-all  make check, then every test again under ASan/UBSan, valgrind and ThreadSanitizer (CI's)"
 	@echo "make unit       run the C unit tests of core/"
 	@echo "make bats       run the end-to-end tests through a real mount"
+	@echo "make tsan       the ThreadSanitizer build in build-tsan/ (daemon, library, threaded unit tests) for tests/tsan-stress.sh and tests/tsan-s3.sh"
 	@echo "make bench      throughput vs raw pread and a minimal FUSE ceiling (>= 2 GiB checkpoints; BENCH_ARGS=...)"
 	@echo "make fuzz       libFuzzer (clang) on the metadata parser, validator and planner, and on the torch unpickler and zip locator, FUZZ_TIME=$(FUZZ_TIME) s each"
 	@echo "make deps       install the Debian packages ckptfs needs to build and test (apt-get)"
@@ -242,10 +243,17 @@ check: check-build
 
 check-all: check-build
 	$(Q)$(MAKE) --no-print-directory $(JOBS) SAN=address,undefined all
-	$(Q)$(MAKE) --no-print-directory $(JOBS) SAN=thread O=build-tsan build-tsan/ckptfs build-tsan/tests/test_s3_creds
+	$(Q)$(MAKE) --no-print-directory $(JOBS) tsan
 	$(Q)tests/run-all.sh --all build build-san
 
 test: check
+
+# The ThreadSanitizer build that tests/tsan-stress.sh and tests/tsan-s3.sh
+# run: the daemon, the library (for Python) and the threaded unit tests.
+TSAN_TARGETS := build-tsan/ckptfs build-tsan/libckptfs.so \
+	build-tsan/tests/test_s3_creds build-tsan/tests/test_readahead
+tsan:
+	$(Q)$(MAKE) --no-print-directory SAN=thread O=build-tsan $(TSAN_TARGETS)
 
 demo: deps-demo
 	$(Q)$(MAKE) --no-print-directory all

@@ -14,6 +14,10 @@ import os
 import sys
 import urllib.request
 
+# libckptfs names its process in its User-Agent only when a test asks:
+# "ckptfs/VERSION (pid N)" (else "ckptfs/VERSION")
+os.environ["CKPTFS_TEST_UA_PID"] = "1"
+
 import torch_dcp_compat  # scripts/: torch 1.13's DCP on Python 3.11
 
 torch_dcp_compat.install()
@@ -40,7 +44,7 @@ def proxy(url, what, body=None):
 def counted(p):
     """The proxy's counts of this process's requests, in io_stats()'s
     names, from its log: libckptfs names its process in its User-Agent
-    ("ckptfs (pid N)"), so a request another process sent to the same
+    ("ckptfs/VERSION (pid N)", as CKPTFS_TEST_UA_PID=1 asks), so a request another process sent to the same
     proxy meanwhile is told apart (printed, not counted)."""
     mine = "(pid %d)" % os.getpid()
     out = {k: 0 for k in KINDS}

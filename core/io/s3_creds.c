@@ -345,11 +345,24 @@ static int run_process(const struct recipe *r, const _Atomic bool *cancel,
 		return ckpt_errf(err, errlen, -ENOMEM, "%s: %s", r->what,
 				 strerror(errno ? errno : ENOMEM));
 	}
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, pfd[1], STDOUT_FILENO);
-	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null",
-					 O_RDONLY, 0);
-	rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	/* The command gets stdin, its output pipe and stderr, nothing else:
+	 * the host's descriptors (curl's sockets, a mount's /dev/fuse, a
+	 * caller's files) are rarely close-on-exec, and a command that
+	 * outlives its deadline would hold them open. */
+	rc = posix_spawn_file_actions_init(&fa);
+	if (!rc)
+		rc = posix_spawn_file_actions_adddup2(&fa, pfd[1],
+						      STDOUT_FILENO);
+	if (!rc)
+		rc = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO,
+						      "/dev/null", O_RDONLY,
+						      0);
+	if (!rc)
+		rc = posix_spawn_file_actions_addclosefrom_np(&fa,
+							      STDERR_FILENO +
+							      1);
+	if (!rc)
+		rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pfd[1]);
 	if (rc) {
@@ -1216,6 +1229,21 @@ const char *ckpt_s3_creds_source(const struct ckpt_s3_creds *c)
 bool ckpt_s3_creds_is_anonymous(const struct ckpt_s3_creds *c)
 {
 	return !c->r;
+}
+
+const char *ckpt_s3_creds_plain_sts(const struct ckpt_s3_creds *c,
+				    bool *web_token)
+{
+	const struct recipe *r;
+
+	for (r = c ? c->r : NULL; r; r = r->source)
+		if ((r->kind == K_ASSUME || r->kind == K_WEBID) &&
+		    r->sts_endpoint &&
+		    !strncasecmp(r->sts_endpoint, "http://", 7)) {
+			*web_token = r->kind == K_WEBID;
+			return r->sts_endpoint;
+		}
+	return NULL;
 }
 
 /* Under lock: when cur should be fetched again (0: never).  Five

@@ -77,6 +77,14 @@ const char *ckpt_s3_creds_source(const struct ckpt_s3_creds *c);
 /* Unsigned requests (no_sign_request)? */
 bool ckpt_s3_creds_is_anonymous(const struct ckpt_s3_creds *c);
 
+/* The plain http:// STS endpoint that c's credentials come from (an
+ * assumed role's or a web identity's, which falls back to
+ * AWS_ENDPOINT_URL, often http), or NULL: the credentials STS returns,
+ * and with *web_token true the web identity token sent to it, cross
+ * the network readable.  Borrowed from c. */
+const char *ckpt_s3_creds_plain_sts(const struct ckpt_s3_creds *c,
+				    bool *web_token);
+
 /*
  * The current set into *out, with a reference for the caller (drop it
  * with ckpt_s3_credset_put()); a refresh is started when due (see

@@ -577,11 +577,17 @@ static int easy_setup(struct ckpt_s3_http *h, struct s3_worker *w,
 	const struct ckpt_s3_cfg *c = h->cfg;
 	CURL *k;
 	CURLcode rc = CURLE_OK;
-	char ua[40];
+	const char *ua_pid = getenv("CKPTFS_TEST_UA_PID");
+	char ua[64];
 
-	/* the process in the User-Agent: a server's (or a test proxy's)
-	 * log tells the requests of processes sharing one endpoint apart */
-	snprintf(ua, sizeof(ua), "ckptfs (pid %ld)", (long)getpid());
+	/* A test's setting (tests/s3_counts_check.py): the process in the
+	 * User-Agent too, so that a test proxy's log tells the requests of
+	 * processes sharing it apart.  Servers see the version alone. */
+	if (ua_pid && !strcmp(ua_pid, "1"))
+		snprintf(ua, sizeof(ua), "ckptfs/%s (pid %ld)",
+			 CKPT_LIB_VERSION, (long)getpid());
+	else
+		snprintf(ua, sizeof(ua), "ckptfs/%s", CKPT_LIB_VERSION);
 	e->h = h;
 	e->w = w;
 	e->fd = CURL_SOCKET_BAD;

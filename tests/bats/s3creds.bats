@@ -206,6 +206,10 @@ EOF
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"credentials	profile 'dev': assume role $ARN (with profile 'base' in $TMP/config)"* ]]
 	[[ "$output" != *"$SECRET"* ]]
+	# STS falls back to AWS_ENDPOINT_URL, plain http: the credentials it
+	# returns come back readable, said in the one warning line.
+	[ "$(grep -c warning <<<"$output")" -eq 1 ]
+	[[ "$output" == *"; the credentials STS returns (for profile 'dev': assume role $ARN (with profile 'base' in $TMP/config)) come over plain http from STS at $AWS_ENDPOINT_URL, readable on the way; use an https:// STS endpoint (AWS_ENDPOINT_URL_STS)"* ]]
 	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 1 -d
 	check_mount 2 1
 	stop_mount
@@ -228,7 +232,12 @@ print(sorted(ckptfs.load(sys.argv[1], 2, 0, backend="numpy")))' s3://ck-creds/ru
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"credentials	web identity (AWS_WEB_IDENTITY_TOKEN_FILE), role arn:aws:iam::123456789012:role/trainer"* ]]
+	# The token crosses plain http to STS: one warning line, no token.
+	[ "$(grep -c warning <<<"$output")" -eq 1 ]
+	[[ "$output" == *"a web identity token (from web identity (AWS_WEB_IDENTITY_TOKEN_FILE), role arn:aws:iam::123456789012:role/trainer) goes over plain http to STS at $CS, and the credentials STS returns come back the same way, readable on the way; use an https:// STS endpoint (AWS_ENDPOINT_URL_STS)"* ]]
+	[[ "$output" != *"eyJ"* ]]
 	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 0
+	[ "$(grep -c "a web identity token .* goes over plain http to STS at $CS" "$TMP/daemon.log")" -eq 1 ]
 	check_mount 2 0
 	[ "$(cs_stat webid)" -eq 2 ]	# info's, the mount's
 	advance_to $(($(now) + $(secs 3)))	# past half of the 4 s life
