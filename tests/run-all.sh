@@ -87,19 +87,29 @@ scale_for() {	# BUILD
 # Each job: "COST KIND BUILD [SUITE]".  The cost is the job's seconds on a
 # fresh 2-core machine with two lanes (make check's own "wall time per
 # suite" table); it orders the jobs and sets their timeouts.
-declare -A COST=([s3mount]=200 [s3]=200 [s3formats]=200 [bench_smoke]=160
-	[torch2]=150 [direct]=90 [prefetch]=80 [torch]=80 [s3creds]=120
-	[s3lazy]=40 [shutdown]=40 [s3tls]=35 [hostile]=30 [loader]=40
-	[memory]=30 [lifecycle]=30 [packages]=100
-	[py:test_coop]=150 [py:test_resume]=120 [py:test_docs]=100
-	[py:test_cancel]=60 [py:test_handle]=60 [py:test_errors]=40
-	[py:test_package]=60 [py:test_index_cache]=40 [py:test_stale_index]=40
-	[unit]=30 [valgrind]=120 [tsan]=60 [tsan_s3]=180)
+declare -A COST=([s3mount]=140 [s3]=210 [s3formats]=200 [bench_smoke]=260
+	[torch2]=180 [direct]=90 [prefetch]=100 [torch]=120 [s3creds]=40
+	[s3lazy]=200 [shutdown]=45 [s3tls]=35 [hostile]=35 [loader]=35
+	[memory]=30 [lifecycle]=30 [packages]=65
+	[py:test_coop]=130 [py:test_resume]=55 [py:test_docs]=110
+	[py:test_cancel]=40 [py:test_handle]=20 [py:test_errors]=25
+	[py:test_package]=30 [py:test_index_cache]=70 [py:test_stale_index]=25
+	[py:test_waits]=50 [py:test_fork]=45
+	[unit]=70 [valgrind]=120 [tsan]=60 [tsan_s3]=180)
 # bench_smoke, packages and runner test the plain build only (make bench's,
 # the packages', the runner's own): in a later build's pass they are
 # reported as skipped.
 PLAIN_ONLY=" bench_smoke packages runner "
 JOBLIST=()
+label_of() {	# KIND BUILD [SUITE]
+	case $1 in
+	bats | plainonly) echo "$3.bats ($2)" ;;
+	pytest) echo "pytest $3 ($2)" ;;
+	tsan) echo "tsan $3" ;;
+	*) echo "$1 ($2)" ;;
+	esac
+}
+
 add_job() {	# COST KIND BUILD [SUITE]
 	JOBLIST+=("$(printf '%06d' "$1") $2 $3 ${4:-}")
 }
@@ -129,14 +139,6 @@ if [ -n "$ALL" ]; then
 fi
 mapfile -t JOBLIST < <(printf '%s\n' "${JOBLIST[@]}" | sort -r -k1,1)
 
-label_of() {	# KIND BUILD [SUITE]
-	case $1 in
-	bats | plainonly) echo "$3.bats ($2)" ;;
-	pytest) echo "pytest $3 ($2)" ;;
-	tsan) echo "tsan $3" ;;
-	*) echo "$1 ($2)" ;;
-	esac
-}
 
 # check_tap LOG TAP RC PLAN: the job's verdict lines, appended to TAP:
 # a runner that failed without a failed test, a missing plan, or fewer
