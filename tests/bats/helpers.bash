@@ -155,7 +155,9 @@ stop_mount() {
 		if ! fusermount3 -u "$MOUNTED" 2>/dev/null; then
 			sleep 0.5
 			fusermount3 -u "$MOUNTED" 2>/dev/null ||
-				{ fusermount3 -uz "$MOUNTED"; rc=1; }
+				{ echo "$MOUNTED busy at unmount (lazily detached):"; \
+				  fuser -vm "$MOUNTED" 2>&1 | head -n 20; \
+				  fusermount3 -uz "$MOUNTED"; rc=1; }
 		fi
 	fi
 	if [ -n "$DAEMON_PID" ]; then

@@ -132,3 +132,28 @@ one_round() {	# ROUND SIG MS
 	wait "$INNER_PID"
 	INNER_PID=
 }
+
+@test "a torch 2.x run (sid chroot) started while a mount exists does not keep it alive: unmounted, its daemon exits at once" {
+	# The chroot's run has a mount namespace of its own, which began
+	# with a copy of this mount; on a machine whose / propagates nothing
+	# that copy kept the connection open and the daemon served on.
+	local nap="$(secs 30).$$$RANDOM" chroot_pid i rc=0
+	$GEN "$TMP/ckpt" --seed 5 --keys 4
+	start_mount "$TMP/ckpt" "$MNT" --world 2 --rank 0
+	"$ROOT/scripts/sid-chroot.sh" run sleep "$nap" &
+	chroot_pid=$!
+	# the run's namespace exists once its sleep does
+	for i in $(seq "$(polls 30)"); do
+		pgrep -f "^sleep $nap\$" >/dev/null && break
+		sleep 0.05
+	done
+	pgrep -f "^sleep $nap\$" >/dev/null
+	fusermount3 -u "$MNT"
+	gone_within_5s "$DAEMON_PID" || rc=1
+	pkill -f "^sleep $nap\$" || true
+	wait "$chroot_pid" 2>/dev/null || true
+	[ "$rc" -eq 0 ] || { echo "daemon still serving 5 s after its unmount"; false; }
+	wait "$DAEMON_PID"
+	DAEMON_PID=
+	MOUNTED=
+}
