@@ -31,16 +31,19 @@ tests/bats/memory.bats), written independently of ckptfs.
         backend, compare with the values, and print "base B output O peak
         P": this process's peak RSS (VmHWM) before, the tensors' size and
         the peak after, in MiB
-    hang_tools.py cached [--wait-some] PATH...
+    hang_tools.py cached [--wait-some] [--term-pidfile F] PATH...
         bytes of the files in the page cache now (mmap + mincore, which
         costs a FUSE daemon no request), in all; with --wait-some, as
-        soon as that is not 0 (looking again and again, for up to 30 s)
+        soon as that is not 0 (looking again and again, for up to 30 s);
+        with --term-pidfile, waits for the files to appear, then sends
+        SIGTERM to the pid in F as soon as it has looked
 """
 import argparse
 import ctypes
 import mmap
 import os
 import random
+import signal
 import sys
 import time
 
@@ -213,11 +216,31 @@ def cached_bytes(paths):
     return total
 
 
-def cached(paths, wait_some):
-    c = cached_bytes(paths)
+def cached(paths, wait_some, term_pidfile=None):
     deadline = time.monotonic() + 30 * int(os.environ.get("CKPTFS_TIME_SCALE", "1") or 1)
+    while True:
+        try:
+            c = cached_bytes(paths)
+            break
+        except FileNotFoundError:
+            # --term-pidfile: started before the mount, waits for it
+            if not term_pidfile or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.001)
     while wait_some and c == 0 and time.monotonic() < deadline:
         c = cached_bytes(paths)
+    if term_pidfile:
+        # SIGTERM at once, before the prefetch can get further
+        while True:
+            try:
+                with open(term_pidfile) as f:
+                    pid = int(f.read())
+                break
+            except (FileNotFoundError, ValueError):
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.001)
+        os.kill(pid, signal.SIGTERM)
     print(c)
 
 
@@ -252,6 +275,7 @@ def main():
     sub.choices["check"].add_argument("--procs", type=int, default=16)
     p = sub.add_parser("cached")
     p.add_argument("--wait-some", action="store_true")
+    p.add_argument("--term-pidfile")
     p.add_argument("paths", nargs="+")
     a = ap.parse_args()
     if a.cmd in ("big", "zstd"):
@@ -266,7 +290,7 @@ def main():
         sys.exit(load(a.ckpt, a.scripts, a.keys, a.mib, a.threads,
                       a.cache_mb))
     else:
-        cached(a.paths, a.wait_some)
+        cached(a.paths, a.wait_some, a.term_pidfile)
 
 
 if __name__ == "__main__":
