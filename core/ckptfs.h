@@ -44,7 +44,7 @@ const char *ckpt_version(void);
  * function's signature below changes.  A binding checks, at load, the
  * version and the size and field offsets of every struct it mirrors.
  */
-#define CKPT_ABI_VERSION 7	/* 2: ckpt_s3_opts.credentials_file,
+#define CKPT_ABI_VERSION 8	/* 2: ckpt_s3_opts.credentials_file,
 				 * config_file; ckpt_io_stats; 3:
 				 * ckpt_open_opts.index_cache; 4:
 				 * CKPT_FILES_DIRECT_IO; 5:
@@ -57,7 +57,8 @@ const char *ckpt_version(void);
 				 * open_* and read_* (requests by
 				 * kind, per phase); 7:
 				 * ckpt_object_read(),
-				 * ckpt_object_free() */
+				 * ckpt_object_free(); 8:
+				 * ckpt_io_stats.side_bytes_peak */
 
 /* CKPT_ABI_VERSION as the library was built. */
 unsigned ckpt_abi_version(void);
@@ -403,6 +404,11 @@ struct ckpt_io_stats {
 	uint64_t read_lists;
 	uint64_t read_bytes_fetched;
 	uint64_t read_bytes_delivered;
+	/* The most bytes read batches held at once in buffers of their
+	 * own for joined reads (docs/performance.md): the zip structures
+	 * beside a record's data, and data that could not be fetched into
+	 * its destination. */
+	uint64_t side_bytes_peak;
 };
 
 /* Fill *out with m's counters (zeros for a meta parsed from memory).

@@ -1421,6 +1421,8 @@ void ckpt_meta_io_stats(const struct ckpt_meta *m, struct ckpt_io_stats *out)
 	out->requests = st.requests;
 	out->retries = st.retries;
 	out->connects = st.connects;
+	out->side_bytes_peak = m ? __atomic_load_n(&m->side_bytes_peak,
+						   __ATOMIC_RELAXED) : 0;
 	if (!m || !m->store)
 		return;
 	out->open_gets = m->at_open.gets;

@@ -218,6 +218,7 @@ static const struct field io_stats_fields[] = {
 	F(ckpt_io_stats, read_lists),
 	F(ckpt_io_stats, read_bytes_fetched),
 	F(ckpt_io_stats, read_bytes_delivered),
+	F(ckpt_io_stats, side_bytes_peak),
 	{ NULL, 0 }
 };
 

@@ -19,7 +19,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 #: The ABI of core/ckptfs.h this module mirrors (CKPT_ABI_VERSION).
-ABI_VERSION = 7
+ABI_VERSION = 8
 MAX_DIMS = 16
 NONE = 0xFFFFFFFF
 NO_OFFSET = 0xFFFFFFFFFFFFFFFF
@@ -74,7 +74,8 @@ class IoStats(C.Structure):
                 ("read_gets", C.c_uint64), ("read_heads", C.c_uint64),
                 ("read_lists", C.c_uint64),
                 ("read_bytes_fetched", C.c_uint64),
-                ("read_bytes_delivered", C.c_uint64)]
+                ("read_bytes_delivered", C.c_uint64),
+                ("side_bytes_peak", C.c_uint64)]
 
 
 class OpenOpts(C.Structure):

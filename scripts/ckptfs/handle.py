@@ -184,7 +184,10 @@ class Checkpoint:
         returned) and ``read_gets`` ... ``read_bytes_delivered`` (since:
         a record located lazily by a read counts as read).  GETs, HEADs
         and LISTs are an object store's HTTP requests, retries included
-        (0 for a local directory)."""
+        (0 for a local directory); ``side_bytes_peak``: the most bytes
+        read batches held at once in buffers of their own for joined
+        reads (a lazy open's zip structures, and data that could not be
+        fetched straight into its destination)."""
         st = _lib.IoStats()
         m = self._acquire()
         try:
