@@ -298,7 +298,7 @@ static int do_mount(int argc, char **argv, const char *argv0)
 		mount_opts_destroy(&o);
 		return 0;
 	}
-	if (s3_cli_first(&o.s3) && strncmp(o.src, "s3://", 5)) {
+	if (s3_cli_first(&o.s3) && !ckpt_root_is_remote(o.src)) {
 		fprintf(stderr, "ckptfs: %s is only for s3:// checkpoints, not '%s'\n",
 			s3_cli_first(&o.s3), o.src);
 		mount_opts_destroy(&o);

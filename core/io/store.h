@@ -94,6 +94,17 @@ void ckpt_store_free(struct ckpt_store *s);
 int ckpt_store_set_opts(struct ckpt_store *s, const struct ckpt_store_opts *o,
 			char *err, size_t errlen);
 
+/* Does root name an object store (s3://, az://, an http(s):// blob
+ * URL), not a local directory? */
+bool ckpt_store_root_is_remote(const char *root);
+
+/*
+ * root as messages may show it: an object store's URL less its query (a
+ * SAS token), copied into buf (cap bytes, shortened when it does not
+ * fit).  Returns buf.
+ */
+const char *ckpt_store_root_shown(const char *root, char *buf, size_t cap);
+
 /* The root as given, for messages ("ckpt/", "s3://bucket/prefix"); never
  * holds a credential.  Borrowed from s. */
 const char *ckpt_store_root(const struct ckpt_store *s);

@@ -360,7 +360,8 @@ def _s3_struct(given: Dict[str, Union[bytes, int]]) -> Optional[Any]:
         return None
     o = _lib.S3Opts()
     for name, v in given.items():
-        field = {"s3_part_size": "part_bytes"}.get(name, name[3:])
+        field = {"s3_part_size": "part_bytes"}.get(
+            name, name if name.startswith("az_") else name[3:])
         if name == "s3_retries" and v == 0:
             v = _lib.S3_NO_RETRIES
         setattr(o, field, v)
