@@ -79,8 +79,8 @@ mount_leaks() {
 	cp "$TMP/daemon.log" "$TMP/leak.log"
 }
 
-@test "azure: native checkpoint: every view of an az:// mount equals the local mount's (W=1,3,8), ckptfs.load equals it too" {
-	same_views "$AZTMP/native" "az://$AZ/ckpt/native" "1 0" "3 2" "8 5"
+@test "azure: native checkpoint: every view of an az:// mount equals the local mount's (W=1,3), ckptfs.load equals it too" {
+	same_views "$AZTMP/native" "az://$AZ/ckpt/native" "1 0" "3 2"
 	start_mount "$AZTMP/native" "$MNT" --world 3 --rank 1
 	run $(direct_env) $DIRECT same "az://$AZ/ckpt/native" "$MNT" 3 1
 	echo "$output"
@@ -123,7 +123,7 @@ mount_leaks() {
 		{ cat "$TMP/gen.log"; false; }
 	azput ckpt/t1/per_rank "$TMP/t/per_rank"
 	azput ckpt/t1/per_item "$TMP/t/per_item"
-	same_views "$TMP/t/per_item" "az://$AZ/ckpt/t1/per_item" "1 0" "3 2"
+	same_views "$TMP/t/per_item" "az://$AZ/ckpt/t1/per_item" "3 2"
 	start_mount "$TMP/t/per_rank" "$MNT" --world 5 --rank 4
 	run $(direct_env) $DIRECT same "az://$AZ/ckpt/t1/per_rank" "$MNT" 5 4
 	echo "$output"
@@ -193,7 +193,7 @@ mount_leaks() {
 	[ "${#lines[@]}" -eq 1 ]
 	[[ "$output" == "ckptfs: az://$AZ/ckpt/native: $AZURE_STORAGE_BLOB_ENDPOINT refused the credentials (Shared Key of account $AZ from the environment (AZURE_STORAGE_KEY, AZURE_STORAGE_ACCOUNT)) (HTTP 403 "* ]]
 	[[ "$output" != *"$bad"* ]]
-	refuse_mount "az://$AZ/ckpt/native" "refused the credentials" -o az_endpoint="$AZURE_STORAGE_BLOB_ENDPOINT"
+	AZURE_STORAGE_KEY="$bad" refuse_mount "az://$AZ/ckpt/native" "refused the credentials" -o az_endpoint="$AZURE_STORAGE_BLOB_ENDPOINT"
 	run env AZURE_STORAGE_ACCOUNT=someoneelse "$CKPTFS" info "az://$AZ/ckpt/native"
 	echo "$output"
 	[ "$status" -eq 1 ]
