@@ -27,9 +27,25 @@ setup_file() {
 	"$ROOT/tests/azure/azurite.sh" mkcontainer "$AZTMP/azurite" other
 	$GEN --seed 41 --keys 30 --files 4 "$AZTMP/native" >/dev/null
 	azput ckpt/native "$AZTMP/native"
+	# The fault proxy in front of Azurite (tests/s3/faultproxy.py).
+	setsid $PY "$ROOT/tests/s3/faultproxy.py" \
+		--upstream "http://127.0.0.1:$(cat "$AZTMP/azurite/port")" \
+		--port-file "$AZTMP/proxy.port" --max-seconds 3600 \
+		</dev/null >"$AZTMP/proxy.log" 2>&1 &
+	echo $! >"$AZTMP/proxy.pid"
+	local deadline=$((SECONDS + $(secs 10)))
+	until [ -s "$AZTMP/proxy.port" ]; do
+		[ $SECONDS -lt $deadline ] || { cat "$AZTMP/proxy.log"; return 1; }
+		sleep 0.05
+	done
+	export S3CHECK_PROXY="http://127.0.0.1:$(cat "$AZTMP/proxy.port")"
+	export AZPROXY="$S3CHECK_PROXY/$AZ"
 }
 
 teardown_file() {
+	if [ -s "$AZTMP/proxy.pid" ]; then
+		kill "$(cat "$AZTMP/proxy.pid")" 2>/dev/null || true
+	fi
 	"$ROOT/tests/azure/azurite.sh" stop "$AZTMP/azurite"
 	rm -rf "$AZTMP"
 }
@@ -233,4 +249,23 @@ mount_leaks() {
 	stop_mount
 	grep -q "az://$AZ/ckpt/repl/__[0-9]_0.distcp: bytes .*replaced since it was opened" "$TMP/daemon.log" ||
 		{ cat "$TMP/daemon.log"; false; }
+}
+
+@test "azure: through the fault proxy: 503s, resets and cut bodies on ranged GETs are retried and ckptfs extract still equals the local view; a listing whose markers cycle is refused in one line" {
+	local mode
+	"$CKPTFS" extract "$AZTMP/native" "$TMP/local" --world 3 --rank 1 >/dev/null
+	for mode in 503 reset truncate; do
+		proxy config "{\"mode\":\"$mode\",\"rate\":0.3,\"first\":4,\"only\":\"ranged\",\"seed\":3}"
+		run env AZURE_STORAGE_BLOB_ENDPOINT="$AZPROXY" "$CKPTFS" extract "az://$AZ/ckpt/native" "$TMP/$mode" --world 3 --rank 1
+		echo "$mode: $output; $(proxy_stat faults) faults"
+		[ "$status" -eq 0 ]
+		[ "$(proxy_stat faults)" -gt 0 ]
+		diff -r "$TMP/local" "$TMP/$mode"
+	done
+	proxy config '{"mode":"azmarkercycle","only":"all"}'
+	run timeout "$(secs 20)" env AZURE_STORAGE_BLOB_ENDPOINT="$AZPROXY" "$CKPTFS" info "az://$AZ/ckpt/loop"
+	echo "$output"
+	proxy config '{"mode":"none"}'
+	[ "$status" -eq 1 ]
+	[[ "$output" == "ckptfs: az://$AZ/ckpt/loop: listing (page 3): the server gave a marker it gave before (a loop)" ]]
 }
