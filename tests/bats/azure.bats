@@ -269,3 +269,27 @@ mount_leaks() {
 	[ "$status" -eq 1 ]
 	[[ "$output" == "ckptfs: az://$AZ/ckpt/loop: listing (page 3): the server gave a marker it gave before (a loop)" ]]
 }
+
+@test "azure: io_stats() counts the requests and body bytes the proxy saw (an open that lists and HEADs, a load with ranged GETs)" {
+	proxy config '{"mode":"none"}'
+	curl -sf -X POST "$S3CHECK_PROXY/__faultproxy/reset"
+	run env AZURE_STORAGE_BLOB_ENDPOINT="$AZPROXY" $(direct_env) PYTHONPATH="$ROOT/scripts" $PY -W ignore -c '
+import sys, ckptfs
+with ckptfs.open(sys.argv[1]) as ck:
+    ck.load(3, 1, backend="numpy")
+    s = ck.io_stats()
+print(s["requests"], s["bytes_fetched"], s["gets"] if "gets" in s else "")' "az://$AZ/ckpt/native"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	read -r req fetched _ <<<"$output"
+	echo "proxy: $(proxy_stat requests) requests, $(proxy_stat bytes) bytes"
+	[ "$req" -gt 4 ]
+	[ "$req" -eq "$(proxy_stat requests)" ]
+	[ "$fetched" -gt 0 ]
+	# the proxy counts listing pages' bytes too; ckptfs counts blob bytes
+	[ "$fetched" -le "$(proxy_stat bytes)" ]
+	[ "$fetched" -eq "$(curl -sf "$S3CHECK_PROXY/__faultproxy/stats" | $PY -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sum(e[4] for e in d["log"] if e[0] == "GET" and e[2]))')" ]
+}
