@@ -25,6 +25,7 @@ import hashlib
 import hmac
 import http.client
 import os
+import ssl
 import sys
 import urllib.parse
 
@@ -70,7 +71,14 @@ def request(method, path, body=b"", extra=None, query=""):
     headers.update(extra or {})
     headers["Authorization"] = sign(method, url, headers, key, account)
     u = urllib.parse.urlsplit(url)
-    c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    if u.scheme == "https":
+        # AZBLOB_CAFILE: the test CA (tests/azure/azurite.sh, AZURITE_TLS)
+        ctx = ssl.create_default_context(
+            cafile=os.environ.get("AZBLOB_CAFILE") or None)
+        c = http.client.HTTPSConnection(u.hostname, u.port, timeout=60,
+                                        context=ctx)
+    else:
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
     c.request(method, u.path + (f"?{u.query}" if u.query else ""), body,
               headers)
     r = c.getresponse()

@@ -10,6 +10,12 @@
 #                             exports for its well-known account
 #                             (AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY,
 #                             AZURE_STORAGE_BLOB_ENDPOINT)
+#                             With AZURITE_TLS=1 it serves https with a
+#                             server certificate (IP:127.0.0.1,
+#                             DNS:localhost) of a CA made here,
+#                             DIR/tls/ca.pem (and an unrelated CA,
+#                             DIR/tls/other-ca.pem); the endpoint in
+#                             DIR/env is then https://
 #   azurite.sh stop DIR       stop it (and say so if it had died)
 #   azurite.sh env DIR        print DIR/env
 #   azurite.sh mkcontainer DIR C             create container C
@@ -31,22 +37,48 @@ cmd=${1:-}
 D=${2:-}
 [ -n "$cmd" ] && [ -n "$D" ] || die "usage: azurite.sh start|stop|env|mkcontainer|put|rm DIR ..."
 
+# make_certs DIR: a CA, a server certificate it signs (IP:127.0.0.1,
+# DNS:localhost) and an unrelated CA, made anew (EC keys: quick).
+make_certs() {
+	local t=$1 ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+	mkdir -p "$t"
+	openssl req -x509 "${ec[@]}" -keyout "$t/ca.key" -out "$t/ca.pem" \
+		-days 2 -subj "/CN=ckptfs test CA" 2>>"$t/tls.out" &&
+	openssl req -x509 "${ec[@]}" -keyout "$t/other-ca.key" \
+		-out "$t/other-ca.pem" -days 2 -subj "/CN=ckptfs other CA" \
+		2>>"$t/tls.out" &&
+	openssl req "${ec[@]}" -keyout "$t/server.key" -out "$t/server.csr" \
+		-subj "/CN=localhost" 2>>"$t/tls.out" &&
+	printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+		"basicConstraints=CA:FALSE" "extendedKeyUsage=serverAuth" \
+		>"$t/server.ext" &&
+	openssl x509 -req -in "$t/server.csr" -CA "$t/ca.pem" \
+		-CAkey "$t/ca.key" -CAcreateserial -out "$t/server.pem" \
+		-days 2 -extfile "$t/server.ext" >>"$t/tls.out" 2>&1 ||
+		die "openssl could not make the certificates; see $t/tls.out"
+}
+
 cmd_start() {
-	local end line port
+	local end line port scheme=http tls=()
 	[ -x "$BIN" ] || die "no Azurite at $BIN (scripts/install-deps.sh installs it)"
 	mkdir -p "$D"
 	[ -e "$D/pid" ] && die "$D: already started"
 	: >"$D/log"
+	if [ "${AZURITE_TLS:-0}" = 1 ]; then
+		make_certs "$D/tls"
+		tls=(--cert "$D/tls/server.pem" --key "$D/tls/server.key")
+		scheme=https
+	fi
 	# Port 0: the kernel picks a free one; Azurite prints the one it got.
 	setsid "$BIN" --blobHost 127.0.0.1 --blobPort 0 \
 		--inMemoryPersistence \
 		--disableTelemetry --skipApiVersionCheck \
-		--disableProductStyleUrl >"$D/log" 2>&1 </dev/null &
+		--disableProductStyleUrl "${tls[@]}" >"$D/log" 2>&1 </dev/null &
 	echo $! >"$D/pid"
 	end=$((SECONDS + 30))
 	port=
 	while [ $SECONDS -lt $end ]; do
-		line=$(grep -o 'listens on http://127.0.0.1:[0-9]*' "$D/log" || true)
+		line=$(grep -o "listens on $scheme://127.0.0.1:[0-9]*" "$D/log" || true)
 		if [ -n "$line" ]; then
 			port=${line##*:}
 			break
@@ -62,7 +94,7 @@ cmd_start() {
 	cat >"$D/env" <<EOF
 export AZURE_STORAGE_ACCOUNT=$ACCOUNT
 export AZURE_STORAGE_KEY='$KEY'
-export AZURE_STORAGE_BLOB_ENDPOINT=http://127.0.0.1:$port/$ACCOUNT
+export AZURE_STORAGE_BLOB_ENDPOINT=$scheme://127.0.0.1:$port/$ACCOUNT
 EOF
 }
 

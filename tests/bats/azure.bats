@@ -51,7 +51,11 @@ teardown_file() {
 }
 
 setup() { common_setup; }
-teardown() { common_teardown; }
+teardown() {
+	# an Azurite of the test's own (https), stopped even when it failed
+	[ -e "$TMP/az2/pid" ] && "$ROOT/tests/azure/azurite.sh" stop "$TMP/az2"
+	common_teardown
+}
 
 # azput CONTAINER/PREFIX DIR: every file under DIR, as blobs.
 azput() {
@@ -292,4 +296,29 @@ print(s["requests"], s["bytes_fetched"], s["gets"] if "gets" in s else "")' "az:
 import json, sys
 d = json.load(sys.stdin)
 print(sum(e[4] for e in d["log"] if e[0] == "GET" and e[2]))')" ]
+}
+
+@test "azure: https with a CA made here (Azurite --cert): s3_ca_bundle trusts it and the view equals the local one; without it, or with another CA, one line naming TLS and the host" {
+	AZURITE_TLS=1 "$ROOT/tests/azure/azurite.sh" start "$TMP/az2"
+	local ep
+	ep=$(sed -n 's/^export AZURE_STORAGE_BLOB_ENDPOINT=//p' "$TMP/az2/env")
+	[[ "$ep" == https://127.0.0.1:*/$AZ ]]
+	export AZBLOB_CAFILE="$TMP/az2/tls/ca.pem"
+	AZURE_STORAGE_BLOB_ENDPOINT=$ep "$ROOT/tests/azure/azurite.sh" mkcontainer "$TMP/az2" ckpt
+	AZURE_STORAGE_BLOB_ENDPOINT=$ep azput ckpt/native "$AZTMP/native"
+	"$CKPTFS" extract "$AZTMP/native" "$TMP/local" --world 3 --rank 2 >/dev/null
+	run "$CKPTFS" extract "az://$AZ/ckpt/native" "$TMP/tls" --world 3 --rank 2 \
+		--az-endpoint "$ep" --s3-ca-bundle "$TMP/az2/tls/ca.pem"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	diff -r "$TMP/local" "$TMP/tls"
+	run "$CKPTFS" info "az://$AZ/ckpt/native" --az-endpoint "$ep"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == "ckptfs: az://$AZ/ckpt/native: TLS to 127.0.0.1:"*"certificate"* ]]
+	run "$CKPTFS" info "az://$AZ/ckpt/native" --az-endpoint "$ep" --s3-ca-bundle "$TMP/az2/tls/other-ca.pem"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == "ckptfs: az://$AZ/ckpt/native: TLS to 127.0.0.1:"*"certificate"* ]]
+	"$ROOT/tests/azure/azurite.sh" stop "$TMP/az2"
 }
