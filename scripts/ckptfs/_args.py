@@ -178,6 +178,14 @@ def is_remote(path: bytes) -> bool:
     return path.startswith(REMOTE_PREFIXES)
 
 
+def shown(path: bytes) -> bytes:
+    """path as messages may show it: an Azure URL less its query (a SAS
+    token, a secret), as libckptfs shows it."""
+    if path.startswith(REMOTE_PREFIXES[1:]) and b"?" in path:
+        return path.split(b"?", 1)[0]
+    return path
+
+
 def s3_options(values: Dict[str, object]) -> Dict[str, Union[bytes, int]]:
     """The S3 keyword arguments given (not None), checked: strings as
     bytes (no NUL, not empty), numbers in the C fields' ranges (the

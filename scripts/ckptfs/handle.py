@@ -117,7 +117,8 @@ class Checkpoint:
         _args.s3_only(self._bpath, s3given)
         s3opts = _s3_struct(s3given)
         icache = _args.index_cache(index_cache)
-        self.path: str = os.fsdecode(self._bpath)
+        # never a SAS token that a blob URL carries (_bpath keeps it)
+        self.path: str = os.fsdecode(_args.shown(self._bpath))
         cache = _args.cache_mb(cache_mb)
         self.threads: int = _args.threads(threads) or \
             _args.default_threads(self._bpath)

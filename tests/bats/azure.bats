@@ -177,6 +177,20 @@ mount_leaks() {
 	diff "$TMP/local.sums" "$TMP/az.sums"
 	grep -q "credentials: a SAS token on the URL" "$TMP/leak.log"
 	no_secret "$TMP/leak.mounts" "$TMP/leak.xattrs" "$TMP/leak.source" "$TMP/leak.log"
+	# Python: the handle's repr, info().path and a load's warnings.
+	run env -u AZURE_STORAGE_KEY $(direct_env) PYTHONPATH="$ROOT/scripts" $PY -c '
+import sys, warnings, ckptfs
+warnings.simplefilter("always")
+with ckptfs.open(sys.argv[1]) as ck:
+    print(repr(ck))
+    print(ck.info().path)
+    print(len(ck.load(3, 0, backend="numpy")), "keys")' "$url"
+	echo "$output" >"$TMP/py.out"
+	cat "$TMP/py.out"
+	[ "$status" -eq 0 ]
+	grep -qx "$AZURE_STORAGE_BLOB_ENDPOINT/ckpt/native" "$TMP/py.out"
+	grep -q "^[0-9]* keys$" "$TMP/py.out"
+	no_secret "$TMP/py.out"
 
 	# A container SAS (read, list) from the environment.
 	tok=$(sas container:ckpt rl)
