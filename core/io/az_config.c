@@ -130,9 +130,9 @@ static int parse_root(struct ckpt_az_cfg *cfg, const char *root,
 				 "long", cfg->root);
 	if (q) {
 		if (!is_sas(q + 1))
-			return ckpt_errf(err, errlen, -EINVAL, "%s: what follows "
-					 "'?' is not a SAS token (sv=...&sig=...)",
-					 cfg->root);
+			return ckpt_errf(err, errlen, -EINVAL, "%s: what "
+					 "follows '?' is not a SAS token "
+					 "(sv=...&sig=...)", cfg->root);
 		*url_sas = strdup(q + 1);
 		if (!*url_sas)
 			return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
@@ -417,7 +417,8 @@ int ckpt_az_config_load(const char *root, const struct ckpt_s3_opts *o,
 	cfg->http.endpoint = strdup(ep);
 	if (o && o->ca_bundle)
 		cfg->http.ca_bundle = strdup(o->ca_bundle);
-	if (!cfg->http.endpoint || (o && o->ca_bundle && !cfg->http.ca_bundle)) {
+	if (!cfg->http.endpoint ||
+	    (o && o->ca_bundle && !cfg->http.ca_bundle)) {
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 		goto out_fail;
 	}
