@@ -206,6 +206,17 @@ with ckptfs.open(sys.argv[1]) as ck:
 		"$CKPTFS" ls "$AZTMP/native" --world 1 --rank 0 | sed -n 2p)")"
 	[ "$status" -eq 0 ]
 
+	# Read permission alone (no list): each file is opened by a HEAD.
+	tok=$(sas container:ckpt r)
+	SECRET=$(sas_sig "$tok")
+	run env -u AZURE_STORAGE_KEY "$CKPTFS" extract \
+		"$AZURE_STORAGE_BLOB_ENDPOINT/ckpt/native?$tok" "$TMP/ro" --world 3 --rank 0
+	echo "$output" >"$TMP/ro.out"
+	[ "$status" -eq 0 ]
+	no_secret "$TMP/ro.out"
+	"$CKPTFS" extract "$AZTMP/native" "$TMP/ro-local" --world 3 --rank 0 >/dev/null
+	diff -r "$TMP/ro-local" "$TMP/ro"
+
 	# A container SAS for another container is refused, in one line
 	# naming the source and not the signature.
 	tok=$(sas container:other rl)
