@@ -268,6 +268,14 @@ struct ckpt_s3_opts {
 	const char *addressing_style;	/* "auto" (NULL), "virtual" or
 					 * "path", as botocore's
 					 * s3.addressing_style (docs/s3.md) */
+	/* Azure Blob Storage (az://ACCOUNT/CONTAINER/PREFIX, docs/azure.md);
+	 * the settings above but the AWS ones apply to it too: */
+	const char *az_endpoint;	/* the account's blob endpoint, before
+					 * AZURE_STORAGE_BLOB_ENDPOINT (Azurite:
+					 * http://127.0.0.1:PORT/ACCOUNT) */
+	bool az_anonymous;	/* unsigned requests, for a public
+				 * container; without it, finding no
+				 * credentials is an error */
 };
 
 #define CKPT_S3_NO_RETRIES UINT32_MAX	/* ckpt_s3_opts.retries: none */
@@ -363,6 +371,10 @@ int ckpt_object_read(const char *dir, const char *name,
 		     size_t *len, char *err, size_t errlen);
 /* Free a buffer ckpt_object_read() returned.  Accepts NULL. */
 void ckpt_object_free(void *buf);
+
+/* Does root name an object store ("s3://...", "az://...", an http(s)://
+ * blob URL: used as given, never a local path)? */
+bool ckpt_root_is_remote(const char *root);
 
 /*
  * For shutdown: every read of m's checkpoint that waits on an object

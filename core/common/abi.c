@@ -56,6 +56,8 @@ static const struct field s3_opts_fields[] = {
 	F(ckpt_s3_opts, list_max_keys),
 	F(ckpt_s3_opts, ca_bundle),
 	F(ckpt_s3_opts, addressing_style),
+	F(ckpt_s3_opts, az_endpoint),
+	F(ckpt_s3_opts, az_anonymous),
 	{ NULL, 0 }
 };
 

@@ -58,7 +58,8 @@ class S3Opts(C.Structure):
                 ("read_deadline_ms", C.c_uint32),
                 ("list_max_keys", C.c_uint32),
                 ("ca_bundle", C.c_char_p),
-                ("addressing_style", C.c_char_p)]
+                ("addressing_style", C.c_char_p),
+                ("az_endpoint", C.c_char_p), ("az_anonymous", C.c_bool)]
 
 
 class IoStats(C.Structure):

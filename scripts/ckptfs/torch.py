@@ -204,7 +204,7 @@ class StorageReader(_Base):  # type: ignore[misc]
             p = os.fsdecode(_args.path("checkpoint_id", checkpoint_id))
         except (TypeError, ValueError):
             return False
-        if p.startswith("s3://") and len(p) > 5:
+        if _args.is_remote(os.fsencode(p)) and len(p.split("://", 1)[1]):
             return True
         return os.path.isdir(p) and _layout_markers(p)
 
