@@ -39,7 +39,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
-from gen_torch_ckpt import free_port  # noqa: E402
 from torch2_check import differing  # noqa: E402
 
 # name, shape, dtype
@@ -95,14 +94,40 @@ def unique_bytes(torch):
     return n
 
 
-def worker(rank, world, port, ckpt, mode, coop, q, s3root=None):
+def worker(rank, world, port, ckpt, steps, q, s3root=None):
+    import datetime
+    import torch
+    import torch.distributed as dist
+    # the launcher's store (port 0, so no race with a parallel suite)
+    store = dist.TCPStore("127.0.0.1", port, world, False,
+                          datetime.timedelta(seconds=60))
+    dist.init_process_group("gloo", store=store, rank=rank,
+                            world_size=world)
+    try:
+        for n, step in enumerate(steps):
+            mode, *flags = step.split(":")
+            rules = None
+            if "rules" in flags:
+                import nccl_rules
+                rules = nccl_rules.install(store, rank,
+                                           prefix=f"nccl-rules/{n}")
+            try:
+                q.put((step, *one(rank, world, ckpt, mode,
+                                  "off" if "off" in flags else "on",
+                                  s3root, f"{n}")))
+            finally:
+                if rules is not None:
+                    nccl_rules.uninstall(rules)
+    finally:
+        dist.destroy_process_group()
+
+
+def one(rank, world, ckpt, mode, coop, s3root, n):
     import torch
     import torch.distributed as dist
     import ckptfs
     d, _, load = dcp(torch)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world)
-    try:
+    if True:
         mesh = None
         if mode == "hsdp":
             from torch.distributed.device_mesh import init_device_mesh
@@ -130,8 +155,25 @@ def worker(rank, world, port, ckpt, mode, coop, q, s3root=None):
             sd["param_groups"] = [{"lr": 0.0, "params": ["?"]}]
             return sd
         want, got = fresh(), fresh()
+        if mode == "uneven":
+            # rank 0 needs nothing another rank needs (no parts, yet it
+            # takes part in every round); rank r > 0 the keys i with
+            # i % (W - 1) < r: parts with 2..W-1 needers
+            names = sorted(want)
+            if rank == 0:
+                names = ["optim.one"]
+            else:
+                names = [k for i, k in enumerate(names)
+                         if i % (world - 1) < rank and k != "optim.one"]
+            want = {k: want[k] for k in names}
+            got = {k: got[k] for k in names}
         load(want, storage_reader=d.FileSystemReader(ckpt))
-        src = ckpt + "-bad" if mode == "fail" and rank == 1 else ckpt
+        src = ckpt
+        if mode == "fail" and rank == 1:
+            import shutil
+            src = f"{ckpt}-bad{os.getpid()}.{n}"
+            shutil.rmtree(src, ignore_errors=True)
+            shutil.copytree(ckpt, src)
         if s3root:
             src = s3root
         reader = ckptfs.StorageReader(src, staging_mb=1,
@@ -147,10 +189,26 @@ def worker(rank, world, port, ckpt, mode, coop, q, s3root=None):
                 load(got, storage_reader=reader)
             except BaseException as e:  # noqa: B902 - torch 1.13's
                 # CheckpointException is a BaseException
-                q.put((rank, [f"raised: {e}"], 0, 0.0))
-                return
-            q.put((rank, [], 0, 0.0))
-            return
+                return (rank, [f"raised: {e}"], 0, 0.0)
+            return (rank, [], 0, 0.0)
+        if mode == "failpeer" and rank == 2:
+            # rank 2 cannot make room for the parts it receives (it
+            # still reads and sends those it owns)
+            from ckptfs import _coop
+            real = _coop.Exchange._buf
+
+            def nomem(self, pt, items):
+                if pt[5] != self.rank:
+                    raise MemoryError("injected: no room for a part")
+                return real(self, pt, items)
+            _coop.Exchange._buf = nomem
+            try:
+                load(got, storage_reader=reader)
+            except BaseException as e:  # noqa: B902 - as above
+                return (rank, [f"raised: {e}"], 0, 0.0)
+            finally:
+                _coop.Exchange._buf = real
+            return (rank, ["loaded without raising"], 0, 0.0)
         dist.barrier()
         t0 = time.perf_counter()
         load(got, storage_reader=reader)
@@ -158,51 +216,96 @@ def worker(rank, world, port, ckpt, mode, coop, q, s3root=None):
         fetched = reader.io_stats()["bytes_fetched"]
         reader.close()
         bad = differing(torch, want, got)
-        q.put((rank, bad, fetched, secs))
-    finally:
-        dist.destroy_process_group()
+        return (rank, bad, fetched, secs)
 
 
 def main(argv):
+    import datetime
     import torch
+    import torch.distributed as dist
     import torch.multiprocessing as tmp
     if argv[0] == "gen":
         gen(argv[1])
         return 0
-    ckpt, world, mode, coop = argv[1], int(argv[2]), argv[3], argv[4]
-    s3root = argv[6] if argv[5:6] == ["--s3"] else None
-    if mode == "fail":
-        import shutil
-        bad = ckpt + "-bad"
-        shutil.rmtree(bad, ignore_errors=True)
-        shutil.copytree(ckpt, bad)
+    ckpt, world = argv[1], int(argv[2])
+    s3root = None
+    if "--s3" in argv:
+        i = argv.index("--s3")
+        s3root = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
+    steps = argv[3:]
+    if len(steps) == 2 and steps[1] in ("on", "off"):  # MODE on|off
+        steps = [steps[0] + (":off" if steps[1] == "off" else "")]
+    # The rendezvous store, on a port the kernel picks: the ranks join it
+    # as clients (no free port picked and closed, a race with a parallel
+    # suite).
+    store = dist.TCPStore("127.0.0.1", 0, world + 1, True,
+                          datetime.timedelta(seconds=60),
+                          wait_for_workers=False)
     ctx = tmp.get_context("spawn")
     q = ctx.Queue()
-    tmp.start_processes(worker, args=(world, free_port(), ckpt, mode, coop,
-                                      q, s3root),
-                        nprocs=world, join=True, start_method="spawn")
-    res = sorted(q.get() for _ in range(world))
-    if mode == "fail":
-        raised = [r for r, b, *_ in res if b and b[0].startswith("raised")]
-        named = [r for r, b, *_ in res
-                 if b and "rank 1 could not read key" in b[0]]
-        print(f"torch {torch.__version__} W={world} fail: {len(raised)} of "
-              f"{world} ranks raised, {len(named)} name rank 1; rank 0: "
-              f"{res[0][1][:1]}"[:2000])
-        return 0 if len(raised) == world and named else 1
-    total = sum(r[2] for r in res)
-    uniq = unique_bytes(torch)
-    bad = [(r, b) for r, b, *_ in res if b]
-    print(f"torch {torch.__version__} W={world} {mode} cooperative={coop}: "
-          f"fetched {total} bytes on all ranks, {total / uniq:.3f}x the "
-          f"{uniq} unique; per rank {[r[2] for r in res]}; "
-          f"{len(bad)} ranks differ {bad}; "
-          f"load {max(r[3] for r in res):.3f} s")
-    if bad:
-        return 1
-    if coop == "on" and total > 1.05 * uniq:
-        return 1
-    return 0
+    procs = [ctx.Process(target=worker, args=(r, world, store.port, ckpt,
+                                              steps, q, s3root))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    got = {}
+    want = world * len(steps)
+    import queue
+    while len(got) < want:
+        try:
+            step, rank, *rest = q.get(timeout=5)
+            got[(step, rank)] = rest
+        except queue.Empty:
+            if all(p.exitcode is not None for p in procs):
+                break
+    for p in procs:
+        p.join()
+    status = 0
+    for step in steps:
+        mode, *flags = step.split(":")
+        res = [(r, *got[(step, r)]) for r in range(world)
+               if (step, r) in got]
+        if len(res) < world:
+            print(f"{step}: {world - len(res)} ranks gave no result "
+                  f"(exit codes {[p.exitcode for p in procs]})")
+            status = 1
+            continue
+        if mode == "fail":
+            raised = [r for r, b, *_ in res
+                      if b and b[0].startswith("raised")]
+            named = [r for r, b, *_ in res
+                     if b and "rank 1 could not read key" in b[0]]
+            print(f"torch {torch.__version__} W={world} {step}: "
+                  f"{len(raised)} of {world} ranks raised, {len(named)} "
+                  f"name rank 1; rank 0: {res[0][1][:1]}"[:2000])
+            if len(raised) != world or not named:
+                status = 1
+            continue
+        if mode == "failpeer":
+            # rank 2 raises its own error; every other rank loads
+            ok = res[2][1][:1] and "injected" in res[2][1][0] and \
+                not any(b for r, b, *_ in res if r != 2)
+            print(f"torch {torch.__version__} W={world} {step}: rank 2: "
+                  f"{res[2][1][:1]}; others: "
+                  f"{[b for r, b, *_ in res if r != 2]}"[:2000])
+            if not ok:
+                status = 1
+            continue
+        total = sum(r[2] for r in res)
+        uniq = unique_bytes(torch)
+        bad = [(r, b) for r, b, *_ in res if b]
+        print(f"torch {torch.__version__} W={world} {step} "
+              f"cooperative={'off' if 'off' in flags else 'on'}: "
+              f"fetched {total} bytes on all ranks, {total / uniq:.3f}x "
+              f"the {uniq} unique; per rank {[r[2] for r in res]}; "
+              f"{len(bad)} ranks differ {bad}; "
+              f"load {max(r[3] for r in res):.3f} s"[:3000])
+        if bad:
+            status = 1
+        if mode != "uneven" and "off" not in flags and total > 1.05 * uniq:
+            status = 1
+    return status
 
 
 if __name__ == "__main__":
