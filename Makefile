@@ -59,7 +59,7 @@ S3_CHECK := $(O)/tests/s3_check
 FUZZ_TIME ?= 60
 FUZZ_CC ?= clang
 
-.PHONY: all help deps deps-demo check test unit bats demo install clean check-layers fuzz bench sid-chroot \
+.PHONY: all help deps deps-demo check check-build check-all test unit bats demo install clean check-layers fuzz bench sid-chroot tsan \
 	bookworm-chroot deb wheel
 
 all: $(LIB_A) $(LIB_SO) $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY) $(FUZZ_TORCH_REPLAY) $(FUZZ_ST_REPLAY) $(FUZZ_ZSTD_REPLAY) $(S3_CHECK) $(O)/ceilfs $(EXAMPLE)
@@ -67,9 +67,11 @@ all: $(LIB_A) $(LIB_SO) $(BIN) $(UNIT_BIN) $(FUZZ_REPLAY) $(FUZZ_TORCH_REPLAY) $
 help:
 	@echo "make            build $(BIN) and the unit tests"
 	@echo "make demo       install what is missing, build, mount the demo checkpoint and show it"
-	@echo "make check      install what is missing, build, run every test (plain and SAN=address,undefined)"
+	@echo "make check      install what is missing, build, run every test on the plain build (about 30 min)"
+	@echo "make check-all  make check, then every test again under ASan/UBSan, valgrind and ThreadSanitizer (CI's)"
 	@echo "make unit       run the C unit tests of core/"
 	@echo "make bats       run the end-to-end tests through a real mount"
+	@echo "make tsan       the ThreadSanitizer build in build-tsan/ (daemon, library, threaded unit tests) for tests/tsan-stress.sh and tests/tsan-s3.sh"
 	@echo "make bench      throughput vs raw pread and a minimal FUSE ceiling (>= 2 GiB checkpoints; BENCH_ARGS=...)"
 	@echo "make fuzz       libFuzzer (clang) on the metadata parser, validator and planner, and on the torch unpickler and zip locator, FUZZ_TIME=$(FUZZ_TIME) s each"
 	@echo "make deps       install the Debian packages ckptfs needs to build and test (apt-get)"
@@ -226,16 +228,32 @@ bookworm-chroot:
 
 # The builds use every core (make -j, unless MAKEFLAGS already says).
 JOBS := $(if $(findstring -j,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
-check: deps
+# make check: every suite on the plain build (what a newcomer runs, about
+# 30 min on a fresh 2-core machine).  make check-all (.ci/run): the same,
+# then again on the sanitized build (ASan/UBSan), with valgrind on the
+# unit tests and the ThreadSanitizer jobs.
+check-build: deps
 	$(Q)$(MAKE) --no-print-directory $(JOBS) all check-layers
 	$(Q)$(MAKE) --no-print-directory sid-chroot
 	$(Q)$(MAKE) --no-print-directory bookworm-chroot
 	$(Q)$(MAKE) --no-print-directory deb wheel
+
+check: check-build
+	$(Q)tests/run-all.sh build
+
+check-all: check-build
 	$(Q)$(MAKE) --no-print-directory $(JOBS) SAN=address,undefined all
-	$(Q)$(MAKE) --no-print-directory $(JOBS) SAN=thread O=build-tsan build-tsan/ckptfs build-tsan/tests/test_s3_creds
-	$(Q)tests/run-all.sh build build-san
+	$(Q)$(MAKE) --no-print-directory $(JOBS) tsan
+	$(Q)tests/run-all.sh --all build build-san
 
 test: check
+
+# The ThreadSanitizer build that tests/tsan-stress.sh and tests/tsan-s3.sh
+# run: the daemon, the library (for Python) and the threaded unit tests.
+TSAN_TARGETS := build-tsan/ckptfs build-tsan/libckptfs.so \
+	build-tsan/tests/test_s3_creds build-tsan/tests/test_readahead
+tsan:
+	$(Q)$(MAKE) --no-print-directory SAN=thread O=build-tsan $(TSAN_TARGETS)
 
 demo: deps-demo
 	$(Q)$(MAKE) --no-print-directory all

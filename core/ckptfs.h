@@ -44,7 +44,7 @@ const char *ckpt_version(void);
  * function's signature below changes.  A binding checks, at load, the
  * version and the size and field offsets of every struct it mirrors.
  */
-#define CKPT_ABI_VERSION 6	/* 2: ckpt_s3_opts.credentials_file,
+#define CKPT_ABI_VERSION 7	/* 2: ckpt_s3_opts.credentials_file,
 				 * config_file; ckpt_io_stats; 3:
 				 * ckpt_open_opts.index_cache; 4:
 				 * CKPT_FILES_DIRECT_IO; 5:
@@ -55,7 +55,9 @@ const char *ckpt_version(void);
 				 * addressing_style,
 				 * ckpt_io_stats.connects and its
 				 * open_* and read_* (requests by
-				 * kind, per phase) */
+				 * kind, per phase); 7:
+				 * ckpt_object_read(),
+				 * ckpt_object_free() */
 
 /* CKPT_ABI_VERSION as the library was built. */
 unsigned ckpt_abi_version(void);
@@ -344,6 +346,22 @@ int ckpt_meta_build_index_opts(const char *dir,
 
 /* Close the data files and free everything.  Accepts NULL. */
 void ckpt_meta_free(struct ckpt_meta *m);
+
+/*
+ * Read all of the object name directly under checkpoint root dir (a local
+ * directory or "s3://bucket[/prefix]"), e.g. ".metadata", through the
+ * store an open would make (o->follow_symlinks, o->s3; the other fields
+ * are ignored; o may be NULL), without opening the checkpoint: at most
+ * the .metadata size cap (512 MiB; more is -EFBIG).  Returns 0 and sets
+ * *buf (caller frees with ckpt_object_free()) and *len, -ENOENT when dir
+ * or the object does not exist, or -errno, with the reason in err and
+ * ckpt_last_error().  Thread-safe.
+ */
+int ckpt_object_read(const char *dir, const char *name,
+		     const struct ckpt_open_opts *o, uint8_t **buf,
+		     size_t *len, char *err, size_t errlen);
+/* Free a buffer ckpt_object_read() returned.  Accepts NULL. */
+void ckpt_object_free(void *buf);
 
 /*
  * For shutdown: every read of m's checkpoint that waits on an object

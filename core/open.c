@@ -1349,6 +1349,36 @@ int ckpt_meta_open(const char *dir, struct ckpt_meta **out, char *err,
 	return ckpt_meta_open_opts(dir, NULL, out, err, errlen);
 }
 
+int ckpt_object_read(const char *dir, const char *name,
+		     const struct ckpt_open_opts *o, uint8_t **buf,
+		     size_t *len, char *err, size_t errlen)
+{
+	struct ckpt_store *s = NULL;
+	bool began;
+	int rc;
+
+	*buf = NULL;
+	*len = 0;
+	ckpt_clear_last_error();
+	began = ckpt_open_bound_begin();
+	rc = open_store(dir, o && o->follow_symlinks, o ? o->s3 : NULL, &s,
+			err, errlen);
+	if (!rc)
+		rc = ckpt_store_read_file(s, name, CKPT_META_MAX_BYTES, buf,
+					  len, NULL, err, errlen);
+	ckpt_store_free(s);
+	ckpt_open_bound_end(began);
+	rc = ckpt_cancel_result(rc, dir, err, errlen);
+	if (rc)
+		return ckpt_last_error_finish(rc, dir);
+	return 0;
+}
+
+void ckpt_object_free(void *buf)
+{
+	free(buf);
+}
+
 /* Here, above records/, io/ and model/: the handle owns the record
  * cache and the store, which model/ does not know. */
 void ckpt_meta_free(struct ckpt_meta *m)

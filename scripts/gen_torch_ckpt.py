@@ -19,17 +19,47 @@ Debian's torch 1.13 needs scripts/torch_dcp_compat.py on Python 3.11.
 """
 import argparse
 import os
-import socket
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 
+_STORES = []
+
+
+def _tcp_store(port, world, is_master, timeout):
+    import torch.distributed as dist
+    kw = dict(world_size=world, is_master=is_master, timeout=timeout,
+              wait_for_workers=False)
+    try:
+        # torch >= 2.3 serves with libuv by default; the classic server
+        # is the one every version has
+        return dist.TCPStore("127.0.0.1", port, use_libuv=False, **kw)
+    except TypeError:
+        return dist.TCPStore("127.0.0.1", port, **kw)
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """The port of a rendezvous store this (launching) process serves on
+    port 0 and keeps for its lifetime: the ranks join it with
+    join_group().  No port is picked, closed and hoped free."""
+    import datetime
+    store = _tcp_store(0, None, True, datetime.timedelta(seconds=300))
+    _STORES.append(store)
+    return store.port
+
+
+def join_group(port, rank, world, backend="gloo", **kw):
+    """init_process_group through the launcher's store at PORT; returns
+    that store (a client of it)."""
+    import datetime
+    import torch.distributed as dist
+    timeout = kw.get("timeout") or datetime.timedelta(seconds=300)
+    store = _tcp_store(port, world, False, timeout)
+    dist.init_process_group(backend, store=store, rank=rank,
+                            world_size=world, **kw)
+    return store
 
 
 def full_tensor(torch, seed, name, shape, dtype):
@@ -138,8 +168,7 @@ def worker(rank, world, port, jobs):
     from torch.distributed._shard import sharded_tensor as st_mod
     from torch.distributed._shard.sharding_spec import ChunkShardingSpec
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world)
+    join_group(port, rank, world)
     try:
         for kind, path, arg, per_rank in jobs:
             if kind == "small":

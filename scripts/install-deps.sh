@@ -10,7 +10,7 @@ set -euo pipefail
 DEMO=(build-essential pkg-config fuse3 libfuse3-dev libmsgpack-dev
       libxxhash-dev zlib1g-dev libzstd-dev libcurl4-openssl-dev
       python3-numpy python3-msgpack)
-CHECK=(bats attr valgrind clang libclang-rt-14-dev python3-torch
+CHECK=(bats attr valgrind gdb clang libclang-rt-14-dev python3-torch
        python3-xxhash debootstrap python3-zstandard curl
        ceph-mon ceph-osd radosgw ceph-common python3-pytest python3-venv
        python3-setuptools python3-wheel python3-pip mypy

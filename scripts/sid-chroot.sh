@@ -196,6 +196,15 @@ RUN_IN="/ckptfs.$$"
 run() {
 	local m in=$RUN_IN args=() a
 	build
+	# Each run binds /dev, /dev/shm, ... in a mount namespace of its own:
+	# runs side by side would otherwise stack their binds on the same
+	# paths, and the first to end would unmount the other's /dev/shm
+	# under its processes (their semaphores gone).  Host mounts still
+	# reach the run (slave propagation); its binds reach nobody.
+	if [ -z "${CKPTFS_SID_OWN_NS:-}" ]; then
+		exec unshare --mount --propagation slave \
+			env CKPTFS_SID_OWN_NS=1 "$0" run "$@"
+	fi
 	mkdir -p "$DIR$in"
 	trap 'unbind; rmdir "$DIR$RUN_IN" 2>/dev/null || true' EXIT
 	for m in proc dev dev/shm sys; do

@@ -39,6 +39,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
+from gen_torch_ckpt import free_port, join_group  # noqa: E402
 from torch2_check import differing  # noqa: E402
 
 # name, shape, dtype
@@ -95,14 +96,9 @@ def unique_bytes(torch):
 
 
 def worker(rank, world, port, ckpt, steps, q, s3root=None):
-    import datetime
-    import torch
     import torch.distributed as dist
     # the launcher's store (port 0, so no race with a parallel suite)
-    store = dist.TCPStore("127.0.0.1", port, world, False,
-                          datetime.timedelta(seconds=60))
-    dist.init_process_group("gloo", store=store, rank=rank,
-                            world_size=world)
+    store = join_group(port, rank, world)
     try:
         for n, step in enumerate(steps):
             mode, *flags = step.split(":")
@@ -180,7 +176,9 @@ def one(rank, world, ckpt, mode, coop, s3root, n):
                                       cooperative=(coop == "on"))
         if mode == "fail":
             if rank == 1:       # cut after the open: the reads fail
-                reader.read_metadata()
+                # (read_metadata reads .metadata alone; the open is
+                # set_up_storage_reader's)
+                reader.set_up_storage_reader(reader.read_metadata(), False)
                 for f in os.listdir(src):
                     if f.endswith(".distcp"):
                         p = os.path.join(src, f)
@@ -220,9 +218,7 @@ def one(rank, world, ckpt, mode, coop, s3root, n):
 
 
 def main(argv):
-    import datetime
     import torch
-    import torch.distributed as dist
     import torch.multiprocessing as tmp
     if argv[0] == "gen":
         gen(argv[1])
@@ -236,15 +232,10 @@ def main(argv):
     steps = argv[3:]
     if len(steps) == 2 and steps[1] in ("on", "off"):  # MODE on|off
         steps = [steps[0] + (":off" if steps[1] == "off" else "")]
-    # The rendezvous store, on a port the kernel picks: the ranks join it
-    # as clients (no free port picked and closed, a race with a parallel
-    # suite).
-    store = dist.TCPStore("127.0.0.1", 0, world + 1, True,
-                          datetime.timedelta(seconds=60),
-                          wait_for_workers=False)
+    port = free_port()
     ctx = tmp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(r, world, store.port, ckpt,
+    procs = [ctx.Process(target=worker, args=(r, world, port, ckpt,
                                               steps, q, s3root))
              for r in range(world)]
     for p in procs:

@@ -35,7 +35,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import ckptfs  # noqa: E402
-from gen_torch_ckpt import free_port  # noqa: E402
+from gen_torch_ckpt import free_port, join_group  # noqa: E402
 
 
 def _raw(v):
@@ -253,8 +253,7 @@ def _dcp_worker(rank, world, port, job):
     dcp, _, _ = dcp_modules()
     from torch.distributed._shard import sharded_tensor as st_mod
     from torch.distributed._shard.sharding_spec import ChunkShardingSpec
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world)
+    join_group(port, rank, world)
     try:
         if job[0] == "torch":
             _, ckpt, seed, threads, src = job

@@ -14,6 +14,10 @@ import os
 import sys
 import urllib.request
 
+# libckptfs names its process in its User-Agent only when a test asks:
+# "ckptfs/VERSION (pid N)" (else "ckptfs/VERSION")
+os.environ["CKPTFS_TEST_UA_PID"] = "1"
+
 import torch_dcp_compat  # scripts/: torch 1.13's DCP on Python 3.11
 
 torch_dcp_compat.install()
@@ -40,7 +44,7 @@ def proxy(url, what, body=None):
 def counted(p):
     """The proxy's counts of this process's requests, in io_stats()'s
     names, from its log: libckptfs names its process in its User-Agent
-    ("ckptfs (pid N)"), so a request another process sent to the same
+    ("ckptfs/VERSION (pid N)", as CKPTFS_TEST_UA_PID=1 asks), so a request another process sent to the same
     proxy meanwhile is told apart (printed, not counted)."""
     mine = "(pid %d)" % os.getpid()
     out = {k: 0 for k in KINDS}
@@ -109,14 +113,28 @@ def handle_case(root, url):
 
 
 def reader_case(root, local, url):
-    """A StorageReader: read_metadata (the open), then a load of every
-    tensor; the bytes are checked against torch's FileSystemReader."""
+    """A StorageReader: read_metadata reads .metadata alone, through a
+    store of its own (the checkpoint is not opened: io_stats() stays
+    zeros); a load then opens it at its first read; the bytes are checked
+    against torch's FileSystemReader."""
     proxy(url, "reset", {})
     r = ckptfs.StorageReader(root, s3_endpoint=url, index_cache=False,
                              cooperative=False)
     md = r.read_metadata()
-    p0 = counted(proxy(url, "stats"))
-    same("StorageReader open", phase(r.io_stats(), "open"), p0, url)
+    pm = counted(proxy(url, "stats"))
+    print("StorageReader read_metadata: proxy %s" % pm)
+    if any(r.io_stats().values()):
+        sys.exit("FAIL: read_metadata opened the checkpoint: %s"
+                 % r.io_stats())
+    size = os.path.getsize(os.path.join(local, ".metadata"))
+    # one GET, of .metadata (and the store's probe of the root: a LIST)
+    if pm["gets"] != 1 or pm["lists"] > 1 or pm["bytes_fetched"] != size:
+        sys.exit("FAIL: read_metadata fetched more than .metadata (%d "
+                 "bytes): %s" % (size, pm))
+    if md != dcp.FileSystemReader(local).read_metadata() or \
+            not md.storage_data:
+        sys.exit("FAIL: read_metadata of %s is not FileSystemReader's of "
+                 "its local copy" % root)
     mine, ref = {}, {}
     for k, m in md.state_dict_metadata.items():
         if hasattr(m, "size"):
@@ -129,9 +147,13 @@ def reader_case(root, local, url):
     dcp.load_state_dict(mine, storage_reader=r, no_dist=True)
     st = r.io_stats()
     p1 = counted(proxy(url, "stats"))
-    # The same open again (its counts are the first one's), then the load.
-    same("StorageReader open in the load", phase(st, "open"), p0, url)
-    same("StorageReader load", phase(st, "read"), minus(p1, p0), url)
+    # read_metadata's requests again (not the handle's), then the open
+    # and the reads of the load.
+    opened = phase(st, "open")
+    if not opened["gets"]:
+        sys.exit("FAIL: the load's open counted no GET (%s)" % st)
+    both = {k: opened[k] + v for k, v in phase(st, "read").items()}
+    same("StorageReader open and load", both, minus(p1, pm), url)
     if st["read_bytes_fetched"] == 0:
         sys.exit("FAIL: the load fetched nothing (%s)" % st)
     check_totals("StorageReader", st)

@@ -51,7 +51,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "scripts"))
-from gen_torch_ckpt import free_port  # noqa: E402
+from gen_torch_ckpt import free_port, join_group  # noqa: E402
 
 
 # (name, shape, dtype, 1-D mesh placement dim or None for a plain tensor)
@@ -98,8 +98,7 @@ def gen_worker(rank, world, port, out):
     import torch.distributed.checkpoint as dcp
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.checkpoint.state_dict import get_state_dict
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world)
+    join_group(port, rank, world)
     try:
         for tag, shape in (("mesh1d", (4,)), ("mesh2d", (2, 2))):
             mesh = init_device_mesh("cpu", shape)
@@ -264,8 +263,7 @@ def load_worker(rank, world, port, ckpt, mesh_spec, ref=False, src=None):
     import torch.distributed.checkpoint as dcp
     from torch.distributed.device_mesh import init_device_mesh
     import ckptfs
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world)
+    join_group(port, rank, world)
     try:
         shape = tuple(int(x) for x in mesh_spec.split("x"))
         mesh = init_device_mesh("cpu", shape)
@@ -332,8 +330,7 @@ def large_worker(rank, world, port, out, gib):
     import torch.distributed.checkpoint as dcp
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Shard
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world)
+    join_group(port, rank, world)
     mesh = init_device_mesh("cpu", (world,))
     per = int(gib * (1 << 30) / 4 / 200)
     cols = 1024
@@ -419,8 +416,7 @@ def resume_worker(rank, world, port, ckpt, reader, q, threads=0):
             fut.set_result(None)
             return fut
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world)
+    join_group(port, rank, world)
     mesh = init_device_mesh("cpu", (world,))
     if reader == "fsspec":
         fsspec_s3_fixup()

@@ -6,10 +6,11 @@
 # prefetch thread runs beside the readers: stopped once by an unmount
 # after the readers are done, and once by SIGTERM while they read (the
 # control thread's ordered shutdown).  Then the S3 credential refresher's
-# unit test, when built.  Prints a TAP line.
+# unit test, when built.  Prints a TAP plan and line.
 #     tests/tsan-stress.sh build-tsan/ckptfs
 set -u
 BIN=$1
+echo "1..1"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TMP=$(mktemp -d /tmp/ckptfs-test.XXXXXX)
 MNT=$TMP/mnt

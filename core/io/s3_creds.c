@@ -19,7 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cancel.h"
 #include "common/errbuf.h"
+#include "common/forksafe.h"
 #include "io/s3_credhttp.h"
 
 #define REFRESH_AHEAD_S 300	/* refresh this long before expiry... */
@@ -84,6 +86,8 @@ struct ckpt_s3_creds {
 					 * lock */
 	char last_err[320];		/* guarded by lock */
 	_Atomic unsigned fetches;
+	struct ckpt_fork_hook fork;	/* creds_fork_prepare() and the
+					 * rest */
 };
 
 static void wipe_free(char *s)
@@ -129,6 +133,41 @@ static const char *env(const char *name)
 	const char *v = getenv(name);
 
 	return v && v[0] ? v : NULL;
+}
+
+/*
+ * The time that credentials' expiry is compared with: the wall clock,
+ * plus, for tests only, the whole seconds written in the file that
+ * CKPTFS_TEST_CLOCK_FILE names (docs/testing.md), so that a test moves
+ * past a set's half-life or expiry at once instead of sleeping through
+ * it.  Signing uses the wall clock alone.
+ */
+static int64_t creds_now(void)
+{
+	const char *f = env("CKPTFS_TEST_CLOCK_FILE");
+	int64_t now = time(NULL);
+	char buf[32];
+	ssize_t n;
+	int fd;
+
+	if (!f)
+		return now;
+	fd = open(f, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return now;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n > 0) {
+		char *end;
+		long long off;
+
+		buf[n] = '\0';
+		errno = 0;
+		off = strtoll(buf, &end, 10);
+		if (!errno && end != buf && off >= 0 && off < (1LL << 32))
+			now += off;
+	}
+	return now;
 }
 
 static bool is_clean(const char *s)
@@ -306,11 +345,24 @@ static int run_process(const struct recipe *r, const _Atomic bool *cancel,
 		return ckpt_errf(err, errlen, -ENOMEM, "%s: %s", r->what,
 				 strerror(errno ? errno : ENOMEM));
 	}
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, pfd[1], STDOUT_FILENO);
-	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null",
-					 O_RDONLY, 0);
-	rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	/* The command gets stdin, its output pipe and stderr, nothing else:
+	 * the host's descriptors (curl's sockets, a mount's /dev/fuse, a
+	 * caller's files) are rarely close-on-exec, and a command that
+	 * outlives its deadline would hold them open. */
+	rc = posix_spawn_file_actions_init(&fa);
+	if (!rc)
+		rc = posix_spawn_file_actions_adddup2(&fa, pfd[1],
+						      STDOUT_FILENO);
+	if (!rc)
+		rc = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO,
+						      "/dev/null", O_RDONLY,
+						      0);
+	if (!rc)
+		rc = posix_spawn_file_actions_addclosefrom_np(&fa,
+							      STDERR_FILENO +
+							      1);
+	if (!rc)
+		rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pfd[1]);
 	if (rc) {
@@ -1011,6 +1063,36 @@ static int resolve(struct chain *ch, struct recipe **out, char *err,
 /* ------------------------------------------------------------------ */
 /* The object */
 
+/* Before a fork: no other thread holds c->lock across it. */
+static void creds_fork_prepare(void *arg)
+{
+	struct ckpt_s3_creds *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+}
+
+static void creds_fork_parent(void *arg)
+{
+	struct ckpt_s3_creds *c = arg;
+
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* In the child: new locks, and no refresher (nor a refresh it runs):
+ * the next caller that needs one starts its own. */
+static void creds_fork_child(void *arg)
+{
+	struct ckpt_s3_creds *c = arg;
+
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->refreshed, NULL);
+	pthread_cond_init(&c->wake, NULL);
+	c->pid = getpid();
+	c->has_thread = false;
+	c->refreshing = false;
+	c->want = false;
+}
+
 int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 		      const struct ckpt_s3_creds_env *e,
 		      struct ckpt_s3_creds **out, char *err, size_t errlen)
@@ -1029,6 +1111,10 @@ int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 	pthread_cond_init(&c->refreshed, NULL);
 	pthread_cond_init(&c->wake, NULL);
 	c->pid = getpid();
+	c->fork = (struct ckpt_fork_hook){ creds_fork_prepare,
+					   creds_fork_parent, creds_fork_child,
+					   c, NULL, NULL };
+	ckpt_fork_hook_add(&c->fork);
 	c->timeout_ms = e->timeout_ms;
 	if (e->ca_bundle) {
 		c->ca_bundle = strdup(e->ca_bundle);
@@ -1058,6 +1144,7 @@ int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 		goto out_fail;
 	}
 	c->r = r;
+	c->fetched_at = creds_now();	/* asked for now (refresh_done) */
 	if (r->kind != K_IMDS) {
 		rc = fetch(r, c->timeout_ms, c->ca_bundle, NULL, &c->cur, sub,
 			   sizeof(sub));
@@ -1088,7 +1175,6 @@ int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 		goto out_fail;
 	}
 	atomic_store(&c->fetches, 1);
-	c->fetched_at = time(NULL);
 	c->source = strdup(r->what);
 	if (!c->source) {
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
@@ -1116,6 +1202,7 @@ void ckpt_s3_creds_free(struct ckpt_s3_creds *c)
 
 	if (!c)
 		return;
+	ckpt_fork_hook_remove(&c->fork);
 	pthread_mutex_lock(&c->lock);
 	c->stop = true;
 	atomic_store(&c->cancel, true);
@@ -1144,6 +1231,21 @@ bool ckpt_s3_creds_is_anonymous(const struct ckpt_s3_creds *c)
 	return !c->r;
 }
 
+const char *ckpt_s3_creds_plain_sts(const struct ckpt_s3_creds *c,
+				    bool *web_token)
+{
+	const struct recipe *r;
+
+	for (r = c ? c->r : NULL; r; r = r->source)
+		if ((r->kind == K_ASSUME || r->kind == K_WEBID) &&
+		    r->sts_endpoint &&
+		    !strncasecmp(r->sts_endpoint, "http://", 7)) {
+			*web_token = r->kind == K_WEBID;
+			return r->sts_endpoint;
+		}
+	return NULL;
+}
+
 /* Under lock: when cur should be fetched again (0: never).  Five
  * minutes ahead, or at half its life when that is shorter: a set that
  * lives 6 s is refreshed after 3 s. */
@@ -1160,9 +1262,11 @@ static int64_t refresh_at(const struct ckpt_s3_creds *c)
 	return c->cur->expires - ahead;
 }
 
-/* Under lock: a refresh ended with rc; fresh (on success) becomes the
- * current set.  Wakes the callers waiting for it. */
-static void refresh_done(struct ckpt_s3_creds *c, int rc,
+/* Under lock: a refresh asked for at `asked` ended with rc; fresh (on
+ * success) becomes the current set, its life counted from when it was
+ * asked for (a slow source shortens it, never lengthens it).  Wakes the
+ * callers waiting for it. */
+static void refresh_done(struct ckpt_s3_creds *c, int rc, int64_t asked,
 			 struct ckpt_s3_credset *fresh, const char *err)
 {
 	c->refreshing = false;
@@ -1170,14 +1274,14 @@ static void refresh_done(struct ckpt_s3_creds *c, int rc,
 	if (rc == 0) {
 		ckpt_s3_credset_put(c->cur);
 		c->cur = fresh;
-		c->fetched_at = time(NULL);
+		c->fetched_at = asked;
 		c->last_err[0] = '\0';
 		/* at most one fetch a second, even for a set that comes
 		 * already expired (a skewed clock) */
-		c->next_try = c->fetched_at + 1;
+		c->next_try = creds_now() + 1;
 	} else {
 		snprintf(c->last_err, sizeof(c->last_err), "%s", err);
-		c->next_try = time(NULL) + 1;
+		c->next_try = creds_now() + 1;
 	}
 	pthread_cond_broadcast(&c->refreshed);
 }
@@ -1189,6 +1293,7 @@ static void *refresher(void *arg)
 	struct ckpt_s3_creds *c = arg;
 	struct ckpt_s3_credset *fresh;
 	char err[sizeof(c->last_err)];
+	int64_t asked;
 	int rc;
 
 	pthread_mutex_lock(&c->lock);
@@ -1201,10 +1306,11 @@ static void *refresher(void *arg)
 		pthread_mutex_unlock(&c->lock);
 		fresh = NULL;
 		err[0] = '\0';
+		asked = creds_now();
 		rc = fetch(c->r, c->timeout_ms, c->ca_bundle, &c->cancel,
 			   &fresh, err, sizeof(err));
 		pthread_mutex_lock(&c->lock);
-		refresh_done(c, rc, fresh, err);
+		refresh_done(c, rc, asked, fresh, err);
 	}
 	if (c->refreshing) {
 		c->refreshing = false;
@@ -1235,33 +1341,76 @@ static bool refresher_running(struct ckpt_s3_creds *c)
 	return true;
 }
 
-struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c)
+static uint64_t mono_ns(void)
 {
-	struct ckpt_s3_credset *got, *fresh = NULL;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Under lock: wait for a refresh to end, at most CKPT_CANCEL_POLL_MS or
+ * until deadline_ns (0: none), whichever comes first. */
+static void refreshed_wait(struct ckpt_s3_creds *c, uint64_t deadline_ns)
+{
+	uint64_t slice = (uint64_t)CKPT_CANCEL_POLL_MS * 1000000u, now;
+	struct timespec ts;
+
+	now = mono_ns();
+	if (deadline_ns && deadline_ns > now && deadline_ns - now < slice)
+		slice = deadline_ns - now;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(slice / 1000000000u);
+	ts.tv_nsec += (long)(slice % 1000000000u);
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&c->refreshed, &c->lock, &ts);
+}
+
+int ckpt_s3_creds_get(struct ckpt_s3_creds *c, const volatile int *cf,
+		      const _Atomic bool *stop, uint64_t deadline_ns,
+		      struct ckpt_s3_credset **out)
+{
+	struct ckpt_s3_credset *fresh = NULL;
 	char err[sizeof(c->last_err)];
 	int64_t now, due;
 	int rc;
 
+	*out = NULL;
 	if (!c || !c->r)
-		return NULL;
+		return 0;
 	pthread_mutex_lock(&c->lock);
 	if (c->pid != getpid()) {
 		/* A forked child: the parent's refresher (and any refresh
-		 * it was running) did not come along. */
+		 * it was running) did not come along (creds_atfork_child()
+		 * says so too, for a fork from any thread). */
 		c->pid = getpid();
 		c->has_thread = false;
 		c->refreshing = false;
 		c->want = false;
 	}
 	for (;;) {
-		now = time(NULL);
+		now = creds_now();
 		due = refresh_at(c);
 		if (!due || now < due)
 			break;
 		if (c->refreshing) {
 			if (now < c->cur->expires)
 				break;	/* still good: no wait */
-			pthread_cond_wait(&c->refreshed, &c->lock);
+			/* Expired: wait for the refresh, but no longer than
+			 * the request may (a credential_process may run a
+			 * minute, a token endpoint may never answer). */
+			rc = ckpt_is_flag_set(cf) ? -ECANCELED :
+			     stop && atomic_load(stop) ? -EINTR :
+			     deadline_ns && mono_ns() >= deadline_ns ?
+			     -ETIMEDOUT : 0;
+			if (rc) {
+				pthread_mutex_unlock(&c->lock);
+				return rc;
+			}
+			refreshed_wait(c, deadline_ns);
 			continue;
 		}
 		if (now < c->next_try)
@@ -1280,12 +1429,12 @@ struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c)
 		rc = fetch(c->r, c->timeout_ms, c->ca_bundle, &c->cancel,
 			   &fresh, err, sizeof(err));
 		pthread_mutex_lock(&c->lock);
-		refresh_done(c, rc, fresh, err);
+		refresh_done(c, rc, now, fresh, err);
 		break;
 	}
-	got = credset_ref(c->cur);
+	*out = credset_ref(c->cur);
 	pthread_mutex_unlock(&c->lock);
-	return got;
+	return 0;
 }
 
 unsigned ckpt_s3_creds_fetches(struct ckpt_s3_creds *c)

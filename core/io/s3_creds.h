@@ -77,16 +77,32 @@ const char *ckpt_s3_creds_source(const struct ckpt_s3_creds *c);
 /* Unsigned requests (no_sign_request)? */
 bool ckpt_s3_creds_is_anonymous(const struct ckpt_s3_creds *c);
 
+/* The plain http:// STS endpoint that c's credentials come from (an
+ * assumed role's or a web identity's, which falls back to
+ * AWS_ENDPOINT_URL, often http), or NULL: the credentials STS returns,
+ * and with *web_token true the web identity token sent to it, cross
+ * the network readable.  Borrowed from c. */
+const char *ckpt_s3_creds_plain_sts(const struct ckpt_s3_creds *c,
+				    bool *web_token);
+
 /*
- * The current set, with a reference for the caller (drop it with
- * ckpt_s3_credset_put()); a refresh is started when due (see above),
- * waited for only when the set has expired.  NULL for unsigned requests
- * (or c NULL).  When a refresh fails, the set it would have
- * replaced is returned while it has not expired (the next call tries
- * again, at most once a second), and the failure is kept for
- * ckpt_s3_creds_last_error().  Thread-safe.
+ * The current set into *out, with a reference for the caller (drop it
+ * with ckpt_s3_credset_put()); a refresh is started when due (see
+ * above), waited for only when the set has expired.  *out is NULL for
+ * unsigned requests (or c NULL).  When a refresh fails, the set it would
+ * have replaced is returned while it has not expired (the next call
+ * tries again, at most once a second), and the failure is kept for
+ * ckpt_s3_creds_last_error().
+ *
+ * The wait for a refresh ends early: -ECANCELED once *cf is set (the
+ * call's cancel flag, may be NULL), -EINTR once *stop is (the store's
+ * cancel, may be NULL), -ETIMEDOUT at deadline_ns (CLOCK_MONOTONIC ns,
+ * 0: none), each noticed within CKPT_CANCEL_POLL_MS; *out is then NULL.
+ * Returns 0 otherwise.  Thread-safe.
  */
-struct ckpt_s3_credset *ckpt_s3_creds_get(struct ckpt_s3_creds *c);
+int ckpt_s3_creds_get(struct ckpt_s3_creds *c, const volatile int *cf,
+		      const _Atomic bool *stop, uint64_t deadline_ns,
+		      struct ckpt_s3_credset **out);
 
 /* Fetches so far (the first one included).  Thread-safe. */
 unsigned ckpt_s3_creds_fetches(struct ckpt_s3_creds *c);

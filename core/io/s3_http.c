@@ -19,6 +19,7 @@
 
 #include "common/cancel.h"
 #include "common/errbuf.h"
+#include "common/forksafe.h"
 #include "common/grow.h"
 #include "io/s3_url.h"
 #include "io/s3_xml.h"
@@ -99,6 +100,7 @@ struct ckpt_s3_http {
 	CURLSH *share;
 	pthread_mutex_t locks[CURL_LOCK_DATA_LAST];
 	_Atomic long nconns;	/* connections open, all workers */
+	struct ckpt_fork_hook fork;	/* fork_prepare() and the rest */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -575,11 +577,17 @@ static int easy_setup(struct ckpt_s3_http *h, struct s3_worker *w,
 	const struct ckpt_s3_cfg *c = h->cfg;
 	CURL *k;
 	CURLcode rc = CURLE_OK;
-	char ua[40];
+	const char *ua_pid = getenv("CKPTFS_TEST_UA_PID");
+	char ua[64];
 
-	/* the process in the User-Agent: a server's (or a test proxy's)
-	 * log tells the requests of processes sharing one endpoint apart */
-	snprintf(ua, sizeof(ua), "ckptfs (pid %ld)", (long)getpid());
+	/* A test's setting (tests/s3_counts_check.py): the process in the
+	 * User-Agent too, so that a test proxy's log tells the requests of
+	 * processes sharing it apart.  Servers see the version alone. */
+	if (ua_pid && !strcmp(ua_pid, "1"))
+		snprintf(ua, sizeof(ua), "ckptfs/%s (pid %ld)",
+			 CKPT_LIB_VERSION, (long)getpid());
+	else
+		snprintf(ua, sizeof(ua), "ckptfs/%s", CKPT_LIB_VERSION);
 	e->h = h;
 	e->w = w;
 	e->fd = CURL_SOCKET_BAD;
@@ -660,9 +668,12 @@ static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 
 	pthread_mutex_lock(&h->lock);
 	if (h->pid != getpid()) {
-		/* A forked child: the pooled connections are the parent's
-		 * too.  Leave them to it (closing one could end a TLS
-		 * session the parent still uses) and start afresh. */
+		/* A forked child (fork_child() does this at the fork; a
+		 * clone() without fork handlers comes here): the pooled
+		 * connections are the parent's too.  Leave them to it
+		 * (closing one could end a TLS session the parent still
+		 * uses) and start afresh. */
+		h->busy = NULL;
 		h->pool = NULL;
 		h->npool = 0;
 		h->pool_socks = 0;
@@ -818,9 +829,36 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	char range[48], im[CKPT_STORE_VERSION_MAX + 16];
 	CURL *k = e->curl;
 	CURLcode rc = CURLE_OK;
+	struct ckpt_s3_credset *cs;
+	int crc;
+
+	if (q->tries == 0) {
+		q->deadline_ns = now_ns() +
+				 (uint64_t)q->deadline_ms * 1000000u;
+		if (q->open_end_ns && q->open_end_ns < q->deadline_ns) {
+			q->deadline_ns = q->open_end_ns;
+			q->open_bound = true;
+		}
+	}
 	/* This request's reference to the current credentials (a refresh
-	 * may swap them meanwhile); libcurl copies what it keeps. */
-	struct ckpt_s3_credset *cs = ckpt_s3_creds_get(h->cfg->creds);
+	 * may swap them meanwhile); libcurl copies what it keeps.  An
+	 * expired set's refresh is waited for within the request's
+	 * deadline, and only while neither its call nor the store is
+	 * cancelled. */
+	crc = ckpt_s3_creds_get(h->cfg->creds, ckpt_cancel_flag(),
+				&h->cancelled, q->deadline_ns, &cs);
+	if (crc == -ETIMEDOUT) {
+		snprintf(q->reason, sizeof(q->reason), "the credentials "
+			 "expired and their refresh did not end within the "
+			 "request's deadline of %u ms", q->open_bound ?
+			 q->open_ms : q->deadline_ms);
+		q->curl_code = CURLE_OPERATION_TIMEDOUT;
+		return -EIO;
+	}
+	if (crc) {
+		snprintf(q->reason, sizeof(q->reason), "cancelled");
+		return crc;
+	}
 
 	q->got = 0;
 	q->buflen = 0;
@@ -906,14 +944,6 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	q->easy = e;
 	q->answered = false;
 	q->started_ns = now_ns();
-	if (q->tries == 0) {
-		q->deadline_ns = q->started_ns +
-				 (uint64_t)q->deadline_ms * 1000000u;
-		if (q->open_end_ns && q->open_end_ns < q->deadline_ns) {
-			q->deadline_ns = q->open_end_ns;
-			q->open_bound = true;
-		}
-	}
 	q->tries++;
 	q->state = ST_ACTIVE;
 	atomic_fetch_add(&h->ctr->requests, 1);
@@ -1472,6 +1502,58 @@ static int connect_to_parse(struct curl_slist **out, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * Before a fork: no other thread may hold h's locks across it, or the
+ * child would find them locked for good (a DataLoader starting its
+ * workers while a load runs).  The pool lock, then libcurl's share locks
+ * in their order (libcurl takes CURL_LOCK_DATA_SHARE before the others);
+ * none of them nests in another lock of ours.
+ */
+static void fork_prepare(void *arg)
+{
+	struct ckpt_s3_http *h = arg;
+	int i;
+
+	pthread_mutex_lock(&h->lock);
+	for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_lock(&h->locks[i]);
+}
+
+static void fork_parent(void *arg)
+{
+	struct ckpt_s3_http *h = arg;
+	int i;
+
+	for (i = CURL_LOCK_DATA_LAST - 1; i >= 0; i--)
+		pthread_mutex_unlock(&h->locks[i]);
+	pthread_mutex_unlock(&h->lock);
+}
+
+/*
+ * In the child, the only thread: the locks are new, and the workers (in
+ * use by the parent's threads, or pooled with the parent's connections)
+ * are left to the parent, never freed here: closing a connection could
+ * end a TLS session the parent still uses.  The DNS answers and TLS
+ * sessions of the share stay (consistent: their locks were held).
+ */
+static void fork_child(void *arg)
+{
+	struct ckpt_s3_http *h = arg;
+	int i;
+
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_cond_init(&h->slot_freed, NULL);
+	for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_init(&h->locks[i], NULL);
+	h->busy = NULL;
+	h->pool = NULL;
+	h->npool = 0;
+	h->pool_socks = 0;
+	h->slots = h->cfg->parallel;
+	h->pid = getpid();
+	atomic_store(&h->nconns, 0);
+}
+
 int ckpt_s3_http_new(const struct ckpt_s3_cfg *cfg, struct ckpt_store *counters,
 		     struct ckpt_s3_http **out, char *err, size_t errlen)
 {
@@ -1505,6 +1587,9 @@ int ckpt_s3_http_new(const struct ckpt_s3_cfg *cfg, struct ckpt_store *counters,
 		ckpt_s3_http_free(h);
 		return ckpt_errf(err, errlen, rc, "libcurl: no share handle");
 	}
+	h->fork = (struct ckpt_fork_hook){ fork_prepare, fork_parent,
+					   fork_child, h, NULL, NULL };
+	ckpt_fork_hook_add(&h->fork);
 	*out = h;
 	return 0;
 }
@@ -1516,6 +1601,7 @@ void ckpt_s3_http_free(struct ckpt_s3_http *h)
 
 	if (!h)
 		return;
+	ckpt_fork_hook_remove(&h->fork);
 	while ((w = h->pool)) {
 		h->pool = w->next;
 		worker_free(w);

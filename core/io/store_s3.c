@@ -573,23 +573,48 @@ out_free:
 
 /*
  * A session token sent over plain http:// can be read and replayed by
- * anyone on the path for as long as it lives: say so, once per store
- * (its first user shows it: ckpt_meta_warning(), the daemon's log,
- * Python's warnings).  No secret in it.
+ * anyone on the path for as long as it lives, and so can a web identity
+ * token sent to STS over http (STS's endpoint falls back to
+ * AWS_ENDPOINT_URL) and the credentials STS returns: say so, in one
+ * line, once per store (its first user shows it: ckpt_meta_warning(),
+ * the daemon's log, Python's warnings).  No secret in it.
  */
 static void token_warning(struct s3_store *st)
 {
-	struct ckpt_s3_credset *cs = ckpt_s3_creds_get(st->cfg.creds);
-	bool token = cs && cs->session_token;
+	struct ckpt_s3_credset *cs;
+	bool token, web = false;
+	const char *sts = ckpt_s3_creds_plain_sts(st->cfg.creds, &web);
+	char *s3 = NULL, *ststxt = NULL;
+
+	/* the set was fetched a moment ago: no refresh to wait for */
+	(void)ckpt_s3_creds_get(st->cfg.creds, NULL, NULL, 0, &cs);
+	token = cs && cs->session_token;
 
 	ckpt_s3_credset_put(cs);
-	if (!token || strncasecmp(st->cfg.endpoint, "http://", 7) != 0)
-		return;
-	if (asprintf(&st->base.warning, "%s: a session token (from %s) goes "
-		     "over plain http to %s, readable on the way; use an "
-		     "https:// endpoint", st->base.root, st->cfg.cred_source,
-		     st->cfg.endpoint) < 0)
+	if (token && !strncasecmp(st->cfg.endpoint, "http://", 7) &&
+	    asprintf(&s3, "a session token (from %s) goes over plain http "
+		     "to %s, readable on the way; use an https:// endpoint",
+		     st->cfg.cred_source, st->cfg.endpoint) < 0)
+		s3 = NULL;
+	if (sts && asprintf(&ststxt, web ?
+			    "a web identity token (from %s) goes over plain "
+			    "http to STS at %s, and the credentials STS "
+			    "returns come back the same way, readable on the "
+			    "way; use an https:// STS endpoint "
+			    "(AWS_ENDPOINT_URL_STS)" :
+			    "the credentials STS returns (for %s) come over "
+			    "plain http from STS at %s, readable on the way; "
+			    "use an https:// STS endpoint "
+			    "(AWS_ENDPOINT_URL_STS)",
+			    st->cfg.cred_source, sts) < 0)
+		ststxt = NULL;
+	if ((s3 || ststxt) &&
+	    asprintf(&st->base.warning, "%s: %s%s%s", st->base.root,
+		     s3 ? s3 : "", s3 && ststxt ? "; " : "",
+		     ststxt ? ststxt : "") < 0)
 		st->base.warning = NULL;
+	free(s3);
+	free(ststxt);
 }
 
 int ckpt_store_s3_new(const char *root, const struct ckpt_store_opts *o,

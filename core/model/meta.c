@@ -2,6 +2,7 @@
 /* The checkpoint model's lookups and its release: see meta.h. */
 #include "model/meta.h"
 #include "model/transforms.h"
+#include "common/cancel.h"
 #include "common/errbuf.h"
 
 #include <assert.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 void ckpt_meta_free_parsed(struct ckpt_meta *m)
@@ -20,9 +22,11 @@ void ckpt_meta_free_parsed(struct ckpt_meta *m)
 	if (m->lazy) {
 		uint32_t i;
 
+		ckpt_fork_hook_remove(&m->locate_fork);
 		for (i = 0; i < m->nchunks; i++)
 			free(m->locate_err[i]);
 		pthread_mutex_destroy(&m->locate_lock);
+		pthread_cond_destroy(&m->located_cv);
 		pthread_rwlock_destroy(&m->fetched_lock);
 	}
 	free(m->torch_pkl);
@@ -44,6 +48,50 @@ void ckpt_meta_free_parsed(struct ckpt_meta *m)
 	free(m->meta_path);
 	free(m->warning);
 	free(m);
+}
+
+/* Before a fork: no other thread holds the locate or fetched lock across
+ * it (neither nests in the other). */
+static void locate_fork_prepare(void *arg)
+{
+	struct ckpt_meta *m = arg;
+
+	pthread_mutex_lock(&m->locate_lock);
+	pthread_rwlock_wrlock(&m->fetched_lock);
+}
+
+static void locate_fork_parent(void *arg)
+{
+	struct ckpt_meta *m = arg;
+
+	pthread_rwlock_unlock(&m->fetched_lock);
+	pthread_mutex_unlock(&m->locate_lock);
+}
+
+/* In the child: new locks; a record the parent's threads were locating
+ * is pending again (no thread here will end that batch). */
+static void locate_fork_child(void *arg)
+{
+	struct ckpt_meta *m = arg;
+	uint32_t i;
+
+	pthread_mutex_init(&m->locate_lock, NULL);
+	pthread_cond_init(&m->located_cv, NULL);
+	pthread_rwlock_init(&m->fetched_lock, NULL);
+	for (i = 0; i < m->nchunks; i++)
+		if (__atomic_load_n((uint8_t *)&m->located[i],
+				    __ATOMIC_RELAXED) == CKPT_LOC_LOCATING)
+			__atomic_store_n((uint8_t *)&m->located[i],
+					 CKPT_LOC_PENDING, __ATOMIC_RELAXED);
+}
+
+void ckpt_meta_fork_hook(struct ckpt_meta *m)
+{
+	m->locate_fork = (struct ckpt_fork_hook){ locate_fork_prepare,
+						  locate_fork_parent,
+						  locate_fork_child, m, NULL,
+						  NULL };
+	ckpt_fork_hook_add(&m->locate_fork);
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -95,11 +143,48 @@ int ckpt_meta_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n)
 	return ckpt_meta_locate_pre(m, ci, n, NULL, 0);
 }
 
+static uint8_t loc_state(const struct ckpt_meta *m, uint32_t ci)
+{
+	return __atomic_load_n((const uint8_t *)&m->located[ci],
+			       __ATOMIC_ACQUIRE);
+}
+
+static void loc_set(struct ckpt_meta *m, uint32_t ci, uint8_t st)
+{
+	__atomic_store_n((uint8_t *)&m->located[ci], st, __ATOMIC_RELEASE);
+}
+
+/* Under locate_lock: wait for another thread's batch to end, at most
+ * CKPT_CANCEL_POLL_MS (the caller polls its cancel flag). */
+static void located_wait(struct ckpt_meta *m)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += CKPT_CANCEL_POLL_MS * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&m->located_cv, &m->locate_lock, &ts);
+}
+
+/*
+ * Each pending chunk of want[0..n) (sorted, unique) is marked LOCATING
+ * under locate_lock and located outside it, so that other threads'
+ * reads (of located records, or of other pending ones) do not queue
+ * behind this batch's requests; what it found is published under the
+ * lock, waking the threads that wait for one of its chunks.  A thread
+ * whose chunks another is locating waits for located_cv, polling its
+ * cancel flag; when that batch was cancelled its chunks are pending
+ * again and the waiter locates them itself.
+ */
 int ckpt_meta_locate_pre(struct ckpt_meta *m, const uint32_t *ci, size_t n,
 			 const struct ckpt_fetched *pre, size_t npre)
 {
-	uint32_t *want;
-	size_t i, k = 0, u;
+	uint32_t *want, *mine;
+	size_t i, k = 0, u, nmine;
+	bool others;
 	int rc = 0;
 
 	if (!m->located)
@@ -108,24 +193,56 @@ int ckpt_meta_locate_pre(struct ckpt_meta *m, const uint32_t *ci, size_t n,
 		;
 	if (i == n)
 		return 0;
-	want = malloc(n * sizeof(*want));
+	want = malloc(2 * n * sizeof(*want));
 	if (!want)
 		return -ENOMEM;
-	pthread_mutex_lock(&m->locate_lock);
+	mine = want + n;
 	for (i = 0; i < n; i++)
-		if (__atomic_load_n((uint8_t *)&m->located[ci[i]],
-				    __ATOMIC_ACQUIRE) == CKPT_LOC_PENDING)
+		if (!ckpt_chunk_is_located(m, ci[i]))
 			want[k++] = ci[i];
 	qsort(want, k, sizeof(*want), cmp_u32);
 	for (i = 0, u = k, k = 0; i < u; i++)
 		if (!k || want[k - 1] != want[i])
 			want[k++] = want[i];
-	if (k && !m->locate) {
-		for (i = 0; i < k; i++)
-			__atomic_store_n((uint8_t *)&m->located[want[i]],
-					 CKPT_LOC_FAILED, __ATOMIC_RELEASE);
-	} else if (k) {
-		rc = m->locate(m, want, k, pre, npre);
+	pthread_mutex_lock(&m->locate_lock);
+	for (;;) {
+		nmine = 0;
+		others = false;
+		for (i = 0; i < k; i++) {
+			uint8_t st = loc_state(m, want[i]);
+
+			if (st == CKPT_LOC_PENDING) {
+				loc_set(m, want[i], CKPT_LOC_LOCATING);
+				mine[nmine++] = want[i];
+			} else if (st == CKPT_LOC_LOCATING) {
+				others = true;
+			}
+		}
+		if (nmine) {
+			pthread_mutex_unlock(&m->locate_lock);
+			if (m->locate)
+				rc = m->locate(m, mine, nmine, pre, npre);
+			pthread_mutex_lock(&m->locate_lock);
+			for (i = 0; i < nmine; i++) {
+				uint8_t st = loc_state(m, mine[i]);
+
+				if (!m->locate)
+					loc_set(m, mine[i], CKPT_LOC_FAILED);
+				else if (st == CKPT_LOC_LOCATING)
+					loc_set(m, mine[i], CKPT_LOC_PENDING);
+			}
+			pthread_cond_broadcast(&m->located_cv);
+			if (rc)
+				break;
+			continue;	/* then wait for the others' */
+		}
+		if (!others)
+			break;
+		if (ckpt_is_cancelled()) {
+			rc = ckpt_errf(NULL, 0, -ECANCELED, "cancelled");
+			break;
+		}
+		located_wait(m);
 	}
 	pthread_mutex_unlock(&m->locate_lock);
 	free(want);

@@ -23,6 +23,7 @@
 #include "ckptfs.h"
 #include "common/dtype.h"
 #include "common/lru.h"
+#include "common/forksafe.h"
 #include "common/strtab.h"
 #include "model/transforms.h"
 
@@ -88,6 +89,8 @@ struct ckpt_lazy {
 #define CKPT_LOC_DONE 0		/* located (every eager record) */
 #define CKPT_LOC_PENDING 1	/* not located yet */
 #define CKPT_LOC_FAILED 2	/* locating failed: meta->locate_err says */
+#define CKPT_LOC_LOCATING 3	/* a thread is locating it, outside
+				 * locate_lock: others wait for located_cv */
 
 /*
  * A byte range of a data file fetched by a read batch together with the
@@ -127,9 +130,12 @@ const struct ckpt_fetched *ckpt_fetched_find(const struct ckpt_fetched *w,
 struct ckpt_meta;
 /* Locate chunks ci[0..n) (each pending, each once), writing each one's
  * foff/len/strides/crc32 and then, with release order, its located
- * state; a failure is recorded per chunk.  pre[0..npre) (may be NULL,
- * sorted by file, off) are bytes already fetched: a read inside one of
- * them is served from it.  Called with locate_lock held.  Returns 0 or
+ * state (DONE or FAILED); a failure is recorded per chunk, its reason
+ * in locate_err under locate_lock.  pre[0..npre) (may be NULL, sorted by
+ * file, off) are bytes already fetched: a read inside one of them is
+ * served from it.  Called without locate_lock, on chunks the caller
+ * marked CKPT_LOC_LOCATING (no other thread touches their fields); one
+ * it leaves LOCATING (cancelled) goes back to pending.  Returns 0 or
  * -errno for what failed the whole batch. */
 typedef int (*ckpt_locate_fn)(struct ckpt_meta *m, const uint32_t *ci,
 			      size_t n, const struct ckpt_fetched *pre,
@@ -262,7 +268,8 @@ struct ckpt_meta {
 
 	/* Records located lazily (NULL when there are none): made by the
 	 * parser; a chunk's fields change once, from pending to located,
-	 * under locate_lock, published by located[] (release/acquire). */
+	 * by the one thread that marked it LOCATING under locate_lock,
+	 * published by located[] (release/acquire). */
 	struct ckpt_lazy *lazy;		/* [nchunks] */
 	_Atomic uint8_t *located;	/* [nchunks], CKPT_LOC_* */
 	char **locate_err;		/* [nchunks], guarded by locate_lock */
@@ -280,6 +287,9 @@ struct ckpt_meta {
 	 * ckpt_meta_free(); NULL when there is no cache. */
 	struct ckpt_rank_keep *rank_keep;
 	pthread_mutex_t locate_lock;
+	pthread_cond_t located_cv;	/* a LOCATING batch ended; with
+					 * locate_lock */
+	struct ckpt_fork_hook locate_fork;	/* ckpt_meta_fork_hook() */
 	/* The ranges read batches fetched with their records' zip
 	 * structures, serving those batches' reads (lazy opens only) */
 	pthread_rwlock_t fetched_lock;
@@ -302,6 +312,12 @@ int ckpt_meta_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n);
  * (sorted by file, off; borrowed for the call) where they hold them. */
 int ckpt_meta_locate_pre(struct ckpt_meta *m, const uint32_t *ci, size_t n,
 			 const struct ckpt_fetched *pre, size_t npre);
+
+/* Made with the lazy records (their locks): register m's fork handlers
+ * (locate_lock, fetched_lock; in a child, records being located by the
+ * parent's threads are pending again).  ckpt_meta_free_parsed() removes
+ * them. */
+void ckpt_meta_fork_hook(struct ckpt_meta *m);
 
 /* Is chunk ci located (its position usable)?  Acquire order. */
 static inline bool ckpt_chunk_is_located(const struct ckpt_meta *m,

@@ -986,10 +986,12 @@ static int add_lazy(struct parser *ps, const struct record *r,
 		}
 		/* all three, and the lock, or none (ckpt_meta_free_parsed) */
 		pthread_mutex_init(&m->locate_lock, NULL);
+		pthread_cond_init(&m->located_cv, NULL);
 		pthread_rwlock_init(&m->fetched_lock, NULL);
 		m->lazy = lazy;
 		m->located = located;
 		m->locate_err = why;
+		ckpt_meta_fork_hook(m);
 	}
 	if (e->ndim) {
 		if ((uint64_t)m->ndims + e->ndim > UINT32_MAX)

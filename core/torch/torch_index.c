@@ -1642,8 +1642,10 @@ int ckpt_torch_locate(struct ckpt_meta *m, const uint32_t *ci, size_t n,
 			if (!why[0])
 				snprintf(why, sizeof(why), "%s: %s",
 					 m->meta_path, strerror(-rc));
+			pthread_mutex_lock(&m->locate_lock);
 			free(m->locate_err[ci[i]]);
 			m->locate_err[ci[i]] = strdup(why);
+			pthread_mutex_unlock(&m->locate_lock);
 		}
 		__atomic_store_n((uint8_t *)&m->located[ci[i]],
 				 rc ? CKPT_LOC_FAILED : CKPT_LOC_DONE,

@@ -2,7 +2,7 @@
 /*
  * Read-ahead windows for in-order readers of strided view files: see
  * readahead.h and ckptfs.h.  A small table of streams (reader x file),
- * replaced least recently used, each with its own lock held while its
+ * replaced least recently used, each held by one read (or batch) while its
  * window is filled or copied from, so that the kernel's concurrent
  * requests for one file wait for the window rather than read it twice.
  * Window memory is reserved from a budget before it is allocated; when
@@ -34,8 +34,17 @@ struct ckpt_readahead {
 	uint64_t used;
 	uint64_t tick;
 	bool fresh[STREAMS];	/* taken over: reset before use */
-	pthread_mutex_t slock[STREAMS];	/* guard each stream's position
-					 * and window */
+	/* A stream is held by one read, or by a batch that a thread of
+	 * ra's own fetches and releases (fetch_next()), so its hold is a
+	 * flag under ra->lock rather than a mutex, which the thread that
+	 * locked it must unlock: busy[i] is set by stream_of() (waiting on
+	 * freed) or claim_stream(), cleared by release_stream() or
+	 * release_batch().  Each stream's position (next, seq) and window
+	 * (buf, boff, blen) are written by its holder with ra->lock held,
+	 * and read by its holder alone or under ra->lock (claim_stream(),
+	 * has_window()).  served: its holder's. */
+	bool busy[STREAMS];
+	pthread_cond_t freed;	/* a busy[] cleared */
 	struct ckpt_ra_stream s[STREAMS];
 	/* the file a read reached the end of last (an object store's) */
 	bool has_eof;
@@ -77,7 +86,6 @@ enum ckpt_ra_action ckpt_ra_decide(struct ckpt_ra_stream *st, uint64_t off,
 struct ckpt_readahead *ckpt_readahead_new(uint64_t window, uint64_t budget)
 {
 	struct ckpt_readahead *ra;
-	int i;
 
 	if (!window || !budget)
 		return NULL;
@@ -88,8 +96,7 @@ struct ckpt_readahead *ckpt_readahead_new(uint64_t window, uint64_t budget)
 	ra->budget = budget;
 	pthread_mutex_init(&ra->lock, NULL);
 	pthread_cond_init(&ra->idle, NULL);
-	for (i = 0; i < STREAMS; i++)
-		pthread_mutex_init(&ra->slock[i], NULL);
+	pthread_cond_init(&ra->freed, NULL);
 	return ra;
 }
 
@@ -106,10 +113,9 @@ void ckpt_readahead_free(struct ckpt_readahead *ra)
 		pthread_cond_wait(&ra->idle, &ra->lock);
 	pthread_mutex_unlock(&ra->lock);
 	pthread_cond_destroy(&ra->idle);
-	for (i = 0; i < STREAMS; i++) {
+	pthread_cond_destroy(&ra->freed);
+	for (i = 0; i < STREAMS; i++)
 		free(ra->s[i].buf);
-		pthread_mutex_destroy(&ra->slock[i]);
-	}
 	pthread_mutex_destroy(&ra->lock);
 	free(ra);
 }
@@ -138,7 +144,8 @@ static bool wants_window(const struct ckpt_view *v, uint32_t slot,
 	return false;
 }
 
-/* Under ra->lock: st's window freed and its memory back in the budget. */
+/* Under ra->lock, st held: st's window freed and its memory back in the
+ * budget. */
 static void drop_window(struct ckpt_readahead *ra, struct ckpt_ra_stream *st)
 {
 	ra->used -= st->blen;
@@ -147,16 +154,17 @@ static void drop_window(struct ckpt_readahead *ra, struct ckpt_ra_stream *st)
 	st->boff = st->blen = 0;
 }
 
-/* The stream of (slot, node), its lock held: the least recently used
- * one taken over if none is.  Returns its index. */
+/* The stream of (slot, node), held (waiting while another holds it):
+ * the least recently used one taken over if none is.  Returns its
+ * index; release_stream() releases it. */
 static int stream_of(struct ckpt_readahead *ra, uint32_t slot,
 		     uint32_t node)
 {
 	struct ckpt_ra_stream *st;
 	int i, old;
 
+	pthread_mutex_lock(&ra->lock);
 	for (;;) {
-		pthread_mutex_lock(&ra->lock);
 		for (i = 0, old = 0; i < STREAMS; i++) {
 			if (ra->s[i].tick && ra->s[i].slot == slot &&
 			    ra->s[i].node == node)
@@ -164,34 +172,37 @@ static int stream_of(struct ckpt_readahead *ra, uint32_t slot,
 			if (ra->s[i].tick < ra->s[old].tick)
 				old = i;
 		}
-		if (i == STREAMS) {	/* take over: reset under its lock */
+		if (i == STREAMS) {	/* take over: reset once held */
 			i = old;
 			ra->s[i].slot = slot;
 			ra->s[i].node = node;
 			ra->fresh[i] = true;
 		}
 		ra->s[i].tick = ++ra->tick;
-		pthread_mutex_unlock(&ra->lock);
-		pthread_mutex_lock(&ra->slock[i]);
-		st = &ra->s[i];
-		pthread_mutex_lock(&ra->lock);
-		if (st->slot != slot || st->node != node) {
-			/* taken over again meanwhile */
-			pthread_mutex_unlock(&ra->lock);
-			pthread_mutex_unlock(&ra->slock[i]);
-			continue;
-		}
-		if (ra->fresh[i]) {
-			ra->fresh[i] = false;
-			drop_window(ra, st);
-			st->seq = 0;
-			st->next = UINT64_MAX;	/* no read yet */
-			pthread_mutex_unlock(&ra->lock);
-			return i;
-		}
-		pthread_mutex_unlock(&ra->lock);
-		return i;
+		if (!ra->busy[i])
+			break;
+		/* then look again: it may be taken over meanwhile */
+		pthread_cond_wait(&ra->freed, &ra->lock);
 	}
+	ra->busy[i] = true;
+	st = &ra->s[i];
+	if (ra->fresh[i]) {
+		ra->fresh[i] = false;
+		drop_window(ra, st);
+		st->seq = 0;
+		st->next = UINT64_MAX;	/* no read yet */
+	}
+	pthread_mutex_unlock(&ra->lock);
+	return i;
+}
+
+/* Stream i, held by the caller, released. */
+static void release_stream(struct ckpt_readahead *ra, int i)
+{
+	pthread_mutex_lock(&ra->lock);
+	ra->busy[i] = false;
+	pthread_cond_broadcast(&ra->freed);
+	pthread_mutex_unlock(&ra->lock);
 }
 
 /*
@@ -238,8 +249,8 @@ static int fill_remote(const struct ckpt_view *v, uint32_t slot,
 #define SMALL_FILE REMOTE_PART
 
 /*
- * A stream for (slot, node) that no read holds, its lock taken without
- * waiting and its window emptied: the one of that file, else the least
+ * A stream for (slot, node) that no read holds, held without waiting
+ * and its window emptied: the one of that file, else the least
  * recently used one other than held[0..nheld).  Returns its index, or -1
  * when it is busy or already has a window.
  */
@@ -271,8 +282,9 @@ static int claim_stream(struct ckpt_readahead *ra, uint32_t slot,
 			goto out_busy;
 		i = old;
 	}
-	if (pthread_mutex_trylock(&ra->slock[i]))
+	if (ra->busy[i])
 		goto out_busy;
+	ra->busy[i] = true;
 	st = &ra->s[i];
 	drop_window(ra, st);
 	st->seq = 0;
@@ -289,7 +301,7 @@ out_busy:
 }
 
 /* A batch of small files, each fetched whole into a window of its own:
- * r[k] into stream idx[k], whose lock the batch holds. */
+ * r[k] into stream idx[k], which the batch holds. */
 struct ra_batch {
 	struct ckpt_readahead *ra;
 	const struct ckpt_view *v;
@@ -332,8 +344,9 @@ static void claim_after(struct ra_batch *b, uint32_t slot, uint32_t node,
 	}
 }
 
-/* b's streams no longer pending; the locks of b->idx[first..n)
- * released. */
+/* b's streams no longer pending; b->idx[first..n) released (by
+ * whichever thread: the one that claimed them, or the one that fetched
+ * them). */
 static void release_batch(struct ra_batch *b, int first)
 {
 	struct ckpt_readahead *ra = b->ra;
@@ -342,14 +355,16 @@ static void release_batch(struct ra_batch *b, int first)
 	pthread_mutex_lock(&ra->lock);
 	for (k = 0; k < b->n; k++)
 		ra->pending[b->idx[k]] = false;
-	pthread_mutex_unlock(&ra->lock);
 	for (k = first; k < b->n; k++)
-		pthread_mutex_unlock(&ra->slock[b->idx[k]]);
+		ra->busy[b->idx[k]] = false;
+	if (first < b->n)
+		pthread_cond_broadcast(&ra->freed);
+	pthread_mutex_unlock(&ra->lock);
 }
 
 /*
  * Fetch b's files into their streams' windows (memory reserved from the
- * budget first; none when it is spent) and release the locks of
+ * budget first; none when it is spent) and release
  * b->idx[first..n).  Returns true when every file's window is filled;
  * else none is, and their readers read directly (and say why).
  */
@@ -544,9 +559,13 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 	if (!ra || ckpt_view_size(v, slot, node, &size) || off >= size ||
 	    !wants_window(v, slot, node))
 		return ckpt_view_read(v, slot, node, off, len, buf, got, s);
+	if (len > size - off)	/* a window holds the file's bytes only */
+		len = (size_t)(size - off);
 	i = stream_of(ra, slot, node);
 	st = &ra->s[i];
+	pthread_mutex_lock(&ra->lock);	/* it moves the position */
 	act = ckpt_ra_decide(st, off, len, size, ra->window, &wlen);
+	pthread_mutex_unlock(&ra->lock);
 	small = is_remote(v) && !off && size <= SMALL_FILE &&
 		size <= ra->window;
 	seq = small && follows_file(ra, v, slot, node);
@@ -576,9 +595,11 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 					    fs);
 		ckpt_scratch_free(fs);
 		if (!rc && wgot == wlen) {
+			pthread_mutex_lock(&ra->lock);
 			st->buf = w;
 			st->boff = off;
 			st->blen = wlen;
+			pthread_mutex_unlock(&ra->lock);
 			st->served = 0;
 			act = CKPT_RA_HIT;
 		} else {
@@ -604,7 +625,7 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 			pthread_mutex_unlock(&ra->lock);
 		}
 	}
-	pthread_mutex_unlock(&ra->slock[i]);
+	release_stream(ra, i);
 	if (act == CKPT_RA_HIT && seq)
 		fetch_next(ra, v, slot, node);
 	if (act != CKPT_RA_HIT)

@@ -35,7 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests"))
-from gen_torch_ckpt import free_port  # noqa: E402
+from gen_torch_ckpt import free_port, join_group  # noqa: E402
 
 
 def dcp():
@@ -225,8 +225,7 @@ def _resume_worker(rank, world, port, ckpt, reader, mnt, q):
     from torch.distributed._shard.sharding_spec import ChunkShardingSpec
     from torch.distributed._shard.checkpoint.metadata import BytesStorageMetadata
     import ckptfs
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world)
+    join_group(port, rank, world)
     md = d.FileSystemReader(ckpt).read_metadata()
     spec = ChunkShardingSpec(dim=0, placements=[f"rank:{r}/cpu"
                                                 for r in range(world)])

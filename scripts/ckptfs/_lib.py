@@ -19,7 +19,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 #: The ABI of core/ckptfs.h this module mirrors (CKPT_ABI_VERSION).
-ABI_VERSION = 6
+ABI_VERSION = 7
 MAX_DIMS = 16
 NONE = 0xFFFFFFFF
 NO_OFFSET = 0xFFFFFFFFFFFFFFFF
@@ -203,6 +203,9 @@ SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "ckpt_version": (_cp, []),
     "ckpt_meta_open_opts": (_int, [_cp, _P(OpenOpts), _P(_vp), _cp, _sz]),
     "ckpt_meta_free": (None, [_vp]),
+    "ckpt_object_read": (_int, [_cp, _cp, _P(OpenOpts), _P(_vp),
+                                _P(_sz), _cp, _sz]),
+    "ckpt_object_free": (None, [_vp]),
     "ckpt_meta_cancel": (None, [_vp]),
     "ckpt_thread_cancel_set": (_vp, [_vp]),
     "ckpt_meta_io_stats": (None, [_vp, _P(IoStats)]),

@@ -10,16 +10,17 @@ import importlib
 import io
 import itertools
 import os
+import uuid
 from types import ModuleType
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch.futures import Future
 
-from . import _args, _coop, _lib
+from . import _args, _coop, _lib, _torch_meta
 from ._args import IndexCacheArg, PathArg
 from ._dtypes import ITEMSIZE, torch_dtype
-from .handle import Checkpoint
+from .handle import Checkpoint, _s3_struct
 from .load import read_batch
 
 __all__ = ["StorageReader", "dcp_modules"]
@@ -99,9 +100,17 @@ class StorageReader(_Base):  # type: ignore[misc]
     another dtype, on a GPU) is filled through host staging buffers of at
     most ``staging_mb`` at a time.  Works on every checkpoint ckptfs
     opens: torch DCP (one ``.metadata`` or rank-local ``__R.metadata``
-    files), safetensors, native.  The metadata comes from libckptfs's
-    strict parse (its own unpickler for torch's ``.metadata``): no pickle
-    is ever loaded.
+    files), safetensors, native.
+
+    :meth:`read_metadata` returns torch's own ``Metadata``, as
+    ``FileSystemReader`` does (``planner_data``, ``storage_data``,
+    ``storage_meta`` with this reader's ``load_id``, ``version``), from
+    ``.metadata`` alone: it is unpickled by a restricted unpickler that
+    admits only torch's metadata classes (a hostile ``.metadata`` naming
+    any other global is refused, nothing of it run).  The reads use
+    libckptfs's strict parse (its own unpickler).  A checkpoint without a
+    pickled ``.metadata`` (rank-local, safetensors, native) gets a
+    ``Metadata`` built from that parse (``state_dict_metadata`` only).
 
     path: the checkpoint directory (or None, then torch's
         ``checkpoint_id`` through :meth:`reset`).
@@ -129,8 +138,13 @@ class StorageReader(_Base):  # type: ignore[misc]
         only when every rank's reader is cooperative; see
         ``ckptfs._coop``).  False: every rank reads all it needs itself.
 
-    The open checkpoint (fds, caches) is kept from ``read_metadata`` on;
-    :meth:`close` (or a ``with`` block) releases it at once.
+    The checkpoint is opened (data files indexed, fds, caches) at the
+    first read, not by ``read_metadata``, and kept until :meth:`close`
+    (or a ``with`` block's end) releases it.
+
+    load_id: this reader's id, as ``FileSystemReader``'s: a fresh uuid4
+        string at construction and at each :meth:`reset`, set as
+        ``storage_meta.load_id`` of the metadata it returns.
     """
 
     def __init__(self, path: Optional[PathArg] = None,
@@ -167,6 +181,7 @@ class StorageReader(_Base):  # type: ignore[misc]
         self._last_stats: Optional[Dict[str, int]] = None
         self._keys: Dict[str, _Key] = {}
         self.metadata: Any = None
+        self.load_id: str = str(uuid.uuid4())
 
     # -- lifetime ----------------------------------------------------
     def reset(self, checkpoint_id: Optional[PathArg] = None) -> None:
@@ -177,6 +192,7 @@ class StorageReader(_Base):  # type: ignore[misc]
                                                checkpoint_id))
         self.close()
         self._last_stats = None
+        self.load_id = str(uuid.uuid4())
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: Any) -> bool:
@@ -207,7 +223,9 @@ class StorageReader(_Base):  # type: ignore[misc]
         whose ``open_*`` counters are those of the open (``.metadata``,
         the index of a torch checkpoint, the listing) and ``read_*`` those
         of the reads.  Bytes received from other ranks by a cooperative
-        read are not fetched, so they count in neither."""
+        read are not fetched, so they count in neither; nor does
+        :meth:`read_metadata`'s own read of ``.metadata`` (the open, at
+        the first read, reads it again)."""
         if self._ck is not None:
             return self._ck.io_stats()
         if self._last_stats is not None:
@@ -236,7 +254,32 @@ class StorageReader(_Base):  # type: ignore[misc]
 
     # -- torch's StorageReader API -----------------------------------
     def read_metadata(self) -> Any:
-        """torch's ``Metadata``, built from libckptfs's parse."""
+        """torch's ``Metadata`` as ``FileSystemReader.read_metadata``
+        returns it, from ``.metadata`` alone (see the class doc); records
+        stored with a transform other than zstd are refused here, naming
+        it.  Without a pickled ``.metadata``: built from libckptfs's
+        parse."""
+        if self.path is None:
+            raise ValueError("ckptfs.StorageReader: no checkpoint path "
+                             "(give one, or a checkpoint_id)")
+        raw = _torch_meta.read_object(
+            self.path, ".metadata",
+            s3=_s3_struct(_args.s3_options(dict(self.s3))))
+        if raw is None or not _torch_meta.is_pickle(raw):
+            return self._parsed_metadata()
+        where = self.path.rstrip("/") + "/.metadata"
+        md = _torch_meta.load_metadata(raw, where, _md.Metadata)
+        _torch_meta.check_transforms(md, where)
+        storage_meta = getattr(_md, "StorageMeta", None)  # torch >= 2.4
+        if storage_meta is not None:
+            if getattr(md, "storage_meta", None) is None:
+                md.storage_meta = storage_meta()
+            md.storage_meta.load_id = self.load_id
+        return md
+
+    def _parsed_metadata(self) -> Any:
+        """torch's ``Metadata`` (its state_dict_metadata), built from
+        libckptfs's parse: checkpoints without a pickled .metadata."""
         ck = self._open()
         m = ck._acquire()
         try:

@@ -165,6 +165,10 @@ stop_mount() {
 		done
 		if kill -0 "$DAEMON_PID" 2>/dev/null; then
 			echo "daemon still running $(secs 10) s after unmount"
+			# where it is stuck, for the log (gdb comes with make deps)
+			command -v gdb >/dev/null &&
+				timeout 30 gdb -p "$DAEMON_PID" -batch -nx \
+					-ex 'thread apply all bt' 2>&1 | grep -E '^(Thread|#)' | head -n 200
 			abort_conns $MOUNT_CONN
 			kill -9 "$DAEMON_PID"
 			rc=1

@@ -304,6 +304,31 @@ with ckptfs.open(sys.argv[1], index_cache=sys.argv[2], s3_endpoint=sys.argv[3]) 
 	[[ "$output" == "torch-index-cache "* ]]
 }
 
+@test "s3: the User-Agent is ckptfs/VERSION (the Makefile's), without the process's pid unless a test asks for it (CKPTFS_TEST_UA_PID=1)" {
+	local version agents
+	version=$(sed -n 's/^VERSION := //p' "$ROOT/Makefile")
+	$GEN --seed 8 --keys 4 --files 1 "$TMP/ck" >/dev/null
+	upload "$TMP/ck" ck-ua/run
+	agents() {
+		curl -sf "$S3CHECK_PROXY/__faultproxy/stats" | $PY -c '
+import json, sys
+print("|".join(sorted({e[8] for e in json.load(sys.stdin)["log"]})))'
+	}
+	proxy config '{"mode":"none"}'
+	proxy reset '{}'
+	run "$CKPTFS" info s3://ck-ua/run --s3-endpoint "$S3CHECK_PROXY"
+	[ "$status" -eq 0 ]
+	agents=$(agents)
+	echo "agents: $agents"
+	[ "$agents" = "ckptfs/$version" ]
+	proxy reset '{}'
+	CKPTFS_TEST_UA_PID=1 run "$CKPTFS" info s3://ck-ua/run --s3-endpoint "$S3CHECK_PROXY"
+	[ "$status" -eq 0 ]
+	agents=$(agents)
+	echo "agents: $agents"
+	[[ "$agents" =~ ^"ckptfs/$version (pid "[0-9]+")"$ ]]
+}
+
 @test "s3: io_stats() counts GETs, HEADs, LISTs and bytes of the open and of the reads as the proxy saw them (a torch open that indexes, a load, a StorageReader, a safetensors listing)" {
 	$PY "$ROOT/scripts/gen_torch_ckpt.py" "$TMP/t" --world 3 --seed 5 >"$TMP/gen.log" 2>&1 ||
 		{ cat "$TMP/gen.log"; false; }

@@ -38,6 +38,11 @@ PY_FLAT='def flat(d, pre=""):
 
 setup() {
 	common_setup
+	# The credentials' clock (core/io/s3_creds.c, credserver.py, the
+	# scripts below): the tests move it past half-lives and expiries
+	# instead of sleeping through them.
+	export CKPTFS_TEST_CLOCK_FILE=$TMP/clock
+	echo 0 >"$CKPTFS_TEST_CLOCK_FILE"
 	SECRET=$AWS_SECRET_ACCESS_KEY
 	ARN=$(cat "$S3TMP/rgw/role_arn")
 	mkdir -p "$TMP/home"
@@ -80,12 +85,27 @@ if [ "$n" -eq 2 ]; then
 		i=$((i + 1))
 	done
 fi
-exp=$(date -u -d "@$(($(date +%s) + life))" +%Y-%m-%dT%H:%M:%SZ)
+exp=$(date -u -d "@$(($(date +%s) + $(cat "$CKPTFS_TEST_CLOCK_FILE") + life))" +%Y-%m-%dT%H:%M:%SZ)
 printf '{"Version": 1, "AccessKeyId": "%s", "SecretAccessKey": "%s", "Expiration": "%s"}\n' "$K" "$S" "$exp"
 echo done >>"$d/served"
 EOF
 	chmod +x "$d/creds.sh"
 	CP_CMD="$d/creds.sh $2"
+}
+
+# now: the credentials' clock, in seconds since the epoch.
+now() {
+	echo $(($(date +%s) + $(cat "$CKPTFS_TEST_CLOCK_FILE")))
+}
+
+# advance_to T: move the credentials' clock to T (never back).
+advance_to() {
+	local off
+	off=$(($1 - $(date +%s)))
+	[ "$off" -gt "$(cat "$CKPTFS_TEST_CLOCK_FILE")" ] &&
+		echo "$off" >"$CKPTFS_TEST_CLOCK_FILE.new" &&
+		mv "$CKPTFS_TEST_CLOCK_FILE.new" "$CKPTFS_TEST_CLOCK_FILE"
+	return 0
 }
 
 # lines FILE: its number of lines (0 when absent).
@@ -186,6 +206,10 @@ EOF
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"credentials	profile 'dev': assume role $ARN (with profile 'base' in $TMP/config)"* ]]
 	[[ "$output" != *"$SECRET"* ]]
+	# STS falls back to AWS_ENDPOINT_URL, plain http: the credentials it
+	# returns come back readable, said in the one warning line.
+	[ "$(grep -c warning <<<"$output")" -eq 1 ]
+	[[ "$output" == *"; the credentials STS returns (for profile 'dev': assume role $ARN (with profile 'base' in $TMP/config)) come over plain http from STS at $AWS_ENDPOINT_URL, readable on the way; use an https:// STS endpoint (AWS_ENDPOINT_URL_STS)"* ]]
 	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 1 -d
 	check_mount 2 1
 	stop_mount
@@ -200,7 +224,7 @@ print(sorted(ckptfs.load(sys.argv[1], 2, 0, backend="numpy")))' s3://ck-creds/ru
 
 @test "s3 credentials: web identity (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN, STS at AWS_ENDPOINT_URL_STS) in a mount, refreshed at half-life while reads go on" {
 	echo "eyJ.web-identity-token.sig" >"$TMP/token"
-	credserver sts 4 --web-token-file "$TMP/token"
+	credserver sts "$(secs 4)" --web-token-file "$TMP/token"
 	no_keys
 	export AWS_WEB_IDENTITY_TOKEN_FILE=$TMP/token AWS_ROLE_ARN=arn:aws:iam::123456789012:role/trainer
 	export AWS_ENDPOINT_URL_STS=$CS AWS_ROLE_SESSION_NAME=job-7
@@ -208,10 +232,15 @@ print(sorted(ckptfs.load(sys.argv[1], 2, 0, backend="numpy")))' s3://ck-creds/ru
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"credentials	web identity (AWS_WEB_IDENTITY_TOKEN_FILE), role arn:aws:iam::123456789012:role/trainer"* ]]
+	# The token crosses plain http to STS: one warning line, no token.
+	[ "$(grep -c warning <<<"$output")" -eq 1 ]
+	[[ "$output" == *"a web identity token (from web identity (AWS_WEB_IDENTITY_TOKEN_FILE), role arn:aws:iam::123456789012:role/trainer) goes over plain http to STS at $CS, and the credentials STS returns come back the same way, readable on the way; use an https:// STS endpoint (AWS_ENDPOINT_URL_STS)"* ]]
+	[[ "$output" != *"eyJ"* ]]
 	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 0
+	[ "$(grep -c "a web identity token .* goes over plain http to STS at $CS" "$TMP/daemon.log")" -eq 1 ]
 	check_mount 2 0
 	[ "$(cs_stat webid)" -eq 2 ]	# info's, the mount's
-	sleep 3				# past half of the 4 s life
+	advance_to $(($(now) + $(secs 3)))	# past half of the 4 s life
 	fresh_reads
 	check_mount 2 0
 	stop_mount
@@ -279,7 +308,7 @@ print(len(ref), "entries equal")
 }
 
 @test "s3 credentials: EC2 instance metadata (IMDSv2: token, role, credentials) at AWS_EC2_METADATA_SERVICE_ENDPOINT; refreshed in the daemon; a refusal is one line" {
-	credserver imds 4
+	credserver imds "$(secs 4)"
 	no_keys
 	unset AWS_EC2_METADATA_DISABLED
 	export AWS_EC2_METADATA_SERVICE_ENDPOINT=$CS
@@ -290,7 +319,7 @@ print(len(ref), "entries equal")
 	[ "$(cs_stat token)" -eq 1 ] && [ "$(cs_stat creds)" -eq 1 ]
 	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 1
 	check_mount 2 1
-	sleep 3
+	advance_to $(($(now) + $(secs 3)))
 	fresh_reads
 	check_mount 2 1
 	stop_mount
@@ -414,24 +443,43 @@ EOF
 }
 
 @test "s3 credentials: the library refreshes temporary credentials that expire while a ckptfs.open handle lives (EC2 metadata, 3 s expiry): loads after the expiry keep reading the local copy's values, with fresh sets from the server" {
-	credserver imds 3
+	credserver imds "$(secs 3)"
 	no_keys
 	unset AWS_EC2_METADATA_DISABLED
 	export AWS_EC2_METADATA_SERVICE_ENDPOINT=$CS
 	PYTHONPATH=$ROOT/scripts run $(direct_env) $PY -c "$PY_FLAT"'
-import sys, time, warnings, numpy as np, ckptfs
+import os, sys, time, warnings, numpy as np, ckptfs
 warnings.simplefilter("ignore")
 ref = flat(ckptfs.load(sys.argv[2], 2, 1, backend="numpy"))
+import json, urllib.request
+def advance(s):
+    """the clock of the credentials moves on by s seconds"""
+    clock = os.environ["CKPTFS_TEST_CLOCK_FILE"]
+    with open(clock) as f:
+        off = int(f.read()) + s
+    with open(clock + ".new", "w") as f:
+        f.write(str(off))
+    os.replace(clock + ".new", clock)
+def served():
+    with urllib.request.urlopen(sys.argv[4] + "/__stats") as r:
+        return json.load(r)["creds"]
 with ckptfs.open(sys.argv[1]) as ck:
     for i in range(3):
+        if i:
+            advance(int(sys.argv[3]))	# past the half-life of the set
         sd = flat(ck.load(2, 1, backend="numpy"))
         assert sorted(sd) == sorted(ref), (sorted(sd), sorted(ref))
         for k in ref:
             assert np.array_equal(np.asarray(sd[k]), np.asarray(ref[k])), k
         print("load", i, "ok", ck.io_stats()["requests"], "requests",
               flush=True)
-        time.sleep(float(sys.argv[3]))
-' s3://ck-creds/run "$S3TMP/ck" "$(secs 2)"
+        # the refresh this load started, in the background, is served
+        for _ in range(int(sys.argv[5]) * 20):
+            if served() >= i + 1:
+                break
+            time.sleep(0.05)
+        print("sets served", served(), flush=True)
+' s3://ck-creds/run "$S3TMP/ck" "$(secs 2)" "$CS" "$(secs 10)"
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"load 2 ok"* ]]
@@ -449,10 +497,10 @@ with ckptfs.open(sys.argv[1]) as ck:
 	blocked_creds mount "$L"
 	printf '[default]\ncredential_process = %s\n' "$CP_CMD" >"$TMP/config"
 	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 1
-	t1=$(date +%s)
+	t1=$(now)
 	check_mount 2 1
 	[ "$(lines "$TMP/cp-mount/runs")" -eq 1 ]
-	sleep $((t1 + L / 2 + 1 - $(date +%s)))	# the refresh is due
+	advance_to $((t1 + L / 2 + 1))	# the refresh is due
 	fresh_reads
 	# The read that notices starts the refresh and does not wait for it
 	# (it would wait until release: the liveness bound catches that).
@@ -471,7 +519,7 @@ with ckptfs.open(sys.argv[1]) as ck:
 		sleep 0.05
 	done
 	[ "$(lines "$TMP/cp-mount/served")" -eq 2 ]
-	sleep $((t1 + L + 1 - $(date +%s)))	# the first set has expired
+	advance_to $((t1 + L + 1))	# the first set has expired
 	fresh_reads
 	check_mount 2 1
 	# The refreshed set (an hour's) signs: no third fetch.
@@ -485,6 +533,18 @@ with ckptfs.open(sys.argv[1]) as ck:
 import os, sys, threading, time, warnings, numpy as np, ckptfs
 warnings.simplefilter("ignore")
 url, local, d, life, bound = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+clock = os.environ["CKPTFS_TEST_CLOCK_FILE"]
+def now():
+    with open(clock) as f:
+        return time.time() + int(f.read())
+def advance_to(t):
+    off = int(t - time.time()) + 1
+    with open(clock) as f:
+        if off <= int(f.read()):
+            return
+    with open(clock + ".new", "w") as f:
+        f.write(str(off))
+    os.replace(clock + ".new", clock)
 ref = flat(ckptfs.load(local, 2, 1, backend="numpy"))
 def lines(name):
     try:
@@ -505,9 +565,9 @@ def check(ck, what):
         assert np.array_equal(np.asarray(got[k]), np.asarray(ref[k])), k
     print(what, "ok", flush=True)
 with ckptfs.open(url) as ck:
-    t1 = time.time()
+    t1 = now()
     check(ck, "load 1")
-    time.sleep(max(0, t1 + life / 2 + 1 - time.time()))
+    advance_to(t1 + life / 2 + 1)
     check(ck, "load while the refresh is due")
     for i in range(int(bound * 40)):	# the refresh has started...
         if os.path.exists(os.path.join(d, "blocked")):
@@ -521,7 +581,7 @@ with ckptfs.open(url) as ck:
             break
         time.sleep(0.05)
     assert lines("served") == 2
-    time.sleep(max(0, t1 + life + 1 - time.time()))
+    advance_to(t1 + life + 1)
     check(ck, "load after the first set expired")
     assert lines("runs") == 2, lines("runs")
 print("fetches", lines("runs"))
@@ -537,8 +597,8 @@ print("fetches", lines("runs"))
 	blocked_creds stuck "$L"
 	printf '[default]\ncredential_process = %s\n' "$CP_CMD" >"$TMP/config"
 	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 1
-	t1=$(date +%s)
-	sleep $((t1 + L / 2 + 1 - $(date +%s)))	# the refresh is due
+	t1=$(now)
+	advance_to $((t1 + L / 2 + 1))	# the refresh is due
 	fresh_reads
 	run timeout "$(secs 6)" $REF check "$S3TMP/ck" "$MNT" --world 2 --rank 1
 	[ "$status" -eq 0 ]

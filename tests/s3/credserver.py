@@ -51,9 +51,19 @@ def fresh(args):
     return tag("AccessKeyId"), tag("SecretAccessKey"), tag("SessionToken")
 
 
+def clock_offset():
+    """The tests' clock (CKPTFS_TEST_CLOCK_FILE, docs/testing.md): whole
+    seconds added to the wall clock, as the library adds them."""
+    try:
+        with open(os.environ["CKPTFS_TEST_CLOCK_FILE"]) as f:
+            return int(f.read().strip() or 0)
+    except (KeyError, OSError, ValueError):
+        return 0
+
+
 def expiration(args):
     t = datetime.datetime.now(datetime.timezone.utc) + \
-        datetime.timedelta(seconds=args.expire)
+        datetime.timedelta(seconds=args.expire + clock_offset())
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -72,21 +82,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(b)
 
     def creds_json(self, key):
+        """A set, counted once its answer is written (a test that waits
+        for the count sees an answered request)."""
         with lock:
-            stats[key] += 1
             mode = state["mode"]
         if mode == "deny":
             with lock:
                 stats["refused"] += 1
-            return self.reply(403, '{"message": "denied"}')
-        if mode == "garbage":
-            return self.reply(200, "not json at all")
-        ak, sk, tok = fresh(self.server.args)
-        d = {"AccessKeyId": ak, "SecretAccessKey": sk, "Token": tok,
-             "Expiration": expiration(self.server.args)}
-        if key == "creds":
-            d.update(Code="Success", Type="AWS-HMAC")
-        return self.reply(200, json.dumps(d))
+            self.reply(403, '{"message": "denied"}')
+        elif mode == "garbage":
+            self.reply(200, "not json at all")
+        else:
+            ak, sk, tok = fresh(self.server.args)
+            d = {"AccessKeyId": ak, "SecretAccessKey": sk, "Token": tok,
+                 "Expiration": expiration(self.server.args)}
+            if key == "creds":
+                d.update(Code="Success", Type="AWS-HMAC")
+            self.reply(200, json.dumps(d))
+        with lock:
+            stats[key] += 1
 
     def do_PUT(self):
         if self.path == "/latest/api/token" and \

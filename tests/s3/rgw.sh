@@ -47,6 +47,51 @@ free_port() {
 s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# listen_ports PID: the TCP ports PID listens on, one per line (its
+# sockets' inodes matched against /proc/net/tcp's LISTEN entries).
+listen_ports() {
+	/usr/bin/python3 - "$1" <<'PY'
+import os, sys
+pid = sys.argv[1]
+inodes = set()
+try:
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+except OSError:
+    sys.exit(1)
+ports = set()
+for line in open("/proc/net/tcp").read().splitlines()[1:]:
+    f = line.split()
+    if f[3] == "0A" and f[9] in inodes:
+        ports.add(int(f[1].split(":")[1], 16))
+for p in sorted(ports):
+    print(p)
+PY
+}
+
+# wait_listening SECONDS PIDFILE N: until the daemon of PIDFILE listens on
+# N TCP ports (or is gone); prints them.
+wait_listening() {
+	local end=$((SECONDS + $1)) pidf=$2 n=$3 ports
+	while [ $SECONDS -lt $end ]; do
+		if [ -s "$pidf" ]; then
+			kill -0 "$(cat "$pidf")" 2>/dev/null || return 1
+			ports=$(listen_ports "$(cat "$pidf")")
+			if [ "$(echo "$ports" | grep -c .)" -ge "$n" ]; then
+				echo "$ports"
+				return 0
+			fi
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
 # wait_for SECONDS CMD...: run CMD until it succeeds, at most SECONDS.
 wait_for() {
 	local end=$((SECONDS + $1))
@@ -83,9 +128,32 @@ ceph_() { ceph -c "$D/ceph.conf" --connect-timeout 10 "$@"; }
 
 rgw_up() { curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$(cat "$D/rgw.port")/"; }
 
+# start_rgw: radosgw; its first start binds port 0 (and 0 for TLS), and
+# the ports it got are written into ceph.conf, so that a restart
+# (start-rgw) serves the same URLs.
 start_rgw() {
+	local ports p plain= tls=
 	radosgw -c "$D/ceph.conf" -n client.rgw </dev/null >>"$D/log/radosgw.out" 2>&1 ||
 		die "radosgw did not start; see $D/log"
+	if [ ! -s "$D/rgw.port" ]; then
+		ports=$(wait_listening 60 "$D/run/client.rgw.pid" "$([ "${RGW_TLS:-0}" = 1 ] && echo 2 || echo 1)") ||
+			die "radosgw does not listen; see $D/log"
+		for p in $ports; do
+			if curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$p/"; then
+				plain=$p
+			else
+				tls=$p
+			fi
+		done
+		[ -n "$plain" ] || die "radosgw answers http on none of its ports ($ports); see $D/log"
+		echo "$plain" > "$D/rgw.port"
+		sed -i "s/endpoint=127.0.0.1:0 /endpoint=127.0.0.1:$plain /" "$D/ceph.conf"
+		if [ "${RGW_TLS:-0}" = 1 ]; then
+			[ -n "$tls" ] || die "radosgw has no TLS port ($ports); see $D/log"
+			sed -i "s/ssl_endpoint=127.0.0.1:0 /ssl_endpoint=127.0.0.1:$tls /" "$D/ceph.conf"
+			echo "https://127.0.0.1:$tls" >"$D/https_url"
+		fi
+	fi
 	wait_for 60 rgw_up || die "radosgw does not answer on port $(cat "$D/rgw.port"); see $D/log"
 }
 
@@ -126,24 +194,23 @@ make_certs() {
 }
 
 cmd_start() {
-	local monport rgwport tlsport fsid ak sk frontends
+	local monport fsid ak sk frontends old
 	mkdir -p "$D"
 	[ -z "$(ls -A "$D")" ] || die "$D is not empty"
 	D=$(cd "$D" && pwd)
 	# A start that fails half-way stops what it started.
 	trap 'cmd_stop' ERR EXIT
 	mkdir -p "$D/mon" "$D/osd" "$D/run" "$D/log" "$D/rgw"
+	# radosgw binds port 0 (start_rgw reads what it got); the
+	# monitor's address is in its map, so it is picked, and picked
+	# again when another process took it first (below).
 	monport=$(free_port)
-	rgwport=$(free_port)
-	echo "$rgwport" > "$D/rgw.port"
-	frontends="beast endpoint=127.0.0.1:$rgwport"
+	frontends="beast endpoint=127.0.0.1:0 "
 	if [ "${RGW_TLS:-0}" = 1 ]; then
 		make_certs "$D/tls"
-		tlsport=$(free_port)
-		frontends+=" ssl_endpoint=127.0.0.1:$tlsport"
+		frontends+=" ssl_endpoint=127.0.0.1:0 "
 		frontends+=" ssl_certificate=$D/tls/server.pem"
 		frontends+=" ssl_private_key=$D/tls/server.key"
-		echo "https://127.0.0.1:$tlsport" >"$D/https_url"
 	fi
 	fsid=$(cat /proc/sys/kernel/random/uuid)
 	cat > "$D/ceph.conf" <<CONF
@@ -197,12 +264,27 @@ rgw sts key = $(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
 rgw s3 auth use sts = true
 CONF
 	fi
-	monmaptool --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$monport]" \
-		"$D/monmap" >/dev/null
-	ceph-mon -c "$D/ceph.conf" --mkfs -i a --monmap "$D/monmap" \
-		>>"$D/log/mkfs.out" 2>&1 || die "ceph-mon --mkfs failed; see $D/log"
-	ceph-mon -c "$D/ceph.conf" -i a </dev/null >>"$D/log/mon.out" 2>&1 ||
-		die "ceph-mon did not start; see $D/log"
+	local try
+	for try in 1 2 3 4 5; do
+		monmaptool --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$monport]" \
+			"$D/monmap" >/dev/null
+		ceph-mon -c "$D/ceph.conf" --mkfs -i a --monmap "$D/monmap" \
+			>>"$D/log/mkfs.out" 2>&1 || die "ceph-mon --mkfs failed; see $D/log"
+		ceph-mon -c "$D/ceph.conf" -i a </dev/null >>"$D/log/mon.out" 2>&1 ||
+			die "ceph-mon did not start; see $D/log"
+		if wait_listening 30 "$D/run/mon.a.pid" 1 | grep -qx "$monport"; then
+			break
+		fi
+		# its port was taken between free_port and the bind
+		echo "rgw.sh: the monitor did not get port $monport (try $try): another process took it" >&2
+		stop_pid ceph-mon "$D/run/mon.a.pid"
+		[ "$try" -lt 5 ] || die "the monitor found no free port in 5 tries; see $D/log"
+		rm -rf "$D/mon" "$D/monmap"
+		mkdir -p "$D/mon"
+		old=$monport
+		monport=$(free_port)
+		sed -i "s/^mon host = v2:127.0.0.1:$old\$/mon host = v2:127.0.0.1:$monport/" "$D/ceph.conf"
+	done
 	wait_for 60 ceph_ mon stat || die "the monitor does not answer; see $D/log"
 	ceph_ osd create >/dev/null
 	ceph-osd -c "$D/ceph.conf" -i 0 --mkfs >>"$D/log/mkfs.out" 2>&1 ||
@@ -213,7 +295,7 @@ CONF
 	if [ "${RGW_TLS:-0}" = 1 ]; then
 		wait_for 30 curl -s -o /dev/null --max-time 2 --cacert \
 			"$D/tls/ca.pem" "$(cat "$D/https_url")/" ||
-			die "radosgw does not answer https on port $tlsport; see $D/log"
+			die "radosgw does not answer at $(cat "$D/https_url"); see $D/log"
 	fi
 	ak=$(head -c 15 /dev/urandom | od -An -tx1 | tr -d ' \n' | tr a-f A-F)
 	sk=$(head -c 30 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -224,7 +306,7 @@ CONF
 	cat > "$D/env" <<ENV
 export AWS_ACCESS_KEY_ID=$ak
 export AWS_SECRET_ACCESS_KEY=$sk
-export AWS_ENDPOINT_URL=http://127.0.0.1:$rgwport
+export AWS_ENDPOINT_URL=http://127.0.0.1:$(cat "$D/rgw.port")
 export AWS_REGION=us-east-1
 unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL_S3 AWS_DEFAULT_REGION
 ENV

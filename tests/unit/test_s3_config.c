@@ -27,8 +27,9 @@ static char ak_buf[256], sk_buf[256], tok_buf[256];
 
 static void cur(struct ckpt_s3_cfg *c, bool *anon, bool *has_tok)
 {
-	struct ckpt_s3_credset *cs = ckpt_s3_creds_get(c->creds);
+	struct ckpt_s3_credset *cs;
 
+	(void)ckpt_s3_creds_get(c->creds, NULL, NULL, 0, &cs);
 	*anon = !cs;
 	*has_tok = cs && cs->session_token;
 	snprintf(ak_buf, sizeof(ak_buf), "%s", cs ? cs->access_key : "");

@@ -5,15 +5,19 @@
  * and its refresh call can be held (until a file appears) or fail.
  * Callers never wait for a refresh of a set still valid, a failed refresh
  * keeps the old set, freeing ends a stuck command at once, and a forked
- * child refreshes on its own.  Run under TSan too (tests/tsan-stress.sh).
+ * child refreshes on its own.  The command inherits no descriptor but
+ * stdin, stdout and stderr.  Run under TSan too (tests/tsan-stress.sh).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -136,9 +140,11 @@ static struct ckpt_s3_creds *creds_new(const char *mode)
 /* The expiry of the current set (a caller's view), 0 when none. */
 static int64_t cur_expires(struct ckpt_s3_creds *c)
 {
-	struct ckpt_s3_credset *cs = ckpt_s3_creds_get(c);
-	int64_t e = cs ? cs->expires : 0;
+	struct ckpt_s3_credset *cs;
+	int64_t e;
 
+	(void)ckpt_s3_creds_get(c, NULL, NULL, 0, &cs);
+	e = cs ? cs->expires : 0;
 	ckpt_s3_credset_put(cs);
 	return e;
 }
@@ -193,8 +199,9 @@ static void *reader_main(void *arg)
 	struct readers *r = arg;
 
 	while (!atomic_load(&r->stop)) {
-		struct ckpt_s3_credset *cs = ckpt_s3_creds_get(r->c);
+		struct ckpt_s3_credset *cs;
 
+		(void)ckpt_s3_creds_get(r->c, NULL, NULL, 0, &cs);
 		if (cs && cs->access_key[0])
 			atomic_fetch_add(&r->calls, 1);
 		ckpt_s3_credset_put(cs);
@@ -298,6 +305,61 @@ static void test_free_while_stuck(void)
 	CHECK(lines("served") == 1);
 }
 
+/* credential_process inherits no descriptor of its host but stdin,
+ * stdout and stderr: the host holds a socket and a file open without
+ * close-on-exec (as curl's connections and a mount's /dev/fuse are),
+ * and a command that lists its descriptors (ls: 0, 1, 2 and its own
+ * listing's 3) refuses to hand out keys when it sees more. */
+static void test_no_inherited_fds(void)
+{
+	static const char fds_script[] =
+		"#!/bin/sh\n"
+		"ls /proc/self/fd | tr '\\n' ' ' >\"$1/fds\"\n"
+		"[ \"$(cat \"$1/fds\")\" = '0 1 2 3 ' ] || exit 7\n"
+		"printf '{\"Version\": 1, \"AccessKeyId\": \"AKIDF\", "
+		"\"SecretAccessKey\": \"sk\"}\\n'\n";
+	struct ckpt_ini cred = { 0 }, conf = { 0 };
+	struct ckpt_s3_creds_env e = {
+		.region = "us-east-1", .profile = "default",
+		.cred = &cred, .conf = &conf, .timeout_ms = 5000,
+	};
+	struct ckpt_s3_creds *c = NULL;
+	char text[512], err[400], p[128], seen[64] = "";
+	int sock, file, rc;
+	FILE *f;
+
+	path_of(p, sizeof(p), "fds.sh");
+	f = fopen(p, "w");
+	CHECK(f && fputs(fds_script, f) >= 0);
+	if (f)
+		fclose(f);
+	chmod(p, 0755);
+	sock = socket(AF_INET, SOCK_STREAM, 0);		/* no CLOEXEC */
+	file = open("/dev/null", O_RDONLY);		/* no CLOEXEC */
+	CHECK(sock >= 0 && file >= 0);
+	snprintf(text, sizeof(text), "[default]\ncredential_process = "
+		 "%s/fds.sh %s\n", dir, dir);
+	CHECK(ckpt_ini_parse(text, true, &conf) == 0);
+	rc = ckpt_s3_creds_new(NULL, &e, &c, err, sizeof(err));
+	path_of(p, sizeof(p), "fds");
+	f = fopen(p, "r");
+	if (f) {
+		if (!fgets(seen, sizeof(seen), f))
+			seen[0] = '\0';
+		fclose(f);
+	}
+	if (rc)
+		fprintf(stderr, "  creds: %s; the command saw fds '%s'\n", err,
+			seen);
+	CHECK(rc == 0 && c);
+	CHECK(strcmp(seen, "0 1 2 3 ") == 0);
+	ckpt_s3_creds_free(c);
+	ckpt_ini_destroy(&cred);
+	ckpt_ini_destroy(&conf);
+	close(sock);
+	close(file);
+}
+
 #ifndef __SANITIZE_THREAD__
 /* A child forked from a process whose refresher runs refreshes on its own
  * (the refresher did not come along).  Forked while it is idle: forked
@@ -390,6 +452,7 @@ int main(void)
 	TEST(test_background);
 	TEST(test_refresh_fails);
 	TEST(test_free_while_stuck);
+	TEST(test_no_inherited_fds);
 #ifndef __SANITIZE_THREAD__
 	TEST(test_fork);
 #endif

@@ -4,8 +4,9 @@
  * (io/store.c, io/store_local.c): listing, opening (regular files only,
  * nothing non-regular ever opened for reading, nothing outside the root
  * without follow_symlinks), identity kept across reopens, short files,
- * batches of ranges in any order, the fd cap, the counters, and
- * direct_io (O_DIRECT for large ranges with nothing cached).
+ * batches of ranges in any order, the fd cap, the counters,
+ * direct_io (O_DIRECT for large ranges with nothing cached), and
+ * ckpt_object_read().
  */
 // wrap: syscall open64
 #include <errno.h>
@@ -634,6 +635,48 @@ out:
 	cd_remove(dir);
 }
 
+/*
+ * ckpt_object_read() (the public call over the store): one object's bytes
+ * under a root, without opening a checkpoint; -ENOENT naming a missing
+ * object or root, -EINVAL for a name outside the root's names.
+ */
+static void test_object_read(void)
+{
+	char *dir = cd_new(), path[4200], err[1024];
+	struct ckpt_open_opts o = { 0 };
+	struct ckpt_error e;
+	uint8_t *buf = NULL;
+	size_t len = 1;
+
+	CHECK(put_pattern(dir, ".metadata", 5, 700) == 0);
+	CHECK(put_pattern(dir, "x.distcp", 6, 10) == 0);
+	CHECK(ckpt_object_read(dir, ".metadata", NULL, &buf, &len, err,
+			       sizeof(err)) == 0);
+	CHECK(len == 700 && buf && is_pattern(buf, 5, 0, 700));
+	ckpt_object_free(buf);
+	buf = NULL;
+	CHECK(ckpt_object_read(dir, "x.distcp", &o, &buf, &len, err,
+			       sizeof(err)) == 0);
+	CHECK(len == 10 && buf && is_pattern(buf, 6, 0, 10));
+	ckpt_object_free(buf);
+	ckpt_object_free(NULL);
+	buf = (uint8_t *)1;
+	CHECK(ckpt_object_read(dir, "none", NULL, &buf, &len, err,
+			       sizeof(err)) == -ENOENT);
+	CHECK(!buf && !len);
+	snprintf(path, sizeof(path), "%s/none", dir);
+	CHECK(strstr(err, path) != NULL);
+	ckpt_last_error_get(&e);
+	CHECK(e.code == ENOENT && strstr(e.message, path) != NULL);
+	CHECK(ckpt_object_read(dir, "../x", NULL, &buf, &len, err,
+			       sizeof(err)) == -EINVAL);
+	snprintf(path, sizeof(path), "%s/nodir", dir);
+	CHECK(ckpt_object_read(path, ".metadata", NULL, &buf, &len, err,
+			       sizeof(err)) == -ENOENT);
+	CHECK(strstr(err, path) != NULL);
+	cd_remove(dir);
+}
+
 int main(void)
 {
 	TEST(test_list);
@@ -646,5 +689,6 @@ int main(void)
 	TEST(test_fd_cap);
 	TEST(test_read_local);
 	TEST(test_direct_io);
+	TEST(test_object_read);
 	return TEST_REPORT();
 }
