@@ -96,6 +96,9 @@ def unique_bytes(torch):
 
 
 def worker(rank, world, port, ckpt, steps, q, s3root=None):
+    if os.environ.get("COOP_DUMP"):
+        import faulthandler
+        faulthandler.dump_traceback_later(int(os.environ["COOP_DUMP"]), exit=True)
     import torch.distributed as dist
     # the launcher's store (port 0, so no race with a parallel suite)
     store = join_group(port, rank, world)
@@ -174,6 +177,7 @@ def one(rank, world, ckpt, mode, coop, s3root, n):
             src = s3root
         reader = ckptfs.StorageReader(src, staging_mb=1,
                                       cooperative=(coop == "on"))
+        dist.barrier()      # every rank, whatever its mode's branch
         if mode == "fail":
             if rank == 1:       # cut after the open: the reads fail
                 # (read_metadata reads .metadata alone; the open is
@@ -207,7 +211,12 @@ def one(rank, world, ckpt, mode, coop, s3root, n):
             finally:
                 _coop.Exchange._buf = real
             return (rank, ["loaded without raising"], 0, 0.0)
-        dist.barrier()
+        if mode == "failpeer":
+            try:
+                load(got, storage_reader=reader)
+            except BaseException as e:  # noqa: B902 - as above
+                return (rank, [f"raised: {e}"], 0, 0.0)
+            return (rank, [], 0, 0.0)
         t0 = time.perf_counter()
         load(got, storage_reader=reader)
         secs = time.perf_counter() - t0
@@ -274,9 +283,13 @@ def main(argv):
                 status = 1
             continue
         if mode == "failpeer":
-            # rank 2 raises its own error; every other rank loads
-            ok = res[2][1][:1] and "injected" in res[2][1][0] and \
-                not any(b for r, b, *_ in res if r != 2)
+            # rank 2 raises its own error; DCP gathers it, so every rank
+            # raises it, and no other rank has a failure of its own (the
+            # exchange served them all): rank 2 is the only one named
+            named = [r for r, b, *_ in res if b and "injected" in b[0]]
+            others = [r for r, b, *_ in res if b and any(
+                f"(RANK {x})" in b[0] for x in range(world) if x != 2)]
+            ok = len(named) == world and not others
             print(f"torch {torch.__version__} W={world} {step}: rank 2: "
                   f"{res[2][1][:1]}; others: "
                   f"{[b for r, b, *_ in res if r != 2]}"[:2000])
