@@ -205,6 +205,14 @@ run() {
 		exec unshare --mount --propagation slave \
 			env CKPTFS_SID_OWN_NS=1 "$0" run "$@"
 	fi
+	# The namespace began with a copy of every mount, FUSE mounts of
+	# other jobs included.  / is private on some machines (no
+	# propagation at all): a copy left here would keep that mount's
+	# connection alive after its owner unmounts it, and its daemon
+	# would serve on, unmounted, until this run ends.  Drop them.
+	local fuse_types
+	fuse_types=$(awk '$3 ~ /^fuse(blk|\.[^ ]*)?$/ {print $3}' /proc/self/mounts | sort -u | paste -sd, -)
+	[ -z "$fuse_types" ] || umount -a -l -t "$fuse_types" 2>/dev/null || true
 	mkdir -p "$DIR$in"
 	trap 'unbind; rmdir "$DIR$RUN_IN" 2>/dev/null || true' EXIT
 	for m in proc dev dev/shm sys; do

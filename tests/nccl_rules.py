@@ -17,12 +17,19 @@ that behave as NCCL's do where it matters to a correct program:
   hanging; a peer that never posts its operation within `timeout`
   seconds is an error too.
 
+A rank is blocked while it waits for a peer to post an operation: in an
+unbatched send or receive (before it is posted to gloo), and in the
+wait() of any operation (batched or not) whose match the peer has not
+posted.  Once both ends are posted, the bytes move on gloo's threads.
+A cycle is reported only when every rank on it waits for a key that is
+still absent after its state was read: such a rank cannot move until
+the next one does, and the last one waits for this rank, which is
+blocked, so the cycle is a deadlock and never a race of the check.
+
 Every posted operation is recorded in the store (one key per operation:
 "nccl-rules/SRC-DST/sN" and "/rN"), which is how the other end checks
-it.  Stricter than NCCL in one way: a batch's receives wait, on the host,
-until the peer has posted the matching sends (in NCCL they wait on the
-stream); the exchange waits on its batch at once, so nothing depends on
-it.  Collectives are left alone (gloo's, as NCCL's, are matched by
+it.  Stricter than NCCL in one way: an unbatched operation blocks the
+host, not only the pair's stream, until the peer posts its match.  Collectives are left alone (gloo's, as NCCL's, are matched by
 order).
 """
 import time
@@ -34,26 +41,31 @@ import torch.distributed.distributed_c10d as c10d
 P = "nccl-rules"
 
 
-class _Done:
-    """A finished operation, as an isend's work object."""
+class _Work:
+    """An operation's work object: wait() blocks (as a rule-checked
+    wait) until the peer posted the match, then waits on gloo's."""
 
-    def __init__(self, works):
-        self.works = works
+    def __init__(self, rules, kind, t, peer, n, other, work=None):
+        self.rules, self.kind, self.t = rules, kind, t
+        self.peer, self.n, self.other = peer, n, other
+        self.work = work
 
     def wait(self, *a, **k):
-        for w in self.works:
-            w.wait()
+        self.rules._match(self.kind, self.t, self.peer, self.n, self.other)
+        if self.work is None:
+            f = self.rules.orig["isend" if self.kind == "send" else "irecv"]
+            self.work = f(self.t, self.peer, tag=0)
+        self.work.wait()
         return True
 
     def is_completed(self):
-        return all(w.is_completed() for w in self.works)
+        return self.work is not None and self.work.is_completed()
 
 
 class Rules:
     def __init__(self, store, rank, timeout=30.0, prefix=P):
         self.store, self.me, self.timeout = store, rank, timeout
         self.p = prefix
-        self.blocked = 0     # blocked/<me>'s value
         self.sent = {}       # peer -> sends posted to it
         self.recvd = {}      # peer -> receives posted from it
         self.orig = {n: getattr(c10d, n) for n in
@@ -64,9 +76,12 @@ class Rules:
     def _nbytes(t):
         return t.numel() * t.element_size()
 
+    def _has(self, key):
+        return self.store.add(key, 0) > 0
+
     def _post(self, kind, t, peer):
-        """Record a send or receive; its key and the peer's matching
-        one."""
+        """Record a send or receive as posted; its number, and the key of
+        the peer's matching one."""
         if kind == "send":
             n = self.sent.get(peer, 0)
             self.sent[peer] = n + 1
@@ -85,31 +100,31 @@ class Rules:
         return (f"pair rank {src} -> rank {dst}, operation #{n} "
                 f"(rank {self.me}'s {kind})")
 
-    def _match(self, kind, t, peer, n, other, blocking):
-        """Wait until the peer posted its operation #n of the pair; check
-        the sizes.  While blocking, say so in the store, and fail on a
-        wait cycle."""
+    def _match(self, kind, t, peer, n, other):
+        """Wait, blocked, until the peer posted its operation #n of the
+        pair; check the sizes.  Fails on a wait cycle or the timeout."""
         what = self._desc(kind, peer, n)
-        if blocking:
-            self._block(peer, what)
-        end = time.monotonic() + self.timeout
-        try:
-            while not self.store.add(other, 0):
-                if blocking:
+        if not self._has(other):
+            self._set_state(f"{peer}|{other}|{what}")
+            end = time.monotonic() + self.timeout
+            try:
+                while not self._has(other):
                     cyc = self._cycle()
                     if cyc:
                         raise RuntimeError(
-                            f"NCCL rules: wait cycle: {cyc}; "
-                            f"an unbatched send/recv blocks until the "
-                            f"peer posts its match")
-                if time.monotonic() > end:
-                    raise RuntimeError(
-                        f"NCCL rules: {what}: rank {peer} did not post "
-                        f"the matching operation within {self.timeout} s")
-                time.sleep(0.02)
-        finally:
-            if blocking:
-                self._block(-1, "")
+                            f"NCCL rules: wait cycle: {cyc}; each waits "
+                            f"for the peer to post its match (operations "
+                            f"match in posting order, tags ignored; an "
+                            f"unbatched send/recv blocks until the peer "
+                            f"posts its match)")
+                    if time.monotonic() > end:
+                        raise RuntimeError(
+                            f"NCCL rules: {what}: rank {peer} did not "
+                            f"post the matching operation within "
+                            f"{self.timeout} s")
+                    time.sleep(0.02)
+            finally:
+                self._set_state("-")
         theirs = self.store.add(other, 0) - 1
         if theirs != self._nbytes(t):
             raise RuntimeError(
@@ -117,41 +132,49 @@ class Rules:
                 f"bytes here, {theirs} bytes at rank {peer} (tags are "
                 f"ignored: operations match in posting order)")
 
-    def _block(self, peer, what):
-        """Say in the store whom this rank waits for (peer -1: nobody).
-        Counters only (torch 1.13's store has no check()): blocked/R is
-        peer + 1, written with add()."""
-        if what:
-            self.store.set(f"{self.p}/what/{self.me}", what)
-        self.store.add(f"{self.p}/blocked/{self.me}",
-                       peer + 1 - self.blocked)
-        self.blocked = peer + 1
+    def _set_state(self, v):
+        self.store.set(f"{self.p}/state/{self.me}", v)
+        self.store.add(f"{self.p}/has-state/{self.me}", 1)
+
+    def _state(self, r):
+        """(peer, awaited key, what) rank r waits for, or None."""
+        if not self._has(f"{self.p}/has-state/{r}"):
+            return None
+        v = self.store.get(f"{self.p}/state/{r}").decode()
+        if v == "-":
+            return None
+        peer, key, what = v.split("|", 2)
+        return int(peer), key, what
 
     def _cycle(self):
-        """A cycle of blocked ranks through this one, as text, or ''."""
+        """A wait cycle through this rank, as text, or ''.  Each link's
+        awaited key is checked absent after its state was read."""
         seen, r, path = set(), self.me, []
         while r not in seen:
             seen.add(r)
-            peer = self.store.add(f"{self.p}/blocked/{r}", 0) - 1
-            if peer < 0:
+            st = self._state(r)
+            if st is None or self._has(st[1]):
                 return ""
-            what = self.store.get(f"{self.p}/what/{r}").decode()
-            path.append(f"rank {r} waits in {what}")
-            r = peer
+            path.append(f"rank {r} waits in {st[2]}")
+            r = st[0]
         return "; ".join(path) if r == self.me else ""
 
-    def _one(self, kind, t, peer, blocking):
+    def _one(self, kind, t, peer):
+        """An unbatched operation: blocks until the peer posted its
+        match, then goes to gloo."""
         n, other = self._post(kind, t, peer)
-        self._match(kind, t, peer, n, other, blocking)
+        w = _Work(self, kind, t, peer, n, other)
+        self._match(kind, t, peer, n, other)
         f = self.orig["isend" if kind == "send" else "irecv"]
-        return f(t, peer, tag=0)
+        w.work = f(t, peer, tag=0)
+        return w
 
     # the replacements
     def isend(self, tensor, dst, group=None, tag=0):
-        return _Done([self._one("send", tensor, dst, True)])
+        return self._one("send", tensor, dst)
 
     def irecv(self, tensor, src=None, group=None, tag=0):
-        return _Done([self._one("recv", tensor, src, True)])
+        return self._one("recv", tensor, src)
 
     def send(self, tensor, dst, group=None, tag=0):
         self.isend(tensor, dst).wait()
@@ -161,17 +184,14 @@ class Rules:
         return src
 
     def batch_isend_irecv(self, p2p_op_list):
-        posted = []
+        works = []
         for op in p2p_op_list:
             kind = "send" if op.op in (self.isend, self.orig["isend"]) \
                 else "recv"
-            posted.append((kind, op, *self._post(kind, op.tensor,
-                                                 op.peer)))
-        works = []
-        for kind, op, n, other in posted:
-            self._match(kind, op.tensor, op.peer, n, other, False)
+            n, other = self._post(kind, op.tensor, op.peer)
             f = self.orig["isend" if kind == "send" else "irecv"]
-            works.append(_Done([f(op.tensor, op.peer, tag=0)]))
+            works.append(_Work(self, kind, op.tensor, op.peer, n, other,
+                               f(op.tensor, op.peer, tag=0)))
         return works
 
 
