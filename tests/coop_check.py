@@ -111,9 +111,10 @@ def worker(rank, world, port, ckpt, steps, q, s3root=None):
                 rules = nccl_rules.install(store, rank,
                                            prefix=f"nccl-rules/{n}")
             try:
+                mb = [int(f[2:]) for f in flags if f.startswith("mb")]
                 q.put((step, *one(rank, world, ckpt, mode,
                                   "off" if "off" in flags else "on",
-                                  s3root, f"{n}")))
+                                  s3root, f"{n}", mb[0] if mb else 1)))
             finally:
                 if rules is not None:
                     nccl_rules.uninstall(rules)
@@ -121,7 +122,7 @@ def worker(rank, world, port, ckpt, steps, q, s3root=None):
         dist.destroy_process_group()
 
 
-def one(rank, world, ckpt, mode, coop, s3root, n):
+def one(rank, world, ckpt, mode, coop, s3root, n, mb=1):
     import torch
     import torch.distributed as dist
     import ckptfs
@@ -175,7 +176,7 @@ def one(rank, world, ckpt, mode, coop, s3root, n):
             shutil.copytree(ckpt, src)
         if s3root:
             src = s3root
-        reader = ckptfs.StorageReader(src, staging_mb=1,
+        reader = ckptfs.StorageReader(src, staging_mb=mb,
                                       cooperative=(coop == "on"))
         dist.barrier()      # every rank, whatever its mode's branch
         if mode == "fail":
