@@ -32,6 +32,20 @@ FileSystemReader, on torch 1.13 (Debian 12) or >= 2 (the sid chroot).
         to half once it has opened it: rank 1 fails to read the parts it owns, and every rank
         must raise (rank 1 its read error, the others naming rank 1),
         none may hang.
+    coop_check.py load CKPT W STEP...
+        The ranks run each STEP in turn in one process group: STEP is
+        MODE[:FLAG...], MODE ddp, hsdp, uneven (rank 0 needs one key,
+        rank r > 0 some: parts with 2..W-1 needers), fail, failpeer (rank
+        2 cannot make room for the parts it receives: it raises, and the
+        others load what they need from the others), or kill (rank 1 is
+        SIGKILLed as it enters round 0's status exchange: the others must
+        raise with ckptfs's error naming rank 1; run it alone, with
+        COOP_PG_TIMEOUT=S, the process group's timeout).  FLAGs: off
+        (cooperative off), rules (tests/nccl_rules.py enforces NCCL's
+        point-to-point rules on gloo), mbN (staging_mb=N, default 1;
+        mb16 puts every part in one round, where ranks own parts each
+        other needs).  COOP_DUMP=S: each rank dumps its stacks and exits
+        after S s.
 """
 import os
 import sys
@@ -101,7 +115,12 @@ def worker(rank, world, port, ckpt, steps, q, s3root=None):
         faulthandler.dump_traceback_later(int(os.environ["COOP_DUMP"]), exit=True)
     import torch.distributed as dist
     # the launcher's store (port 0, so no race with a parallel suite)
-    store = join_group(port, rank, world)
+    kw = {}
+    if os.environ.get("COOP_PG_TIMEOUT"):
+        import datetime
+        kw["timeout"] = datetime.timedelta(
+            seconds=float(os.environ["COOP_PG_TIMEOUT"]))
+    store = join_group(port, rank, world, **kw)
     try:
         for n, step in enumerate(steps):
             mode, *flags = step.split(":")
@@ -212,6 +231,30 @@ def one(rank, world, ckpt, mode, coop, s3root, n, mb=1):
             finally:
                 _coop.Exchange._buf = real
             return (rank, ["loaded without raising"], 0, 0.0)
+        if mode == "kill":
+            # rank 1 is SIGKILLed as it enters round 0's status exchange
+            # (it read the parts it owns); the others must raise, with
+            # ckptfs's error naming rank 1, within the group's timeout
+            import logging
+            import signal
+            from ckptfs import _coop
+            if rank == 1:
+                def die(*a, **k):
+                    os.kill(os.getpid(), signal.SIGKILL)
+                _coop.Exchange._statuses = die
+            logged = []
+
+            class Keep(logging.Handler):
+                def emit(self, rec):
+                    logged.append(rec.getMessage())
+            logging.getLogger("ckptfs").addHandler(Keep())
+            t0 = time.monotonic()
+            try:
+                load(got, storage_reader=reader)
+            except BaseException as e:  # noqa: B902 - as above
+                return (rank, [f"raised: {e}"[:300]] + logged, 0,
+                        time.monotonic() - t0)
+            return (rank, [], 0, 0.0)
         if mode == "failpeer":
             try:
                 load(got, storage_reader=reader)
@@ -267,6 +310,20 @@ def main(argv):
         mode, *flags = step.split(":")
         res = [(r, *got[(step, r)]) for r in range(world)
                if (step, r) in got]
+        if mode == "kill":
+            # every rank but 1 raised, and ckptfs named rank 1 on each
+            live = [r for r, *_ in res]
+            named = [r for r, b, *_ in res if b and b[0].startswith(
+                "raised") and any("rank 1 died or left" in x
+                                  for x in b[1:])]
+            print(f"torch {torch.__version__} W={world} {step}: ranks "
+                  f"with a result {live}, raised naming rank 1 {named}; "
+                  f"seconds to raise "
+                  f"{[round(r[3], 1) for r in res]}; rank 0: "
+                  f"{res[0][1] if res else None}"[:2000])
+            if named != [r for r in range(world) if r != 1]:
+                status = 1
+            continue
         if len(res) < world:
             print(f"{step}: {world - len(res)} ranks gave no result "
                   f"(exit codes {[p.exitcode for p in procs]})")
@@ -282,6 +339,8 @@ def main(argv):
                   f"name rank 1; rank 0: {res[0][1][:1]}"[:2000])
             if len(raised) != world or not named:
                 status = 1
+            continue
+        if mode == "kill":
             continue
         if mode == "failpeer":
             # rank 2 raises its own error; DCP gathers it, so every rank

@@ -2,8 +2,8 @@
 """Cooperative reads for :class:`ckptfs.StorageReader`: of the ranks
 whose plans need the same saved bytes, one (the owner) reads them from
 the store and sends them to the others over the job's own
-``torch.distributed`` process group (point-to-point ``isend``/``irecv``
-on the default group; gloo, or NCCL through the current CUDA device).
+``torch.distributed`` process group (the default group; gloo, or NCCL
+through the current CUDA device).
 
 The unit shared is a *box*: a key's saved region (global offsets,
 lengths) exactly as a ReadItem asks for it, or a bytes entry.  DDP
@@ -25,23 +25,32 @@ How it runs:
 - ``read_data``: a rank first reads what it alone needs, then for each
   of its rounds in order: reads the parts it owns (into its destination
   tensor where that is a contiguous CPU tensor of the saved dtype, else
-  into staging), then each owner-to-needer pair exchanges statuses both
-  ways (the owner has the parts; the needer could make room for them),
-  then the parts go where both hold; the needers receive in place where
-  they can.  A rank that failed (a read, an allocation, a copy) still
-  takes part in every later round, with failed statuses and no data, and
-  raises at the end; its peers raise naming it.  A box is committed only
-  when all its parts arrived.  So a
-  failure on one rank is an error on each rank that needed its bytes,
-  never a hang.
+  into staging), then every rank of the job, parts or none, joins one
+  ``all_gather`` of a small status tensor (has its parts; can take the
+  parts it needs), then the parts go, by one ``batch_isend_irecv``, from
+  owners that have them to needers that can take them; the needers
+  receive in place where they can.  Each rank posts its ops in part
+  order and, within a part, in needer order: both ends of every pair
+  derive that order from the plan, which is what NCCL matches on (it
+  ignores tags, and a send waits for the peer's receive), so the same
+  code is correct on gloo and on NCCL.  A rank that failed (a read, an
+  allocation, a copy) still takes part in every later round, with
+  failed statuses and no data, and raises at the end; its peers raise
+  naming it.  A box is committed only when all its parts arrived.  A
+  rank that dies or leaves the exchange fails the others' status
+  ``all_gather`` (a closed connection, or the process group's
+  timeout): they raise naming it, never hang.
 
-Rounds are ordered, and every rank posts a round's operations only after
-its earlier rounds complete; round 0's are posted by every rank involved
-without waiting on any peer, so by induction every round completes.
+Parts travel on ``comm_device()``: CUDA under NCCL, else the CPU.  The
+owner reads into host memory (the store's bytes arrive there) and copies
+to the device; a needer receives straight into its destination tensor
+when that is a contiguous tensor of the saved dtype on that device.
 """
 from __future__ import annotations
 
 import io
+import logging
+import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import torch
@@ -186,6 +195,20 @@ def parts_of(plan: Any) -> Optional[Tuple[List[Part], int]]:
     return list(sd[MARK]["parts"]), int(sd[MARK]["rounds"])
 
 
+#: seconds a rank whose status exchange failed waits for the others to
+#: report it too, before naming those that did not
+_GRACE = 3.0
+
+
+def _store() -> Any:
+    """The default process group's store, or None."""
+    try:
+        import torch.distributed.distributed_c10d as c10d
+        return c10d._get_default_store()
+    except Exception:   # noqa: B902 - a private call: best effort
+        return None
+
+
 def comm_device() -> Any:
     """The device the exchange's tensors travel on: the current CUDA
     device under NCCL (which moves CUDA tensors only), else the CPU."""
@@ -278,7 +301,14 @@ class Exchange:
         world = dist.get_world_size()
         got = [torch.zeros(1, dtype=torch.int64, device=self.dev)
                for _ in range(world)]
-        dist.all_gather(got, mine)
+        store = _store()
+        key = f"ckptfs-coop/{self.seq}/{rnd}"
+        if store is not None:
+            store.add(f"{key}/at/{self.rank}", 1)
+        try:
+            dist.all_gather(got, mine)
+        except Exception as e:
+            raise self._lost(store, key, world, rnd, e) from e
         out: Dict[int, Tuple[bool, bool]] = {}
         for r, t in enumerate(got):
             v = int(t.item())
@@ -288,6 +318,46 @@ class Exchange:
                                  f"(it left it, or runs another collective)")
             out[r] = (bool(v & 1), bool(v & 2))
         return out
+
+    def _lost(self, store: Any, key: str, world: int, rnd: int,
+              e: BaseException, among: Optional[Set[int]] = None
+              ) -> OSError:
+        """The error of a failed status exchange (a rank died or left
+        it; the process group's timeout or a closed connection ended
+        the all_gather), naming the ranks that did not reach the round
+        or, when all did, those that did not also report the failure
+        within a short grace (or, for the parts, those of the ranks in
+        among that neither finished nor failed them).  Also logged: the caller's own collectives
+        (DCP gathers every rank's error) may fail on the same rank and
+        hide it."""
+        gone: List[int] = []
+        if store is not None:
+            try:
+                store.add(f"{key}/failed/{self.rank}", 1)
+
+                def has(k: str) -> bool:
+                    return bool(store.add(k, 0))
+                who = sorted(among) if among is not None else \
+                    list(range(world))
+                gone = [r for r in who if not has(f"{key}/at/{r}")]
+                if not gone:
+                    end = time.monotonic() + _GRACE
+                    while True:
+                        gone = [r for r in who
+                                if not has(f"{key}/failed/{r}") and
+                                not has(f"{key}/done/{r}")]
+                        if not gone or time.monotonic() > end:
+                            break
+                        time.sleep(0.05)
+            except Exception:   # noqa: B902 - the store went with it
+                gone = []
+        who = (f"rank {', '.join(map(str, gone))} died or left it"
+               if gone else "a rank died or left it")
+        err = OSError(5, f"ckptfs.StorageReader: rank {self.rank}: "
+                         f"round {rnd} of the "
+                         f"cooperative read failed: {who} ({e})")
+        logging.getLogger("ckptfs").error("%s", err.strerror)
+        return err
 
     def _round(self, rnd: int, parts: List[Part],
                items: Dict[Box, List[Tuple[Any, Any]]], planner: Any,
@@ -353,8 +423,17 @@ class Exchange:
             elif ready and self.failed_peer is None:
                 self.failed_peer = (pt[5], pt[1][0])
         if ops:
-            for q in dist.batch_isend_irecv(ops):
-                q.wait()
+            key = f"ckptfs-coop/{self.seq}/{rnd}"
+            try:
+                for q in dist.batch_isend_irecv(ops):
+                    q.wait()
+            except Exception as e:
+                # a peer died or left between the statuses and the parts
+                raise self._lost(_store(), key, dist.get_world_size(), rnd,
+                                 e, {op.peer for op in ops}) from e
+            store = _store()
+            if store is not None:
+                store.add(f"{key}/done/{me}", 1)
         for pt in sorted(parts):
             b = pt[1]
             left[b] -= 1
