@@ -42,19 +42,29 @@ P = "nccl-rules"
 
 
 class _Work:
-    """An operation's work object: wait() blocks (as a rule-checked
-    wait) until the peer posted the match, then waits on gloo's."""
+    """An operation's work object.  wait() first waits, blocked (cycle-
+    checked, timed out), until the peer posted the match of every
+    operation of its batch and checks their sizes, then posts them all
+    to gloo (so gloo never sees a mismatch, which aborts it), then
+    waits on gloo's."""
 
-    def __init__(self, rules, kind, t, peer, n, other, work=None):
+    def __init__(self, rules, kind, t, peer, n, other, batch):
         self.rules, self.kind, self.t = rules, kind, t
         self.peer, self.n, self.other = peer, n, other
-        self.work = work
+        self.batch = batch      # the works posted together (incl. this)
+        self.work = None
+
+    def _start(self):
+        if self.work is not None:
+            return
+        for w in self.batch:
+            w.rules._match(w.kind, w.t, w.peer, w.n, w.other)
+        for w in self.batch:
+            f = w.rules.orig["isend" if w.kind == "send" else "irecv"]
+            w.work = f(w.t, w.peer, tag=0)
 
     def wait(self, *a, **k):
-        self.rules._match(self.kind, self.t, self.peer, self.n, self.other)
-        if self.work is None:
-            f = self.rules.orig["isend" if self.kind == "send" else "irecv"]
-            self.work = f(self.t, self.peer, tag=0)
+        self._start()
         self.work.wait()
         return True
 
@@ -163,10 +173,10 @@ class Rules:
         """An unbatched operation: blocks until the peer posted its
         match, then goes to gloo."""
         n, other = self._post(kind, t, peer)
-        w = _Work(self, kind, t, peer, n, other)
-        self._match(kind, t, peer, n, other)
-        f = self.orig["isend" if kind == "send" else "irecv"]
-        w.work = f(t, peer, tag=0)
+        batch = []
+        w = _Work(self, kind, t, peer, n, other, batch)
+        batch.append(w)
+        w._start()
         return w
 
     # the replacements
@@ -189,10 +199,9 @@ class Rules:
             kind = "send" if op.op in (self.isend, self.orig["isend"]) \
                 else "recv"
             n, other = self._post(kind, op.tensor, op.peer)
-            f = self.orig["isend" if kind == "send" else "irecv"]
             works.append(_Work(self, kind, op.tensor, op.peer, n, other,
-                               f(op.tensor, op.peer, tag=0)))
-        return works
+                               works))
+        return list(works)
 
 
 def install(store, rank, timeout=30.0, prefix=P):
@@ -213,3 +222,100 @@ def uninstall(r):
 
 
 __all__ = ["install", "uninstall", "Rules", "torch"]
+
+
+def _selftest_rank(rank, port, q):
+    """Rank rank of the self-test: a correct batch passes; two ranks
+    that both post a tagged isend first are a wait cycle; a batch whose
+    sizes differ (tags would have matched them) is a size mismatch."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__))), "scripts"))
+    from gen_torch_ckpt import join_group
+    store = join_group(port, rank, 2)
+    peer = 1 - rank
+    out = []
+
+    def case(name, fn):
+        r = install(store, rank, timeout=5.0, prefix=f"{P}/{name}")
+        try:
+            fn()
+            out.append((name, "ok"))
+        except RuntimeError as e:
+            out.append((name, str(e)))
+        finally:
+            uninstall(r)
+
+    def good():
+        a = torch.full((4,), float(rank))
+        b = torch.zeros(4)
+        ops = [dist.P2POp(dist.isend, a, peer), dist.P2POp(dist.irecv, b,
+                                                           peer)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        assert float(b[0]) == float(peer)
+
+    def cycle():
+        a, b = torch.ones(2), torch.zeros(2)
+        ws = [dist.isend(a, peer, tag=1), dist.irecv(b, peer, tag=1)]
+        for w in ws:
+            w.wait()
+
+    def sizes():
+        # rank 0 sends 8 then 16 bytes (tags 1, 2); rank 1 posts its
+        # receives by tag in the other order: gloo matches them, NCCL
+        # does not
+        if rank == 0:
+            ops = [dist.P2POp(dist.isend, torch.ones(2), 1, tag=1),
+                   dist.P2POp(dist.isend, torch.ones(4), 1, tag=2)]
+        else:
+            ops = [dist.P2POp(dist.irecv, torch.zeros(4), 0, tag=2),
+                   dist.P2POp(dist.irecv, torch.zeros(2), 0, tag=1)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+
+    case("good", good)
+    case("cycle", cycle)
+    dist.barrier()
+    case("sizes", sizes)
+    q.put((rank, out))
+    os._exit(0)     # gloo's unmatched operations of "sizes" stay posted
+
+
+def _selftest():
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__))), "scripts"))
+    import torch.multiprocessing as tmp
+    from gen_torch_ckpt import free_port
+    port = free_port()
+    ctx = tmp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_selftest_rank, args=(r, port, q))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    got = dict(q.get(timeout=600) for _ in procs)
+    for p in procs:
+        p.join()
+    status = 0
+    for r in sorted(got):
+        res = dict(got[r])
+        print(f"rank {r}: {res}")
+    good = all(dict(got[r])["good"] == "ok" for r in got)
+    cyc = any("wait cycle" in dict(got[r])["cycle"] for r in got) and \
+        all(dict(got[r])["cycle"] != "ok" for r in got)
+    siz = all("size mismatch" in dict(got[r])["sizes"] for r in got)
+    print(f"good batch passes: {good}; tagged isend first on both: a "
+          f"wait cycle: {cyc}; receives by tag in another order: a size "
+          f"mismatch on both: {siz}")
+    if not (good and cyc and siz):
+        status = 1
+    return status
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(_selftest())
