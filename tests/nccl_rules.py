@@ -280,7 +280,9 @@ def _selftest_rank(rank, port, q):
     dist.barrier()
     case("sizes", sizes)
     q.put((rank, out))
-    os._exit(0)     # gloo's unmatched operations of "sizes" stay posted
+    q.close()
+    q.join_thread()
+    os._exit(0)     # skip destroy_process_group after the failed cases
 
 
 def _selftest():

@@ -75,6 +75,20 @@ def test_coop_torch113(ckpt113):
     check_steps(p.stdout, 4, STEPS)
 
 
+def test_nccl_rules_bite():
+    """The stand-in itself: a correct batch passes; both ranks posting a
+    tagged isend first is a wait cycle; receives posted by tag in
+    another order than the sends (gloo matches them) a size mismatch."""
+    p = subprocess.run([PY, os.path.join(ROOT, "tests", "nccl_rules.py")],
+                       capture_output=True, text=True,
+                       timeout=300 * SCALE)
+    print(p.stdout, p.stderr[-3000:])
+    assert p.returncode == 0
+    assert "good batch passes: True; tagged isend first on both: a wait " \
+        "cycle: True; receives by tag in another order: a size mismatch " \
+        "on both: True" in p.stdout
+
+
 def test_coop_kill(ckpt113):
     """Rank 1 SIGKILLed mid-exchange: ranks 0, 2, 3 raise naming it
     within the group's timeout (10 s; gloo's closed connection usually
