@@ -29,8 +29,13 @@ blocked, so the cycle is a deadlock and never a race of the check.
 Every posted operation is recorded in the store (one key per operation:
 "nccl-rules/SRC-DST/sN" and "/rN"), which is how the other end checks
 it.  Stricter than NCCL in one way: an unbatched operation blocks the
-host, not only the pair's stream, until the peer posts its match.  Collectives are left alone (gloo's, as NCCL's, are matched by
-order).
+host, not only the pair's stream, until the peer posts its match.
+Collectives are left alone (gloo's, as NCCL's, are matched by order).
+
+`python3 tests/nccl_rules.py` is its self-test (2 gloo ranks): a
+correct batch passes, both ranks posting a tagged isend first is a wait
+cycle, and receives posted by tag in another order than the sends (which
+gloo matches) are a size mismatch.
 """
 import time
 
