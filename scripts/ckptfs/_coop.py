@@ -337,13 +337,13 @@ class Exchange:
 
                 def has(k: str) -> bool:
                     return bool(store.add(k, 0))
-                who = sorted(among) if among is not None else \
+                peers = sorted(among) if among is not None else \
                     list(range(world))
-                gone = [r for r in who if not has(f"{key}/at/{r}")]
+                gone = [r for r in peers if not has(f"{key}/at/{r}")]
                 if not gone:
                     end = time.monotonic() + _GRACE
                     while True:
-                        gone = [r for r in who
+                        gone = [r for r in peers
                                 if not has(f"{key}/failed/{r}") and
                                 not has(f"{key}/done/{r}")]
                         if not gone or time.monotonic() > end:
