@@ -11,7 +11,11 @@
  * interpret.
  *
  * Memory is one arena, bounded by a multiple of the input's size, and
- * freed at once.  The machine is a loop over an explicit stack, so nesting
+ * freed at once.  Values are 32 bytes; None, booleans, the empty tuple and
+ * the integers 0-1023 are shared (never written after they are built), and
+ * only the memo slots that a GET reads are kept (a first pass over the
+ * opcodes finds them), so a large .metadata costs about six times its
+ * size rather than fifteen.  The machine is a loop over an explicit stack, so nesting
  * depth costs no C stack.  Values may share children (memo references) and
  * may even be cyclic (a list appended to itself), so callers must walk them
  * by a fixed schema, never by unbounded recursion.
@@ -40,6 +44,7 @@ enum pk_type {
 
 struct pk_value {
 	uint8_t type;		/* enum pk_type */
+	int32_t id;		/* PK_CALL: callable table id or PK_PERSID_ID */
 	uint32_t n;		/* items (tuple, list; dict: 2 x pairs) */
 	uint32_t cap;
 	union {
@@ -50,7 +55,6 @@ struct pk_value {
 		} str;
 		struct pk_value **items;
 		struct {
-			int id;	/* table id or PK_PERSID_ID */
 			struct pk_value *args;	/* PK_TUPLE or any */
 			struct pk_value *state;	/* NULL until BUILD */
 		} call;
