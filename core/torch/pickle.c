@@ -59,6 +59,10 @@ struct machine {
 	/* Shared immutable values, built on first use */
 	struct pk_value *none, *bools[2], *empty_tuple;
 	struct pk_value *ints[SHARED_INTS];
+	/* Values and 1-item arrays freed by a PK_DIMS compaction, reused
+	 * first; linked through their first pointer. */
+	struct pk_value *free_vals;
+	void *free_ones;
 	size_t op_at;		/* offset of the current opcode */
 	uint8_t op;
 	char *err;
@@ -193,7 +197,12 @@ static uint64_t le(const uint8_t *p, unsigned n)
 
 static struct pk_value *new_value(struct machine *mc, enum pk_type t)
 {
-	struct pk_value *v = arena_alloc(mc->a, sizeof(*v));
+	struct pk_value *v = mc->free_vals;
+
+	if (v)
+		mc->free_vals = v->u.call.args;
+	else
+		v = arena_alloc(mc->a, sizeof(*v));
 
 	if (v) {
 		memset(v, 0, sizeof(*v));
@@ -254,19 +263,26 @@ static int collect(struct machine *mc, enum pk_type t, size_t from)
 	struct pk_value *v;
 
 	if (n == 0 && t == PK_TUPLE) {	/* immutable: shared */
-		if (!mc->empty_tuple)
+		if (!mc->empty_tuple) {
 			mc->empty_tuple = new_value(mc, PK_TUPLE);
+			if (mc->empty_tuple)
+				mc->empty_tuple->flags = PK_PINNED;
+		}
 		return push(mc, mc->empty_tuple);
 	}
 	v = new_value(mc, t);
 	if (!v)
 		return oom(mc);
-	if (n) {
+	if (n == 1 && mc->free_ones) {
+		v->u.items = mc->free_ones;
+		mc->free_ones = *(void **)mc->free_ones;
+	} else if (n) {
 		v->u.items = arena_alloc(mc->a, n * sizeof(*v->u.items));
 		if (!v->u.items)
 			return oom(mc);
-		memcpy(v->u.items, mc->stack + from, n * sizeof(*v->u.items));
 	}
+	if (n)
+		memcpy(v->u.items, mc->stack + from, n * sizeof(*v->u.items));
 	v->n = v->cap = (uint32_t)n;
 	mc->sp = from;
 	return push(mc, v);
@@ -334,12 +350,57 @@ static int global(struct machine *mc, const char *mod, size_t mlen,
 		if (!v)
 			return oom(mc);
 		v->u.global = g->id;
+		if (g->dims)
+			v->flags = PK_DIMS_GLOBAL;
 		return push(mc, v);
 	}
 	return ckpt_errf(mc->err, mc->errlen, -EINVAL,
 			 "%s: pickle at byte %zu names global '%.*s.%.*s', which is not allowed",
 			 mc->name, mc->op_at, (int)(mlen > 100 ? 100 : mlen),
 			 mod, (int)(nlen > 100 ? 100 : nlen), name);
+}
+
+static void free_value(struct machine *mc, struct pk_value *v)
+{
+	v->u.call.args = mc->free_vals;
+	mc->free_vals = v;
+}
+
+/*
+ * fn(args) where fn is a PK_DIMS_GLOBAL: one tuple of at most
+ * PK_DIMS_MAX non-negative ints, which no memo slot that a GET reads
+ * holds (so nothing else points at them), becomes that tuple retyped
+ * PK_DIMS, its item array holding the ints' values; the args tuple, its
+ * item array and the ints (those not shared) are freed for reuse.
+ * Returns the value, or NULL when args are not of that shape.
+ */
+static struct pk_value *compact_dims(struct machine *mc, struct pk_value *args)
+{
+	struct pk_value *t;
+	uint32_t i;
+
+	if (args->type != PK_TUPLE || args->n != 1 ||
+	    (args->flags & PK_PINNED))
+		return NULL;
+	t = args->u.items[0];
+	if (t->type != PK_TUPLE || t->n == 0 || t->n > PK_DIMS_MAX ||
+	    (t->flags & PK_PINNED))
+		return NULL;
+	for (i = 0; i < t->n; i++)
+		if (t->u.items[i]->type != PK_INT || t->u.items[i]->u.i < 0)
+			return NULL;
+	for (i = 0; i < t->n; i++) {
+		struct pk_value *d = t->u.items[i];
+
+		t->u.dims[i] = (uint64_t)d->u.i;
+		if (!(d->flags & PK_PINNED))
+			free_value(mc, d);
+	}
+	t->type = PK_DIMS;
+	*(void **)args->u.items = mc->free_ones;
+	mc->free_ones = args->u.items;
+	free_value(mc, args);
+	return t;
 }
 
 static int call(struct machine *mc, int id_from_persid)
@@ -350,12 +411,7 @@ static int call(struct machine *mc, int id_from_persid)
 	rc = pop(mc, &args);
 	if (rc)
 		return rc;
-	v = new_value(mc, PK_CALL);
-	if (!v)
-		return oom(mc);
-	if (id_from_persid) {
-		v->id = PK_PERSID_ID;
-	} else {
+	if (!id_from_persid) {
 		rc = pop(mc, &fn);
 		if (rc)
 			return rc;
@@ -363,8 +419,14 @@ static int call(struct machine *mc, int id_from_persid)
 			return fail(mc, -EINVAL, "calls something not an allowed global");
 		if (args->type != PK_TUPLE)
 			return fail(mc, -EINVAL, "arguments are not a tuple");
-		v->id = fn->u.global;
+		if ((fn->flags & PK_DIMS_GLOBAL) && mc->op == 'R' &&
+		    (v = compact_dims(mc, args)))
+			return push(mc, v);
 	}
+	v = new_value(mc, PK_CALL);
+	if (!v)
+		return oom(mc);
+	v->id = id_from_persid ? PK_PERSID_ID : fn->u.global;
 	v->u.call.args = args;
 	return push(mc, v);
 }
@@ -395,8 +457,10 @@ static int memo_put(struct machine *mc, uint64_t idx)
 	if (idx >= mc->nmemo)
 		mc->nmemo = idx + 1;
 	slot = memo_slot(mc, idx);
-	if (slot != SIZE_MAX)
+	if (slot != SIZE_MAX) {
 		mc->memo[slot] = mc->stack[mc->sp - 1];
+		mc->memo[slot]->flags |= PK_PINNED;
+	}
 	return 0;
 }
 
@@ -428,8 +492,10 @@ static int push_int(struct machine *mc, enum pk_type t, int64_t i)
 	v = new_value(mc, t);
 	if (v)
 		v->u.i = i;
-	if (shared)
+	if (shared && v) {
+		v->flags = PK_PINNED;
 		*shared = v;
+	}
 	return push(mc, v);
 }
 
@@ -567,8 +633,11 @@ static int step(struct machine *mc, struct pk_value **root)
 		return push_int(mc, PK_INT, (int64_t)v);
 	}
 	case 'N':
-		if (!mc->none)
+		if (!mc->none) {
 			mc->none = new_value(mc, PK_NONE);
+			if (mc->none)
+				mc->none->flags = PK_PINNED;
+		}
 		return push(mc, mc->none);
 	case 0x89:
 	case 0x88:

@@ -37,13 +37,23 @@ enum pk_type {
 	PK_DICT,	/* items hold key, value, key, value, ... */
 	PK_GLOBAL,	/* an allowed global: id from the table */
 	PK_CALL,	/* callable id applied to args (+ BUILD state) */
+	PK_DIMS,	/* a pk_global.dims callable of one tuple of n
+			 * non-negative ints (torch.Size((2, 3))): u.dims */
 };
+
+/* pk_value.flags */
+#define PK_PINNED 1	/* shared, or in a memo slot a GET reads */
+#define PK_DIMS_GLOBAL 2	/* PK_GLOBAL of a pk_global.dims entry */
 
 /* The callable id of a BINPERSID node (args = the persistent id). */
 #define PK_PERSID_ID (-1)
 
+/* The most dims of a PK_DIMS value: a longer tuple stays a PK_CALL. */
+#define PK_DIMS_MAX 16
+
 struct pk_value {
 	uint8_t type;		/* enum pk_type */
+	uint8_t flags;		/* PK_PINNED, PK_DIMS_GLOBAL */
 	int32_t id;		/* PK_CALL: callable table id or PK_PERSID_ID */
 	uint32_t n;		/* items (tuple, list; dict: 2 x pairs) */
 	uint32_t cap;
@@ -54,6 +64,7 @@ struct pk_value {
 			uint32_t len;
 		} str;
 		struct pk_value **items;
+		uint64_t *dims;	/* PK_DIMS: n of them */
 		struct {
 			struct pk_value *args;	/* PK_TUPLE or any */
 			struct pk_value *state;	/* NULL until BUILD */
@@ -68,6 +79,10 @@ struct pk_global {
 	const char *module;
 	const char *name;
 	int id;			/* >= 0 */
+	/* A call of it (REDUCE) on one tuple of non-negative ints becomes
+	 * one PK_DIMS value, and the tuples and ints go back to the
+	 * machine: a torch.Size costs 32 + 8 x dims bytes. */
+	bool dims;
 };
 
 struct pk_arena;
