@@ -12,7 +12,7 @@ each in a fresh process and with an empty node-local index cache
   - ckptfs.open(): the time and the peak RSS over the process's baseline
     (VmHWM after the open less VmRSS before it), and that over the
     .metadata's size;
-  - `ckptfs info` (the CLI): wall time and peak RSS (/usr/bin/time);
+  - `ckptfs info` (the CLI): wall and CPU time, peak RSS (/usr/bin/time);
   - torch's FileSystemReader(dir).read_metadata() in the sid chroot: time
     and peak RSS over its baseline.
 Prints the best of REPS of each and the ratios.  Not part of make check:
@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SID = os.path.join(ROOT, "scripts", "sid-chroot.sh")
 
-# Run in a fresh process: "seconds peak_over_baseline_bytes".
+# Run in a fresh process: "seconds cpu_seconds peak_over_baseline_bytes".
 PROBE = r"""
 import sys, time
 def kb(field):
@@ -39,10 +39,10 @@ def kb(field):
                 return int(line.split()[1]) * 1024
 %s
 base = kb("VmRSS:")
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 %s
-t = time.perf_counter() - t0
-print(t, kb("VmHWM:") - base)
+t, c = time.perf_counter() - t0, time.process_time() - c0
+print(t, c, kb("VmHWM:") - base)
 """
 
 CKPTFS_OPEN = PROBE % ("import ckptfs", "ck = ckptfs.open(sys.argv[1])")
@@ -52,13 +52,13 @@ TORCH_READ = PROBE % (
 
 
 def best(runs):
-    return min(r[0] for r in runs), min(r[1] for r in runs)
+    return tuple(min(r[i] for r in runs) for i in range(3))
 
 
 def probe(cmd, env=None):
     out = subprocess.check_output(cmd, env=env, text=True)
-    t, rss = out.split()[-2:]
-    return float(t), int(rss)
+    t, c, rss = out.split()[-3:]
+    return float(t), float(c), int(rss)
 
 
 def main(argv):
@@ -92,24 +92,29 @@ def main(argv):
             shutil.rmtree(cache)
             os.mkdir(cache)
             out = subprocess.run(
-                ["/usr/bin/time", "-f", "%e %M", a.ckptfs, "info", ckpt],
+                ["/usr/bin/time", "-f", "%e %U %S %M", a.ckptfs, "info",
+                 ckpt],
                 env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 text=True, check=True).stderr.split()
-            infos.append((float(out[-2]), int(out[-1]) * 1024))
+            infos.append((float(out[-4]), float(out[-3]) + float(out[-2]),
+                          int(out[-1]) * 1024))
         finally:
             shutil.rmtree(cache, ignore_errors=True)
         torchs.append(probe([SID, "run", "/usr/bin/python3", "-c",
                              TORCH_READ, inside]))
-    (ot, orss), (it, irss), (tt, trss) = best(opens), best(infos), \
-        best(torchs)
+    (ot, oc, orss), (it, ic, irss), (tt, tc, trss) = \
+        best(opens), best(infos), best(torchs)
     mib = 1 << 20
     print(f"scale: {3 * a.params} items, .metadata {msize / mib:.1f} MiB, "
-          f"best of {a.reps}, no node-local index cache")
-    print(f"  torch read_metadata()   {tt:7.3f} s  peak RSS +{trss / mib:6.1f} MiB")
-    print(f"  ckptfs.open()           {ot:7.3f} s  peak RSS +{orss / mib:6.1f} MiB"
-          f"  ({ot / tt:.2f}x torch's time, {orss / msize:.1f}x .metadata)")
-    print(f"  ckptfs info (CLI)       {it:7.3f} s  peak RSS  {irss / mib:6.1f} MiB"
-          f"  ({it / tt:.2f}x torch's time)")
+          f"best of {a.reps}, no node-local index cache "
+          f"(wall s, CPU s, peak RSS)")
+    print(f"  torch read_metadata()  {tt:7.3f} {tc:7.3f}  +{trss / mib:6.1f} MiB")
+    print(f"  ckptfs.open()          {ot:7.3f} {oc:7.3f}  +{orss / mib:6.1f} MiB"
+          f"  ({ot / tt:.2f}x torch's time, {oc / tc:.2f}x its CPU, "
+          f"{orss / msize:.1f}x .metadata)")
+    print(f"  ckptfs info (CLI)      {it:7.3f} {ic:7.3f}   {irss / mib:6.1f} MiB"
+          f"  ({it / tt:.2f}x torch's time, {ic / tc:.2f}x its CPU; "
+          f"RSS of the whole process)")
     return 0
 
 
