@@ -136,14 +136,38 @@ static int scan_rank(void *ctx, const char *name, uint64_t size)
 	return 0;
 }
 
-/* Whether a PyTorch checkpoint's records in s are located when a read
- * needs them (an object store) rather than all at open:
- * CKPTFS_EAGER_INDEX=1 indexes them all at open, as before. */
-static bool locate_lazily(struct ckpt_store *s)
+/* Whether a PyTorch checkpoint's records are located when a read needs
+ * them rather than all at open: on every store (an object store, a local
+ * disk, a shared filesystem, where the eager pass is a random read per
+ * record boundary of the whole checkpoint before the first byte of
+ * data); CKPTFS_EAGER_INDEX=1 indexes them all at open, as before. */
+static bool locate_lazily(void)
 {
 	const char *eager = getenv("CKPTFS_EAGER_INDEX");
 
-	return ckpt_store_parallelism(s) > 0 && !(eager && eager[0] == '1');
+	return !(eager && eager[0] == '1');
+}
+
+/* The image of the torch checkpoint of s with pickle pkl (.metadata at
+ * meta_path) as an open builds it now: lazy (ckpt_torch_index_lazy()),
+ * or lazy with the stamp of its data files, so that it may be stored in
+ * the node-local index cache (ckpt_torch_index_merged() of nothing
+ * located), or eager (ckpt_torch_index()). */
+static int build_image(struct ckpt_store *s, const char *meta_path,
+		       const uint8_t *pkl, size_t len, bool lazy,
+		       bool stamped, uint8_t **img, size_t *imglen, char *err,
+		       size_t errlen)
+{
+	const struct ckpt_meta *none[1] = { NULL };
+
+	if (!lazy)
+		return ckpt_torch_index(s, meta_path, pkl, len, img, imglen,
+					err, errlen);
+	if (!stamped)
+		return ckpt_torch_index_lazy(s, meta_path, pkl, len, img,
+					     imglen, err, errlen);
+	return ckpt_torch_index_merged(s, meta_path, pkl, len, none, 0, img,
+				       imglen, err, errlen);
 }
 
 /* A directory of safetensors files: see safetensors/st_index.h. */
@@ -250,9 +274,12 @@ static int cache_hit(const struct ckpt_index_cache *c, const char *hex,
 /*
  * A torch checkpoint without an index, through the index cache dir
  * (ckptfs.h): a current cached image, or else, holding the key's lock,
- * one another process wrote meanwhile, or else indexed now and stored.
- * Whatever goes wrong with the cache leaves a warning and indexes in
- * memory; only indexing itself can fail.
+ * one another process wrote meanwhile, or else indexed now (lazily or
+ * not: build_image()) and stored.  So the processes of a node that open
+ * the same checkpoint at once parse its .metadata once: the first to take
+ * the lock builds and stores the image, the others wait for the lock and
+ * read that.  Whatever goes wrong with the cache leaves a warning and
+ * indexes in memory; only indexing itself can fail.
  */
 static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 			const char *cdir, const char *mver, bool lazy,
@@ -272,8 +299,6 @@ static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 	}
 	if (!cache_hit(&c, hex, ic, img, imglen, warning))
 		goto out_hit;
-	if (lazy)	/* nothing to store: nothing located yet */
-		goto out_close;
 	rc = ckpt_index_cache_lock(&c, hex, why, sizeof(why));
 	if (rc == -ECANCELED) {
 		ckpt_index_cache_close(&c);
@@ -288,8 +313,8 @@ static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 	if (!cache_hit(&c, hex, ic, img, imglen, warning))
 		goto out_hit;
 	*origin = CKPT_ORIGIN_TORCH;
-	rc = ckpt_torch_index(s, ic->meta_path, ic->pkl, ic->pkl_len, img,
-			      imglen, err, errlen);
+	rc = build_image(s, ic->meta_path, ic->pkl, ic->pkl_len, lazy, true,
+			 img, imglen, err, errlen);
 	if (rc) {
 		ckpt_index_cache_drop_lock(&c, hex);
 	} else if (ckpt_index_cache_write(&c, hex, *img, *imglen, why,
@@ -307,12 +332,8 @@ out_close:
 	ckpt_index_cache_close(&c);
 out_index:
 	*origin = CKPT_ORIGIN_TORCH;
-	if (lazy)
-		return ckpt_torch_index_lazy(s, ic->meta_path, ic->pkl,
-					     ic->pkl_len, img, imglen, err,
-					     errlen);
-	return ckpt_torch_index(s, ic->meta_path, ic->pkl, ic->pkl_len, img,
-				imglen, err, errlen);
+	return build_image(s, ic->meta_path, ic->pkl, ic->pkl_len, lazy,
+			   false, img, imglen, err, errlen);
 }
 
 /*
@@ -320,15 +341,14 @@ out_index:
  * .ckptfs-index when there is one, checked against the checkpoint as it
  * is now (ckpt_torch_index_check(): a stale or edited index is an error,
  * never trusted); with no index, from the index cache when o has one
- * (cached_image()), else built now.  In an object store (requests in
- * flight: ckpt_store_parallelism()) the image built now is lazy
- * (ckpt_torch_index_lazy()): the open reads .metadata alone and each
- * record is located when a read needs it; on a local disk the eager pass
- * costs little (page cache, WILLNEED in a deep queue) and fills the
- * index cache.  A lazy image is not stored at open (nothing in it is
- * located yet): what the open locates is stored when it is freed
+ * (cached_image()), else built now.  On every store the image built
+ * now is lazy (ckpt_torch_index_lazy()): the open reads .metadata alone
+ * and each record is located when a read needs it.  With an index cache
+ * the lazy image is stored at open (stamped: build_image()), so that the
+ * node's other opens read it rather than parse the pickle again, and
+ * what the open locates is merged into it when it is freed
  * (located_to_cache()); CKPTFS_EAGER_INDEX=1 in the environment indexes
- * an object store's checkpoint whole at open, as before, and stores it.
+ * the checkpoint whole at open, as before, and stores that.
  */
 static int torch_image(struct ckpt_store *s, const char *meta_path,
 		       const struct ckpt_open_opts *o, const char *mver,
@@ -340,7 +360,7 @@ static int torch_image(struct ckpt_store *s, const char *meta_path,
 		.dir = ckpt_store_root(s), .meta_path = meta_path, .store = s,
 		.pkl = pkl, .pkl_len = len,
 	};
-	bool lazy = locate_lazily(s);
+	bool lazy = locate_lazily();
 	char *ipath = NULL;
 	int rc;
 
@@ -366,12 +386,8 @@ static int torch_image(struct ckpt_store *s, const char *meta_path,
 						    origin, warning, err,
 						    errlen);
 			*origin = CKPT_ORIGIN_TORCH;
-			if (lazy)
-				return ckpt_torch_index_lazy(s, meta_path, pkl,
-							     len, img, imglen,
-							     err, errlen);
-			return index_now(s, meta_path, pkl, len, img, imglen,
-					 err, errlen);
+			return build_image(s, meta_path, pkl, len, lazy, false,
+					   img, imglen, err, errlen);
 		}
 	}
 	if (!rc) {
@@ -434,7 +450,8 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 		    "index cache: the cached index of %s does not parse (%s; ignored, indexed again)",
 		    meta_path, err ? err : "");
 	*origin = CKPT_ORIGIN_TORCH;
-	rc = index_now(s, meta_path, pkl, len, &img, &imglen, err, errlen);
+	rc = build_image(s, meta_path, pkl, len, locate_lazily(), true, &img,
+			 &imglen, err, errlen);
 	if (rc)
 		return rc;
 	*variants = ckpt_torch_index_variants(img, imglen);
@@ -833,8 +850,9 @@ static void rank_cache_store(struct ckpt_index_cache *c, const char *hex,
  * every rank and is refused when stale; else from the node-local index
  * cache when o has one (one entry keyed by every __R.metadata:
  * rank_cache_key(); ignored with a warning when stale); else it is built
- * now: lazily on an object store (locate_lazily()), eagerly otherwise,
- * and then stored in the cache under the key's lock.  A lazy open with a
+ * now: lazily unless CKPTFS_EAGER_INDEX=1 (locate_lazily()), and then
+ * stored in the cache under the key's lock, so that the node's other
+ * opens wait for it and read it (build_image()).  A lazy open with a
  * cache gets in *keep (caller frees with rank_keep_free()) what it
  * needs to store what it locates (rank_located_to_cache()).  -ENOENT
  * when there is no __R.metadata.
@@ -845,7 +863,7 @@ static int rank_local_image(struct ckpt_store *s,
 			    struct ckpt_rank_keep **keep, char **warning,
 			    char *err, size_t errlen)
 {
-	bool lazy = locate_lazily(s), c_open = false, store = false;
+	bool lazy = locate_lazily(), c_open = false, store = false;
 	bool have_index = false, listed = false;
 	const char *dir = ckpt_store_root(s);
 	const char *cdir = o ? o->index_cache : NULL;
@@ -918,7 +936,7 @@ static int rank_local_image(struct ckpt_store *s,
 		} else {
 			c_open = true;
 			if (rank_cache_hit(&c, hex, s, rf, n, &ibuf, &ilen, pre,
-					   prelen, warning) && !lazy) {
+					   prelen, warning)) {
 				/* Indexed now, and stored: under the lock,
 				 * unless another process stored it meanwhile. */
 				rc = ckpt_index_cache_lock(&c, hex, why,
@@ -961,13 +979,8 @@ static int rank_local_image(struct ckpt_store *s,
 				    rf[i].path, why);
 			pre[i] = NULL;
 		}
-		if (lazy)
-			rc = ckpt_torch_index_lazy(s, rf[i].path, rf[i].pkl,
-						   rf[i].len, &part, &plen,
-						   err, errlen);
-		else
-			rc = index_now(s, rf[i].path, rf[i].pkl, rf[i].len,
-				       &part, &plen, err, errlen);
+		rc = build_image(s, rf[i].path, rf[i].pkl, rf[i].len, lazy,
+				 store, &part, &plen, err, errlen);
 		if (rc)
 			goto out_free;
 		rc = ckpt_meta_parse_part(part, plen, rf[i].path, &parts[i],
