@@ -271,6 +271,56 @@ static int cache_hit(const struct ckpt_index_cache *c, const char *hex,
 	return rc;
 }
 
+/* A lazy image built under the cache key's lock (cached_image()), kept
+ * locked until the open has parsed it (store_held()). */
+struct cache_hold {
+	bool held;
+	struct ckpt_index_cache c;	/* locked on hex */
+	char hex[CKPT_INDEX_CACHE_KEY_HEX];
+};
+
+/*
+ * Store img, the lazy image built under h's lock, when m (parsed from it)
+ * is one the open keeps: each data file at least as long as its records
+ * need, as ckpt_files_open() will require (a lazy image has read no data
+ * file: a checkpoint that fails there is not cached, as one that fails
+ * to index is not); m NULL: not parsed, not stored.  Then release the
+ * lock: the node's other opens, waiting on it, read the image.
+ */
+/* Whether each data file of m (as s has it open: the stamp opened
+ * them) holds the records m needs of it, as ckpt_files_open() checks. */
+static bool has_files_whole(struct ckpt_store *s, const struct ckpt_meta *m)
+{
+	struct ckpt_store_file_info fi;
+	uint32_t i, id;
+
+	for (i = 0; i < m->nfiles; i++)
+		if (ckpt_store_open(s, m->strings + m->files[i].path, &id,
+				    &fi, NULL, 0) ||
+		    fi.size < m->files[i].need)
+			return false;
+	return true;
+}
+
+static void store_held(struct cache_hold *h, struct ckpt_store *s,
+		       const struct ckpt_meta *m, const uint8_t *img,
+		       size_t imglen, char **warning)
+{
+	char why[1024];
+
+	if (!h->held)
+		return;
+	if (!m || !has_files_whole(s, m)) {
+		ckpt_index_cache_drop_lock(&h->c, h->hex);
+	} else if (ckpt_index_cache_write(&h->c, h->hex, img, imglen, why,
+					  sizeof(why))) {
+		add_warning(warning, "index cache: %s (not cached)", why);
+		ckpt_index_cache_drop_lock(&h->c, h->hex);
+	}
+	ckpt_index_cache_close(&h->c);
+	h->held = false;
+}
+
 /*
  * A torch checkpoint without an index, through the index cache dir
  * (ckptfs.h): a current cached image, or else, holding the key's lock,
@@ -278,13 +328,15 @@ static int cache_hit(const struct ckpt_index_cache *c, const char *hex,
  * not: build_image()) and stored.  So the processes of a node that open
  * the same checkpoint at once parse its .metadata once: the first to take
  * the lock builds and stores the image, the others wait for the lock and
- * read that.  Whatever goes wrong with the cache leaves a warning and
- * indexes in memory; only indexing itself can fail.
+ * read that.  A lazy image is stored once parsed (store_held()): *hold
+ * keeps the lock until then.  Whatever goes wrong with the cache leaves a
+ * warning and indexes in memory; only indexing itself can fail.
  */
 static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 			const char *cdir, const char *mver, bool lazy,
 			uint8_t **img,
-			size_t *imglen, uint8_t *origin, char **warning,
+			size_t *imglen, uint8_t *origin,
+			struct cache_hold *hold, char **warning,
 			char *err, size_t errlen)
 {
 	struct ckpt_index_cache c;
@@ -315,6 +367,12 @@ static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 	*origin = CKPT_ORIGIN_TORCH;
 	rc = build_image(s, ic->meta_path, ic->pkl, ic->pkl_len, lazy, true,
 			 img, imglen, err, errlen);
+	if (!rc && lazy) {
+		hold->c = c;	/* closed by store_held() */
+		memcpy(hold->hex, hex, sizeof(hex));
+		hold->held = true;
+		return 0;
+	}
 	if (rc) {
 		ckpt_index_cache_drop_lock(&c, hex);
 	} else if (ckpt_index_cache_write(&c, hex, *img, *imglen, why,
@@ -353,7 +411,8 @@ out_index:
 static int torch_image(struct ckpt_store *s, const char *meta_path,
 		       const struct ckpt_open_opts *o, const char *mver,
 		       const uint8_t *pkl, size_t len, uint8_t **img,
-		       size_t *imglen, uint8_t *origin, char **warning,
+		       size_t *imglen, uint8_t *origin,
+		       struct cache_hold *hold, char **warning,
 		       char *err, size_t errlen)
 {
 	struct ckpt_index_check ic = {
@@ -383,8 +442,8 @@ static int torch_image(struct ckpt_store *s, const char *meta_path,
 			if (o && o->index_cache)
 				return cached_image(s, &ic, o->index_cache,
 						    mver, lazy, img, imglen,
-						    origin, warning, err,
-						    errlen);
+						    origin, hold, warning,
+						    err, errlen);
 			*origin = CKPT_ORIGIN_TORCH;
 			return build_image(s, meta_path, pkl, len, lazy, false,
 					   img, imglen, err, errlen);
@@ -433,16 +492,18 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 		      uint8_t *origin, uint8_t *variants, char **warning,
 		      char *err, size_t errlen)
 {
+	struct cache_hold hold = { .held = false };
 	uint8_t *img = NULL;
 	size_t imglen = 0;
 	int rc;
 
 	rc = torch_image(s, meta_path, o, mver, pkl, len, &img, &imglen,
-			 origin, warning, err, errlen);
+			 origin, &hold, warning, err, errlen);
 	if (rc)
 		return rc;
 	*variants = ckpt_torch_index_variants(img, imglen);
 	rc = ckpt_meta_parse(img, imglen, meta_path, m, err, errlen);
+	store_held(&hold, s, rc ? NULL : *m, img, imglen, warning);
 	free(img);
 	if (!rc || *origin != CKPT_ORIGIN_TORCH_INDEX_CACHE)
 		return rc;
@@ -988,6 +1049,11 @@ static int rank_local_image(struct ckpt_store *s,
 		if (rc) {
 			free(part);
 			goto out_free;
+		}
+		if (store && lazy && !has_files_whole(s, parts[i])) {
+			/* refused when its files open: not cached */
+			ckpt_index_cache_drop_lock(&c, hex);
+			store = false;
 		}
 		if (store) {
 			built[i] = part;
