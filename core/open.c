@@ -166,6 +166,9 @@ static int build_image(struct ckpt_store *s, const char *meta_path,
 	if (!stamped)
 		return ckpt_torch_index_lazy(s, meta_path, pkl, len, img,
 					     imglen, err, errlen);
+	/* The stamp opens every data file: on an object store, through
+	 * one listing of the root rather than a HEAD each. */
+	ckpt_store_list_ahead(s, UINT32_MAX);
 	return ckpt_torch_index_merged(s, meta_path, pkl, len, none, 0, img,
 				       imglen, err, errlen);
 }
