@@ -22,6 +22,9 @@
 /* The most bytes one batch keeps fetched for its reads: chunks past it
  * are located first and read after, as without joining. */
 #define JOIN_BUDGET ((uint64_t)256 << 20)
+/* Locally a join saves a pread or two of a record's windows and costs a
+ * copy of its bytes: only a record this small is joined. */
+#define LOCAL_JOIN_MAX ((uint64_t)1 << 20)
 
 struct ckpt_joined {
 	struct ckpt_fetched_set set;
@@ -207,6 +210,8 @@ static struct ckpt_joined *fetch_joined(struct ckpt_meta *m,
 	struct ckpt_joined *j = calloc(1, sizeof(*j));
 	struct ckpt_store_range *r = NULL;
 	uint64_t total = 0, maxlen = 0, at = 0;
+	uint64_t most = ckpt_store_parallelism(m->store) ? JOIN_BUDGET :
+			LOCAL_JOIN_MAX;
 	size_t i, nj = 0, n;
 
 	if (!j)
@@ -218,7 +223,8 @@ static struct ckpt_joined *fetch_joined(struct ckpt_meta *m,
 		uint64_t start, stop;
 
 		if (!join_range(m, &wt[i], &start, &stop) ||
-		    stop - start > JOIN_BUDGET - total)
+		    stop - start > JOIN_BUDGET - total ||
+		    stop - start > most)
 			continue;
 		total += stop - start;
 		j->w[nj++] = (struct ckpt_fetched){ m->chunks[wt[i].chunk].file,
