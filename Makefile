@@ -72,7 +72,7 @@ help:
 	@echo "make unit       run the C unit tests of core/"
 	@echo "make bats       run the end-to-end tests through a real mount"
 	@echo "make tsan       the ThreadSanitizer build in build-tsan/ (daemon, library, threaded unit tests) for tests/tsan-stress.sh and tests/tsan-s3.sh"
-	@echo "make bench      throughput vs raw pread and a minimal FUSE ceiling (>= 2 GiB checkpoints; BENCH_ARGS=...)"
+	@echo "make bench      throughput vs raw pread and a minimal FUSE ceiling (>= 2 GiB checkpoints; BENCH_ARGS=...), and the open of 15k items vs torch's read_metadata (SCALE_ARGS=...)"
 	@echo "make fuzz       libFuzzer (clang) on the metadata parser, validator and planner, and on the torch unpickler and zip locator, FUZZ_TIME=$(FUZZ_TIME) s each"
 	@echo "make deps       install the Debian packages ckptfs needs to build and test (apt-get)"
 	@echo "make deb        Debian packages ckptfs, libckptfs0, libckptfs-dev, python3-ckptfs in build/deb/ (lintian-checked)"
@@ -201,6 +201,8 @@ bench: deps $(BIN) $(O)/ceilfs
 	$(Q)command -v xxh64sum >/dev/null || scripts/install-deps.sh xxhash
 	$(Q)/usr/bin/python3 scripts/bench/bench.py --ckptfs $(abspath $(BIN)) \
 		--ceilfs $(abspath $(O)/ceilfs) $(BENCH_ARGS)
+	$(Q)/usr/bin/python3 scripts/bench/scale.py --ckptfs $(abspath $(BIN)) \
+		$(SCALE_ARGS)
 
 # libckptfs's folders depend one way, with no cycle; core/ never touches
 # FUSE; programs use only core/ckptfs.h; the shared library exports it all.

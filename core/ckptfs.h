@@ -44,7 +44,7 @@ const char *ckpt_version(void);
  * function's signature below changes.  A binding checks, at load, the
  * version and the size and field offsets of every struct it mirrors.
  */
-#define CKPT_ABI_VERSION 7	/* 2: ckpt_s3_opts.credentials_file,
+#define CKPT_ABI_VERSION 8	/* 2: ckpt_s3_opts.credentials_file,
 				 * config_file; ckpt_io_stats; 3:
 				 * ckpt_open_opts.index_cache; 4:
 				 * CKPT_FILES_DIRECT_IO; 5:
@@ -57,7 +57,8 @@ const char *ckpt_version(void);
 				 * open_* and read_* (requests by
 				 * kind, per phase); 7:
 				 * ckpt_object_read(),
-				 * ckpt_object_free() */
+				 * ckpt_object_free(); 8:
+				 * ckpt_io_stats.side_bytes_peak */
 
 /* CKPT_ABI_VERSION as the library was built. */
 unsigned ckpt_abi_version(void);
@@ -267,6 +268,14 @@ struct ckpt_s3_opts {
 	const char *addressing_style;	/* "auto" (NULL), "virtual" or
 					 * "path", as botocore's
 					 * s3.addressing_style (docs/s3.md) */
+	/* Azure Blob Storage (az://ACCOUNT/CONTAINER/PREFIX, docs/azure.md);
+	 * the settings above but the AWS ones apply to it too: */
+	const char *az_endpoint;	/* the account's blob endpoint, before
+					 * AZURE_STORAGE_BLOB_ENDPOINT (Azurite:
+					 * http://127.0.0.1:PORT/ACCOUNT) */
+	bool az_anonymous;	/* unsigned requests, for a public
+				 * container; without it, finding no
+				 * credentials is an error */
 };
 
 #define CKPT_S3_NO_RETRIES UINT32_MAX	/* ckpt_s3_opts.retries: none */
@@ -363,6 +372,10 @@ int ckpt_object_read(const char *dir, const char *name,
 /* Free a buffer ckpt_object_read() returned.  Accepts NULL. */
 void ckpt_object_free(void *buf);
 
+/* Does root name an object store ("s3://...", "az://...", an http(s)://
+ * blob URL: used as given, never a local path)? */
+bool ckpt_root_is_remote(const char *root);
+
 /*
  * For shutdown: every read of m's checkpoint that waits on an object
  * store (s3://) ends as soon as it can, failing with -EINTR ("cancelled"
@@ -403,6 +416,11 @@ struct ckpt_io_stats {
 	uint64_t read_lists;
 	uint64_t read_bytes_fetched;
 	uint64_t read_bytes_delivered;
+	/* The most bytes read batches held at once in buffers of their
+	 * own for joined reads (docs/performance.md): the zip structures
+	 * beside a record's data, and data that could not be fetched into
+	 * its destination. */
+	uint64_t side_bytes_peak;
 };
 
 /* Fill *out with m's counters (zeros for a meta parsed from memory).

@@ -44,7 +44,7 @@ static int open_store(const char *dir, bool follow,
 	rc = ckpt_store_new(dir, &so, s, err, errlen);
 	/* (An object store's own line says which of endpoint, bucket or
 	 * credentials is wrong: kept.) */
-	if (rc == -ENOENT && strncmp(dir, "s3://", 5) != 0)
+	if (rc == -ENOENT && !ckpt_store_root_is_remote(dir))
 		ckpt_errf(err, errlen, rc, "%s: cannot open: %s", dir,
 			  strerror(ENOENT));
 	return rc;
@@ -213,7 +213,7 @@ static int cache_key(struct ckpt_store *s, const char *mver,
 	const char *dir = ckpt_store_root(s);
 	char canon[PATH_MAX], *root;
 
-	if (!strncmp(dir, "s3://", 5)) {
+	if (ckpt_store_root_is_remote(dir)) {
 		ckpt_index_cache_key(ckpt_store_identity(s), mver, hex);
 		return 0;
 	}
@@ -1294,6 +1294,7 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	rc = open_store(dir, follow, o ? o->s3 : NULL, &s, err, errlen);
 	if (rc)
 		return rc;
+	dir = ckpt_store_root(s);	/* never a SAS a URL carries */
 	if (ckpt_store_warning(s))
 		add_warning(&warning, "%s", ckpt_store_warning(s));
 	rc = read_dot_metadata(s, &path, &buf, &len, &mtime, mver, err,
@@ -1321,8 +1322,9 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 				       "__R.metadata (PyTorch rank-local), "
 				       "*.safetensors, "
 				       "model.safetensors.index.json%s%s",
-				       dir, strncmp(dir, "s3://", 5) ? "" :
-				       "; ", strncmp(dir, "s3://", 5) ? "" :
+				       dir, !ckpt_store_root_is_remote(dir) ?
+				       "" : "; ",
+				       !ckpt_store_root_is_remote(dir) ? "" :
 				       why);
 			goto out_path;
 		}
@@ -1409,6 +1411,7 @@ out_path:
 int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 			struct ckpt_meta **out, char *err, size_t errlen)
 {
+	char shown[PATH_MAX];
 	bool began;
 	int rc;
 
@@ -1418,6 +1421,7 @@ int ckpt_meta_open_opts(const char *dir, const struct ckpt_open_opts *o,
 	began = ckpt_open_bound_begin();
 	rc = open_opts(dir, o, out, err, errlen);
 	ckpt_open_bound_end(began);
+	dir = ckpt_store_root_shown(dir, shown, sizeof(shown));
 	rc = ckpt_cancel_result(rc, dir, err, errlen);
 	if (rc)
 		return ckpt_last_error_finish(rc, dir);
@@ -1436,6 +1440,7 @@ int ckpt_object_read(const char *dir, const char *name,
 		     size_t *len, char *err, size_t errlen)
 {
 	struct ckpt_store *s = NULL;
+	char shown[PATH_MAX];
 	bool began;
 	int rc;
 
@@ -1450,6 +1455,7 @@ int ckpt_object_read(const char *dir, const char *name,
 					  len, NULL, err, errlen);
 	ckpt_store_free(s);
 	ckpt_open_bound_end(began);
+	dir = ckpt_store_root_shown(dir, shown, sizeof(shown));
 	rc = ckpt_cancel_result(rc, dir, err, errlen);
 	if (rc)
 		return ckpt_last_error_finish(rc, dir);
@@ -1459,6 +1465,11 @@ int ckpt_object_read(const char *dir, const char *name,
 void ckpt_object_free(void *buf)
 {
 	free(buf);
+}
+
+bool ckpt_root_is_remote(const char *root)
+{
+	return root && ckpt_store_root_is_remote(root);
 }
 
 /* Here, above records/, io/ and model/: the handle owns the record
@@ -1503,6 +1514,8 @@ void ckpt_meta_io_stats(const struct ckpt_meta *m, struct ckpt_io_stats *out)
 	out->requests = st.requests;
 	out->retries = st.retries;
 	out->connects = st.connects;
+	out->side_bytes_peak = m ? __atomic_load_n(&m->side_bytes_peak,
+						   __ATOMIC_RELAXED) : 0;
 	if (!m || !m->store)
 		return;
 	out->open_gets = m->at_open.gets;
@@ -1547,6 +1560,7 @@ int ckpt_meta_build_index_opts(const char *dir,
 			err, errlen);
 	if (rc)
 		return rc;
+	dir = ckpt_store_root(s);
 	rc = read_dot_metadata(s, &path, &buf, &len, &mtime, NULL, err,
 			       errlen);
 	if (rc == -ENOENT) {

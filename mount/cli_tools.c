@@ -213,7 +213,7 @@ static int parse_args(const struct tool *t, int argc, char **argv,
 			t->name);
 		return -1;
 	}
-	if (s3_cli_first(&a->s3) && strncmp(a->pos[0], "s3://", 5)) {
+	if (s3_cli_first(&a->s3) && !ckpt_root_is_remote(a->pos[0])) {
 		fprintf(stderr, "ckptfs %s: %s is only for s3:// checkpoints, not '%s'\n",
 			t->name, s3_cli_first(&a->s3), a->pos[0]);
 		return -1;
@@ -1424,7 +1424,7 @@ static int tool_index(const struct tool_args *a)
 	size_t len;
 	int rc = 1, wrc;
 
-	if (!out && !strncmp(a->pos[0], "s3://", 5)) {
+	if (!out && ckpt_root_is_remote(a->pos[0])) {
 		fprintf(stderr, "ckptfs index: %s: an object store is not written to; give --index FILE (a local file, for mount --index FILE)\n",
 			a->pos[0]);
 		return 1;

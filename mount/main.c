@@ -109,7 +109,16 @@ static void s3_help(FILE *f)
 "S3 settings of ckptfs mount and of every subcommand, for CKPT =\n"
 "s3://BUCKET/PREFIX (S3, Ceph radosgw, MinIO, ...); each is an option\n"
 "--s3-NAME V and an -o key s3_NAME=V (fstab lines).  Given for a checkpoint\n"
-"that is not s3://, they are refused.\n" S3_CLI_HELP);
+"that is not s3://, they are refused.\n" S3_CLI_HELP
+"\n"
+"Azure Blob Storage, CKPT = az://ACCOUNT/CONTAINER/PREFIX or a blob URL\n"
+"(https://ACCOUNT.blob.core.windows.net/CONTAINER/PREFIX[?SAS]): the\n"
+"settings above but region, profile, files and addressing style, and\n"
+"  --az-endpoint URL        the account's blob endpoint (-o az_endpoint=;\n"
+"                           else AZURE_STORAGE_BLOB_ENDPOINT)\n"
+"  --az-anonymous           unsigned requests (-o az_anonymous)\n"
+"Credentials: a SAS on the URL, AZURE_STORAGE_SAS_TOKEN, AZURE_STORAGE_KEY,\n"
+"AZURE_STORAGE_CONNECTION_STRING (docs/azure.md).\n");
 }
 
 /* The subcommands main() dispatches to: the tools, then these. */
@@ -298,7 +307,7 @@ static int do_mount(int argc, char **argv, const char *argv0)
 		mount_opts_destroy(&o);
 		return 0;
 	}
-	if (s3_cli_first(&o.s3) && strncmp(o.src, "s3://", 5)) {
+	if (s3_cli_first(&o.s3) && !ckpt_root_is_remote(o.src)) {
 		fprintf(stderr, "ckptfs: %s is only for s3:// checkpoints, not '%s'\n",
 			s3_cli_first(&o.s3), o.src);
 		mount_opts_destroy(&o);

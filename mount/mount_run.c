@@ -160,7 +160,7 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 	int rc, status = 1;
 
 	/* An object-store root (s3://bucket/prefix) is used as given. */
-	if (!strncmp(o->src, "s3://", 5)) {
+	if (ckpt_root_is_remote(o->src)) {
 		if (strlen(o->src) >= sizeof(src)) {
 			fprintf(stderr, "ckptfs: %.64s...: name too long\n",
 				o->src);
@@ -193,6 +193,10 @@ int mount_run(const struct mount_opts *o, const char *argv0)
 		fprintf(stderr, "ckptfs: %s\n", err);
 		return 1;
 	}
+	/* From here on the root as the store shows it: never a SAS token
+	 * that a blob URL carries (in the log, the xattrs, /proc/mounts). */
+	ckpt_meta_info(meta, &mi);
+	snprintf(src, sizeof(src), "%s", mi.dir);
 	if (ckpt_meta_warning(meta))
 		fprintf(stderr, "ckptfs: warning: %s\n", ckpt_meta_warning(meta));
 	if (o->debug && ckpt_meta_credentials(meta))

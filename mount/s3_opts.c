@@ -42,6 +42,12 @@ static const struct s3_key keys[] = {
 	{ "addressing_style", STR, F(addressing_style) },
 };	/* in the order of S3_CLI_LONG_OPTIONS' codes */
 
+/* Azure's own (without "az_"), from code S3_CLI_OPT + S3_CLI_AZ on. */
+static const struct s3_key az_keys[] = {
+	{ "endpoint", STR, F(az_endpoint) },
+	{ "anonymous", FLAG, F(az_anonymous) },
+};
+
 /* Names that would carry a credential (after "s3_" or "aws_"). */
 static const char *const secret_names[] = {
 	"access_key", "access_key_id", "secret_key", "secret_access_key",
@@ -101,9 +107,15 @@ int s3_cli_take(struct s3_cli *c, const char *name, const char *val,
 		snprintf(err, errlen, "%s: " NO_SECRETS, name);
 		return -1;
 	}
-	if (strncmp(name, "s3_", 3))
+	if (!strncmp(name, "az_", 3)) {
+		for (i = 0; i < sizeof(az_keys) / sizeof(az_keys[0]); i++)
+			if (!strcmp(name + 3, az_keys[i].name))
+				k = &az_keys[i];
+	} else if (strncmp(name, "s3_", 3)) {
 		return 0;
-	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+	}
+	for (i = 0; !k && strncmp(name, "az_", 3) &&
+	     i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (!strcmp(name + 3, keys[i].name))
 			k = &keys[i];
 	if (!k) {
@@ -184,6 +196,13 @@ int s3_cli_take_opt(struct s3_cli *c, int code, const char *val, char *err,
 		snprintf(err, errlen, "%s", NO_SECRETS);
 		return -1;
 	}
+	if (code >= S3_CLI_OPT + S3_CLI_AZ &&
+	    code < S3_CLI_OPT + S3_CLI_AZ +
+		   (int)(sizeof(az_keys) / sizeof(az_keys[0]))) {
+		snprintf(name, sizeof(name), "az_%s",
+			 az_keys[code - S3_CLI_OPT - S3_CLI_AZ].name);
+		return s3_cli_take(c, name, val, err, errlen);
+	}
 	if (code < S3_CLI_OPT ||
 	    code >= S3_CLI_OPT + (int)(sizeof(keys) / sizeof(keys[0])))
 		return 0;
@@ -209,6 +228,10 @@ const char *s3_cli_first(const struct s3_cli *c)
 			return full;
 		}
 	}
+	if (c->az_endpoint)
+		return "az_endpoint";
+	if (c->az_anonymous)
+		return "az_anonymous";
 	return NULL;
 }
 
@@ -234,6 +257,8 @@ void s3_cli_fill(const struct s3_cli *c, struct ckpt_s3_opts *o)
 	o->no_sign_request = c->no_sign_request;
 	o->ca_bundle = c->ca_bundle;
 	o->addressing_style = c->addressing_style;
+	o->az_endpoint = c->az_endpoint;
+	o->az_anonymous = c->az_anonymous;
 }
 
 void s3_cli_destroy(struct s3_cli *c)
@@ -245,5 +270,6 @@ void s3_cli_destroy(struct s3_cli *c)
 	free(c->config_file);
 	free(c->ca_bundle);
 	free(c->addressing_style);
+	free(c->az_endpoint);
 	memset(c, 0, sizeof(*c));
 }

@@ -28,6 +28,8 @@ struct s3_cli {
 	uint64_t part_bytes, merge_gap;
 	bool no_sign_request;
 	char *addressing_style;
+	char *az_endpoint;	/* az_endpoint (Azure) */
+	bool az_anonymous;	/* az_anonymous (Azure) */
 };
 
 /*
@@ -48,6 +50,7 @@ int s3_cli_take(struct s3_cli *c, const char *name, const char *val,
  */
 #define S3_CLI_OPT 0x5300	/* getopt_long codes from here */
 #define S3_CLI_OPT_SECRET (S3_CLI_OPT + 0xff)
+#define S3_CLI_AZ 0x80		/* the Azure options' codes, from here */
 #define S3_CLI_LONG(name, i) \
 	{ name, required_argument, NULL, S3_CLI_OPT + (i) }
 #define S3_CLI_FLAG(name, i) \
@@ -82,6 +85,10 @@ int s3_cli_take(struct s3_cli *c, const char *name, const char *val,
 	S3_CLI_LONG("s3-ca-bundle", 17), S3_CLI_LONG("s3_ca_bundle", 17), \
 	S3_CLI_LONG("s3-addressing-style", 18), \
 	S3_CLI_LONG("s3_addressing_style", 18), \
+	S3_CLI_LONG("az-endpoint", S3_CLI_AZ), \
+	S3_CLI_LONG("az_endpoint", S3_CLI_AZ), \
+	S3_CLI_FLAG("az-anonymous", S3_CLI_AZ + 1), \
+	S3_CLI_FLAG("az_anonymous", S3_CLI_AZ + 1), \
 	S3_CLI_SECRET("s3-access-key"), S3_CLI_SECRET("s3-access-key-id"), \
 	S3_CLI_SECRET("s3-secret-key"), S3_CLI_SECRET("s3-secret-access-key"), \
 	S3_CLI_SECRET("s3-session-token"), \

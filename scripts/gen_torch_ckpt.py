@@ -53,13 +53,15 @@ def free_port():
 
 
 def join_group(port, rank, world, backend="gloo", **kw):
-    """init_process_group through the launcher's store at PORT."""
+    """init_process_group through the launcher's store at PORT; returns
+    that store (a client of it)."""
     import datetime
     import torch.distributed as dist
     timeout = kw.get("timeout") or datetime.timedelta(seconds=300)
     store = _tcp_store(port, world, False, timeout)
     dist.init_process_group(backend, store=store, rank=rank,
                             world_size=world, **kw)
+    return store
 
 
 def full_tensor(torch, seed, name, shape, dtype):

@@ -32,6 +32,20 @@ FileSystemReader, on torch 1.13 (Debian 12) or >= 2 (the sid chroot).
         to half once it has opened it: rank 1 fails to read the parts it owns, and every rank
         must raise (rank 1 its read error, the others naming rank 1),
         none may hang.
+    coop_check.py load CKPT W STEP...
+        The ranks run each STEP in turn in one process group: STEP is
+        MODE[:FLAG...], MODE ddp, hsdp, uneven (rank 0 needs one key,
+        rank r > 0 some: parts with 2..W-1 needers), fail, failpeer (rank
+        2 cannot make room for the parts it receives: it raises, and the
+        others load what they need from the others), or kill (rank 1 is
+        SIGKILLed as it enters round 0's status exchange: the others must
+        raise with ckptfs's error naming rank 1; run it alone, with
+        COOP_PG_TIMEOUT=S, the process group's timeout).  FLAGs: off
+        (cooperative off), rules (tests/nccl_rules.py enforces NCCL's
+        point-to-point rules on gloo), mbN (staging_mb=N, default 1;
+        mb16 puts every part in one round, where ranks own parts each
+        other needs).  COOP_DUMP=S: each rank dumps its stacks and exits
+        after S s.
 """
 import os
 import sys
@@ -95,13 +109,44 @@ def unique_bytes(torch):
     return n
 
 
-def worker(rank, world, port, ckpt, mode, coop, q, s3root=None):
+def worker(rank, world, port, ckpt, steps, q, s3root=None):
+    if os.environ.get("COOP_DUMP"):
+        import faulthandler
+        faulthandler.dump_traceback_later(int(os.environ["COOP_DUMP"]), exit=True)
+    import torch.distributed as dist
+    # the launcher's store (port 0, so no race with a parallel suite)
+    kw = {}
+    if os.environ.get("COOP_PG_TIMEOUT"):
+        import datetime
+        kw["timeout"] = datetime.timedelta(
+            seconds=float(os.environ["COOP_PG_TIMEOUT"]))
+    store = join_group(port, rank, world, **kw)
+    try:
+        for n, step in enumerate(steps):
+            mode, *flags = step.split(":")
+            rules = None
+            if "rules" in flags:
+                import nccl_rules
+                rules = nccl_rules.install(store, rank,
+                                           prefix=f"nccl-rules/{n}")
+            try:
+                mb = [int(f[2:]) for f in flags if f.startswith("mb")]
+                q.put((step, *one(rank, world, ckpt, mode,
+                                  "off" if "off" in flags else "on",
+                                  s3root, f"{n}", mb[0] if mb else 1)))
+            finally:
+                if rules is not None:
+                    nccl_rules.uninstall(rules)
+    finally:
+        dist.destroy_process_group()
+
+
+def one(rank, world, ckpt, mode, coop, s3root, n, mb=1):
     import torch
     import torch.distributed as dist
     import ckptfs
     d, _, load = dcp(torch)
-    join_group(port, rank, world)
-    try:
+    if True:
         mesh = None
         if mode == "hsdp":
             from torch.distributed.device_mesh import init_device_mesh
@@ -129,12 +174,30 @@ def worker(rank, world, port, ckpt, mode, coop, q, s3root=None):
             sd["param_groups"] = [{"lr": 0.0, "params": ["?"]}]
             return sd
         want, got = fresh(), fresh()
+        if mode == "uneven":
+            # rank 0 needs nothing another rank needs (no parts, yet it
+            # takes part in every round); rank r > 0 the keys i with
+            # i % (W - 1) < r: parts with 2..W-1 needers
+            names = sorted(want)
+            if rank == 0:
+                names = ["optim.one"]
+            else:
+                names = [k for i, k in enumerate(names)
+                         if i % (world - 1) < rank and k != "optim.one"]
+            want = {k: want[k] for k in names}
+            got = {k: got[k] for k in names}
         load(want, storage_reader=d.FileSystemReader(ckpt))
-        src = ckpt + "-bad" if mode == "fail" and rank == 1 else ckpt
+        src = ckpt
+        if mode == "fail" and rank == 1:
+            import shutil
+            src = f"{ckpt}-bad{os.getpid()}.{n}"
+            shutil.rmtree(src, ignore_errors=True)
+            shutil.copytree(ckpt, src)
         if s3root:
             src = s3root
-        reader = ckptfs.StorageReader(src, staging_mb=1,
+        reader = ckptfs.StorageReader(src, staging_mb=mb,
                                       cooperative=(coop == "on"))
+        dist.barrier()      # every rank, whatever its mode's branch
         if mode == "fail":
             if rank == 1:       # cut after the open: the reads fail
                 # (read_metadata reads .metadata alone; the open is
@@ -148,20 +211,63 @@ def worker(rank, world, port, ckpt, mode, coop, q, s3root=None):
                 load(got, storage_reader=reader)
             except BaseException as e:  # noqa: B902 - torch 1.13's
                 # CheckpointException is a BaseException
-                q.put((rank, [f"raised: {e}"], 0, 0.0))
-                return
-            q.put((rank, [], 0, 0.0))
-            return
-        dist.barrier()
+                return (rank, [f"raised: {e}"], 0, 0.0)
+            return (rank, [], 0, 0.0)
+        if mode == "failpeer" and rank == 2:
+            # rank 2 cannot make room for the parts it receives (it
+            # still reads and sends those it owns)
+            from ckptfs import _coop
+            real = _coop.Exchange._buf
+
+            def nomem(self, pt, items):
+                if pt[5] != self.rank:
+                    raise MemoryError("injected: no room for a part")
+                return real(self, pt, items)
+            _coop.Exchange._buf = nomem
+            try:
+                load(got, storage_reader=reader)
+            except BaseException as e:  # noqa: B902 - as above
+                return (rank, [f"raised: {e}"], 0, 0.0)
+            finally:
+                _coop.Exchange._buf = real
+            return (rank, ["loaded without raising"], 0, 0.0)
+        if mode == "kill":
+            # rank 1 is SIGKILLed as it enters round 0's status exchange
+            # (it read the parts it owns); the others must raise, with
+            # ckptfs's error naming rank 1, within the group's timeout
+            import logging
+            import signal
+            from ckptfs import _coop
+            if rank == 1:
+                def die(*a, **k):
+                    os.kill(os.getpid(), signal.SIGKILL)
+                _coop.Exchange._statuses = die
+            logged = []
+
+            class Keep(logging.Handler):
+                def emit(self, rec):
+                    logged.append(rec.getMessage())
+            logging.getLogger("ckptfs").addHandler(Keep())
+            t0 = time.monotonic()
+            try:
+                load(got, storage_reader=reader)
+            except BaseException as e:  # noqa: B902 - as above
+                return (rank, [f"raised: {e}"[:300]] + logged, 0,
+                        time.monotonic() - t0)
+            return (rank, [], 0, 0.0)
+        if mode == "failpeer":
+            try:
+                load(got, storage_reader=reader)
+            except BaseException as e:  # noqa: B902 - as above
+                return (rank, [f"raised: {e}"], 0, 0.0)
+            return (rank, [], 0, 0.0)
         t0 = time.perf_counter()
         load(got, storage_reader=reader)
         secs = time.perf_counter() - t0
         fetched = reader.io_stats()["bytes_fetched"]
         reader.close()
         bad = differing(torch, want, got)
-        q.put((rank, bad, fetched, secs))
-    finally:
-        dist.destroy_process_group()
+        return (rank, bad, fetched, secs)
 
 
 def main(argv):
@@ -170,40 +276,100 @@ def main(argv):
     if argv[0] == "gen":
         gen(argv[1])
         return 0
-    ckpt, world, mode, coop = argv[1], int(argv[2]), argv[3], argv[4]
-    s3root = argv[6] if argv[5:6] == ["--s3"] else None
-    if mode == "fail":
-        import shutil
-        bad = ckpt + "-bad"
-        shutil.rmtree(bad, ignore_errors=True)
-        shutil.copytree(ckpt, bad)
+    ckpt, world = argv[1], int(argv[2])
+    s3root = None
+    if "--s3" in argv:
+        i = argv.index("--s3")
+        s3root = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
+    steps = argv[3:]
+    if len(steps) == 2 and steps[1] in ("on", "off"):  # MODE on|off
+        steps = [steps[0] + (":off" if steps[1] == "off" else "")]
+    port = free_port()
     ctx = tmp.get_context("spawn")
     q = ctx.Queue()
-    tmp.start_processes(worker, args=(world, free_port(), ckpt, mode, coop,
-                                      q, s3root),
-                        nprocs=world, join=True, start_method="spawn")
-    res = sorted(q.get() for _ in range(world))
-    if mode == "fail":
-        raised = [r for r, b, *_ in res if b and b[0].startswith("raised")]
-        named = [r for r, b, *_ in res
-                 if b and "rank 1 could not read key" in b[0]]
-        print(f"torch {torch.__version__} W={world} fail: {len(raised)} of "
-              f"{world} ranks raised, {len(named)} name rank 1; rank 0: "
-              f"{res[0][1][:1]}"[:2000])
-        return 0 if len(raised) == world and named else 1
-    total = sum(r[2] for r in res)
-    uniq = unique_bytes(torch)
-    bad = [(r, b) for r, b, *_ in res if b]
-    print(f"torch {torch.__version__} W={world} {mode} cooperative={coop}: "
-          f"fetched {total} bytes on all ranks, {total / uniq:.3f}x the "
-          f"{uniq} unique; per rank {[r[2] for r in res]}; "
-          f"{len(bad)} ranks differ {bad}; "
-          f"load {max(r[3] for r in res):.3f} s")
-    if bad:
-        return 1
-    if coop == "on" and total > 1.05 * uniq:
-        return 1
-    return 0
+    procs = [ctx.Process(target=worker, args=(r, world, port, ckpt,
+                                              steps, q, s3root))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    got = {}
+    want = world * len(steps)
+    import queue
+    while len(got) < want:
+        try:
+            step, rank, *rest = q.get(timeout=5)
+            got[(step, rank)] = rest
+        except queue.Empty:
+            if all(p.exitcode is not None for p in procs):
+                break
+    for p in procs:
+        p.join()
+    status = 0
+    for step in steps:
+        mode, *flags = step.split(":")
+        res = [(r, *got[(step, r)]) for r in range(world)
+               if (step, r) in got]
+        if mode == "kill":
+            # every rank but 1 raised, and ckptfs named rank 1 on each
+            live = [r for r, *_ in res]
+            named = [r for r, b, *_ in res if b and b[0].startswith(
+                "raised") and any("rank 1 died or left" in x
+                                  for x in b[1:])]
+            print(f"torch {torch.__version__} W={world} {step}: ranks "
+                  f"with a result {live}, raised naming rank 1 {named}; "
+                  f"seconds to raise "
+                  f"{[round(r[3], 1) for r in res]}; rank 0: "
+                  f"{res[0][1] if res else None}"[:2000])
+            if named != [r for r in range(world) if r != 1]:
+                status = 1
+            continue
+        if len(res) < world:
+            print(f"{step}: {world - len(res)} ranks gave no result "
+                  f"(exit codes {[p.exitcode for p in procs]})")
+            status = 1
+            continue
+        if mode == "fail":
+            raised = [r for r, b, *_ in res
+                      if b and b[0].startswith("raised")]
+            named = [r for r, b, *_ in res
+                     if b and "rank 1 could not read key" in b[0]]
+            print(f"torch {torch.__version__} W={world} {step}: "
+                  f"{len(raised)} of {world} ranks raised, {len(named)} "
+                  f"name rank 1; rank 0: {res[0][1][:1]}"[:2000])
+            if len(raised) != world or not named:
+                status = 1
+            continue
+        if mode == "kill":
+            continue
+        if mode == "failpeer":
+            # rank 2 raises its own error; DCP gathers it, so every rank
+            # raises it, and no other rank has a failure of its own (the
+            # exchange served them all): rank 2 is the only one named
+            named = [r for r, b, *_ in res if b and "injected" in b[0]]
+            others = [r for r, b, *_ in res if b and any(
+                f"(RANK {x})" in b[0] for x in range(world) if x != 2)]
+            ok = len(named) == world and not others
+            print(f"torch {torch.__version__} W={world} {step}: rank 2: "
+                  f"{res[2][1][:1]}; others: "
+                  f"{[b for r, b, *_ in res if r != 2]}"[:2000])
+            if not ok:
+                status = 1
+            continue
+        total = sum(r[2] for r in res)
+        uniq = unique_bytes(torch)
+        bad = [(r, b) for r, b, *_ in res if b]
+        print(f"torch {torch.__version__} W={world} {step} "
+              f"cooperative={'off' if 'off' in flags else 'on'}: "
+              f"fetched {total} bytes on all ranks, {total / uniq:.3f}x "
+              f"the {uniq} unique; per rank {[r[2] for r in res]}; "
+              f"{len(bad)} ranks differ {bad}; "
+              f"load {max(r[3] for r in res):.3f} s"[:3000])
+        if bad:
+            status = 1
+        if mode != "uneven" and "off" not in flags and total > 1.05 * uniq:
+            status = 1
+    return status
 
 
 if __name__ == "__main__":

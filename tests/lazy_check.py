@@ -36,6 +36,12 @@
         index cache, through PROXY when CKPT is s3:// ("-": none); the
         two must be equal byte for byte.  Prints one line per (W, R):
         the files, and the bytes each read (io_stats: bytes_fetched).
+    lazy_check.py side S3URL LOCAL PROXY W R
+        through PROXY: ckptfs.load(S3URL, W, R) of one handle, equal to
+        ckptfs.load(LOCAL, W, R); prints "side S data D": the handle's
+        io_stats()["side_bytes_peak"] (the most bytes its joined reads
+        held in buffers of their own) and the loaded arrays' bytes
+        (numpy's nbytes).
     lazy_check.py corrupt CKPT
         breaks the zip of one record (its end of central directory) of
         local checkpoint CKPT, in place, and prints its key.
@@ -250,6 +256,23 @@ def lazyeager(ckpt, proxy, pairs):
     return 0
 
 
+def side(url, local, proxy, world, rank):
+    import ckptfs
+    with ckptfs.open(url, s3_endpoint=proxy, index_cache=False) as ck:
+        got = ck.load(world, rank, backend="numpy")
+        peak = ck.io_stats()["side_bytes_peak"]
+    want = ckptfs.load(local, world, rank, backend="numpy",
+                       index_cache=False)
+    a = {p: as_bytes(v) for p, v in flat(got)}
+    b = {p: as_bytes(v) for p, v in flat(want)}
+    if a != b:
+        print("the load differs from the local load")
+        return 1
+    data = sum(v.nbytes for _, v in flat(want) if hasattr(v, "nbytes"))
+    print(f"side {peak} data {data}")
+    return 0
+
+
 def broken(url, proxy, world, rank, key):
     """ckptfs.load of a rank that reads the broken record `key` from
     s3:// must fail naming it (never return other bytes)."""
@@ -309,6 +332,8 @@ def main(argv):
     if argv[0] == "cached":
         return cached(argv[1], argv[2], argv[3], int(argv[4]), int(argv[5]),
                       argv[6], int(argv[7]))
+    if argv[0] == "side":
+        return side(argv[1], argv[2], argv[3], int(argv[4]), int(argv[5]))
     if argv[0] == "corrupt":
         return corrupt(argv[1])
     if argv[0] == "lazyeager":

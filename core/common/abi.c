@@ -56,6 +56,8 @@ static const struct field s3_opts_fields[] = {
 	F(ckpt_s3_opts, list_max_keys),
 	F(ckpt_s3_opts, ca_bundle),
 	F(ckpt_s3_opts, addressing_style),
+	F(ckpt_s3_opts, az_endpoint),
+	F(ckpt_s3_opts, az_anonymous),
 	{ NULL, 0 }
 };
 
@@ -218,6 +220,7 @@ static const struct field io_stats_fields[] = {
 	F(ckpt_io_stats, read_lists),
 	F(ckpt_io_stats, read_bytes_fetched),
 	F(ckpt_io_stats, read_bytes_delivered),
+	F(ckpt_io_stats, side_bytes_peak),
 	{ NULL, 0 }
 };
 

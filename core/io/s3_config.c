@@ -74,8 +74,9 @@ static bool is_region(const char *s)
 }
 
 /* opts' numbers, 0 meaning the default, checked against sane bounds. */
-static int pick_numbers(const struct ckpt_s3_opts *o, struct ckpt_s3_cfg *cfg,
-			char *err, size_t errlen)
+int ckpt_s3_config_numbers(const struct ckpt_s3_opts *o,
+			   struct ckpt_s3_cfg *cfg,
+			   char *err, size_t errlen)
 {
 	cfg->parallel = o && o->parallel ? o->parallel :
 			CKPT_S3_DEFAULT_PARALLEL;
@@ -170,7 +171,7 @@ int ckpt_s3_config_load(const struct ckpt_s3_opts *o,
 	int rc;
 
 	memset(cfg, 0, sizeof(*cfg));
-	rc = pick_numbers(o, cfg, err, errlen);
+	rc = ckpt_s3_config_numbers(o, cfg, err, errlen);
 	if (rc)
 		return rc;
 

@@ -64,6 +64,22 @@
 #define CKPT_S3_DEFAULT_LIST_MAX_KEYS 1000000
 #define CKPT_S3_DEFAULT_REGION "us-east-1"
 
+/*
+ * A signer other than SigV4 (Azure's Shared Key; a SAS or anonymous
+ * request signs nothing but still sends its version headers).  Before
+ * each try the engine calls sign() with the method ("GET", "HEAD"), the
+ * URL as sent, the range ("bytes=A-B", or NULL) and the If-Match value
+ * (or NULL); it adds the try's header lines with add(actx, "Name: v")
+ * (the range among them: the engine sends no Range header of its own).
+ * Returns 0 or -errno.  Called from any thread.
+ */
+struct ckpt_s3_signer {
+	int (*sign)(void *ctx, const char *method, const char *url,
+		    const char *range, const char *if_match,
+		    int (*add)(void *actx, const char *line), void *actx);
+	void *ctx;
+};
+
 /* Resolved settings; every string owned (free with
  * ckpt_s3_config_destroy()). */
 struct ckpt_s3_cfg {
@@ -78,6 +94,8 @@ struct ckpt_s3_cfg {
 					 * for messages ("the environment
 					 * (AWS_ACCESS_KEY_ID)"); borrowed
 					 * from creds */
+	const struct ckpt_s3_signer *signer;	/* NULL: SigV4 with creds;
+						 * else borrowed (Azure) */
 	char *ca_bundle;	/* PEM file for CURLOPT_CAINFO, or NULL */
 	uint32_t parallel;
 	uint32_t retries;
@@ -100,6 +118,14 @@ struct ckpt_s3_cfg {
  */
 int ckpt_s3_config_load(const struct ckpt_s3_opts *o,
 			struct ckpt_s3_cfg *cfg, char *err, size_t errlen);
+
+/*
+ * Only the numeric settings of o (parallel, parts, retries, time bounds,
+ * caps), defaults for those 0, into cfg (Azure's store shares them).
+ * Returns 0 or -EINVAL with err naming the setting out of range.
+ */
+int ckpt_s3_config_numbers(const struct ckpt_s3_opts *o,
+			   struct ckpt_s3_cfg *cfg, char *err, size_t errlen);
 
 /* Wipe the secrets and free every string of cfg.  Accepts a zeroed or
  * destroyed cfg. */

@@ -246,6 +246,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 		q->has_length = false;
 		q->etag[0] = '\0';
 		q->etag_bad = false;
+		q->code[0] = '\0';
 		q->answered = true;
 	} else if (header_is(p, len, "content-range", &v, &vl)) {
 		parse_content_range(q, v, vl);
@@ -253,6 +254,16 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 		const char *ve = v + vl;
 
 		q->has_length = parse_num(&v, ve, &q->length) && v == ve;
+	} else if (header_is(p, len, "x-ms-error-code", &v, &vl)) {
+		/* Azure's error code (a HEAD's answer has no body) */
+		q->code[0] = '\0';
+		if (vl < sizeof(q->code)) {
+			for (i = 0; i < vl; i++)
+				if (!etag_byte_ok((unsigned char)v[i]))
+					return len;
+			memcpy(q->code, v, vl);
+			q->code[vl] = '\0';
+		}
 	} else if (header_is(p, len, "etag", &v, &vl)) {
 		q->etag[0] = '\0';
 		q->etag_bad = true;
@@ -822,11 +833,33 @@ static void slot_give(struct ckpt_s3_http *h)
 	pthread_mutex_unlock(&h->lock);
 }
 
+/* What a signer's add() appends to. */
+struct hdr_add {
+	struct curl_slist **hd;
+	bool ok;
+};
+
+static int hdr_add(void *actx, const char *line)
+{
+	struct hdr_add *ha = actx;
+	struct curl_slist *t;
+
+	if (!ha->ok)
+		return -ENOMEM;
+	t = curl_slist_append(*ha->hd, line);
+	if (!t) {
+		ha->ok = false;
+		return -ENOMEM;
+	}
+	*ha->hd = t;
+	return 0;
+}
+
 static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 		     struct ckpt_s3_req *q, struct s3_easy *e)
 {
 	struct curl_slist *hd = NULL, *t;
-	char range[48], im[CKPT_STORE_VERSION_MAX + 16];
+	char range[48] = "", im[CKPT_STORE_VERSION_MAX + 16];
 	CURL *k = e->curl;
 	CURLcode rc = CURLE_OK;
 	struct ckpt_s3_credset *cs;
@@ -879,10 +912,35 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 		ckpt_s3_credset_put(cs);
 		return -EINVAL;
 	}
+	if (q->ranged)
+		snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64,
+			 q->off + q->done, q->off + q->len - 1);
 	/* hd grows one node at a time, so a failed append frees them all */
-	t = curl_slist_append(hd, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-	if (t)
-		hd = t;
+	if (h->cfg->signer) {
+		char xr[sizeof(range) + 8];
+		struct hdr_add ha = { &hd, true };
+
+		snprintf(xr, sizeof(xr), "bytes=%s", range);
+		crc = h->cfg->signer->sign(h->cfg->signer->ctx,
+					   q->head ? "HEAD" : "GET", q->url,
+					   q->ranged ? xr : NULL, q->if_match,
+					   hdr_add, &ha);
+		t = crc == 0 && ha.ok ? hd : NULL;
+		if (crc == 0 && !ha.ok)
+			crc = -ENOMEM;
+		if (crc) {
+			snprintf(q->reason, sizeof(q->reason), "signing the "
+				 "request: %s", strerror(-crc));
+			curl_slist_free_all(hd);
+			ckpt_s3_credset_put(cs);
+			return crc;
+		}
+	} else {
+		t = curl_slist_append(hd,
+				      "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+		if (t)
+			hd = t;
+	}
 	if (t && cs && cs->token_hdr) {
 		t = curl_slist_append(hd, cs->token_hdr);
 		if (t)
@@ -901,7 +959,7 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 	}
 #define SET(opt, val) \
 	do { if (rc == CURLE_OK) rc = curl_easy_setopt(k, opt, val); } while (0)
-	if (cs) {
+	if (cs && !h->cfg->signer) {
 		SET(CURLOPT_AWS_SIGV4, h->sigv4);
 		SET(CURLOPT_USERNAME, cs->access_key);
 		SET(CURLOPT_PASSWORD, cs->secret_key);
@@ -918,9 +976,7 @@ static int req_start(struct ckpt_s3_http *h, struct s3_worker *w,
 		SET(CURLOPT_HTTPGET, 1L);
 	}
 	SET(CURLOPT_FILETIME, q->head ? 1L : 0L);
-	if (q->ranged) {
-		snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64,
-			 q->off + q->done, q->off + q->len - 1);
+	if (q->ranged && !h->cfg->signer) {
 		SET(CURLOPT_RANGE, range);
 	} else {
 		SET(CURLOPT_RANGE, (char *)NULL);
@@ -1060,8 +1116,12 @@ static int req_finish(struct s3_worker *w, struct ckpt_s3_req *q,
 		return TRY_OK;
 	}
 	if (rc == CURLE_OK) {
-		ckpt_s3_xml_error_code(q->buf, q->buflen, q->code,
-				       sizeof(q->code));
+		char bcode[sizeof(q->code)];
+
+		ckpt_s3_xml_error_code(q->buf, q->buflen, bcode,
+				       sizeof(bcode));
+		if (bcode[0])
+			memcpy(q->code, bcode, sizeof(bcode));
 		snprintf(q->reason, sizeof(q->reason), "HTTP %ld%s%s", st,
 			 q->code[0] ? " " : "", q->code);
 		if (st >= 500 || st == 429 || st == 408 ||

@@ -15,12 +15,29 @@
 
 #include "common/errbuf.h"
 #include "common/relpath.h"
+#include "io/az_config.h"
 
 #define CKPT_STORE_LIST_PAGE 1000	/* names a listing page holds */
 
 static bool is_s3(const char *root)
 {
 	return !strncmp(root, "s3://", 5);
+}
+
+bool ckpt_store_root_is_remote(const char *root)
+{
+	return is_s3(root) || ckpt_az_root_is(root);
+}
+
+const char *ckpt_store_root_shown(const char *root, char *buf, size_t cap)
+{
+	const char *q = ckpt_az_root_is(root) ? strchr(root, '?') : NULL;
+	size_t n = q ? (size_t)(q - root) : strlen(root);
+
+	if (cap)
+		snprintf(buf, cap, "%.*s", (int)(n < INT32_MAX ? n : INT32_MAX),
+			 root);
+	return buf;
 }
 
 int ckpt_store_new(const char *root, const struct ckpt_store_opts *o,
@@ -33,6 +50,8 @@ int ckpt_store_new(const char *root, const struct ckpt_store_opts *o,
 		o = &none;
 	if (is_s3(root))
 		return ckpt_store_s3_new(root, o, out, err, errlen);
+	if (ckpt_az_root_is(root))
+		return ckpt_store_azure_new(root, o, out, err, errlen);
 	return ckpt_store_local_new(root, o, out, err, errlen);
 }
 

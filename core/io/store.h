@@ -13,8 +13,10 @@
  * deleted since gives -EIO naming it, never bytes of two versions mixed.
  *
  * Implementations: store_local.c (openat2 beneath the root, a bounded
- * cache of open fds) and store_s3.c (libcurl: HEAD, ListObjectsV2, ranged
- * GETs, many in flight).  store.c picks one from the root's form.
+ * cache of open fds), store_s3.c (libcurl: HEAD, ListObjectsV2, ranged
+ * GETs, many in flight) and store_azure.c (Azure Blob Storage over the
+ * same HTTP engine: HEAD, List Blobs, ranged GETs).  store.c picks one
+ * from the root's form.
  *
  * Thread safety: after ckpt_store_new(), every function but
  * ckpt_store_free() may be called from any number of threads at once.
@@ -69,8 +71,9 @@ struct ckpt_store_file_info {
 };
 
 /*
- * A store for root: "s3://bucket[/prefix]" for S3, anything else a local
- * directory.  The root must exist and be reachable (local: a directory
+ * A store for root: "s3://bucket[/prefix]" for S3,
+ * "az://account/container[/prefix]" or an http(s):// blob URL for Azure
+ * (az_config.h), anything else a local directory.  The root must exist and be reachable (local: a directory
  * that opens; S3: the bucket answers, the credentials are accepted).
  * Returns 0 and sets *out (caller frees with ckpt_store_free()), or -errno
  * with one line in err naming the root and the problem; the line never
@@ -93,6 +96,17 @@ void ckpt_store_free(struct ckpt_store *s);
  */
 int ckpt_store_set_opts(struct ckpt_store *s, const struct ckpt_store_opts *o,
 			char *err, size_t errlen);
+
+/* Does root name an object store (s3://, az://, an http(s):// blob
+ * URL), not a local directory? */
+bool ckpt_store_root_is_remote(const char *root);
+
+/*
+ * root as messages may show it: an object store's URL less its query (a
+ * SAS token), copied into buf (cap bytes, shortened when it does not
+ * fit).  Returns buf.
+ */
+const char *ckpt_store_root_shown(const char *root, char *buf, size_t cap);
 
 /* The root as given, for messages ("ckpt/", "s3://bucket/prefix"); never
  * holds a credential.  Borrowed from s. */

@@ -17,7 +17,7 @@
 #include "io/store.h"
 
 struct ckpt_store_ops {
-	const char *kind;	/* "local", "s3" */
+	const char *kind;	/* "local", "s3", "azure" */
 	/* Free everything the implementation owns, s included. */
 	void (*destroy)(struct ckpt_store *s);
 	int (*list)(struct ckpt_store *s,
@@ -70,5 +70,7 @@ int ckpt_store_local_new(const char *root, const struct ckpt_store_opts *o,
 			 struct ckpt_store **out, char *err, size_t errlen);
 int ckpt_store_s3_new(const char *root, const struct ckpt_store_opts *o,
 		      struct ckpt_store **out, char *err, size_t errlen);
+int ckpt_store_azure_new(const char *root, const struct ckpt_store_opts *o,
+			 struct ckpt_store **out, char *err, size_t errlen);
 
 #endif

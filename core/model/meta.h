@@ -294,6 +294,9 @@ struct ckpt_meta {
 	 * structures, serving those batches' reads (lazy opens only) */
 	pthread_rwlock_t fetched_lock;
 	struct ckpt_fetched_set *fetched;	/* guarded by fetched_lock */
+	/* The bytes joined reads hold in side buffers now, and the most
+	 * they held at once (ckpt_io_stats.side_bytes_peak); atomic */
+	uint64_t side_bytes, side_bytes_peak;
 	ckpt_locate_fn locate;		/* set by the opener; NULL: pending
 					 * records cannot be read (EIO) */
 };

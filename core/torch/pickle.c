@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common/errbuf.h"
 
@@ -18,9 +19,19 @@
  * data.pkl is a few hundred bytes, and a fixed 1 MiB block per record cost
  * an mmap, a munmap and the sanitizer's quarantine each (issue 31). */
 #define ARENA_FIRST_BLOCK ((size_t)4 << 10)
-#define ARENA_MAX_BLOCK ((size_t)1 << 20)
+#define ARENA_MAX_BLOCK ((size_t)4 << 20)
+/* Blocks of this size or more are on transparent huge pages when the
+ * system gives them on request: a large .metadata's values are faulted
+ * in 2 MiB at a time instead of 4 KiB, where the faults cost more than
+ * the unpickling.  The arena is the machine's own memory, never the
+ * caller's. */
+#define ARENA_HUGE ((size_t)2 << 20)
 #define ARENA_MIN_CAP ((size_t)64 << 20)	/* arena cap: max(this, ... */
 #define ARENA_PER_BYTE 64			/* ... input bytes * this) */
+#define ARENA_ALIGN _Alignof(struct pk_value)	/* values, pointer arrays */
+#define SHARED_INTS 1024	/* integers [0, this) are shared values */
+
+_Static_assert(sizeof(struct pk_value) == 32, "a value is 32 bytes");
 
 struct pk_block {
 	struct pk_block *next;
@@ -45,13 +56,37 @@ struct machine {
 	size_t sp, stack_cap;
 	size_t *marks;
 	size_t nmarks, marks_cap;
-	struct pk_value **memo;
-	size_t nmemo, memo_cap;
+	/* Memo: index i's slot is slot[rank of i among the indices a GET
+	 * reads] (memo_slot()); an index no GET reads is not kept. */
+	struct pk_value **memo;	/* [nread] */
+	uint64_t *read;		/* bitmap: memo indices a GET reads */
+	uint32_t *rank;		/* [w]: set bits of read[0, w) */
+	size_t nread, nbits;	/* slots; bits in read */
+	size_t nmemo;		/* MEMOIZE's next index */
+	/* Shared immutable values, built on first use */
+	struct pk_value *none, *bools[2], *empty_tuple;
+	struct pk_value *ints[SHARED_INTS];
+	/* Values and 1-item arrays freed by a PK_DIMS compaction, reused
+	 * first; linked through their first pointer. */
+	struct pk_value *free_vals;
+	void *free_ones;
 	size_t op_at;		/* offset of the current opcode */
 	uint8_t op;
 	char *err;
 	size_t errlen;
 };
+
+static struct pk_block *block_new(size_t bs)
+{
+	void *p;
+
+	if (bs < ARENA_HUGE)
+		return malloc(sizeof(struct pk_block) + bs);
+	if (posix_memalign(&p, ARENA_HUGE, sizeof(struct pk_block) + bs))
+		return NULL;
+	madvise(p, bs & ~(ARENA_HUGE - 1), MADV_HUGEPAGE);	/* a hint */
+	return p;
+}
 
 static void *arena_alloc(struct pk_arena *a, size_t size)
 {
@@ -60,7 +95,7 @@ static void *arena_alloc(struct pk_arena *a, size_t size)
 
 	if (size > SIZE_MAX / 2)
 		return NULL;
-	size = (size + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
+	size = (size + ARENA_ALIGN - 1) & ~(ARENA_ALIGN - 1);
 	if (!b || b->size - b->used < size) {
 		size_t bs = a->next_block ? a->next_block : ARENA_FIRST_BLOCK;
 
@@ -72,7 +107,7 @@ static void *arena_alloc(struct pk_arena *a, size_t size)
 			a->capped = true;
 			return NULL;
 		}
-		b = malloc(sizeof(*b) + bs);
+		b = block_new(bs);
 		if (!b)
 			return NULL;
 		b->next = a->head;
@@ -181,7 +216,12 @@ static uint64_t le(const uint8_t *p, unsigned n)
 
 static struct pk_value *new_value(struct machine *mc, enum pk_type t)
 {
-	struct pk_value *v = arena_alloc(mc->a, sizeof(*v));
+	struct pk_value *v = mc->free_vals;
+
+	if (v)
+		mc->free_vals = v->u.call.args;
+	else
+		v = arena_alloc(mc->a, sizeof(*v));
 
 	if (v) {
 		memset(v, 0, sizeof(*v));
@@ -239,16 +279,29 @@ static int pop_mark(struct machine *mc, size_t *at)
 static int collect(struct machine *mc, enum pk_type t, size_t from)
 {
 	size_t n = mc->sp - from;
-	struct pk_value *v = new_value(mc, t);
+	struct pk_value *v;
 
+	if (n == 0 && t == PK_TUPLE) {	/* immutable: shared */
+		if (!mc->empty_tuple) {
+			mc->empty_tuple = new_value(mc, PK_TUPLE);
+			if (mc->empty_tuple)
+				mc->empty_tuple->flags = PK_PINNED;
+		}
+		return push(mc, mc->empty_tuple);
+	}
+	v = new_value(mc, t);
 	if (!v)
 		return oom(mc);
-	if (n) {
+	if (n == 1 && mc->free_ones) {
+		v->u.items = mc->free_ones;
+		mc->free_ones = *(void **)mc->free_ones;
+	} else if (n) {
 		v->u.items = arena_alloc(mc->a, n * sizeof(*v->u.items));
 		if (!v->u.items)
 			return oom(mc);
-		memcpy(v->u.items, mc->stack + from, n * sizeof(*v->u.items));
 	}
+	if (n)
+		memcpy(v->u.items, mc->stack + from, n * sizeof(*v->u.items));
 	v->n = v->cap = (uint32_t)n;
 	mc->sp = from;
 	return push(mc, v);
@@ -316,12 +369,57 @@ static int global(struct machine *mc, const char *mod, size_t mlen,
 		if (!v)
 			return oom(mc);
 		v->u.global = g->id;
+		if (g->dims)
+			v->flags = PK_DIMS_GLOBAL;
 		return push(mc, v);
 	}
 	return ckpt_errf(mc->err, mc->errlen, -EINVAL,
 			 "%s: pickle at byte %zu names global '%.*s.%.*s', which is not allowed",
 			 mc->name, mc->op_at, (int)(mlen > 100 ? 100 : mlen),
 			 mod, (int)(nlen > 100 ? 100 : nlen), name);
+}
+
+static void free_value(struct machine *mc, struct pk_value *v)
+{
+	v->u.call.args = mc->free_vals;
+	mc->free_vals = v;
+}
+
+/*
+ * fn(args) where fn is a PK_DIMS_GLOBAL: one tuple of at most
+ * PK_DIMS_MAX non-negative ints, which no memo slot that a GET reads
+ * holds (so nothing else points at them), becomes that tuple retyped
+ * PK_DIMS, its item array holding the ints' values; the args tuple, its
+ * item array and the ints (those not shared) are freed for reuse.
+ * Returns the value, or NULL when args are not of that shape.
+ */
+static struct pk_value *compact_dims(struct machine *mc, struct pk_value *args)
+{
+	struct pk_value *t;
+	uint32_t i;
+
+	if (args->type != PK_TUPLE || args->n != 1 ||
+	    (args->flags & PK_PINNED))
+		return NULL;
+	t = args->u.items[0];
+	if (t->type != PK_TUPLE || t->n == 0 || t->n > PK_DIMS_MAX ||
+	    (t->flags & PK_PINNED))
+		return NULL;
+	for (i = 0; i < t->n; i++)
+		if (t->u.items[i]->type != PK_INT || t->u.items[i]->u.i < 0)
+			return NULL;
+	for (i = 0; i < t->n; i++) {
+		struct pk_value *d = t->u.items[i];
+
+		t->u.dims[i] = (uint64_t)d->u.i;
+		if (!(d->flags & PK_PINNED))
+			free_value(mc, d);
+	}
+	t->type = PK_DIMS;
+	*(void **)args->u.items = mc->free_ones;
+	mc->free_ones = args->u.items;
+	free_value(mc, args);
+	return t;
 }
 
 static int call(struct machine *mc, int id_from_persid)
@@ -332,12 +430,7 @@ static int call(struct machine *mc, int id_from_persid)
 	rc = pop(mc, &args);
 	if (rc)
 		return rc;
-	v = new_value(mc, PK_CALL);
-	if (!v)
-		return oom(mc);
-	if (id_from_persid) {
-		v->u.call.id = PK_PERSID_ID;
-	} else {
+	if (!id_from_persid) {
 		rc = pop(mc, &fn);
 		if (rc)
 			return rc;
@@ -345,57 +438,83 @@ static int call(struct machine *mc, int id_from_persid)
 			return fail(mc, -EINVAL, "calls something not an allowed global");
 		if (args->type != PK_TUPLE)
 			return fail(mc, -EINVAL, "arguments are not a tuple");
-		v->u.call.id = fn->u.global;
+		if ((fn->flags & PK_DIMS_GLOBAL) && mc->op == 'R' &&
+		    (v = compact_dims(mc, args)))
+			return push(mc, v);
 	}
+	v = new_value(mc, PK_CALL);
+	if (!v)
+		return oom(mc);
+	v->id = id_from_persid ? PK_PERSID_ID : fn->u.global;
 	v->u.call.args = args;
 	return push(mc, v);
 }
 
+/* The slot of memo index idx, or SIZE_MAX when no GET reads it. */
+static size_t memo_slot(const struct machine *mc, uint64_t idx)
+{
+	uint64_t w;
+
+	if (idx >= mc->nbits)
+		return SIZE_MAX;
+	w = mc->read[idx / 64];
+	if (!(w >> (idx % 64) & 1))
+		return SIZE_MAX;
+	return mc->rank[idx / 64] +
+	       (size_t)__builtin_popcountll(w & ((1ull << (idx % 64)) - 1));
+}
+
 static int memo_put(struct machine *mc, uint64_t idx)
 {
+	size_t slot;
+
 	if (mc->sp <= floor_sp(mc))
 		return fail(mc, -EINVAL, "memoizing an empty stack");
 	/* A memo slot per opcode executed at most: bounded by the input. */
 	if (idx > (uint64_t)(mc->p - mc->buf))
 		return fail(mc, -EINVAL, "memo index out of range");
-	if (idx >= mc->memo_cap) {
-		size_t ncap = mc->memo_cap ? mc->memo_cap : 64;
-		struct pk_value **nm;
-
-		while (ncap <= idx)
-			ncap *= 2;
-		nm = realloc(mc->memo, ncap * sizeof(*nm));
-		if (!nm)
-			return oom(mc);
-		memset(nm + mc->memo_cap, 0,
-		       (ncap - mc->memo_cap) * sizeof(*nm));
-		mc->memo = nm;
-		mc->memo_cap = ncap;
-	}
-	mc->memo[idx] = mc->stack[mc->sp - 1];
 	if (idx >= mc->nmemo)
 		mc->nmemo = idx + 1;
+	slot = memo_slot(mc, idx);
+	if (slot != SIZE_MAX) {
+		mc->memo[slot] = mc->stack[mc->sp - 1];
+		mc->memo[slot]->flags |= PK_PINNED;
+	}
 	return 0;
 }
 
 static int memo_get(struct machine *mc, uint64_t idx)
 {
-	if (idx >= mc->nmemo || !mc->memo[idx]) {
+	size_t slot = memo_slot(mc, idx);
+
+	if (slot == SIZE_MAX || !mc->memo[slot]) {
 		char what[64];
 
 		snprintf(what, sizeof(what), "memo index %llu is not set",
 			 (unsigned long long)idx);
 		return fail(mc, -EINVAL, what);
 	}
-	return push(mc, mc->memo[idx]);
+	return push(mc, mc->memo[slot]);
 }
 
+/* An int or bool; those in [0, SHARED_INTS) and bools are shared. */
 static int push_int(struct machine *mc, enum pk_type t, int64_t i)
 {
-	struct pk_value *v = new_value(mc, t);
+	struct pk_value **shared = NULL, *v;
 
+	if (t == PK_BOOL)
+		shared = &mc->bools[i != 0];
+	else if (i >= 0 && i < SHARED_INTS)
+		shared = &mc->ints[i];
+	if (shared && *shared)
+		return push(mc, *shared);
+	v = new_value(mc, t);
 	if (v)
 		v->u.i = i;
+	if (shared && v) {
+		v->flags = PK_PINNED;
+		*shared = v;
+	}
 	return push(mc, v);
 }
 
@@ -533,7 +652,12 @@ static int step(struct machine *mc, struct pk_value **root)
 		return push_int(mc, PK_INT, (int64_t)v);
 	}
 	case 'N':
-		return push(mc, new_value(mc, PK_NONE));
+		if (!mc->none) {
+			mc->none = new_value(mc, PK_NONE);
+			if (mc->none)
+				mc->none->flags = PK_PINNED;
+		}
+		return push(mc, mc->none);
 	case 0x89:
 	case 0x88:
 		return push_int(mc, PK_BOOL, mc->op == 0x88);
@@ -599,6 +723,105 @@ static int step(struct machine *mc, struct pk_value **root)
 	}
 }
 
+/*
+ * The memo indices that a GET reads, into mc->read and mc->rank, and a
+ * slot for each in mc->memo: a pass over the opcodes that decodes their
+ * arguments as step() does, and stops where step() would fail (a
+ * truncated argument, an opcode it refuses) or at STOP, so every GET
+ * that step() runs was seen here.
+ */
+static int scan_memo(struct machine *mc)
+{
+	const uint8_t *p = mc->buf, *end = mc->end, *nl;
+	uint64_t n, idx;
+	size_t words, w, total = 0;
+	unsigned k;
+
+	/* memo_put() refuses indices past the bytes read: at most len. */
+	if ((size_t)(end - p) >= UINT32_MAX)
+		return -E2BIG;
+	mc->nbits = (size_t)(end - p) + 1;
+	words = mc->nbits / 64 + 1;
+	mc->read = calloc(words, sizeof(*mc->read));
+	mc->rank = calloc(words, sizeof(*mc->rank));
+	if (!mc->read || !mc->rank)
+		return -ENOMEM;
+	while (p < end) {
+		uint8_t op = *p++;
+		size_t left = (size_t)(end - p);
+
+		k = 0;
+		idx = UINT64_MAX;
+		switch (op) {
+		case 0x80: case 'q': case 'K':
+			k = 1;
+			break;
+		case 'h':
+			if (left < 1)
+				goto out_rank;
+			idx = p[0];
+			k = 1;
+			break;
+		case 'j':
+			if (left < 4)
+				goto out_rank;
+			idx = le(p, 4);
+			k = 4;
+			break;
+		case 'r': case 'J':
+			k = 4;
+			break;
+		case 'M':
+			k = 2;
+			break;
+		case 0x95:
+			k = 8;
+			break;
+		case 0x8c: case 'X': case 0x8d: case 0x8a:
+			k = op == 'X' ? 4 : op == 0x8d ? 8 : 1;
+			if (left < k)
+				goto out_rank;
+			n = le(p, k);
+			if (n > left - k)
+				goto out_rank;
+			p += k + n;	/* the length, then its bytes */
+			k = 0;
+			break;
+		case 'c':
+			for (k = 0; k < 2; k++) {
+				nl = memchr(p, '\n', (size_t)(end - p));
+				if (!nl)
+					goto out_rank;
+				p = nl + 1;
+			}
+			k = 0;
+			break;
+		case '.':
+			goto out_rank;
+		case '(': case 0x94: case 'N': case 0x88: case 0x89:
+		case ')': case 0x85: case 0x86: case 0x87: case 't':
+		case ']': case '}': case 'a': case 's': case 'e': case 'u':
+		case 0x93: case 0x81: case 'R': case 'Q': case 'b':
+			break;
+		default:
+			goto out_rank;
+		}
+		if (k > left)
+			goto out_rank;
+		p += k;
+		if (idx < mc->nbits)
+			mc->read[idx / 64] |= 1ull << (idx % 64);
+	}
+out_rank:
+	for (w = 0; w < words; w++) {
+		mc->rank[w] = (uint32_t)total;
+		total += (size_t)__builtin_popcountll(mc->read[w]);
+	}
+	mc->nread = total;
+	mc->memo = calloc(total ? total : 1, sizeof(*mc->memo));
+	return mc->memo ? 0 : -ENOMEM;
+}
+
 int pk_load(const uint8_t *buf, size_t len, const struct pk_global *table,
 	    size_t n, const char *name, struct pk_value **root,
 	    struct pk_arena **arena, char *err, size_t errlen)
@@ -621,6 +844,13 @@ int pk_load(const uint8_t *buf, size_t len, const struct pk_global *table,
 				 name);
 	mc.a->cap = len > (SIZE_MAX - ARENA_MIN_CAP) / ARENA_PER_BYTE ?
 		    SIZE_MAX : ARENA_MIN_CAP + len * ARENA_PER_BYTE;
+	rc = scan_memo(&mc);
+	if (rc) {
+		rc = ckpt_errf(err, errlen, rc, rc == -E2BIG ?
+			       "%s: pickle of 4 GiB or more" :
+			       "%s: out of memory", name);
+		goto out_machine;
+	}
 	while ((rc = step(&mc, root)) == 0)
 		;
 	if (rc == 1 && mc.p != mc.end)
@@ -629,9 +859,12 @@ int pk_load(const uint8_t *buf, size_t len, const struct pk_global *table,
 			       (size_t)(mc.end - mc.p));
 	else if (rc == 1)
 		rc = 0;
+out_machine:
 	free(mc.stack);
 	free(mc.marks);
 	free(mc.memo);
+	free(mc.read);
+	free(mc.rank);
 	if (rc) {
 		pk_free(mc.a);
 		*root = NULL;
@@ -665,5 +898,5 @@ bool pk_str_is(const struct pk_value *v, const char *lit)
 
 bool pk_is_call(const struct pk_value *v, int id)
 {
-	return v && v->type == PK_CALL && v->u.call.id == id;
+	return v && v->type == PK_CALL && v->id == id;
 }

@@ -23,44 +23,44 @@
 	X("Float8_e4m3fnStorage", CKPT_F8E4M3)				\
 	X("Float8_e5m2Storage", CKPT_F8E5M2)
 
-#define DTYPE_ENTRY(n, dt) { "torch", n, TG_DTYPE + dt },
-#define STORAGE_ENTRY(n, dt) { "torch", n, TG_STORAGE + dt },
+#define DTYPE_ENTRY(n, dt) { "torch", n, TG_DTYPE + dt, false },
+#define STORAGE_ENTRY(n, dt) { "torch", n, TG_STORAGE + dt, false },
 
 const struct pk_global torch_metadata_globals[] = {
-	{ DCP, "Metadata", TG_METADATA },
-	{ DCP, "TensorStorageMetadata", TG_TENSOR_MD },
-	{ DCP, "ChunkStorageMetadata", TG_CHUNK_MD },
-	{ DCP, "BytesStorageMetadata", TG_BYTES_MD },
-	{ DCP, "TensorProperties", TG_PROPS },
-	{ DCP, "MetadataIndex", TG_INDEX },
-	{ DCP, "_StorageInfo", TG_STORAGE_INFO },
-	{ DCP, "StorageMeta", TG_STORAGE_META },
-	{ DCP, "MEM_FORMAT_ENCODING", TG_MEM_FORMAT },
-	{ DCP, "_MEM_FORMAT_ENCODING", TG_MEM_FORMAT },
+	{ DCP, "Metadata", TG_METADATA, false },
+	{ DCP, "TensorStorageMetadata", TG_TENSOR_MD, false },
+	{ DCP, "ChunkStorageMetadata", TG_CHUNK_MD, false },
+	{ DCP, "BytesStorageMetadata", TG_BYTES_MD, false },
+	{ DCP, "TensorProperties", TG_PROPS, false },
+	{ DCP, "MetadataIndex", TG_INDEX, false },
+	{ DCP, "_StorageInfo", TG_STORAGE_INFO, false },
+	{ DCP, "StorageMeta", TG_STORAGE_META, false },
+	{ DCP, "MEM_FORMAT_ENCODING", TG_MEM_FORMAT, false },
+	{ DCP, "_MEM_FORMAT_ENCODING", TG_MEM_FORMAT, false },
 	/* Megatron-Core (2025+) pickles its SavePlans into Metadata as
 	 * all_local_plans; the schema walk never looks at them. */
-	{ DCP, "SavePlan", TG_INERT },
-	{ DCP, "WriteItem", TG_INERT },
-	{ DCP, "WriteItemType", TG_INERT },
-	{ DCP, "TensorWriteData", TG_INERT },
-	{ DCP, "BytesIOWriteData", TG_INERT },
-	{ "torch", "Size", TG_SIZE },
-	{ "torch.serialization", "_get_layout", TG_LAYOUT },
-	{ "builtins", "getattr", TG_GETATTR },
-	{ "__builtin__", "getattr", TG_GETATTR },	/* protocol <= 2 */
-	{ "pathlib", "PosixPath", TG_PATH },
-	{ "pathlib._local", "PosixPath", TG_PATH },
-	{ "collections", "OrderedDict", TG_ORDERED_DICT },
+	{ DCP, "SavePlan", TG_INERT, false },
+	{ DCP, "WriteItem", TG_INERT, false },
+	{ DCP, "WriteItemType", TG_INERT, false },
+	{ DCP, "TensorWriteData", TG_INERT, false },
+	{ DCP, "BytesIOWriteData", TG_INERT, false },
+	{ "torch", "Size", TG_SIZE, true },
+	{ "torch.serialization", "_get_layout", TG_LAYOUT, false },
+	{ "builtins", "getattr", TG_GETATTR, false },
+	{ "__builtin__", "getattr", TG_GETATTR, false },	/* protocol <= 2 */
+	{ "pathlib", "PosixPath", TG_PATH, false },
+	{ "pathlib._local", "PosixPath", TG_PATH, false },
+	{ "collections", "OrderedDict", TG_ORDERED_DICT, false },
 	DTYPES(DTYPE_ENTRY)
 };
 const size_t torch_metadata_nglobals =
 	sizeof(torch_metadata_globals) / sizeof(torch_metadata_globals[0]);
 
 const struct pk_global torch_datapkl_globals[] = {
-	{ "torch._utils", "_rebuild_tensor_v2", TG_REBUILD_TENSOR },
-	{ "torch._utils", "_rebuild_tensor_v3", TG_REBUILD_TENSOR_V3 },
-	{ "torch.storage", "UntypedStorage", TG_UNTYPED_STORAGE },
-	{ "collections", "OrderedDict", TG_ORDERED_DICT },
+	{ "torch._utils", "_rebuild_tensor_v2", TG_REBUILD_TENSOR, false },
+	{ "torch._utils", "_rebuild_tensor_v3", TG_REBUILD_TENSOR_V3, false },
+	{ "torch.storage", "UntypedStorage", TG_UNTYPED_STORAGE, false },
+	{ "collections", "OrderedDict", TG_ORDERED_DICT, false },
 	STORAGES(STORAGE_ENTRY)
 	DTYPES(DTYPE_ENTRY)
 };

@@ -186,6 +186,13 @@ static int dims_of(const struct pk_value *v, uint64_t *out, unsigned *n)
 {
 	uint32_t i;
 
+	if (v && v->type == PK_DIMS) {	/* a torch.Size, compacted */
+		if (v->n > CKPT_MAX_DIMS)
+			return -EINVAL;
+		memcpy(out, v->u.dims, v->n * sizeof(*out));
+		*n = v->n;
+		return 0;
+	}
 	if (pk_is_call(v, TG_SIZE)) {
 		if (v->u.call.state || v->u.call.args->n != 1)
 			return -EINVAL;

@@ -19,17 +19,20 @@
 #include "io/datafiles.h"
 #include "io/store.h"
 
-/* The most bytes one batch keeps fetched for its reads: chunks past it
- * are located first and read after, as without joining. */
+/* The most bytes one batch keeps fetched in side buffers for its reads:
+ * chunks past it are located first and read after, as without joining.
+ * (Bytes fetched straight into their destination do not count.) */
 #define JOIN_BUDGET ((uint64_t)256 << 20)
-/* Locally a join saves a pread or two of a record's windows and costs a
- * copy of its bytes: only a record this small is joined. */
-#define LOCAL_JOIN_MAX ((uint64_t)1 << 20)
+
+/* A chunk's bytes go into its destination only when that saves at least
+ * this much side buffer. */
+#define DIRECT_MIN ((uint64_t)4 << 10)
 
 struct ckpt_joined {
-	struct ckpt_fetched_set set;
+	struct ckpt_fetched_set set;	/* the side buffers only */
 	struct ckpt_fetched *w;
 	uint8_t *mem;
+	uint64_t side;			/* bytes of mem, in m->side_bytes */
 };
 
 /* The bytes [a, b) of pending chunk `chunk`'s data that the batch needs. */
@@ -37,6 +40,24 @@ struct want {
 	uint32_t chunk;
 	bool nojoin;	/* some request only locates it */
 	uint64_t a, b;
+	size_t req;	/* the request that meets it, when nreq is 1 */
+	size_t nreq;	/* how many requests meet it */
+	uint8_t *dst;	/* non-NULL: request req's bytes are [a, b) of the
+			 * chunk, row-major, nothing else */
+};
+
+/*
+ * A joined range whose middle [s, s + len) of file `file` was fetched
+ * into the destination of request req, dst (which has n >= len bytes
+ * for the chunk's data bytes [a, a + n)): once the chunk is located,
+ * its bytes are moved into place there, and the rest of them copied
+ * from the side buffers beside.
+ */
+struct direct {
+	uint32_t chunk, file;
+	uint64_t s, len, a, n;
+	uint8_t *dst;
+	size_t req;
 };
 
 static int cmp_want(const void *x, const void *y)
@@ -151,11 +172,31 @@ static void add_windows(const struct ckpt_meta *m, uint32_t chunk,
 							   NULL };
 }
 
+/* Does box lie inside chunk c of e? */
+static bool box_inside(const struct ckpt_meta *m, const struct ckpt_entry *e,
+		       uint32_t c, const struct ckpt_box *box)
+{
+	const uint64_t *co = ckpt_chunk_offsets(m, &m->chunks[c]);
+	const uint64_t *cs = ckpt_chunk_sizes(m, e, &m->chunks[c]);
+	unsigned d;
+
+	for (d = 0; d < e->ndim; d++)
+		if (box->off[d] < co[d] ||
+		    box->off[d] - co[d] > cs[d] ||
+		    box->size[d] > cs[d] - (box->off[d] - co[d]))
+			return false;
+	return true;
+}
+
 /* The pending chunks the boxes meet, each once with the union of its
- * needed bytes, into *out (caller frees); their count, or -ENOMEM. */
+ * needed bytes, into *out (caller frees); their count, or -ENOMEM.  With
+ * dst (len[i] bytes of request i at dst[i]), a chunk that one request
+ * alone meets, and whose needed bytes are that request's whole
+ * destination, gets it as its dst. */
 static ssize_t wanted(const struct ckpt_meta *m,
 		      const struct ckpt_entry *const *ents,
 		      const struct ckpt_box *box, const bool *join, size_t n,
+		      uint8_t *const *dst, const uint64_t *len,
 		      struct want **out)
 {
 	struct want *wt = NULL;
@@ -178,7 +219,12 @@ static ssize_t wanted(const struct ckpt_meta *m,
 				free(wt);
 				return -ENOMEM;
 			}
-			wt[nw++] = (struct want){ c, join && !join[i], a, b };
+			wt[nw] = (struct want){ c, join && !join[i], a, b,
+						i, 1, NULL };
+			if (dst && dst[i] && len[i] && b - a == len[i] &&
+			    box_inside(m, e, c, &box[i]))
+				wt[nw].dst = dst[i];
+			nw++;
 		}
 	}
 	*out = wt;
@@ -192,6 +238,8 @@ static ssize_t wanted(const struct ckpt_meta *m,
 			if (wt[i].b > wt[k - 1].b)
 				wt[k - 1].b = wt[i].b;
 			wt[k - 1].nojoin |= wt[i].nojoin;
+			wt[k - 1].nreq++;
+			wt[k - 1].dst = NULL;
 			continue;
 		}
 		wt[k++] = wt[i];
@@ -199,40 +247,104 @@ static ssize_t wanted(const struct ckpt_meta *m,
 	return (ssize_t)k;
 }
 
+/* Charge (bytes > 0) or release side-buffer bytes, keeping the peak. */
+static void charge_side(struct ckpt_meta *m, uint64_t bytes, bool add)
+{
+	uint64_t now, peak;
+
+	if (!add) {
+		__atomic_sub_fetch(&m->side_bytes, bytes, __ATOMIC_RELAXED);
+		return;
+	}
+	now = __atomic_add_fetch(&m->side_bytes, bytes, __ATOMIC_RELAXED);
+	peak = __atomic_load_n(&m->side_bytes_peak, __ATOMIC_RELAXED);
+	while (now > peak &&
+	       !__atomic_compare_exchange_n(&m->side_bytes_peak, &peak, now,
+					    true, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED))
+		;
+}
+
+/*
+ * Where the middle of want u's joined range [start, stop) can go
+ * straight into its destination: [*s, *s + *len), which holds neither
+ * locating window of its archive (nor any other archive's) and is at
+ * most the destination's size.  False when that saves too little.
+ */
+static bool direct_part(const struct ckpt_meta *m, const struct want *u,
+			uint64_t start, uint64_t stop, uint64_t *s,
+			uint64_t *len)
+{
+	const struct ckpt_lazy *lz = &m->lazy[u->chunk];
+	const uint64_t W = CKPT_LOCATE_WINDOW;
+	uint64_t end = lz->boff + lz->blen, lo, hi;
+
+	if (!u->dst || lz->blen <= 2 * W)
+		return false;
+	lo = start > lz->boff + W ? start : lz->boff + W;
+	hi = stop < end - W ? stop : end - W;
+	if (hi > lo && hi - lo > u->b - u->a)
+		hi = lo + (u->b - u->a);
+	if (hi <= lo || hi - lo < DIRECT_MIN)
+		return false;
+	*s = lo;
+	*len = hi - lo;
+	return true;
+}
+
 /*
  * Fetch, for wt[0..nu), the joined ranges and the windows locating needs
- * beside them, into a new registration (not yet in m); NULL when nothing
- * is joined or the fetch failed (then locating reads as usual).
+ * beside them, into a new registration (not yet in m): into side
+ * buffers, except the middles that go straight into their destinations
+ * (*dir, *ndir; caller frees *dir).  NULL when nothing is joined or the
+ * fetch failed (then locating reads as usual).
  */
 static struct ckpt_joined *fetch_joined(struct ckpt_meta *m,
-					const struct want *wt, size_t nu)
+					const struct want *wt, size_t nu,
+					struct direct **dir, size_t *ndir)
 {
 	struct ckpt_joined *j = calloc(1, sizeof(*j));
 	struct ckpt_store_range *r = NULL;
+	struct direct *d = NULL;
 	uint64_t total = 0, maxlen = 0, at = 0;
-	uint64_t most = ckpt_store_parallelism(m->store) ? JOIN_BUDGET :
-			LOCAL_JOIN_MAX;
-	size_t i, nj = 0, n;
+	size_t i, nj = 0, nd = 0, n;
 
+	*dir = NULL;
+	*ndir = 0;
 	if (!j)
 		return NULL;
-	j->w = calloc(3 * nu + 1, sizeof(*j->w));
-	if (!j->w)
+	j->w = calloc(4 * nu + 1, sizeof(*j->w));
+	d = calloc(nu ? nu : 1, sizeof(*d));
+	if (!j->w || !d)
 		goto out_free;
 	for (i = 0; i < nu; i++) {
-		uint64_t start, stop;
+		uint32_t file = m->chunks[wt[i].chunk].file;
+		uint64_t start, stop, s = 0, len = 0;
 
-		if (!join_range(m, &wt[i], &start, &stop) ||
-		    stop - start > JOIN_BUDGET - total ||
-		    stop - start > most)
+		if (!join_range(m, &wt[i], &start, &stop))
 			continue;
-		total += stop - start;
-		j->w[nj++] = (struct ckpt_fetched){ m->chunks[wt[i].chunk].file,
-						    start, stop - start, NULL };
+		if (!direct_part(m, &wt[i], start, stop, &s, &len)) {
+			s = stop;
+			len = 0;
+		}
+		if ((stop - start) - len > JOIN_BUDGET - total)
+			continue;
+		total += (stop - start) - len;
+		if (len) {
+			d[nd++] = (struct direct){ wt[i].chunk, file, s, len,
+						   wt[i].a, wt[i].b - wt[i].a,
+						   wt[i].dst, wt[i].req };
+			if (s + len < stop)
+				j->w[nj++] = (struct ckpt_fetched){
+					file, s + len, stop - (s + len), NULL };
+		}
+		if (s > start)
+			j->w[nj++] = (struct ckpt_fetched){ file, start,
+							    s - start, NULL };
 		if (stop - start > maxlen)
 			maxlen = stop - start;
 	}
-	if (!nj)
+	if (!nj && !nd)
 		goto out_free;
 	qsort(j->w, nj, sizeof(*j->w), cmp_fetched);
 	n = nj;
@@ -240,10 +352,11 @@ static struct ckpt_joined *fetch_joined(struct ckpt_meta *m,
 		add_windows(m, wt[i].chunk, j->w, nj, maxlen, &n);
 	for (i = nj; i < n; i++)
 		total += j->w[i].len;	/* at most 2 KiB a chunk */
-	j->mem = malloc(total);
-	r = calloc(n, sizeof(*r));
+	j->mem = malloc(total ? total : 1);
+	r = calloc(n + nd, sizeof(*r));
 	if (!j->mem || !r)
 		goto out_free;
+	maxlen = 0;
 	for (i = 0; i < n; i++) {
 		j->w[i].buf = j->mem + at;
 		at += j->w[i].len;
@@ -253,13 +366,23 @@ static struct ckpt_joined *fetch_joined(struct ckpt_meta *m,
 		if (j->w[i].len > maxlen)
 			maxlen = j->w[i].len;
 	}
-	if (ckpt_store_read(m->store, r, n))
+	for (i = 0; i < nd; i++)
+		r[n + i] = (struct ckpt_store_range){
+			m->opened[d[i].file].id, d[i].s, d[i].len, d[i].dst };
+	j->side = total;
+	charge_side(m, j->side, true);
+	if (ckpt_store_read(m->store, r, n + nd)) {
+		charge_side(m, j->side, false);
 		goto out_free;
+	}
 	free(r);
 	qsort(j->w, n, sizeof(*j->w), cmp_fetched);
 	j->set = (struct ckpt_fetched_set){ j->w, n, maxlen, NULL };
+	*dir = d;
+	*ndir = nd;
 	return j;
 out_free:
+	free(d);
 	free(r);
 	free(j->mem);
 	free(j->w);
@@ -267,20 +390,89 @@ out_free:
 	return NULL;
 }
 
+/*
+ * The ranges locating may read from: the side buffers and the
+ * destinations' middles, sorted (*pre, *npre, caller frees), or false
+ * (out of memory: then the side buffers alone).
+ */
+static bool all_ranges(const struct ckpt_joined *j, const struct direct *d,
+		       size_t nd, struct ckpt_fetched **pre, size_t *npre)
+{
+	struct ckpt_fetched *p = malloc((j->set.n + nd) * sizeof(*p) + 1);
+	size_t i;
+
+	if (!p)
+		return false;
+	memcpy(p, j->set.w, j->set.n * sizeof(*p));
+	for (i = 0; i < nd; i++)
+		p[j->set.n + i] = (struct ckpt_fetched){ d[i].file, d[i].s,
+							 d[i].len, d[i].dst };
+	qsort(p, j->set.n + nd, sizeof(*p), cmp_fetched);
+	*pre = p;
+	*npre = j->set.n + nd;
+	return true;
+}
+
+/*
+ * Put chunk d->chunk's bytes [a, a + n) (at [q, q + n) of its file once
+ * located) in place in d->dst, which holds the file's [s, s + len): the
+ * part both share moved, the rest copied from the side buffers.  False
+ * when the chunk is not located as a plain row-major record, or a side
+ * buffer lacks a part (then the batch's read of it reads it again).
+ */
+static bool place(const struct ckpt_meta *m, const struct ckpt_joined *j,
+		  const struct direct *d)
+{
+	const struct ckpt_chunk *c = &m->chunks[d->chunk];
+	const struct ckpt_fetched *head = NULL, *tail = NULL;
+	uint64_t q, lo, hi;
+
+	if (!ckpt_chunk_is_located(m, d->chunk) || c->file != d->file ||
+	    c->strides_at != CKPT_NONE || d->a > c->len ||
+	    d->n > c->len - d->a ||
+	    __builtin_add_overflow(c->foff, d->a, &q) ||
+	    q > UINT64_MAX - d->n)
+		return false;
+	lo = q > d->s ? q : d->s;
+	hi = q + d->n < d->s + d->len ? q + d->n : d->s + d->len;
+	if (lo >= hi)
+		lo = hi = q + d->n;	/* nothing shared: all from a side */
+	if (lo > q && !(head = ckpt_fetched_find(j->set.w, j->set.n,
+						 j->set.maxlen, d->file, q,
+						 lo - q)))
+		return false;
+	if (q + d->n > hi &&
+	    !(tail = ckpt_fetched_find(j->set.w, j->set.n, j->set.maxlen,
+				       d->file, hi, q + d->n - hi)))
+		return false;
+	if (hi > lo)
+		memmove(d->dst + (lo - q), d->dst + (lo - d->s), hi - lo);
+	if (head)
+		memcpy(d->dst, head->buf + (q - head->off), lo - q);
+	if (tail)
+		memcpy(d->dst + (hi - q), tail->buf + (hi - tail->off),
+		       q + d->n - hi);
+	return true;
+}
+
 struct ckpt_joined *ckpt_joined_locate(struct ckpt_meta *m,
 				       const struct ckpt_entry *const *ents,
 				       const struct ckpt_box *box,
-				       const bool *join, size_t n)
+				       const bool *join, size_t n,
+				       uint8_t *const *dst,
+				       const uint64_t *len, bool *done)
 {
 	struct ckpt_joined *j = NULL;
+	struct ckpt_fetched *pre = NULL;
+	struct direct *d = NULL;
 	struct want *wt = NULL;
 	uint32_t *ci = NULL;
+	size_t i, nd = 0, npre;
 	ssize_t nu;
-	size_t i;
 
 	if (!m->located)
 		return NULL;
-	nu = wanted(m, ents, box, join, n, &wt);
+	nu = wanted(m, ents, box, join, n, done ? dst : NULL, len, &wt);
 	if (nu <= 0)
 		goto out_free;
 	ci = malloc((size_t)nu * sizeof(*ci));
@@ -291,12 +483,21 @@ struct ckpt_joined *ckpt_joined_locate(struct ckpt_meta *m,
 	/* On every store: an object store's one GET, a local file's one
 	 * pread, instead of locating first and reading after. */
 	if (m->opened && m->store)
-		j = fetch_joined(m, wt, (size_t)nu);
+		j = fetch_joined(m, wt, (size_t)nu, &d, &nd);
 	/* Best effort: a record that fails is marked, and reported by the
 	 * read that needs it. */
 	if (j) {
-		(void)ckpt_meta_locate_pre(m, ci, (size_t)nu, j->set.w,
-					   j->set.n);
+		if (nd && all_ranges(j, d, nd, &pre, &npre))
+			(void)ckpt_meta_locate_pre(m, ci, (size_t)nu, pre,
+						   npre);
+		else
+			(void)ckpt_meta_locate_pre(m, ci, (size_t)nu,
+						   j->set.w, j->set.n);
+		/* The destinations are the caller's: never registered, so
+		 * no other batch reads them while they are moved. */
+		for (i = 0; i < nd; i++)
+			if (place(m, j, &d[i]))
+				done[d[i].req] = true;
 		pthread_rwlock_wrlock(&m->fetched_lock);
 		j->set.next = m->fetched;
 		m->fetched = &j->set;
@@ -305,6 +506,8 @@ struct ckpt_joined *ckpt_joined_locate(struct ckpt_meta *m,
 		(void)ckpt_meta_locate(m, ci, (size_t)nu);
 	}
 out_free:
+	free(pre);
+	free(d);
 	free(ci);
 	free(wt);
 	return j;
@@ -324,6 +527,7 @@ void ckpt_joined_free(struct ckpt_meta *m, struct ckpt_joined *j)
 		}
 	}
 	pthread_rwlock_unlock(&m->fetched_lock);
+	charge_side(m, j->side, false);
 	free(j->mem);
 	free(j->w);
 	free(j);

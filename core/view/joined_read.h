@@ -30,11 +30,20 @@ struct ckpt_joined;
  * m (model/meta.h, meta->fetched) until ckpt_joined_free(): reads inside
  * them are served from memory.  Returns that registration (NULL when
  * there is none).  Thread-safe.
+ *
+ * With done non-NULL (a box batch: request i's len[i] bytes at dst[i],
+ * done[i] false), a chunk that request i alone needs, whose needed bytes
+ * are request i's whole destination, is fetched into dst[i] (but for the
+ * zip structures beside it, and bytes that the record's position within
+ * its archive moves past the range: those come from side buffers), then
+ * put in place once located, and done[i] set: its bytes are read.
  */
 struct ckpt_joined *ckpt_joined_locate(struct ckpt_meta *m,
 				       const struct ckpt_entry *const *ents,
 				       const struct ckpt_box *box,
-				       const bool *join, size_t n);
+				       const bool *join, size_t n,
+				       uint8_t *const *dst,
+				       const uint64_t *len, bool *done);
 
 /* Unregister j from m and free it (NULL is fine).  Thread-safe. */
 void ckpt_joined_free(struct ckpt_meta *m, struct ckpt_joined *j);

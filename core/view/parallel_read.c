@@ -471,39 +471,66 @@ static int run_pieces(struct job *j, const uint64_t *len, size_t n,
  * each archive's head and tail in one parallel round of requests, before
  * the batch's data, and a record read from one end of its data with them
  * (view/joined_read.h).  Best effort: a record that cannot be located
- * fails the piece that reads it, with its reason.  Returns what to free
- * with ckpt_joined_free() once the batch is read (may be NULL).
+ * fails the piece that reads it, with its reason.  A box batch's
+ * request whose bytes a joined read put into its destination gets
+ * len[i] = 0 (nothing left to read).  Returns what to free with
+ * ckpt_joined_free() once the batch is read (may be NULL).
  */
 static struct ckpt_joined *locate_batch(struct ckpt_meta *m,
 					const struct ckpt_view *v,
 					const struct ckpt_read_req *vreqs,
 					const struct ckpt_entry *const *bent,
-					const struct ckpt_box *boxes, size_t n)
+					const struct ckpt_box *boxes,
+					const struct ckpt_box_req *breqs,
+					uint64_t *len, size_t n)
 {
 	const struct ckpt_entry **ents;
 	struct ckpt_box *box;
 	struct ckpt_joined *j = NULL;
-	bool *whole;
-	size_t i, k = 0;
+	bool *whole, *done;
+	uint8_t **dst;
+	uint64_t *dlen;
+	size_t i, k = 0, *idx;
 
 	if (!m->located)
 		return NULL;
-	if (!v)
-		return ckpt_joined_locate(m, bent, boxes, NULL, n);
-	ents = malloc((n ? n : 1) * sizeof(*ents));
-	box = malloc((n ? n : 1) * sizeof(*box));
-	whole = malloc((n ? n : 1) * sizeof(*whole));
-	if (ents && box && whole) {
+	if (!v) {
+		dst = calloc(n ? n : 1, sizeof(*dst));
+		done = calloc(n ? n : 1, sizeof(*done));
+		if (dst && done) {
+			for (i = 0; i < n; i++)
+				dst[i] = breqs[i].dst;
+			j = ckpt_joined_locate(m, bent, boxes, NULL, n, dst,
+					       len, done);
+			for (i = 0; i < n; i++)
+				if (done[i])
+					len[i] = 0;
+		} else {
+			j = ckpt_joined_locate(m, bent, boxes, NULL, n, NULL,
+					       NULL, NULL);
+		}
+		free(dst);
+		free(done);
+		return j;
+	}
+	ents = calloc(n ? n : 1, sizeof(*ents));
+	box = calloc(n ? n : 1, sizeof(*box));
+	whole = calloc(n ? n : 1, sizeof(*whole));
+	dst = calloc(n ? n : 1, sizeof(*dst));
+	dlen = calloc(n ? n : 1, sizeof(*dlen));
+	done = calloc(n ? n : 1, sizeof(*done));
+	idx = malloc((n ? n : 1) * sizeof(*idx));
+	if (ents && box && whole && dst && dlen && done && idx) {
 		for (i = 0; i < n; i++) {
 			const struct ckpt_node *nd = &v->nodes[vreqs[i].node];
+			const struct ckpt_geom *g;
 			uint64_t size;
 
 			if (!ckpt_node_is_key(nd))
 				continue;
+			g = ckpt_view_geom(v, vreqs[i].slot, vreqs[i].node);
 			ents[k] = &m->entries[nd->entry];
-			ckpt_geom_box(v, ckpt_view_geom(v, vreqs[i].slot,
-							 vreqs[i].node),
-				      &box[k]);
+			ckpt_geom_box(v, g, &box[k]);
 			/* The box is the whole file's: a request for part
 			 * of it (a window of a large file) is located, not
 			 * joined, lest the join fetch the rest. */
@@ -511,14 +538,33 @@ static struct ckpt_joined *locate_batch(struct ckpt_meta *m,
 				   !ckpt_view_size(v, vreqs[i].slot,
 						   vreqs[i].node, &size) &&
 				   vreqs[i].len >= size;
-			k++;
+			/* Its data, after the npy header, is the box's saved
+			 * bytes (no conversion; no check to run on them). */
+			if (whole[k] && vreqs[i].dst && !v->verify &&
+			    g->dtype == ents[k]->dtype &&
+			    g->size == (uint64_t)g->npy_len + g->data_size) {
+				dst[k] = (uint8_t *)vreqs[i].dst + g->npy_len;
+				dlen[k] = g->data_size;
+			}
+			idx[k++] = i;
 		}
-		j = ckpt_joined_locate(m, ents, box, whole, k);
+		j = ckpt_joined_locate(m, ents, box, whole, k, dst, dlen,
+				       done);
+		/* (the npy header is still to read) */
+		for (i = 0; i < k; i++)
+			if (done[i])
+				len[idx[i]] = ckpt_view_geom(v,
+						vreqs[idx[i]].slot,
+						vreqs[idx[i]].node)->npy_len;
 	}
 	/* Out of memory: the reads locate what they need themselves. */
 	free(ents);
 	free(box);
 	free(whole);
+	free(dst);
+	free(dlen);
+	free(done);
+	free(idx);
 	return j;
 }
 
@@ -562,7 +608,8 @@ int ckpt_view_read_batch_opts(const struct ckpt_view *v,
 		len[i] = reqs[i].len;
 		want_huge_pages(ckpt_view_meta(v), reqs[i].dst, reqs[i].len);
 	}
-	joined = locate_batch(ckpt_view_meta(v), v, reqs, NULL, NULL, n);
+	joined = locate_batch(ckpt_view_meta(v), v, reqs, NULL, NULL, NULL,
+			      len, n);
 	rc = run_pieces(j, len, n, o, err, errlen);
 	ckpt_joined_free(ckpt_view_meta(v), joined);
 out_free:
@@ -652,7 +699,7 @@ int ckpt_meta_read_boxes_opts(struct ckpt_meta *m,
 		len[i] = numel * ckpt_dtype_size((enum ckpt_dtype)e->dtype);
 		want_huge_pages(m, reqs[i].dst, len[i]);
 	}
-	joined = locate_batch(m, NULL, NULL, j->bent, j->boxes, n);
+	joined = locate_batch(m, NULL, NULL, j->bent, j->boxes, reqs, len, n);
 	rc = run_pieces(j, len, n, o, err, errlen);
 	ckpt_joined_free(m, joined);
 out_free:

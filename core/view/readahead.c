@@ -554,7 +554,7 @@ int ckpt_readahead_read(struct ckpt_readahead *ra, const struct ckpt_view *v,
 	bool small, seq;
 	size_t wgot;
 	char *w;
-	int i, rc;
+	int i, rc = 0;	/* set on every path; gcc -fsanitize cannot tell */
 
 	if (!ra || ckpt_view_size(v, slot, node, &size) || off >= size ||
 	    !wants_window(v, slot, node))

@@ -163,7 +163,27 @@ S3_OPTIONS: Dict[str, str] = {
     "s3_read_deadline_ms": "count", "s3_list_max_keys": "count",
     "s3_ca_bundle": "str",
     "s3_addressing_style": "str",
+    # Azure (az://ACCOUNT/CONTAINER/PREFIX, docs/azure.md); the s3_
+    # settings but the AWS ones apply to it too.
+    "az_endpoint": "str", "az_anonymous": "bool",
 }
+
+#: What an object-store root begins with (used as given, never a local
+#: path): S3, Azure's az:// and its blob URLs.
+REMOTE_PREFIXES = (b"s3://", b"az://", b"http://", b"https://")
+
+
+def is_remote(path: bytes) -> bool:
+    """Whether path names an object store, not a local directory."""
+    return path.startswith(REMOTE_PREFIXES)
+
+
+def shown(path: bytes) -> bytes:
+    """path as messages may show it: an Azure URL less its query (a SAS
+    token, a secret), as libckptfs shows it."""
+    if path.startswith(REMOTE_PREFIXES[1:]) and b"?" in path:
+        return path.split(b"?", 1)[0]
+    return path
 
 
 def s3_options(values: Dict[str, object]) -> Dict[str, Union[bytes, int]]:
@@ -216,7 +236,7 @@ def cache_mb(value: object) -> Optional[int]:
 def s3_only(path: bytes, given: Mapping[str, object]) -> None:
     """Refuse S3 settings for a checkpoint that is not s3://..., as the
     ckptfs command does: they would be silently ignored."""
-    if path.startswith(b"s3://"):
+    if is_remote(path):
         return
     for name, v in given.items():
         if v is not None:
@@ -348,7 +368,7 @@ def default_threads(path: Optional[bytes] = None) -> int:
     object store (path ``s3://...``) 0: libckptfs then runs as many
     readers as GETs may be in flight (s3_parallel), since they wait on
     the network, not on a CPU."""
-    if path is not None and path.startswith(b"s3://"):
+    if path is not None and is_remote(path):
         return 0
     try:
         cpus = len(os.sched_getaffinity(0))

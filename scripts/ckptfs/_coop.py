@@ -2,8 +2,8 @@
 """Cooperative reads for :class:`ckptfs.StorageReader`: of the ranks
 whose plans need the same saved bytes, one (the owner) reads them from
 the store and sends them to the others over the job's own
-``torch.distributed`` process group (point-to-point ``isend``/``irecv``
-on the default group; gloo, or NCCL through the current CUDA device).
+``torch.distributed`` process group (the default group; gloo, or NCCL
+through the current CUDA device).
 
 The unit shared is a *box*: a key's saved region (global offsets,
 lengths) exactly as a ReadItem asks for it, or a bytes entry.  DDP
@@ -25,28 +25,39 @@ How it runs:
 - ``read_data``: a rank first reads what it alone needs, then for each
   of its rounds in order: reads the parts it owns (into its destination
   tensor where that is a contiguous CPU tensor of the saved dtype, else
-  into staging), then each owner-to-needer pair exchanges statuses both
-  ways (the owner has the parts; the needer could make room for them),
-  then the parts go where both hold; the needers receive in place where
-  they can.  A rank that failed (a read, an allocation, a copy) still
-  takes part in every later round, with failed statuses and no data, and
-  raises at the end; its peers raise naming it.  A box is committed only
-  when all its parts arrived.  So a
-  failure on one rank is an error on each rank that needed its bytes,
-  never a hang.
+  into staging), then every rank of the job, parts or none, joins one
+  ``all_gather`` of a small status tensor (has its parts; can take the
+  parts it needs), then the parts go, by one ``batch_isend_irecv``, from
+  owners that have them to needers that can take them; the needers
+  receive in place where they can.  Each rank posts its ops in part
+  order and, within a part, in needer order: both ends of every pair
+  derive that order from the plan, which is what NCCL matches on (it
+  ignores tags, and a send waits for the peer's receive), so the same
+  code is correct on gloo and on NCCL.  A rank that failed (a read, an
+  allocation, a copy) still takes part in every later round, with
+  failed statuses and no data, and raises at the end; its peers raise
+  naming it.  A box is committed only when all its parts arrived.  A
+  rank that dies or leaves the exchange fails the others' status
+  ``all_gather`` (a closed connection, or the process group's
+  timeout): they raise naming it, never hang.
 
-Rounds are ordered, and every rank posts a round's operations only after
-its earlier rounds complete; round 0's are posted by every rank involved
-without waiting on any peer, so by induction every round completes.
+Parts travel on ``comm_device()``: CUDA under NCCL, else the CPU.  The
+owner reads into host memory (the store's bytes arrive there) and copies
+to the device; a needer receives straight into its destination tensor
+when that is a contiguous tensor of the saved dtype on that device.
 """
 from __future__ import annotations
 
 import io
+import logging
+import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import torch
 
 MARK = "ckptfs.coop"
+_MAGIC = 0x636b        # "ck": the high bits of every status value
+_seq = [0]             # exchanges this process has run (the same on all)
 #: (fqn, global offsets, lengths); a bytes entry: (fqn, None, None)
 Box = Tuple[str, Any, Any]
 #: one part of a box: (tag, box, row_from, row_to, nbytes, owner,
@@ -168,16 +179,43 @@ def global_plan(plans: List[Any], bytes_type: Any,
     for pt in parts:
         for r in pt[6]:
             mine[r].append(pt)
+    # every rank joins every round's status all_gather, parts or none
     return [dataclasses.replace(p, storage_data={MARK: {
-        "rank": r, "parts": mine[r]}}) for r, p in zip(ranks, plans)]
+        "rank": r, "parts": mine[r], "rounds": rnd + 1}})
+        for r, p in zip(ranks, plans)]
 
 
-def parts_of(plan: Any) -> Optional[List[Part]]:
-    """This rank's cooperative parts, from its final plan, or None."""
+def parts_of(plan: Any) -> Optional[Tuple[List[Part], int]]:
+    """This rank's cooperative parts (maybe none) and the job's number of
+    rounds, from its final plan, or None: no exchange."""
     sd = plan.storage_data
-    if not isinstance(sd, dict) or MARK not in sd:
+    if not isinstance(sd, dict) or MARK not in sd or \
+            "rounds" not in sd[MARK]:
         return None
-    return sd[MARK].get("parts") or None
+    return list(sd[MARK]["parts"]), int(sd[MARK]["rounds"])
+
+
+#: seconds a rank whose status exchange failed waits for the others to
+#: report it too, before naming those that did not
+_GRACE = 3.0
+
+
+def _store() -> Any:
+    """The default process group's store, or None."""
+    try:
+        import torch.distributed.distributed_c10d as c10d
+        return c10d._get_default_store()
+    except Exception:   # noqa: B902 - a private call: best effort
+        return None
+
+
+def comm_device() -> Any:
+    """The device the exchange's tensors travel on: the current CUDA
+    device under NCCL (which moves CUDA tensors only), else the CPU."""
+    import torch.distributed as dist
+    if str(dist.get_backend()) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 class Exchange:
@@ -185,7 +223,7 @@ class Exchange:
 
     def __init__(self, rank: int, parts: List[Part], bytes_type: Any,
                  read: Callable[[List[Tuple[Box, int, int, Any]]], None],
-                 saved: Callable[[str], Any]) -> None:
+                 saved: Callable[[str], Any], rounds: int = 0) -> None:
         import torch.distributed as dist
         self.dist = dist
         self.rank = rank
@@ -193,9 +231,10 @@ class Exchange:
         self.bytes_type = bytes_type
         self.read = read        # [(box, row_from, row_to, buf)] -> None
         self.saved = saved      # fqn -> saved torch dtype
-        backend = str(dist.get_backend())
-        self.dev = torch.device("cuda", torch.cuda.current_device()) \
-            if backend == "nccl" else torch.device("cpu")
+        self.rounds = max([rounds] + [p[7] + 1 for p in parts])
+        self.seq = _seq[0]
+        _seq[0] += 1
+        self.dev = comm_device()
         self.failed: Optional[BaseException] = None
         self.failed_peer: Optional[Tuple[int, str]] = None
         self.incomplete: Set[Box] = set()   # a part of it did not arrive
@@ -215,8 +254,8 @@ class Exchange:
         left: Dict[Box, int] = {}      # parts of each box still to come
         for p in self.parts:
             left[p[1]] = left.get(p[1], 0) + 1
-        for r in sorted(rounds):
-            self._round(r, rounds[r], items, planner, left)
+        for r in range(self.rounds):
+            self._round(r, rounds.get(r, []), items, planner, left)
         if self.failed is not None:
             raise self.failed
         if self.failed_peer is not None:
@@ -247,26 +286,108 @@ class Exchange:
         return t.reshape(-1).view(torch.uint8) if t.numel() else \
             torch.empty(0, dtype=torch.uint8, device=t.device)
 
+    def _statuses(self, rnd: int, have: bool, ready: bool
+                  ) -> Dict[int, Tuple[bool, bool]]:
+        """Every rank's (has its parts, can take parts) for round rnd:
+        one all_gather of a one-element int64 over the default group.
+        The value carries a mark, this exchange's number and the round,
+        so a rank that is in another collective (it left the exchange)
+        is an error naming it, never a status."""
+        dist = self.dist
+        me = ((_MAGIC << 48) | ((self.seq & 0xffff) << 32) |
+              ((rnd & 0xfffffff) << 4) | (1 if have else 0) |
+              (2 if ready else 0))
+        mine = torch.tensor([me], dtype=torch.int64, device=self.dev)
+        world = dist.get_world_size()
+        got = [torch.zeros(1, dtype=torch.int64, device=self.dev)
+               for _ in range(world)]
+        store = _store()
+        key = f"ckptfs-coop/{self.seq}/{rnd}"
+        if store is not None:
+            store.add(f"{key}/at/{self.rank}", 1)
+        try:
+            dist.all_gather(got, mine)
+        except Exception as e:
+            raise self._lost(store, key, world, rnd, e) from e
+        out: Dict[int, Tuple[bool, bool]] = {}
+        for r, t in enumerate(got):
+            v = int(t.item())
+            if v >> 4 != me >> 4:
+                raise OSError(5, f"ckptfs.StorageReader: rank {r} is not in "
+                                 f"round {rnd} of the cooperative exchange "
+                                 f"(it left it, or runs another collective)")
+            out[r] = (bool(v & 1), bool(v & 2))
+        return out
+
+    def _lost(self, store: Any, key: str, world: int, rnd: int,
+              e: BaseException, among: Optional[Set[int]] = None
+              ) -> OSError:
+        """The error of a failed status exchange (a rank died or left
+        it; the process group's timeout or a closed connection ended
+        the all_gather), naming the ranks that did not reach the round
+        or, when all did, those that did not also report the failure
+        within a short grace (or, for the parts, those of the ranks in
+        among that neither finished nor failed them).  Also logged: the caller's own collectives
+        (DCP gathers every rank's error) may fail on the same rank and
+        hide it."""
+        gone: List[int] = []
+        if store is not None:
+            try:
+                store.add(f"{key}/failed/{self.rank}", 1)
+
+                def has(k: str) -> bool:
+                    return bool(store.add(k, 0))
+                peers = sorted(among) if among is not None else \
+                    list(range(world))
+                gone = [r for r in peers if not has(f"{key}/at/{r}")]
+                if not gone:
+                    end = time.monotonic() + _GRACE
+                    while True:
+                        gone = [r for r in peers
+                                if not has(f"{key}/failed/{r}") and
+                                not has(f"{key}/done/{r}")]
+                        if not gone or time.monotonic() > end:
+                            break
+                        time.sleep(0.05)
+            except Exception:   # noqa: B902 - the store went with it
+                gone = []
+        who = (f"rank {', '.join(map(str, gone))} died or left it"
+               if gone else "a rank died or left it")
+        err = OSError(5, f"ckptfs.StorageReader: rank {self.rank}: "
+                         f"round {rnd} of the "
+                         f"cooperative read failed: {who} ({e})")
+        logging.getLogger("ckptfs").error("%s", err.strerror)
+        return err
+
     def _round(self, rnd: int, parts: List[Part],
                items: Dict[Box, List[Tuple[Any, Any]]], planner: Any,
                left: Dict[Box, int]) -> None:
         dist, me = self.dist, self.rank
         bufs: Dict[int, Tuple[Any, Any]] = {}
-        try:
-            for pt in parts:
-                bufs[pt[0]] = self._buf(pt, items)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as e:  # noqa: B902 - re-raised at the end
-            self._fail(e)
-        ready = self.failed is None     # every buffer of the round made
         owned = [pt for pt in parts if pt[5] == me]
-        ok = ready
+        # ok: this rank has the parts it owns; ready: it can take the
+        # parts it needs.  A rank that failed earlier still serves its
+        # own parts (its peers need them), but takes nothing.
+        ok = ready = True
+        for pt in sorted(parts):
+            try:
+                bufs[pt[0]] = self._buf(pt, items)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # noqa: B902 - re-raised at the end
+                self._fail(e)
+                if pt[5] == me:
+                    ok = False
+                else:
+                    ready = False
+        if self.failed is not None:
+            ready = False
         if owned and ok:
             host = []
             for pt in owned:
                 buf = bufs[pt[0]][0]
                 if buf.device.type != "cpu":
+                    # the store's bytes reach host memory first
                     buf = torch.empty(buf.shape, dtype=buf.dtype)
                 host.append((pt, buf))
             try:
@@ -280,52 +401,43 @@ class Exchange:
             except BaseException as e:  # noqa: B902 - re-raised at the end
                 self._fail(e)
                 ok = False
-        # Statuses, both ways for each owner -> needer pair of the round:
-        # the owner has the parts (tag 4r), the needer can take them
-        # (tag 4r + 2); the parts go only where both hold.
-        reqs = []
-        sends = sorted({r for pt in owned for r in pt[6] if r != me})
-        froms = sorted({pt[5] for pt in parts if pt[5] != me})
-        have_out = torch.tensor([1 if ok else 0], dtype=torch.int64,
-                                device=self.dev)
-        ready_out = torch.tensor([1 if ready else 0], dtype=torch.int64,
-                                 device=self.dev)
-        ready_in = {r: torch.zeros(1, dtype=torch.int64, device=self.dev)
-                    for r in sends}
-        have_in = {o: torch.zeros(1, dtype=torch.int64, device=self.dev)
-                   for o in froms}
-        for r in sends:
-            reqs.append(dist.isend(have_out, r, tag=4 * rnd))
-            reqs.append(dist.irecv(ready_in[r], r, tag=4 * rnd + 2))
-        for o in froms:
-            reqs.append(dist.irecv(have_in[o], o, tag=4 * rnd))
-            reqs.append(dist.isend(ready_out, o, tag=4 * rnd + 2))
-        for q in reqs:
-            q.wait()
-        takers = {r for r in sends if int(ready_in[r].item()) == 1}
-        good = {o for o in froms if int(have_in[o].item()) == 1} \
-            if ready else set()
-        # the parts, in tag order on every rank
-        reqs = []
+        st = self._statuses(rnd, ok, ready)
+        # The parts go where the owner has them and the needer can take
+        # them.  Every rank posts its round's operations in one batch, in
+        # part order and, within a part, in needer order: both ends of a
+        # pair derive the same order from the plan, which is what NCCL
+        # matches on (it ignores tags).  The status all_gather above
+        # means the batch is never the group's first collective (NCCL's
+        # batch_isend_irecv requires all ranks in that one).
+        ops = []
         for pt in sorted(parts):
             if pt[5] == me:
                 if ok:
                     raw = self._raw(bufs[pt[0]][0])
-                    for r in pt[6]:
-                        if r in takers:
-                            reqs.append(dist.isend(raw, r,
-                                                   tag=2 * pt[0] + 1))
-            elif pt[5] in good:
-                reqs.append(dist.irecv(self._raw(bufs[pt[0]][0]), pt[5],
-                                       tag=2 * pt[0] + 1))
+                    for r in sorted(pt[6]):
+                        if r != me and st[r][1]:
+                            ops.append(dist.P2POp(dist.isend, raw, r))
+            elif ready and st[pt[5]][0]:
+                ops.append(dist.P2POp(dist.irecv,
+                                      self._raw(bufs[pt[0]][0]), pt[5]))
             elif ready and self.failed_peer is None:
                 self.failed_peer = (pt[5], pt[1][0])
-        for q in reqs:
-            q.wait()
+        if ops:
+            key = f"ckptfs-coop/{self.seq}/{rnd}"
+            try:
+                for q in dist.batch_isend_irecv(ops):
+                    q.wait()
+            except Exception as e:
+                # a peer died or left between the statuses and the parts
+                raise self._lost(_store(), key, dist.get_world_size(), rnd,
+                                 e, {op.peer for op in ops}) from e
+            store = _store()
+            if store is not None:
+                store.add(f"{key}/done/{me}", 1)
         for pt in sorted(parts):
             b = pt[1]
             left[b] -= 1
-            if not ((pt[5] == me and ok) or pt[5] in good):
+            if not ((pt[5] == me and ok) or (ready and st[pt[5]][0])):
                 self.incomplete.add(b)
                 continue
             buf, placed = bufs[pt[0]]

@@ -19,7 +19,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 #: The ABI of core/ckptfs.h this module mirrors (CKPT_ABI_VERSION).
-ABI_VERSION = 7
+ABI_VERSION = 8
 MAX_DIMS = 16
 NONE = 0xFFFFFFFF
 NO_OFFSET = 0xFFFFFFFFFFFFFFFF
@@ -58,7 +58,8 @@ class S3Opts(C.Structure):
                 ("read_deadline_ms", C.c_uint32),
                 ("list_max_keys", C.c_uint32),
                 ("ca_bundle", C.c_char_p),
-                ("addressing_style", C.c_char_p)]
+                ("addressing_style", C.c_char_p),
+                ("az_endpoint", C.c_char_p), ("az_anonymous", C.c_bool)]
 
 
 class IoStats(C.Structure):
@@ -74,7 +75,8 @@ class IoStats(C.Structure):
                 ("read_gets", C.c_uint64), ("read_heads", C.c_uint64),
                 ("read_lists", C.c_uint64),
                 ("read_bytes_fetched", C.c_uint64),
-                ("read_bytes_delivered", C.c_uint64)]
+                ("read_bytes_delivered", C.c_uint64),
+                ("side_bytes_peak", C.c_uint64)]
 
 
 class OpenOpts(C.Structure):

@@ -25,7 +25,7 @@ from typing import Any, Dict, Optional, Set, Tuple
 
 import torch
 
-from . import _lib
+from . import _args, _lib
 from .errors import CheckpointError, from_lib
 
 __all__ = ["read_object", "is_pickle", "load_metadata"]
@@ -93,7 +93,8 @@ def _root_missing(root: str) -> bool:
     """Whether a local root is missing (its -ENOENT is the directory's,
     not the object's); an s3:// root answered, or there would be another
     error."""
-    return not root.startswith("s3://") and not os.path.isdir(root)
+    return not _args.is_remote(os.fsencode(root)) and \
+        not os.path.isdir(root)
 
 
 def is_pickle(raw: bytes) -> bool:

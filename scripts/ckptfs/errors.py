@@ -128,7 +128,7 @@ def _same_path(a: Optional[str], b: Optional[str]) -> bool:
     """Whether a and b are the same local path (an s3:// root never is:
     what is missing there is a file an option names, or an object)."""
     return a is not None and b is not None and \
-        not b.startswith("s3://") and \
+        not b.startswith(("s3://", "az://", "http://", "https://")) and \
         os.path.normpath(os.path.abspath(a)) == \
         os.path.normpath(os.path.abspath(b))
 

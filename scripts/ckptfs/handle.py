@@ -117,7 +117,8 @@ class Checkpoint:
         _args.s3_only(self._bpath, s3given)
         s3opts = _s3_struct(s3given)
         icache = _args.index_cache(index_cache)
-        self.path: str = os.fsdecode(self._bpath)
+        # never a SAS token that a blob URL carries (_bpath keeps it)
+        self.path: str = os.fsdecode(_args.shown(self._bpath))
         cache = _args.cache_mb(cache_mb)
         self.threads: int = _args.threads(threads) or \
             _args.default_threads(self._bpath)
@@ -184,7 +185,10 @@ class Checkpoint:
         returned) and ``read_gets`` ... ``read_bytes_delivered`` (since:
         a record located lazily by a read counts as read).  GETs, HEADs
         and LISTs are an object store's HTTP requests, retries included
-        (0 for a local directory)."""
+        (0 for a local directory); ``side_bytes_peak``: the most bytes
+        read batches held at once in buffers of their own for joined
+        reads (a lazy open's zip structures, and data that could not be
+        fetched straight into its destination)."""
         st = _lib.IoStats()
         m = self._acquire()
         try:
@@ -360,7 +364,8 @@ def _s3_struct(given: Dict[str, Union[bytes, int]]) -> Optional[Any]:
         return None
     o = _lib.S3Opts()
     for name, v in given.items():
-        field = {"s3_part_size": "part_bytes"}.get(name, name[3:])
+        field = {"s3_part_size": "part_bytes"}.get(
+            name, name if name.startswith("az_") else name[3:])
         if name == "s3_retries" and v == 0:
             v = _lib.S3_NO_RETRIES
         setattr(o, field, v)

@@ -204,7 +204,7 @@ class StorageReader(_Base):  # type: ignore[misc]
             p = os.fsdecode(_args.path("checkpoint_id", checkpoint_id))
         except (TypeError, ValueError):
             return False
-        if p.startswith("s3://") and len(p) > 5:
+        if _args.is_remote(os.fsencode(p)) and len(p.split("://", 1)[1]):
             return True
         return os.path.isdir(p) and _layout_markers(p)
 
@@ -368,14 +368,14 @@ class StorageReader(_Base):  # type: ignore[misc]
         _read_items), then, when the plan carries cooperative parts, the
         shared boxes in rounds: the parts this rank owns from the store,
         sent to the ranks that need them, the others received."""
-        parts = _coop.parts_of(plan)
-        if parts is None or not _coop._dist_up():
+        coop = _coop.parts_of(plan)
+        if coop is None or not _coop._dist_up():
             self._read_items(plan.items, planner)
         else:
             import torch.distributed as dist
-            ex = _coop.Exchange(dist.get_rank(), parts, _BYTE_IO,
+            ex = _coop.Exchange(dist.get_rank(), coop[0], _BYTE_IO,
                                 self._read_parts,
-                                lambda f: self._key(f)[1])
+                                lambda f: self._key(f)[1], coop[1])
             shared = ex.boxes()
             mine: List[Any] = []
             boxes: Dict[Any, List[Tuple[Any, Any]]] = {}

@@ -95,6 +95,25 @@ teardown() { common_teardown; }
 	done
 }
 
+@test "s3 lazy joined: a record read whole or from one end of its data is fetched into its destination: a load's side buffers hold the zip structures beside it, under a quarter of the loaded bytes (W=2 R=1, W=4 R=1 and R=2); bytes equal the local load" {
+	local out s d
+	# 2 ranks x 100 parameters x 2 states: 400 records of about 50 KiB.
+	torch_gen "$TMP/b" --large 0.02 --world 2 >"$TMP/gen.log" 2>&1 ||
+		{ tail -30 "$TMP/gen.log"; return 1; }
+	upload "$TMP/b/large" ck-lazy/side
+	for wr in "2 1" "4 1" "4 2"; do
+		set -- $wr
+		run $(direct_env) $LAZY side s3://ck-lazy/side "$TMP/b/large" "$S3CHECK_PROXY" "$1" "$2"
+		echo "W=$1 R=$2: $output"
+		[ "$status" -eq 0 ]
+		out=${output##*side }
+		s=${out%% *}
+		d=${output##*data }
+		# (before: every joined byte went through a side buffer, s > d)
+		[ "$d" -gt 1000000 ] && [ "$s" -gt 0 ] && [ $((4 * s)) -lt "$d" ]
+	done
+}
+
 @test "s3 lazy joined: records of odd layouts (transposed, int64, bf16, 0-d, bytes; one data file per item) read from s3:// equal the local load for several world sizes and ranks" {
 	local wr
 	for wr in "1 0" "2 1" "3 2" "8 5"; do

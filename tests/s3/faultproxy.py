@@ -29,6 +29,8 @@ it can instead, for a fraction of the requests or the first N of them:
             a page, truncated, continuation tokens A, B, A, B, ...
   endless   answer every listing itself: "keys" keys a page (1000),
             truncated, a fresh continuation token each time
+  azmarkercycle  answer every Azure listing (GET ?comp=list) itself: one
+            blob a page, NextMarker A, B, A, B, ...
   badetag   forward, but a HEAD or GET answer's ETag gets an escape
             sequence ('"v1"ESC[31m') and every <ETag> of a listing
             decodes to '"v1"CR LF X-Injected: yes'
@@ -112,7 +114,8 @@ class State:
                             "412",
                             "truncate", "short", "long", "shift",
                             "noifmatch", "noversion", "norange",
-                            "badetag", "tokencycle", "endless", "drip"):
+                            "badetag", "tokencycle", "endless", "drip",
+                            "azmarkercycle"):
                 raise ValueError("unknown mode %r" % mode)
             self.cfg = dict(cfg)
             self.rng = random.Random(cfg.get("seed", 1))
@@ -249,7 +252,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def serve(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
-        rng = self.headers.get("Range")
+        # (Azure sends its range as x-ms-range)
+        rng = self.headers.get("Range") or self.headers.get("x-ms-range")
         if self.headers.get("X-Injected") is not None:
             with STATE.lock:
                 STATE.injected_headers += 1
@@ -279,7 +283,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if (mode in ("tokencycle", "endless") and self.command == "GET"
                 and "list-type=2" in self.path):
             return self.fake_listing(fault, mode, rng)
+        if (mode == "azmarkercycle" and self.command == "GET"
+                and "comp=list" in self.path):
+            return self.fake_az_listing(rng)
         self.forward(body, rng, fault, mode)
+
+    def fake_az_listing(self, rng):
+        q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        prefix = q.get("prefix", [""])[0]
+        marker = q.get("marker", [""])[0]
+        nxt = {"": "A", "A": "B"}.get(marker, "A")
+        msg = ("<?xml version=\"1.0\" encoding=\"utf-8\"?><EnumerationResults"
+               " ContainerName=\"c\"><Prefix>%s</Prefix><Blobs><Blob><Name>"
+               "%sb%s</Name><Properties><Content-Length>1</Content-Length>"
+               "<Etag>0x8D0000000000000</Etag></Properties></Blob></Blobs>"
+               "<NextMarker>%s</NextMarker></EnumerationResults>"
+               % (prefix, prefix, nxt, nxt)).encode()
+        self.send_response_only(200)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(msg)))
+        self.end_headers()
+        self.wfile.write(msg)
+        STATE.record(self.command, self.path, rng, 200, len(msg),
+                     self.headers)
 
     def fake_listing(self, fault, mode, rng):
         q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)

@@ -8,8 +8,8 @@
 #include "testhelp.h"
 
 static const struct pk_global table[] = {
-	{ "torch", "Size", 1 },
-	{ "torch.distributed.*", "Metadata", 2 },
+	{ "torch", "Size", 1, false },
+	{ "torch.distributed.*", "Metadata", 2, false },
 };
 
 #define P(s) ((const uint8_t *)(s)), (sizeof(s) - 1)
@@ -172,6 +172,61 @@ static void test_arena_large(void)
 	free(b);
 }
 
+/* A pk_global.dims callable compacts a tuple of ints no GET reads. */
+static void test_dims(void)
+{
+	static const struct pk_global dt[] = { { "torch", "Size", 1, true } };
+	struct pk_value *v;
+	struct pk_arena *a;
+	char err[256];
+	const struct pk_value *x, *y;
+
+	/* [Size((5000, 70000)), Size((3,)), Size(())] and a 3-tuple arg */
+	CHECK(pk_load(P("\x80\x02](ctorch\nSize\nq\x00"
+			"M\x88\x13J\x70\x11\x01\x00\x86\x85R"
+			"h\x00K\x03\x85\x85R"
+			"h\x00)\x85R"
+			"h\x00K\x01K\x02\x86K\x03\x86\x85R" "e."),
+		      dt, 1, "t", &v, &a, err, sizeof(err)) == 0);
+	CHECK(v && v->type == PK_LIST && v->n == 4);
+	if (v && v->n == 4) {
+		x = v->u.items[0];
+		CHECK(x->type == PK_DIMS && x->n == 2 &&
+		      x->u.dims[0] == 5000 && x->u.dims[1] == 70000);
+		x = v->u.items[1];
+		CHECK(x->type == PK_DIMS && x->n == 1 && x->u.dims[0] == 3);
+		/* Size(()): an empty tuple stays a call */
+		CHECK(pk_is_call(v->u.items[2], 1));
+		/* a tuple that is not all ints stays a call */
+		x = v->u.items[3];
+		CHECK(pk_is_call(x, 1) && x->u.call.args->n == 1);
+	}
+	pk_free(a);
+	/* (Size(t), t) with t memoized and read: t stays a tuple of ints */
+	CHECK(pk_load(P("\x80\x02" "ctorch\nSize\n" "K\x07K\x08\x86q\x01"
+			"\x85R" "h\x01\x86."),
+		      dt, 1, "t", &v, &a, err, sizeof(err)) == 0);
+	CHECK(v && v->type == PK_TUPLE && v->n == 2);
+	if (v && v->n == 2) {
+		x = v->u.items[0];
+		y = v->u.items[1];
+		CHECK(pk_is_call(x, 1) && x->u.call.args->u.items[0] == y);
+		CHECK(y->type == PK_TUPLE && y->n == 2 &&
+		      y->u.items[0]->type == PK_INT && y->u.items[0]->u.i == 7 &&
+		      y->u.items[1]->u.i == 8);
+	}
+	pk_free(a);
+	/* Freed values are reused: a big int after a compaction is intact */
+	CHECK(pk_load(P("\x80\x02" "ctorch\nSize\n" "J\x00\x00\x01\x00"
+			"\x85\x85R" "J\x01\x00\x02\x00\x86."),
+		      dt, 1, "t", &v, &a, err, sizeof(err)) == 0);
+	CHECK(v && v->type == PK_TUPLE && v->n == 2 &&
+	      v->u.items[0]->type == PK_DIMS &&
+	      v->u.items[0]->u.dims[0] == 65536 &&
+	      v->u.items[1]->type == PK_INT && v->u.items[1]->u.i == 131073);
+	pk_free(a);
+}
+
 int main(void)
 {
 	TEST(test_values);
@@ -179,5 +234,6 @@ int main(void)
 	TEST(test_deep);
 	TEST(test_arena_small);
 	TEST(test_arena_large);
+	TEST(test_dims);
 	return TEST_REPORT();
 }

@@ -1,0 +1,626 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Azure Blob Storage store: a root "az://ACCOUNT/CONTAINER[/PREFIX]"
+ * or a blob URL (az_config.h) read over S3's HTTP engine, which signs
+ * with az_config.c's signer (see store.h for the contract, s3_fetch.h
+ * for reads).  Opening a blob fixes its size and ETag, from a HEAD or
+ * from an earlier listing of the root; every GET then carries If-Match.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/errbuf.h"
+#include "common/escape.h"
+#include "common/strtab.h"
+#include "io/s3_config.h"
+#include "io/s3_fetch.h"
+#include "io/s3_http.h"
+#include "io/az_list.h"
+#include "io/s3_url.h"
+#include "io/store_impl.h"
+
+#define CHUNK_OBJS 1024u	/* objects per chunk of the table */
+#define MAX_CHUNKS 4096u	/* so at most 4M objects open */
+#define PROBE_MAX_BODY (1u << 20)
+#define PROBE_MAX_TRIES 3
+
+/* A name the store knows: opened (id set) or only listed. */
+struct name_ent {
+	char *name;
+	uint64_t size;
+	char etag[CKPT_STORE_VERSION_MAX];
+	int64_t mtime;		/* Last-Modified, seconds (0: unknown) */
+	uint32_t id;		/* UINT32_MAX: listed, not opened */
+	uint64_t listed_size;	/* as the listing said (when listed) */
+	bool listed;		/* by the listing of the root */
+	bool missing;		/* a HEAD answered 404: opened again, it is
+				 * -ENOENT without a request (a close that
+				 * stores an index after a shutdown's
+				 * cancel still knows there is none) */
+};
+
+struct az_store {
+	struct ckpt_store base;
+	struct ckpt_az_cfg cfg;	/* must not move: its signer points
+				 * into it */
+	struct ckpt_s3_http *http;
+	pthread_mutex_t lock;
+	/* Opened objects by id; a chunk, once made, never moves. */
+	struct ckpt_s3_object *chunks[MAX_CHUNKS];	/* guarded by lock */
+	_Atomic uint32_t nobj;	/* published count (release/acquire) */
+	/* Names opened or listed. */
+	struct name_ent *names;	/* guarded by lock */
+	size_t nnames, cap;	/* guarded by lock */
+	struct ckpt_strtab tab;	/* guarded by lock */
+	size_t tab_items;	/* what tab was sized for */
+	bool listed_all;	/* the root was listed to its end: a later
+				 * list() replays names[] (opening a
+				 * checkpoint may ask twice, e.g. for
+				 * __R.metadata, then *.safetensors);
+				 * guarded by lock */
+};
+
+static void name_key(const void *ctx, uint32_t idx, uint64_t *seed,
+		     const char **s, size_t *len)
+{
+	const struct az_store *st = ctx;
+
+	*seed = 0;
+	*s = st->names[idx].name;
+	*len = strlen(*s);
+}
+
+/* Under lock: the entry for name, or NULL. */
+static struct name_ent *name_find(struct az_store *st, const char *name)
+{
+	uint32_t k;
+
+	if (!st->tab.slots)
+		return NULL;
+	k = ckpt_strtab_find(&st->tab, 0, name, strlen(name));
+	return k == UINT32_MAX ? NULL : &st->names[k];
+}
+
+/* Under lock: add name (not there yet).  NULL when out of memory. */
+static struct name_ent *name_add(struct az_store *st, const char *name,
+				 uint64_t size, const char *etag,
+				 int64_t mtime)
+{
+	struct name_ent *e;
+	size_t i;
+
+	if (st->nnames == st->cap) {
+		size_t nc = st->cap ? st->cap * 2 : 64;
+		struct name_ent *nn = realloc(st->names, nc * sizeof(*nn));
+
+		if (!nn)
+			return NULL;
+		st->names = nn;
+		st->cap = nc;
+	}
+	if (st->nnames + 1 > st->tab_items) {
+		struct ckpt_strtab t;
+		size_t items = st->tab_items ? st->tab_items * 2 : 64;
+
+		if (ckpt_strtab_init(&t, items, name_key, st))
+			return NULL;
+		for (i = 0; i < st->nnames; i++)
+			ckpt_strtab_insert(&t, (uint32_t)i);
+		ckpt_strtab_destroy(&st->tab);
+		st->tab = t;
+		st->tab_items = items;
+	}
+	e = &st->names[st->nnames];
+	e->name = strdup(name);
+	if (!e->name)
+		return NULL;
+	e->size = size;
+	snprintf(e->etag, sizeof(e->etag), "%s", etag);
+	e->mtime = mtime;
+	e->id = UINT32_MAX;
+	e->listed = false;
+	e->missing = false;
+	e->listed_size = 0;
+	ckpt_strtab_insert(&st->tab, (uint32_t)st->nnames);
+	st->nnames++;
+	return e;
+}
+
+static const struct ckpt_s3_object *obj_get(void *ctx, uint32_t id)
+{
+	struct az_store *st = ctx;
+
+	if (id >= atomic_load_explicit(&st->nobj, memory_order_acquire))
+		return NULL;
+	return &st->chunks[id / CHUNK_OBJS][id % CHUNK_OBJS];
+}
+
+static void obj_destroy(struct ckpt_s3_object *o)
+{
+	free(o->name);
+	free(o->uri);
+	if (o->url)	/* it may hold a SAS */
+		memset(o->url, 0, strlen(o->url));
+	free(o->url);
+}
+
+/* Under lock: publish an object for entry e.  Returns 0 or -errno. */
+static int obj_publish(struct az_store *st, struct name_ent *e)
+{
+	uint32_t id = atomic_load_explicit(&st->nobj, memory_order_relaxed);
+	struct ckpt_s3_object *o;
+	char *key;
+
+	if (id / CHUNK_OBJS >= MAX_CHUNKS)
+		return -EMFILE;
+	if (!st->chunks[id / CHUNK_OBJS]) {
+		st->chunks[id / CHUNK_OBJS] = calloc(CHUNK_OBJS, sizeof(*o));
+		if (!st->chunks[id / CHUNK_OBJS])
+			return -ENOMEM;
+	}
+	o = &st->chunks[id / CHUNK_OBJS][id % CHUNK_OBJS];
+	key = ckpt_s3_key(st->cfg.prefix, e->name);
+	o->name = strdup(e->name);
+	o->url = key ? ckpt_az_url(&st->cfg, key, NULL) : NULL;
+	if (key && asprintf(&o->uri, "az://%s/%s/%s", st->cfg.account,
+			    st->cfg.container, key) < 0)
+		o->uri = NULL;
+	free(key);
+	if (!o->name || !o->url || !o->uri) {
+		obj_destroy(o);
+		memset(o, 0, sizeof(*o));
+		return -ENOMEM;
+	}
+	o->size = e->size;
+	memcpy(o->etag, e->etag, sizeof(o->etag));
+	e->id = id;
+	atomic_store_explicit(&st->nobj, id + 1, memory_order_release);
+	return 0;
+}
+
+static void fill_info(const struct name_ent *e, uint32_t *id,
+		      struct ckpt_store_file_info *info)
+{
+	*id = e->id;
+	if (info) {
+		memset(info, 0, sizeof(*info));
+		info->size = e->size;
+		memcpy(info->version, e->etag, sizeof(info->version));
+		memcpy(info->ident, e->etag, sizeof(info->ident));
+		info->mtime_sec = e->mtime;	/* whole seconds: a HEAD
+						 * gives no more */
+	}
+}
+
+/* HEAD the object name: its size and ETag.  -ENOENT when absent. */
+static int head_object(struct az_store *st, const char *name, uint64_t *size,
+		       char *etag, int64_t *mtime, char *err, size_t errlen)
+{
+	struct ckpt_s3_req q = { .head = true };
+	char *key, *url, *uri = NULL, shown[CKPT_S3_NAME_SHOWN];
+	size_t failed;
+	int rc;
+
+	key = ckpt_s3_key(st->cfg.prefix, name);
+	url = key ? ckpt_az_url(&st->cfg, key, NULL) : NULL;
+	if (url && asprintf(&uri, "az://%s/%s/%s", st->cfg.account,
+			    st->cfg.container, key) < 0)
+		uri = NULL;
+	if (!uri) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
+			       st->base.root);
+		goto out_free;
+	}
+	ckpt_escape_mid(uri, strlen(uri), shown, sizeof(shown));
+	q.url = url;
+	rc = ckpt_s3_http_run(st->http, &q, 1, &failed);
+	if (rc == 0 && (!q.has_length || !q.etag[0])) {
+		rc = ckpt_errf(err, errlen, -EIO, "%s: the HEAD answer "
+			       "has no %s", shown,
+			       q.has_length ? "usable ETag" :
+			       "Content-Length");
+	}
+	else if (rc == 0) {
+		*size = q.length;
+		*mtime = q.mtime;
+		memcpy(etag, q.etag, sizeof(q.etag));
+	}
+	else if (q.status == 404)
+		rc = ckpt_errf(err, errlen, -ENOENT, "%s: no such "
+			       "blob", shown);
+	else if (q.status == 403)
+		rc = ckpt_errf(err, errlen, -EACCES, "%s: access "
+			       "denied (%s)", shown, q.reason);
+	else
+		ckpt_errf(err, errlen, rc, "%s: %s", shown, q.reason);
+	ckpt_s3_req_destroy(&q);
+out_free:
+	free(uri);
+	if (url)
+		memset(url, 0, strlen(url));
+	free(url);
+	free(key);
+	return rc;
+}
+
+static int az_open(struct ckpt_store *s, const char *name, uint32_t *id,
+		   struct ckpt_store_file_info *info, char *err,
+		   size_t errlen)
+{
+	struct az_store *st = (struct az_store *)s;
+	char etag[CKPT_STORE_VERSION_MAX] = "";
+	struct name_ent *e;
+	uint64_t size = 0;
+	int64_t mtime = 0;
+	int rc;
+
+	pthread_mutex_lock(&st->lock);
+	e = name_find(st, name);
+	if (e && e->missing) {
+		pthread_mutex_unlock(&st->lock);
+		return ckpt_errf(err, errlen, -ENOENT, "%s/%s: no such blob",
+				 s->root, name);
+	}
+	if (e && e->id == UINT32_MAX && e->etag[0]) {	/* listed */
+		rc = obj_publish(st, e);
+		if (rc) {
+			pthread_mutex_unlock(&st->lock);
+			return ckpt_errf(err, errlen, rc, "%s/%s: %s",
+					 s->root, name, strerror(-rc));
+		}
+	}
+	if (e && e->id != UINT32_MAX) {
+		fill_info(e, id, info);
+		pthread_mutex_unlock(&st->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&st->lock);
+
+	/* No lock held while the HEAD runs; another thread may open the
+	 * same name meanwhile, and the first one published wins. */
+	rc = head_object(st, name, &size, etag, &mtime, err, errlen);
+	if (rc == -ENOENT) {
+		pthread_mutex_lock(&st->lock);
+		if (!name_find(st, name)) {
+			e = name_add(st, name, 0, "", 0);
+			if (e)
+				e->missing = true;
+		}
+		pthread_mutex_unlock(&st->lock);
+	}
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&st->lock);
+	e = name_find(st, name);
+	if (!e)
+		e = name_add(st, name, size, etag, mtime);
+	if (!e) {
+		rc = -ENOMEM;
+	} else if (e->id == UINT32_MAX) {
+		e->size = size;
+		e->mtime = mtime;
+		memcpy(e->etag, etag, sizeof(e->etag));
+		e->missing = false;
+		rc = obj_publish(st, e);
+	}
+	if (rc == 0)
+		fill_info(e, id, info);
+	pthread_mutex_unlock(&st->lock);
+	if (rc)
+		return ckpt_errf(err, errlen, rc, "%s/%s: %s", s->root, name,
+				 strerror(-rc));
+	return 0;
+}
+
+static const char *az_name(const struct ckpt_store *s, uint32_t id)
+{
+	const struct ckpt_s3_object *o = obj_get((void *)s, id);
+
+	return o ? o->name : NULL;
+}
+
+static int az_read_joined(struct ckpt_store *s,
+			  const struct ckpt_store_range *r, size_t n,
+			  size_t first_join, uint32_t join)
+{
+	struct az_store *st = (struct az_store *)s;
+	uint64_t delivered = 0;
+	int rc;
+
+	rc = ckpt_s3_fetch(st->http, st->cfg.http.merge_gap,
+			   st->cfg.http.part_bytes,
+			   obj_get, st, r, n, first_join, join, &delivered);
+	atomic_fetch_add(&s->bytes_delivered, delivered);
+	return rc;
+}
+
+static int az_read(struct ckpt_store *s, const struct ckpt_store_range *r,
+		   size_t n)
+{
+	return az_read_joined(s, r, n, n, 0);
+}
+
+struct list_ctx {
+	struct az_store *st;
+	int (*fn)(void *ctx, const char *name, uint64_t size);
+	void *ctx;
+};
+
+/* Remember what a listing says (so opening costs no HEAD), then pass it
+ * on.  An opened name keeps what open fixed. */
+static int on_listed(void *ctx, const char *name, uint64_t size,
+		     const char *etag, int64_t mtime)
+{
+	struct list_ctx *lc = ctx;
+	struct az_store *st = lc->st;
+	struct name_ent *e;
+
+	pthread_mutex_lock(&st->lock);
+	e = name_find(st, name);
+	if (!e) {
+		e = name_add(st, name, size, etag, mtime);
+	} else if (e->id == UINT32_MAX) {
+		e->size = size;
+		e->mtime = mtime;
+		snprintf(e->etag, sizeof(e->etag), "%s", etag);
+	}
+	if (e) {
+		e->listed = true;
+		e->listed_size = size;
+		e->missing = false;
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (!e)
+		return -ENOMEM;
+	return lc->fn(lc->ctx, name, size);
+}
+
+/* A second list() of the store: what the first one said, in its order,
+ * without a request.  Names are copied out so that fn runs unlocked. */
+static int replay_listing(struct az_store *st,
+			  int (*fn)(void *ctx, const char *name, uint64_t size),
+			  void *ctx, char *err, size_t errlen)
+{
+	struct { char *name; uint64_t size; } *v;
+	size_t n = 0, i;
+	int rc = 0;
+
+	pthread_mutex_lock(&st->lock);
+	v = calloc(st->nnames ? st->nnames : 1, sizeof(*v));
+	for (i = 0; v && i < st->nnames; i++) {
+		if (!st->names[i].listed)
+			continue;
+		v[n].name = strdup(st->names[i].name);
+		v[n].size = st->names[i].listed_size;
+		if (!v[n++].name) {
+			rc = -ENOMEM;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (!v || rc)
+		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
+			       st->base.root);
+	for (i = 0; rc == 0 && i < n; i++)
+		rc = fn(ctx, v[i].name, v[i].size);
+	for (i = 0; v && i < n; i++)
+		free(v[i].name);
+	free(v);
+	return rc;
+}
+
+static int az_list(struct ckpt_store *s,
+		   int (*fn)(void *ctx, const char *name, uint64_t size),
+		   void *ctx, char *err, size_t errlen)
+{
+	struct az_store *st = (struct az_store *)s;
+	struct list_ctx lc = { st, fn, ctx };
+	bool again;
+	int rc;
+
+	pthread_mutex_lock(&st->lock);
+	again = st->listed_all;
+	pthread_mutex_unlock(&st->lock);
+	if (again)
+		return replay_listing(st, fn, ctx, err, errlen);
+	rc = ckpt_az_list(st->http, &st->cfg, 0, st->cfg.http.list_max_keys,
+			  on_listed, &lc, err, errlen);
+	if (rc == -ENOMEM && err && !err[0])
+		ckpt_errf(err, errlen, rc, "%s: out of memory", s->root);
+	if (rc == 0) {
+		pthread_mutex_lock(&st->lock);
+		st->listed_all = true;
+		pthread_mutex_unlock(&st->lock);
+	}
+	return rc;
+}
+
+static void az_destroy(struct ckpt_store *s)
+{
+	struct az_store *st = (struct az_store *)s;
+	uint32_t i, n;
+	size_t k;
+
+	if (!st)
+		return;
+	ckpt_s3_http_free(st->http);
+	n = atomic_load(&st->nobj);
+	for (i = 0; i < n; i++)
+		obj_destroy(&st->chunks[i / CHUNK_OBJS][i % CHUNK_OBJS]);
+	for (i = 0; i < MAX_CHUNKS && st->chunks[i]; i++)
+		free(st->chunks[i]);
+	for (k = 0; k < st->nnames; k++)
+		free(st->names[k].name);
+	free(st->names);
+	ckpt_strtab_destroy(&st->tab);
+	pthread_mutex_destroy(&st->lock);
+	ckpt_az_config_destroy(&st->cfg);
+	free(s->root);
+	free(s->identity);
+	free(s->warning);
+	free(st);
+}
+
+static void az_cancel(struct ckpt_store *s)
+{
+	ckpt_s3_http_cancel(((struct az_store *)s)->http);
+}
+
+static const struct ckpt_store_ops az_ops = {
+	.kind = "azure",
+	.destroy = az_destroy,
+	.list = az_list,
+	.open = az_open,
+	.name = az_name,
+	.read = az_read,
+	.read_joined = az_read_joined,
+	.willneed = NULL,
+	.cancel = az_cancel,
+};
+
+/*
+ * Ask for one blob under the prefix: proves the endpoint answers, the
+ * container exists and the credentials are accepted, with a line that
+ * says which of them is wrong.  A SAS without list permission may still
+ * read: its refusal of the listing is not an error.
+ */
+static int probe(struct az_store *st, char *err, size_t errlen)
+{
+	const struct ckpt_az_cfg *c = &st->cfg;
+	char rshown[CKPT_S3_NAME_SHOWN];
+	const char *root = ckpt_escape_mid(c->root, strlen(c->root), rshown,
+					   sizeof(rshown));
+	char *want = NULL, *query = NULL, *url = NULL;
+	struct ckpt_s3_req q = { .max_body = PROBE_MAX_BODY, .list = true };
+	struct ckpt_s3_param p[4] = {
+		{ "restype", "container" }, { "comp", "list" },
+		{ "maxresults", "1" }, { "prefix", "" },
+	};
+	size_t failed;
+	int rc;
+
+	if (asprintf(&want, "%s%s", c->prefix, c->prefix[0] ? "/" : "") < 0)
+		want = NULL;
+	if (want) {
+		p[3].value = want;
+		query = ckpt_s3_query(p, 4);
+	}
+	if (query)
+		url = ckpt_az_url(c, NULL, query);
+	if (!url) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
+			       root);
+		goto out_free;
+	}
+	q.url = url;
+	q.max_tries = c->http.retries + 1 < PROBE_MAX_TRIES ?
+		      c->http.retries + 1 : PROBE_MAX_TRIES;
+	rc = ckpt_s3_http_run(st->http, &q, 1, &failed);
+	if (rc == 0)
+		goto out_free;
+	if (q.status == 0 && q.tls_failed) {
+		rc = ckpt_errf(err, errlen, -EIO, "%s: %s", root, q.reason);
+	} else if (q.status == 0) {
+		rc = q.curl_code == 6 ? -EHOSTUNREACH :
+		     q.curl_code == 28 || q.curl_code == 42 ? -ETIMEDOUT :
+		     -ECONNREFUSED;
+		ckpt_errf(err, errlen, rc, "%s: cannot reach %s: %s", root,
+			  c->endpoint, q.reason);
+	} else if (q.status == 404 &&
+		   strcmp(q.code, "ContainerNotFound") == 0) {
+		rc = ckpt_errf(err, errlen, -ENOENT, "%s: container '%s' does "
+			       "not exist at %s (%s)", root, c->container,
+			       c->endpoint, q.reason);
+	} else if (q.status == 403 &&
+		   (strcmp(q.code, "AuthorizationPermissionMismatch") == 0 ||
+		    strcmp(q.code, "AuthorizationResourceTypeMismatch") == 0) &&
+		   c->auth == CKPT_AZ_SAS) {
+		rc = 0;		/* may not list, may still read */
+	} else if (q.status == 403 || q.status == 401) {
+		rc = ckpt_errf(err, errlen, -EACCES, "%s: %s refused the "
+			       "credentials (%s) (%s)", root, c->endpoint,
+			       c->cred_source, q.reason);
+	} else if (q.status == 404) {
+		rc = ckpt_errf(err, errlen, -ENOENT, "%s: %s has no such "
+			       "account or container (%s)", root, c->endpoint,
+			       q.reason);
+	} else {
+		rc = ckpt_errf(err, errlen, -EIO, "%s: %s answered %s", root,
+			       c->endpoint, q.reason);
+	}
+out_free:
+	ckpt_s3_req_destroy(&q);
+	if (url)
+		memset(url, 0, strlen(url));
+	free(url);
+	free(query);
+	free(want);
+	return rc;
+}
+
+/* A SAS sent over plain http:// can be read and replayed by anyone on the
+ * path until it expires: say so, once per store, without the SAS. */
+static void sas_warning(struct az_store *st)
+{
+	if (st->cfg.auth != CKPT_AZ_SAS ||
+	    strncasecmp(st->cfg.endpoint, "http://", 7))
+		return;
+	if (asprintf(&st->base.warning, "%s: a SAS token (from %s) goes over "
+		     "plain http to %s, readable on the way; use an https:// "
+		     "endpoint", st->cfg.root, st->cfg.cred_source,
+		     st->cfg.endpoint) < 0)
+		st->base.warning = NULL;
+}
+
+int ckpt_store_azure_new(const char *root, const struct ckpt_store_opts *o,
+			 struct ckpt_store **out, char *err, size_t errlen)
+{
+	struct az_store *st;
+	char cerr[400];
+	int rc;
+
+	*out = NULL;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	pthread_mutex_init(&st->lock, NULL);
+	st->base.ops = &az_ops;
+	rc = ckpt_az_config_load(root, o ? o->s3 : NULL, &st->cfg, err,
+				 errlen);
+	if (rc)
+		goto out_fail;
+	/* never the SAS a URL root may carry */
+	st->base.root = strdup(st->cfg.root);
+	if (!st->base.root ||
+	    asprintf(&st->base.identity, "az:%s/%s/%s", st->cfg.endpoint,
+		     st->cfg.container, st->cfg.prefix) < 0) {
+		st->base.identity = NULL;
+		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
+			       st->cfg.root);
+		goto out_fail;
+	}
+	st->base.parallelism = st->cfg.http.parallel;
+	st->base.credentials = st->cfg.cred_source;
+	rc = ckpt_s3_http_new(&st->cfg.http, &st->base, &st->http, cerr,
+			      sizeof(cerr));
+	if (rc) {
+		ckpt_errf(err, errlen, rc, "%s: %s", st->cfg.root, cerr);
+		goto out_fail;
+	}
+	rc = probe(st, err, errlen);
+	if (rc)
+		goto out_fail;
+	sas_warning(st);
+	*out = &st->base;
+	return 0;
+
+out_fail:
+	az_destroy(&st->base);
+	return rc;
+}
