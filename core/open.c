@@ -136,14 +136,41 @@ static int scan_rank(void *ctx, const char *name, uint64_t size)
 	return 0;
 }
 
-/* Whether a PyTorch checkpoint's records in s are located when a read
- * needs them (an object store) rather than all at open:
- * CKPTFS_EAGER_INDEX=1 indexes them all at open, as before. */
-static bool locate_lazily(struct ckpt_store *s)
+/* Whether a PyTorch checkpoint's records are located when a read needs
+ * them rather than all at open: on every store (an object store, a local
+ * disk, a shared filesystem, where the eager pass is a random read per
+ * record boundary of the whole checkpoint before the first byte of
+ * data); CKPTFS_EAGER_INDEX=1 indexes them all at open, as before. */
+static bool locate_lazily(void)
 {
 	const char *eager = getenv("CKPTFS_EAGER_INDEX");
 
-	return ckpt_store_parallelism(s) > 0 && !(eager && eager[0] == '1');
+	return !(eager && eager[0] == '1');
+}
+
+/* The image of the torch checkpoint of s with pickle pkl (.metadata at
+ * meta_path) as an open builds it now: lazy (ckpt_torch_index_lazy()),
+ * or lazy with the stamp of its data files, so that it may be stored in
+ * the node-local index cache (ckpt_torch_index_merged() of nothing
+ * located), or eager (ckpt_torch_index()). */
+static int build_image(struct ckpt_store *s, const char *meta_path,
+		       const uint8_t *pkl, size_t len, bool lazy,
+		       bool stamped, uint8_t **img, size_t *imglen, char *err,
+		       size_t errlen)
+{
+	const struct ckpt_meta *none[1] = { NULL };
+
+	if (!lazy)
+		return ckpt_torch_index(s, meta_path, pkl, len, img, imglen,
+					err, errlen);
+	if (!stamped)
+		return ckpt_torch_index_lazy(s, meta_path, pkl, len, img,
+					     imglen, err, errlen);
+	/* The stamp opens every data file: on an object store, through
+	 * one listing of the root rather than a HEAD each. */
+	ckpt_store_list_ahead(s, UINT32_MAX);
+	return ckpt_torch_index_merged(s, meta_path, pkl, len, none, 0, img,
+				       imglen, err, errlen);
 }
 
 /* A directory of safetensors files: see safetensors/st_index.h. */
@@ -247,17 +274,72 @@ static int cache_hit(const struct ckpt_index_cache *c, const char *hex,
 	return rc;
 }
 
+/* A lazy image built under the cache key's lock (cached_image()), kept
+ * locked until the open has parsed it (store_held()). */
+struct cache_hold {
+	bool held;
+	struct ckpt_index_cache c;	/* locked on hex */
+	char hex[CKPT_INDEX_CACHE_KEY_HEX];
+};
+
+/*
+ * Store img, the lazy image built under h's lock, when m (parsed from it)
+ * is one the open keeps: each data file at least as long as its records
+ * need, as ckpt_files_open() will require (a lazy image has read no data
+ * file: a checkpoint that fails there is not cached, as one that fails
+ * to index is not); m NULL: not parsed, not stored.  Then release the
+ * lock: the node's other opens, waiting on it, read the image.
+ */
+/* Whether each data file of m (as s has it open: the stamp opened
+ * them) holds the records m needs of it, as ckpt_files_open() checks. */
+static bool has_files_whole(struct ckpt_store *s, const struct ckpt_meta *m)
+{
+	struct ckpt_store_file_info fi;
+	uint32_t i, id;
+
+	for (i = 0; i < m->nfiles; i++)
+		if (ckpt_store_open(s, m->strings + m->files[i].path, &id,
+				    &fi, NULL, 0) ||
+		    fi.size < m->files[i].need)
+			return false;
+	return true;
+}
+
+static void store_held(struct cache_hold *h, struct ckpt_store *s,
+		       const struct ckpt_meta *m, const uint8_t *img,
+		       size_t imglen, char **warning)
+{
+	char why[1024];
+
+	if (!h->held)
+		return;
+	if (!m || !has_files_whole(s, m)) {
+		ckpt_index_cache_drop_lock(&h->c, h->hex);
+	} else if (ckpt_index_cache_write(&h->c, h->hex, img, imglen, why,
+					  sizeof(why))) {
+		add_warning(warning, "index cache: %s (not cached)", why);
+		ckpt_index_cache_drop_lock(&h->c, h->hex);
+	}
+	ckpt_index_cache_close(&h->c);
+	h->held = false;
+}
+
 /*
  * A torch checkpoint without an index, through the index cache dir
  * (ckptfs.h): a current cached image, or else, holding the key's lock,
- * one another process wrote meanwhile, or else indexed now and stored.
- * Whatever goes wrong with the cache leaves a warning and indexes in
- * memory; only indexing itself can fail.
+ * one another process wrote meanwhile, or else indexed now (lazily or
+ * not: build_image()) and stored.  So the processes of a node that open
+ * the same checkpoint at once parse its .metadata once: the first to take
+ * the lock builds and stores the image, the others wait for the lock and
+ * read that.  A lazy image is stored once parsed (store_held()): *hold
+ * keeps the lock until then.  Whatever goes wrong with the cache leaves a
+ * warning and indexes in memory; only indexing itself can fail.
  */
 static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 			const char *cdir, const char *mver, bool lazy,
 			uint8_t **img,
-			size_t *imglen, uint8_t *origin, char **warning,
+			size_t *imglen, uint8_t *origin,
+			struct cache_hold *hold, char **warning,
 			char *err, size_t errlen)
 {
 	struct ckpt_index_cache c;
@@ -272,8 +354,6 @@ static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 	}
 	if (!cache_hit(&c, hex, ic, img, imglen, warning))
 		goto out_hit;
-	if (lazy)	/* nothing to store: nothing located yet */
-		goto out_close;
 	rc = ckpt_index_cache_lock(&c, hex, why, sizeof(why));
 	if (rc == -ECANCELED) {
 		ckpt_index_cache_close(&c);
@@ -288,8 +368,14 @@ static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 	if (!cache_hit(&c, hex, ic, img, imglen, warning))
 		goto out_hit;
 	*origin = CKPT_ORIGIN_TORCH;
-	rc = ckpt_torch_index(s, ic->meta_path, ic->pkl, ic->pkl_len, img,
-			      imglen, err, errlen);
+	rc = build_image(s, ic->meta_path, ic->pkl, ic->pkl_len, lazy, true,
+			 img, imglen, err, errlen);
+	if (!rc && lazy) {
+		hold->c = c;	/* closed by store_held() */
+		memcpy(hold->hex, hex, sizeof(hex));
+		hold->held = true;
+		return 0;
+	}
 	if (rc) {
 		ckpt_index_cache_drop_lock(&c, hex);
 	} else if (ckpt_index_cache_write(&c, hex, *img, *imglen, why,
@@ -307,12 +393,8 @@ out_close:
 	ckpt_index_cache_close(&c);
 out_index:
 	*origin = CKPT_ORIGIN_TORCH;
-	if (lazy)
-		return ckpt_torch_index_lazy(s, ic->meta_path, ic->pkl,
-					     ic->pkl_len, img, imglen, err,
-					     errlen);
-	return ckpt_torch_index(s, ic->meta_path, ic->pkl, ic->pkl_len, img,
-				imglen, err, errlen);
+	return build_image(s, ic->meta_path, ic->pkl, ic->pkl_len, lazy,
+			   false, img, imglen, err, errlen);
 }
 
 /*
@@ -320,27 +402,27 @@ out_index:
  * .ckptfs-index when there is one, checked against the checkpoint as it
  * is now (ckpt_torch_index_check(): a stale or edited index is an error,
  * never trusted); with no index, from the index cache when o has one
- * (cached_image()), else built now.  In an object store (requests in
- * flight: ckpt_store_parallelism()) the image built now is lazy
- * (ckpt_torch_index_lazy()): the open reads .metadata alone and each
- * record is located when a read needs it; on a local disk the eager pass
- * costs little (page cache, WILLNEED in a deep queue) and fills the
- * index cache.  A lazy image is not stored at open (nothing in it is
- * located yet): what the open locates is stored when it is freed
+ * (cached_image()), else built now.  On every store the image built
+ * now is lazy (ckpt_torch_index_lazy()): the open reads .metadata alone
+ * and each record is located when a read needs it.  With an index cache
+ * the lazy image is stored at open (stamped: build_image()), so that the
+ * node's other opens read it rather than parse the pickle again, and
+ * what the open locates is merged into it when it is freed
  * (located_to_cache()); CKPTFS_EAGER_INDEX=1 in the environment indexes
- * an object store's checkpoint whole at open, as before, and stores it.
+ * the checkpoint whole at open, as before, and stores that.
  */
 static int torch_image(struct ckpt_store *s, const char *meta_path,
 		       const struct ckpt_open_opts *o, const char *mver,
 		       const uint8_t *pkl, size_t len, uint8_t **img,
-		       size_t *imglen, uint8_t *origin, char **warning,
+		       size_t *imglen, uint8_t *origin,
+		       struct cache_hold *hold, char **warning,
 		       char *err, size_t errlen)
 {
 	struct ckpt_index_check ic = {
 		.dir = ckpt_store_root(s), .meta_path = meta_path, .store = s,
 		.pkl = pkl, .pkl_len = len,
 	};
-	bool lazy = locate_lazily(s);
+	bool lazy = locate_lazily();
 	char *ipath = NULL;
 	int rc;
 
@@ -363,15 +445,11 @@ static int torch_image(struct ckpt_store *s, const char *meta_path,
 			if (o && o->index_cache)
 				return cached_image(s, &ic, o->index_cache,
 						    mver, lazy, img, imglen,
-						    origin, warning, err,
-						    errlen);
+						    origin, hold, warning,
+						    err, errlen);
 			*origin = CKPT_ORIGIN_TORCH;
-			if (lazy)
-				return ckpt_torch_index_lazy(s, meta_path, pkl,
-							     len, img, imglen,
-							     err, errlen);
-			return index_now(s, meta_path, pkl, len, img, imglen,
-					 err, errlen);
+			return build_image(s, meta_path, pkl, len, lazy, false,
+					   img, imglen, err, errlen);
 		}
 	}
 	if (!rc) {
@@ -417,16 +495,18 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 		      uint8_t *origin, uint8_t *variants, char **warning,
 		      char *err, size_t errlen)
 {
+	struct cache_hold hold = { .held = false };
 	uint8_t *img = NULL;
 	size_t imglen = 0;
 	int rc;
 
 	rc = torch_image(s, meta_path, o, mver, pkl, len, &img, &imglen,
-			 origin, warning, err, errlen);
+			 origin, &hold, warning, err, errlen);
 	if (rc)
 		return rc;
 	*variants = ckpt_torch_index_variants(img, imglen);
 	rc = ckpt_meta_parse(img, imglen, meta_path, m, err, errlen);
+	store_held(&hold, s, rc ? NULL : *m, img, imglen, warning);
 	free(img);
 	if (!rc || *origin != CKPT_ORIGIN_TORCH_INDEX_CACHE)
 		return rc;
@@ -434,7 +514,8 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 		    "index cache: the cached index of %s does not parse (%s; ignored, indexed again)",
 		    meta_path, err ? err : "");
 	*origin = CKPT_ORIGIN_TORCH;
-	rc = index_now(s, meta_path, pkl, len, &img, &imglen, err, errlen);
+	rc = build_image(s, meta_path, pkl, len, locate_lazily(), true, &img,
+			 &imglen, err, errlen);
 	if (rc)
 		return rc;
 	*variants = ckpt_torch_index_variants(img, imglen);
@@ -833,8 +914,9 @@ static void rank_cache_store(struct ckpt_index_cache *c, const char *hex,
  * every rank and is refused when stale; else from the node-local index
  * cache when o has one (one entry keyed by every __R.metadata:
  * rank_cache_key(); ignored with a warning when stale); else it is built
- * now: lazily on an object store (locate_lazily()), eagerly otherwise,
- * and then stored in the cache under the key's lock.  A lazy open with a
+ * now: lazily unless CKPTFS_EAGER_INDEX=1 (locate_lazily()), and then
+ * stored in the cache under the key's lock, so that the node's other
+ * opens wait for it and read it (build_image()).  A lazy open with a
  * cache gets in *keep (caller frees with rank_keep_free()) what it
  * needs to store what it locates (rank_located_to_cache()).  -ENOENT
  * when there is no __R.metadata.
@@ -845,7 +927,7 @@ static int rank_local_image(struct ckpt_store *s,
 			    struct ckpt_rank_keep **keep, char **warning,
 			    char *err, size_t errlen)
 {
-	bool lazy = locate_lazily(s), c_open = false, store = false;
+	bool lazy = locate_lazily(), c_open = false, store = false;
 	bool have_index = false, listed = false;
 	const char *dir = ckpt_store_root(s);
 	const char *cdir = o ? o->index_cache : NULL;
@@ -918,7 +1000,7 @@ static int rank_local_image(struct ckpt_store *s,
 		} else {
 			c_open = true;
 			if (rank_cache_hit(&c, hex, s, rf, n, &ibuf, &ilen, pre,
-					   prelen, warning) && !lazy) {
+					   prelen, warning)) {
 				/* Indexed now, and stored: under the lock,
 				 * unless another process stored it meanwhile. */
 				rc = ckpt_index_cache_lock(&c, hex, why,
@@ -961,13 +1043,8 @@ static int rank_local_image(struct ckpt_store *s,
 				    rf[i].path, why);
 			pre[i] = NULL;
 		}
-		if (lazy)
-			rc = ckpt_torch_index_lazy(s, rf[i].path, rf[i].pkl,
-						   rf[i].len, &part, &plen,
-						   err, errlen);
-		else
-			rc = index_now(s, rf[i].path, rf[i].pkl, rf[i].len,
-				       &part, &plen, err, errlen);
+		rc = build_image(s, rf[i].path, rf[i].pkl, rf[i].len, lazy,
+				 store, &part, &plen, err, errlen);
 		if (rc)
 			goto out_free;
 		rc = ckpt_meta_parse_part(part, plen, rf[i].path, &parts[i],
@@ -975,6 +1052,11 @@ static int rank_local_image(struct ckpt_store *s,
 		if (rc) {
 			free(part);
 			goto out_free;
+		}
+		if (store && lazy && !has_files_whole(s, parts[i])) {
+			/* refused when its files open: not cached */
+			ckpt_index_cache_drop_lock(&c, hex);
+			store = false;
 		}
 		if (store) {
 			built[i] = part;

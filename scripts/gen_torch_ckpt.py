@@ -10,10 +10,12 @@ save_state_dict + FileSystemWriter, from several gloo processes on
         ShardedTensors (ChunkShardingSpec) on dim 0 and dim 1, uneven,
         1-D and 3-D, in float32/float16/bfloat16/float64/int64; plain
         tensors: 0-d, one-element, empty, non-contiguous; bytes entries.
-    gen_torch_ckpt.py OUTDIR --large GIB [--world 4] [--dim 0|1]
+    gen_torch_ckpt.py OUTDIR --large GIB [--world 4] [--dim 0|1] [--params N]
         OUTDIR/large: about GIB GiB of float32 optimizer state (exp_avg,
         exp_avg_sq of 100 parameters of mixed sizes), sharded along dim 0
         (FSDP-like) or dim 1 (tensor-parallel-like; 1-D tensors on dim 0).
+        --params N: N small parameters instead (rows 8..12, a few KiB
+        each; GIB not used): 2 * N items, 2 * N * world records.
 
 Debian's torch 1.13 needs scripts/torch_dcp_compat.py on Python 3.11.
 """
@@ -123,15 +125,22 @@ def small_state(torch, st_mod, spec_cls, world, rank, seed):
     return sd
 
 
-def large_shapes(gib):
-    """~100 parameters of mixed sizes, two float32 states each: gib GiB."""
+def large_shapes(gib, nparams=100):
+    """nparams parameters of mixed sizes, two float32 states each: about
+    gib GiB."""
     target = gib * (1 << 30) / 8        # elements per state
+    if nparams != 100:
+        # Many small parameters (a MoE's experts): each a few KiB, rows
+        # 8..12 (uneven over the ranks), GIB not used.
+        small = [(64,), (32,), (16, 3), (43,), (20, 5), (1,)]
+        return [(8 + i % 5,) + small[i % len(small)][:1 if i % 2 else 2]
+                for i in range(nparams)]
     bases = [(4096, 1024), (1024,), (2048, 512), (512, 512), (8192, 256),
              (3000, 700), (777, 333), (64,)]
     total = sum(eval("*".join(map(str, b))) for b in bases)
     k = max(1, round((target / total / 12.5) ** 0.5 * 1.0))
     shapes = []
-    for i in range(100):
+    for i in range(nparams):
         b = bases[i % len(bases)]
         shapes.append((b[0] * k,) + tuple(b[1:]))
     scale = target / sum(eval("*".join(map(str, s))) for s in shapes)
@@ -142,10 +151,11 @@ def large_shapes(gib):
     return out
 
 
-def large_state(torch, st_mod, spec_cls, world, rank, gib, dim):
+def large_state(torch, st_mod, spec_cls, world, rank, gib, dim,
+                nparams=100):
     spec_dims = [f"rank:{r}/cpu" for r in range(world)]
     sd = {}
-    for i, shape in enumerate(large_shapes(gib)):
+    for i, shape in enumerate(large_shapes(gib, nparams)):
         for kind in ("exp_avg", "exp_avg_sq"):
             name = f"optim.state.layer{i}.weight.{kind}"
             spec = spec_cls(dim=dim if len(shape) > dim else 0,
@@ -155,7 +165,8 @@ def large_state(torch, st_mod, spec_cls, world, rank, gib, dim):
                 g = torch.Generator().manual_seed(i * 7 + (kind == "exp_avg") + rank * 1000)
                 sh.tensor.copy_(torch.rand(sh.tensor.shape, generator=g))
             sd[name] = st
-    sd["optim.param_groups"] = [{"lr": 0.001, "params": list(range(100))}]
+    sd["optim.param_groups"] = [{"lr": 0.001,
+                                 "params": list(range(nparams))}]
     return sd
 
 
@@ -175,7 +186,7 @@ def worker(rank, world, port, jobs):
                 sd = small_state(torch, st_mod, ChunkShardingSpec, world, rank, arg)
             else:
                 sd = large_state(torch, st_mod, ChunkShardingSpec, world, rank,
-                                 arg[0], arg[1])
+                                 *arg)
             dcp.save_state_dict(sd, dcp.FileSystemWriter(
                 path, single_file_per_rank=per_rank))
             dist.barrier()
@@ -190,11 +201,12 @@ def main(argv):
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--large", type=float, default=0)
     ap.add_argument("--dim", type=int, choices=[0, 1], default=0)
+    ap.add_argument("--params", type=int, default=100)
     a = ap.parse_args(argv)
     if not 2 <= a.world <= 8:
         sys.exit("gen_torch_ckpt.py: --world must be 2..8")
     if a.large:
-        jobs = [("large", os.path.join(a.out, "large"), (a.large, a.dim), True)]
+        jobs = [("large", os.path.join(a.out, "large"), (a.large, a.dim, a.params), True)]
     else:
         jobs = [("small", os.path.join(a.out, "per_item"), a.seed, False),
                 ("small", os.path.join(a.out, "per_rank"), a.seed, True)]

@@ -8,6 +8,9 @@
         CKPT rank R of W reads: the chunks its rows of each tensor
         (torch.chunk(t, W, 0)[R]; a one-element tensor whole) meet, from
         torch's own read_metadata().
+    lazy_check.py share CKPT W R
+        "records N bytes B": records(), and the bytes of those records
+        (their storage records' lengths: a torch.save archive each).
     lazy_check.py counts S3URL LOCAL PROXY W R
         through PROXY: the GETs of ckptfs.open(S3URL) alone, then of
         ckptfs.load(S3URL, W, R) (open, locate, data), printed as
@@ -27,6 +30,12 @@
         "gets G1 G2 ..." (GETs of objects of each load, open included),
         "bytes B1 B2 ..." (their body bytes) and then each warning the
         loads gave, one a line.
+    lazy_check.py lazyeager CKPT PROXY W R [W R ...]
+        for each (W, R): ckptfs.load(CKPT, W, R) opened lazily (the
+        default, on every store) and eagerly (CKPTFS_EAGER_INDEX=1), no
+        index cache, through PROXY when CKPT is s3:// ("-": none); the
+        two must be equal byte for byte.  Prints one line per (W, R):
+        the files, and the bytes each read (io_stats: bytes_fetched).
     lazy_check.py side S3URL LOCAL PROXY W R
         through PROXY: ckptfs.load(S3URL, W, R) of one handle, equal to
         ckptfs.load(LOCAL, W, R); prints "side S data D": the handle's
@@ -55,10 +64,22 @@ def read_metadata(ckpt):
 
 
 def records(ckpt, world, rank):
+    return share(ckpt, world, rank)[0]
+
+
+def share(ckpt, world, rank):
+    """records(), and the bytes of those records (their storage
+    records' lengths: archive and all)."""
     md = read_metadata(ckpt)
     from torch.distributed._shard.checkpoint.metadata import \
-        BytesStorageMetadata
-    n = 0
+        BytesStorageMetadata, MetadataIndex
+    n = nbytes = 0
+
+    def count(fqn, c):
+        nonlocal n, nbytes
+        n += 1
+        nbytes += md.storage_data[MetadataIndex(fqn, c.offsets)].length
+
     for fqn, v in md.state_dict_metadata.items():
         if isinstance(v, BytesStorageMetadata):
             continue
@@ -69,14 +90,15 @@ def records(ckpt, world, rank):
         if numel == 0:
             continue
         if numel == 1:
-            n += len(v.chunks)
+            for c in v.chunks:
+                count(fqn, c)
             continue
         rows = -(-size[0] // world)
         lo, hi = rank * rows, min(size[0], (rank + 1) * rows)
         for c in v.chunks:
             if hi > lo and c.offsets[0] < hi and lo < c.offsets[0] + c.sizes[0]:
-                n += 1
-    return n
+                count(fqn, c)
+    return n, nbytes
 
 
 def proxy_gets(proxy):
@@ -197,6 +219,43 @@ def counts(url, local, proxy, world, rank):
     return 0
 
 
+def load_as(ckpt, proxy, world, rank, eager):
+    """ckptfs.load of CKPT's rank RANK of WORLD, opened lazily or
+    eagerly (CKPTFS_EAGER_INDEX, read by each open): its files' bytes and
+    the bytes its handle fetched."""
+    import ckptfs
+    if eager:
+        os.environ["CKPTFS_EAGER_INDEX"] = "1"
+    else:
+        os.environ.pop("CKPTFS_EAGER_INDEX", None)
+    kw = {"s3_endpoint": proxy} if proxy != "-" else {}
+    try:
+        with ckptfs.open(ckpt, index_cache=False, **kw) as h:
+            got = h.load(world, rank, backend="numpy")
+            fetched = h.io_stats()["bytes_fetched"]
+    finally:
+        os.environ.pop("CKPTFS_EAGER_INDEX", None)
+    return {p: as_bytes(v) for p, v in flat(got)}, fetched
+
+
+def lazyeager(ckpt, proxy, pairs):
+    for world, rank in pairs:
+        a, fa = load_as(ckpt, proxy, world, rank, False)
+        b, fb = load_as(ckpt, proxy, world, rank, True)
+        if a.keys() != b.keys():
+            print(f"W={world} R={rank}: keys differ:",
+                  sorted(a.keys() ^ b.keys())[:5])
+            return 1
+        bad = [p for p in a if a[p] != b[p]]
+        if bad:
+            print(f"W={world} R={rank}: {len(bad)} of {len(a)} files "
+                  f"differ, e.g. {bad[:3]}")
+            return 1
+        print(f"W={world} R={rank}: {len(a)} files equal; bytes read "
+              f"lazy {fa} eager {fb}")
+    return 0
+
+
 def side(url, local, proxy, world, rank):
     import ckptfs
     with ckptfs.open(url, s3_endpoint=proxy, index_cache=False) as ck:
@@ -259,6 +318,10 @@ def main(argv):
     if argv[0] == "records":
         print(records(argv[1], int(argv[2]), int(argv[3])))
         return 0
+    if argv[0] == "share":
+        n, nbytes = share(argv[1], int(argv[2]), int(argv[3]))
+        print(f"records {n} bytes {nbytes}")
+        return 0
     if argv[0] == "broken":
         return broken(argv[1], argv[2], int(argv[3]), int(argv[4]),
                       argv[5])
@@ -273,6 +336,12 @@ def main(argv):
         return side(argv[1], argv[2], argv[3], int(argv[4]), int(argv[5]))
     if argv[0] == "corrupt":
         return corrupt(argv[1])
+    if argv[0] == "lazyeager":
+        nums = [int(x) for x in argv[3:]]
+        if not nums or len(nums) % 2:
+            print(__doc__)
+            return 2
+        return lazyeager(argv[1], argv[2], list(zip(nums[::2], nums[1::2])))
     print(__doc__)
     return 2
 

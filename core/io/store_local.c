@@ -780,13 +780,69 @@ static int read_range(struct local_store *ls, int fd,
 	return 0;
 }
 
+/* The most bytes read_overlapping() reads through one buffer. */
+#define OVERLAP_MAX ((uint64_t)16 << 20)
+
+/*
+ * The ranges r[0..*k) of one file that follow one another, each starting
+ * inside or right at the end of those before it (a lazy open's joined
+ * reads: each record's range goes a window into its neighbours'), read
+ * by one pread of their union into a buffer and copied out, rather than
+ * their shared bytes read again.  *k: how many it read (1 or more), 0
+ * when r[0] starts no such run (or out of memory): the caller reads it
+ * alone.  Returns 0 or read_range()'s error.
+ */
+static int read_overlapping(struct local_store *ls, int fd,
+			    const struct ckpt_store_range *r, size_t n,
+			    size_t *k)
+{
+	struct ckpt_store_range u = r[0];
+	uint64_t end = r[0].off + r[0].len, asked = r[0].len;
+	size_t i;
+	int rc;
+
+	*k = 0;
+	if (u.len > OVERLAP_MAX)
+		return 0;
+	for (i = 1; i < n && r[i].id == u.id && r[i].off >= r[i - 1].off &&
+		    r[i].off <= end; i++) {
+		uint64_t e = r[i].off + r[i].len;	/* checked by the
+							 * caller's file */
+		if (e > end) {
+			if (e - u.off > OVERLAP_MAX)
+				break;
+			end = e;
+		}
+		asked += r[i].len;
+	}
+	if (i < 2)
+		return 0;
+	u.len = end - u.off;
+	u.dst = malloc((size_t)u.len);
+	if (!u.dst)
+		return 0;
+	rc = read_range(ls, fd, &u);
+	if (!rc) {
+		size_t j;
+
+		for (j = 0; j < i; j++)
+			memcpy(r[j].dst, (char *)u.dst + (r[j].off - u.off),
+			       (size_t)r[j].len);
+		/* delivered: what was asked, the shared bytes each time */
+		atomic_fetch_add(&ls->base.bytes_delivered, asked - u.len);
+	}
+	free(u.dst);
+	*k = i;
+	return rc;
+}
+
 static int local_read(struct ckpt_store *s, const struct ckpt_store_range *r,
 		      size_t n)
 {
 	struct local_store *ls = local_of(s);
 	uint32_t held = CKPT_NONE;
 	int fd = -1, rc = 0;
-	size_t i;
+	size_t i, k;
 
 	for (i = 0; i < n && !rc; i++) {
 		if (r[i].id != held) {	/* runs of one file share a fd */
@@ -806,7 +862,11 @@ static int local_read(struct ckpt_store *s, const struct ckpt_store_range *r,
 			}
 			held = r[i].id;
 		}
-		rc = read_range(ls, fd, &r[i]);
+		rc = read_overlapping(ls, fd, r + i, n - i, &k);
+		if (k)
+			i += k - 1;
+		else
+			rc = read_range(ls, fd, &r[i]);
 	}
 	if (held != CKPT_NONE)
 		release(ls, held);

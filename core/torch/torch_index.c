@@ -1337,7 +1337,7 @@ static int put_file_stamps(struct tctx *t, const struct pk_value *sd)
 	for (i = 0; i < n; i++)
 		if (!u || cmp_pk_str(&paths[u - 1], &paths[i]))
 			paths[u++] = paths[i];
-	if (t->lazy && !t->nknown)	/* never stored (open.c) */
+	if (t->lazy && !t->known)	/* never stored (open.c) */
 		u = 0;
 	ckpt_pack_cstr(&t->w.pk, "files");
 	msgpack_pack_array(&t->w.pk, u + t->nside);

@@ -65,7 +65,9 @@ struct ckpt_fetched;
  * names every data file (their identity as s has them open: no request
  * for a file s opened before), so the image may be stored in the
  * node-local index cache.  Records none of them located keep their
- * "archive".  Returns as ckpt_torch_index(); *img is the caller's.
+ * "archive".  nknown may be 0 (known not NULL): the lazy image with the
+ * stamp, which the open stores for the node's other opens to use.
+ * Returns as ckpt_torch_index(); *img is the caller's.
  */
 int ckpt_torch_index_merged(struct ckpt_store *s, const char *name,
 			    const uint8_t *pkl, size_t len,

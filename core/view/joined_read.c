@@ -480,7 +480,9 @@ struct ckpt_joined *ckpt_joined_locate(struct ckpt_meta *m,
 		goto out_free;
 	for (i = 0; i < (size_t)nu; i++)
 		ci[i] = wt[i].chunk;
-	if (m->opened && m->store && ckpt_store_parallelism(m->store))
+	/* On every store: an object store's one GET, a local file's one
+	 * pread, instead of locating first and reading after. */
+	if (m->opened && m->store)
 		j = fetch_joined(m, wt, (size_t)nu, &d, &nd);
 	/* Best effort: a record that fails is marked, and reported by the
 	 * read that needs it. */

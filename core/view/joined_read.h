@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Locating a read batch's pending records (a PyTorch checkpoint opened
- * lazily from an object store) with their data: a record whose needed
+ * lazily) with their data: a record whose needed
  * bytes touch one end of its tensor data is fetched in one request that
  * also holds the zip structures locating it needs, and the batch's reads
  * are then served from those bytes (docs/performance.md, "joined reads").
@@ -23,9 +23,10 @@ struct ckpt_joined;
  * join[i] false: then box[i] only says which chunks to locate, and
  * none of them is joined) meet, as ckpt_meta_locate() would (best effort: a chunk that
  * cannot be located is marked failed, and the read that needs it says
- * why).  On an object store, the chunks whose needed bytes start at
- * their data's first byte or end at its last are fetched with their zip
- * structures in one parallel round of requests, and stay registered in
+ * why).  The chunks whose needed bytes start at their data's first
+ * byte or end at its last are fetched with their zip structures in one
+ * round of requests (parallel on an object store, a pread each on a
+ * local one), and stay registered in
  * m (model/meta.h, meta->fetched) until ckpt_joined_free(): reads inside
  * them are served from memory.  Returns that registration (NULL when
  * there is none).  Thread-safe.

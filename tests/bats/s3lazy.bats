@@ -25,6 +25,10 @@ setup_file() {
 	torch_gen "$LZ/m" --world 4 --seed 5 \
 		>"$LZ/genm.log" 2>&1 || { tail -30 "$LZ/genm.log"; return 1; }
 	upload "$LZ/m/per_item" ck-lazy/many
+	# Thousands of items: 2,000 tensors x 4 ranks, 8,000 records.
+	torch_gen "$LZ/k" --large 0.001 --world 4 --params 1000 \
+		>"$LZ/genk.log" 2>&1 || { tail -30 "$LZ/genk.log"; return 1; }
+	upload "$LZ/k/large" ck-lazy/k
 }
 
 teardown_file() {
@@ -166,6 +170,17 @@ teardown() { common_teardown; }
 	echo "$(wc -l <"$TMP/s3.sums") other files"
 	[ "$(wc -l <"$TMP/s3.sums")" -gt 100 ]
 	diff "$TMP/local.sums" "$TMP/s3.sums"
+}
+
+@test "s3 lazy: a checkpoint of thousands of items (8,000 records) opened lazily and eagerly (CKPTFS_EAGER_INDEX=1) gives the same views byte for byte, from s3:// and locally (W,R = 1,0 3,1 8,5)" {
+	run $(direct_env) $LAZY lazyeager s3://ck-lazy/k "$S3CHECK_PROXY" 1 0 3 1 8 5
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(grep -c 'files equal' <<<"$output")" -eq 3 ]
+	run $(direct_env) $LAZY lazyeager "$LZ/k/large" - 1 0 3 1 8 5
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(grep -c 'files equal' <<<"$output")" -eq 3 ]
 }
 
 @test "s3 lazy: opening a checkpoint of many data files makes as many requests as one of a few: one listing, no HEAD per data file" {

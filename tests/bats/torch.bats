@@ -138,6 +138,8 @@ teardown() { common_teardown; }
 	[[ "$output" == *".ckptfs-index: index was not built from"*"run 'ckptfs index $TMP/ck' again"* ]]
 	rm "$TMP/ck/.ckptfs-index"
 	run "$CKPTFS" info "$TMP/ck"
+	[[ "$output" == *"records located as read"* ]]
+	run env CKPTFS_EAGER_INDEX=1 "$CKPTFS" info "$TMP/ck"
 	[[ "$output" == *"indexed now"* ]]
 	run $TCHECK "$CKPTFS" "$TMP/ck" "$MNT" 3
 	[ "$status" -eq 0 ]
@@ -199,8 +201,10 @@ teardown() { common_teardown; }
 	$PY "$ROOT/tests/make_hostile_torch.py" cases "$W4/per_rank" "$TMP/hostile"
 	rm -f /tmp/ckptfs-pwned
 	n=0
+	# The eager pass (CKPTFS_EAGER_INDEX=1) checks every record at mount;
+	# a lazy open (the default) checks each as a read locates it.
 	while IFS=$'\t' read -r name want; do
-		run "$CKPTFS" mount "$TMP/hostile/$name" "$MNT" --world 2 --rank 0
+		run env CKPTFS_EAGER_INDEX=1 "$CKPTFS" mount "$TMP/hostile/$name" "$MNT" --world 2 --rank 0
 		echo "$name: status $status: $output"
 		[ "$status" -eq 1 ]
 		[ "${#lines[@]}" -eq 1 ]
@@ -212,8 +216,12 @@ teardown() { common_teardown; }
 	[ "$n" -ge 18 ]
 	[ ! -e /tmp/ckptfs-pwned ]
 	# keys are named where a record is at fault
-	run "$CKPTFS" info "$TMP/hostile/zip_lying_sizes"
+	run env CKPTFS_EAGER_INDEX=1 "$CKPTFS" info "$TMP/hostile/zip_lying_sizes"
 	[[ "$output" == *"key 'model.layer1.weight'"* ]]
+	# lazily, by the read that locates it
+	run "$CKPTFS" cat "$TMP/hostile/zip_lying_sizes" model.layer1.weight --world 2 --rank 0
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"key 'model.layer1.weight'"*"runs past the data area"* ]]
 }
 
 @test "torch: a .distcp truncated after mounting gives EIO for its keys; the rest keeps serving" {
