@@ -17,33 +17,18 @@
 
 #include "common/errbuf.h"
 #include "common/escape.h"
-#include "common/strtab.h"
 #include "io/s3_config.h"
 #include "io/s3_fetch.h"
 #include "io/s3_http.h"
 #include "io/az_list.h"
 #include "io/s3_url.h"
+#include "io/obj_names.h"
 #include "io/store_impl.h"
 
 #define CHUNK_OBJS 1024u	/* objects per chunk of the table */
 #define MAX_CHUNKS 4096u	/* so at most 4M objects open */
 #define PROBE_MAX_BODY (1u << 20)
 #define PROBE_MAX_TRIES 3
-
-/* A name the store knows: opened (id set) or only listed. */
-struct name_ent {
-	char *name;
-	uint64_t size;
-	char etag[CKPT_STORE_VERSION_MAX];
-	int64_t mtime;		/* Last-Modified, seconds (0: unknown) */
-	uint32_t id;		/* UINT32_MAX: listed, not opened */
-	uint64_t listed_size;	/* as the listing said (when listed) */
-	bool listed;		/* by the listing of the root */
-	bool missing;		/* a HEAD answered 404: opened again, it is
-				 * -ENOENT without a request (a close that
-				 * stores an index after a shutdown's
-				 * cancel still knows there is none) */
-};
 
 struct az_store {
 	struct ckpt_store base;
@@ -55,82 +40,13 @@ struct az_store {
 	struct ckpt_s3_object *chunks[MAX_CHUNKS];	/* guarded by lock */
 	_Atomic uint32_t nobj;	/* published count (release/acquire) */
 	/* Names opened or listed. */
-	struct name_ent *names;	/* guarded by lock */
-	size_t nnames, cap;	/* guarded by lock */
-	struct ckpt_strtab tab;	/* guarded by lock */
-	size_t tab_items;	/* what tab was sized for */
+	struct ckpt_obj_names names;	/* guarded by lock */
 	bool listed_all;	/* the root was listed to its end: a later
 				 * list() replays names[] (opening a
 				 * checkpoint may ask twice, e.g. for
 				 * __R.metadata, then *.safetensors);
 				 * guarded by lock */
 };
-
-static void name_key(const void *ctx, uint32_t idx, uint64_t *seed,
-		     const char **s, size_t *len)
-{
-	const struct az_store *st = ctx;
-
-	*seed = 0;
-	*s = st->names[idx].name;
-	*len = strlen(*s);
-}
-
-/* Under lock: the entry for name, or NULL. */
-static struct name_ent *name_find(struct az_store *st, const char *name)
-{
-	uint32_t k;
-
-	if (!st->tab.slots)
-		return NULL;
-	k = ckpt_strtab_find(&st->tab, 0, name, strlen(name));
-	return k == UINT32_MAX ? NULL : &st->names[k];
-}
-
-/* Under lock: add name (not there yet).  NULL when out of memory. */
-static struct name_ent *name_add(struct az_store *st, const char *name,
-				 uint64_t size, const char *etag,
-				 int64_t mtime)
-{
-	struct name_ent *e;
-	size_t i;
-
-	if (st->nnames == st->cap) {
-		size_t nc = st->cap ? st->cap * 2 : 64;
-		struct name_ent *nn = realloc(st->names, nc * sizeof(*nn));
-
-		if (!nn)
-			return NULL;
-		st->names = nn;
-		st->cap = nc;
-	}
-	if (st->nnames + 1 > st->tab_items) {
-		struct ckpt_strtab t;
-		size_t items = st->tab_items ? st->tab_items * 2 : 64;
-
-		if (ckpt_strtab_init(&t, items, name_key, st))
-			return NULL;
-		for (i = 0; i < st->nnames; i++)
-			ckpt_strtab_insert(&t, (uint32_t)i);
-		ckpt_strtab_destroy(&st->tab);
-		st->tab = t;
-		st->tab_items = items;
-	}
-	e = &st->names[st->nnames];
-	e->name = strdup(name);
-	if (!e->name)
-		return NULL;
-	e->size = size;
-	snprintf(e->etag, sizeof(e->etag), "%s", etag);
-	e->mtime = mtime;
-	e->id = UINT32_MAX;
-	e->listed = false;
-	e->missing = false;
-	e->listed_size = 0;
-	ckpt_strtab_insert(&st->tab, (uint32_t)st->nnames);
-	st->nnames++;
-	return e;
-}
 
 static const struct ckpt_s3_object *obj_get(void *ctx, uint32_t id)
 {
@@ -151,7 +67,7 @@ static void obj_destroy(struct ckpt_s3_object *o)
 }
 
 /* Under lock: publish an object for entry e.  Returns 0 or -errno. */
-static int obj_publish(struct az_store *st, struct name_ent *e)
+static int obj_publish(struct az_store *st, struct ckpt_obj_name *e)
 {
 	uint32_t id = atomic_load_explicit(&st->nobj, memory_order_relaxed);
 	struct ckpt_s3_object *o;
@@ -184,7 +100,7 @@ static int obj_publish(struct az_store *st, struct name_ent *e)
 	return 0;
 }
 
-static void fill_info(const struct name_ent *e, uint32_t *id,
+static void fill_info(const struct ckpt_obj_name *e, uint32_t *id,
 		      struct ckpt_store_file_info *info)
 {
 	*id = e->id;
@@ -255,13 +171,13 @@ static int az_open(struct ckpt_store *s, const char *name, uint32_t *id,
 {
 	struct az_store *st = (struct az_store *)s;
 	char etag[CKPT_STORE_VERSION_MAX] = "";
-	struct name_ent *e;
+	struct ckpt_obj_name *e;
 	uint64_t size = 0;
 	int64_t mtime = 0;
 	int rc;
 
 	pthread_mutex_lock(&st->lock);
-	e = name_find(st, name);
+	e = ckpt_obj_names_find(&st->names, name);
 	if (e && e->missing) {
 		pthread_mutex_unlock(&st->lock);
 		return ckpt_errf(err, errlen, -ENOENT, "%s/%s: no such blob",
@@ -287,8 +203,8 @@ static int az_open(struct ckpt_store *s, const char *name, uint32_t *id,
 	rc = head_object(st, name, &size, etag, &mtime, err, errlen);
 	if (rc == -ENOENT) {
 		pthread_mutex_lock(&st->lock);
-		if (!name_find(st, name)) {
-			e = name_add(st, name, 0, "", 0);
+		if (!ckpt_obj_names_find(&st->names, name)) {
+			e = ckpt_obj_names_add(&st->names, name, 0, "", 0);
 			if (e)
 				e->missing = true;
 		}
@@ -297,9 +213,9 @@ static int az_open(struct ckpt_store *s, const char *name, uint32_t *id,
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&st->lock);
-	e = name_find(st, name);
+	e = ckpt_obj_names_find(&st->names, name);
 	if (!e)
-		e = name_add(st, name, size, etag, mtime);
+		e = ckpt_obj_names_add(&st->names, name, size, etag, mtime);
 	if (!e) {
 		rc = -ENOMEM;
 	} else if (e->id == UINT32_MAX) {
@@ -359,12 +275,12 @@ static int on_listed(void *ctx, const char *name, uint64_t size,
 {
 	struct list_ctx *lc = ctx;
 	struct az_store *st = lc->st;
-	struct name_ent *e;
+	struct ckpt_obj_name *e;
 
 	pthread_mutex_lock(&st->lock);
-	e = name_find(st, name);
+	e = ckpt_obj_names_find(&st->names, name);
 	if (!e) {
-		e = name_add(st, name, size, etag, mtime);
+		e = ckpt_obj_names_add(&st->names, name, size, etag, mtime);
 	} else if (e->id == UINT32_MAX) {
 		e->size = size;
 		e->mtime = mtime;
@@ -392,12 +308,12 @@ static int replay_listing(struct az_store *st,
 	int rc = 0;
 
 	pthread_mutex_lock(&st->lock);
-	v = calloc(st->nnames ? st->nnames : 1, sizeof(*v));
-	for (i = 0; v && i < st->nnames; i++) {
-		if (!st->names[i].listed)
+	v = calloc(st->names.n ? st->names.n : 1, sizeof(*v));
+	for (i = 0; v && i < st->names.n; i++) {
+		if (!st->names.v[i].listed)
 			continue;
-		v[n].name = strdup(st->names[i].name);
-		v[n].size = st->names[i].listed_size;
+		v[n].name = strdup(st->names.v[i].name);
+		v[n].size = st->names.v[i].listed_size;
 		if (!v[n++].name) {
 			rc = -ENOMEM;
 			break;
@@ -445,7 +361,6 @@ static void az_destroy(struct ckpt_store *s)
 {
 	struct az_store *st = (struct az_store *)s;
 	uint32_t i, n;
-	size_t k;
 
 	if (!st)
 		return;
@@ -455,10 +370,7 @@ static void az_destroy(struct ckpt_store *s)
 		obj_destroy(&st->chunks[i / CHUNK_OBJS][i % CHUNK_OBJS]);
 	for (i = 0; i < MAX_CHUNKS && st->chunks[i]; i++)
 		free(st->chunks[i]);
-	for (k = 0; k < st->nnames; k++)
-		free(st->names[k].name);
-	free(st->names);
-	ckpt_strtab_destroy(&st->tab);
+	ckpt_obj_names_free(&st->names);
 	pthread_mutex_destroy(&st->lock);
 	ckpt_az_config_destroy(&st->cfg);
 	free(s->root);
