@@ -673,6 +673,20 @@ static void busy_add(struct ckpt_s3_http *h, struct s3_worker *w)
 	h->busy = w;
 }
 
+/* In a forked child (under h->lock, or its only thread): the workers in
+ * use and pooled are the parent's, with its connections; leave them to
+ * it, unfreed, and start with none. */
+static void forget_workers(struct ckpt_s3_http *h)
+{
+	h->busy = NULL;
+	h->pool = NULL;
+	h->npool = 0;
+	h->pool_socks = 0;
+	h->slots = h->cfg->parallel;
+	h->pid = getpid();
+	atomic_store(&h->nconns, 0);
+}
+
 static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 {
 	struct s3_worker *w;
@@ -684,13 +698,7 @@ static struct s3_worker *worker_get(struct ckpt_s3_http *h)
 		 * connections are the parent's too.  Leave them to it
 		 * (closing one could end a TLS session the parent still
 		 * uses) and start afresh. */
-		h->busy = NULL;
-		h->pool = NULL;
-		h->npool = 0;
-		h->pool_socks = 0;
-		h->slots = h->cfg->parallel;
-		h->pid = getpid();
-		atomic_store(&h->nconns, 0);
+		forget_workers(h);
 	}
 	w = h->pool;
 	if (w) {
@@ -1605,13 +1613,7 @@ static void fork_child(void *arg)
 	pthread_cond_init(&h->slot_freed, NULL);
 	for (i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&h->locks[i], NULL);
-	h->busy = NULL;
-	h->pool = NULL;
-	h->npool = 0;
-	h->pool_socks = 0;
-	h->slots = h->cfg->parallel;
-	h->pid = getpid();
-	atomic_store(&h->nconns, 0);
+	forget_workers(h);
 }
 
 int ckpt_s3_http_new(const struct ckpt_s3_cfg *cfg, struct ckpt_store *counters,
