@@ -349,7 +349,16 @@ for ((i = 0; i < ${#JOBLIST[@]}; i++)); do
 	[ "$f" -gt 0 ] || continue
 	set -- ${JOBLIST[$i]}
 	echo "== failed in $(label_of "${@:2}"):"
-	grep '^not ok ' "$OUT/$i.tap" | sed 's/^/   /'
+	# each failed test, with the first lines of what it printed where
+	# its log has them as "# " lines after its "not ok" (TAP runners);
+	# pytest's short summary line carries its reason
+	if grep -q '^not ok ' "$OUT/$i.log"; then
+		awk '/^not ok / { n = 0; on = 1; print "   " $0; next }
+		     /^(ok|not ok) / { on = 0 }
+		     on && /^#/ && n < 24 { n++; print "     " $0 }' "$OUT/$i.log"
+	else
+		grep '^not ok ' "$OUT/$i.tap" | sed 's/^/   /'
+	fi
 done
 # (this run's: its jobs' TMPDIRs; another run's are its own business)
 left=$(grep -E ' fuse(\.[A-Za-z0-9_-]+)? ' /proc/mounts | awk -v o="$OUT/" 'index($2, o) == 1 {print $2}')

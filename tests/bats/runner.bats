@@ -4,7 +4,8 @@
 # suites (cut after the plan, a failing exit, no plan, a hang with a
 # daemon that left its process group, an unexpected skip, a unit binary
 # that dies) and must fail each, naming why; a good suite and a plain-only
-# one in a later pass must not fail the run.
+# one in a later pass must not fail the run; the closing recap shows a
+# failed test's own lines.
 
 setup() {
 	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/ckptfs-runner.XXXXXX")
@@ -99,4 +100,19 @@ runner() {
 	[ "$status" -ne 0 ]
 	echo "$output" | grep -q 'not ok timed out after 2 s'
 	! pgrep -f 'sleep 424[23]'
+}
+
+@test "the closing recap names each failed test with the first lines it printed" {
+	suite fails 'echo 1..3; echo ok 1 a; echo "not ok 2 b"; echo "# round 7: still there"; echo "# the reason"; echo ok 3 c'
+	runner '^fails|^good'
+	[ "$status" -ne 0 ]
+	[ "${lines[-1]}" = "4 passed, 1 failed, 0 skipped" ]
+	# after the timings: the job, the test, its lines, and nothing of ok 3
+	echo "$output" | sed -n '/^== failed in fails.bats (build):$/,$p' > "$T/recap"
+	cat "$T/recap"
+	grep -q '^   not ok 2 b$' "$T/recap"
+	grep -q '^     # round 7: still there$' "$T/recap"
+	grep -q '^     # the reason$' "$T/recap"
+	! grep -q 'ok 3 c' "$T/recap"
+	! grep -q 'good.bats' "$T/recap"
 }
