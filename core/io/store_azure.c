@@ -2,9 +2,10 @@
 /*
  * The Azure Blob Storage store: a root "az://ACCOUNT/CONTAINER[/PREFIX]"
  * or a blob URL (az_config.h) read over S3's HTTP engine, which signs
- * with az_config.c's signer (see store.h for the contract, s3_fetch.h
- * for reads).  Opening a blob fixes its size and ETag, from a HEAD or
- * from an earlier listing of the root; every GET then carries If-Match.
+ * with az_config.c's signer (see store.h for the contract, obj_store.h
+ * for opens, reads and listings, which it shares with S3's store).
+ * Here: how a name becomes a URL, the listing, the probe at open, the
+ * warning.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,383 +19,57 @@
 #include "common/errbuf.h"
 #include "common/escape.h"
 #include "io/s3_config.h"
-#include "io/s3_fetch.h"
 #include "io/s3_http.h"
 #include "io/az_list.h"
 #include "io/s3_url.h"
-#include "io/obj_names.h"
+#include "io/obj_store.h"
 #include "io/store_impl.h"
 
-#define CHUNK_OBJS 1024u	/* objects per chunk of the table */
-#define MAX_CHUNKS 4096u	/* so at most 4M objects open */
 #define PROBE_MAX_BODY (1u << 20)
 #define PROBE_MAX_TRIES 3
 
 struct az_store {
-	struct ckpt_store base;
+	struct ckpt_obj_store os;	/* first: see obj_store.h */
 	struct ckpt_az_cfg cfg;	/* must not move: its signer points
 				 * into it */
-	struct ckpt_s3_http *http;
-	pthread_mutex_t lock;
-	/* Opened objects by id; a chunk, once made, never moves. */
-	struct ckpt_s3_object *chunks[MAX_CHUNKS];	/* guarded by lock */
-	_Atomic uint32_t nobj;	/* published count (release/acquire) */
-	/* Names opened or listed. */
-	struct ckpt_obj_names names;	/* guarded by lock */
-	bool listed_all;	/* the root was listed to its end: a later
-				 * list() replays names[] (opening a
-				 * checkpoint may ask twice, e.g. for
-				 * __R.metadata, then *.safetensors);
-				 * guarded by lock */
 };
 
-static const struct ckpt_s3_object *obj_get(void *ctx, uint32_t id)
+static int az_where(struct ckpt_obj_store *os, const char *name, char **url,
+		    char **uri)
 {
-	struct az_store *st = ctx;
+	struct az_store *st = (struct az_store *)os;
+	char *key = ckpt_s3_key(st->cfg.prefix, name);
 
-	if (id >= atomic_load_explicit(&st->nobj, memory_order_acquire))
-		return NULL;
-	return &st->chunks[id / CHUNK_OBJS][id % CHUNK_OBJS];
-}
-
-static void obj_destroy(struct ckpt_s3_object *o)
-{
-	free(o->name);
-	free(o->uri);
-	if (o->url)	/* it may hold a SAS */
-		memset(o->url, 0, strlen(o->url));
-	free(o->url);
-}
-
-/* Under lock: publish an object for entry e.  Returns 0 or -errno. */
-static int obj_publish(struct az_store *st, struct ckpt_obj_name *e)
-{
-	uint32_t id = atomic_load_explicit(&st->nobj, memory_order_relaxed);
-	struct ckpt_s3_object *o;
-	char *key;
-
-	if (id / CHUNK_OBJS >= MAX_CHUNKS)
-		return -EMFILE;
-	if (!st->chunks[id / CHUNK_OBJS]) {
-		st->chunks[id / CHUNK_OBJS] = calloc(CHUNK_OBJS, sizeof(*o));
-		if (!st->chunks[id / CHUNK_OBJS])
-			return -ENOMEM;
-	}
-	o = &st->chunks[id / CHUNK_OBJS][id % CHUNK_OBJS];
-	key = ckpt_s3_key(st->cfg.prefix, e->name);
-	o->name = strdup(e->name);
-	o->url = key ? ckpt_az_url(&st->cfg, key, NULL) : NULL;
-	if (key && asprintf(&o->uri, "az://%s/%s/%s", st->cfg.account,
-			    st->cfg.container, key) < 0)
-		o->uri = NULL;
+	*url = key ? ckpt_az_url(&st->cfg, key, NULL) : NULL;
+	if (!*url || asprintf(uri, "az://%s/%s/%s", st->cfg.account,
+			      st->cfg.container, key) < 0)
+		*uri = NULL;
 	free(key);
-	if (!o->name || !o->url || !o->uri) {
-		obj_destroy(o);
-		memset(o, 0, sizeof(*o));
-		return -ENOMEM;
-	}
-	o->size = e->size;
-	memcpy(o->etag, e->etag, sizeof(o->etag));
-	e->id = id;
-	atomic_store_explicit(&st->nobj, id + 1, memory_order_release);
-	return 0;
+	return *url && *uri ? 0 : -ENOMEM;
 }
 
-static void fill_info(const struct ckpt_obj_name *e, uint32_t *id,
-		      struct ckpt_store_file_info *info)
+static int az_list_root(struct ckpt_obj_store *os, ckpt_obj_listed_fn fn,
+			void *ctx, char *err, size_t errlen)
 {
-	*id = e->id;
-	if (info) {
-		memset(info, 0, sizeof(*info));
-		info->size = e->size;
-		memcpy(info->version, e->etag, sizeof(info->version));
-		memcpy(info->ident, e->etag, sizeof(info->ident));
-		info->mtime_sec = e->mtime;	/* whole seconds: a HEAD
-						 * gives no more */
-	}
-}
+	struct az_store *st = (struct az_store *)os;
 
-/* HEAD the object name: its size and ETag.  -ENOENT when absent. */
-static int head_object(struct az_store *st, const char *name, uint64_t *size,
-		       char *etag, int64_t *mtime, char *err, size_t errlen)
-{
-	struct ckpt_s3_req q = { .head = true };
-	char *key, *url, *uri = NULL, shown[CKPT_S3_NAME_SHOWN];
-	size_t failed;
-	int rc;
-
-	key = ckpt_s3_key(st->cfg.prefix, name);
-	url = key ? ckpt_az_url(&st->cfg, key, NULL) : NULL;
-	if (url && asprintf(&uri, "az://%s/%s/%s", st->cfg.account,
-			    st->cfg.container, key) < 0)
-		uri = NULL;
-	if (!uri) {
-		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
-			       st->base.root);
-		goto out_free;
-	}
-	ckpt_escape_mid(uri, strlen(uri), shown, sizeof(shown));
-	q.url = url;
-	rc = ckpt_s3_http_run(st->http, &q, 1, &failed);
-	if (rc == 0 && (!q.has_length || !q.etag[0])) {
-		rc = ckpt_errf(err, errlen, -EIO, "%s: the HEAD answer "
-			       "has no %s", shown,
-			       q.has_length ? "usable ETag" :
-			       "Content-Length");
-	}
-	else if (rc == 0) {
-		*size = q.length;
-		*mtime = q.mtime;
-		memcpy(etag, q.etag, sizeof(q.etag));
-	}
-	else if (q.status == 404)
-		rc = ckpt_errf(err, errlen, -ENOENT, "%s: no such "
-			       "blob", shown);
-	else if (q.status == 403)
-		rc = ckpt_errf(err, errlen, -EACCES, "%s: access "
-			       "denied (%s)", shown, q.reason);
-	else
-		ckpt_errf(err, errlen, rc, "%s: %s", shown, q.reason);
-	ckpt_s3_req_destroy(&q);
-out_free:
-	free(uri);
-	if (url)
-		memset(url, 0, strlen(url));
-	free(url);
-	free(key);
-	return rc;
-}
-
-static int az_open(struct ckpt_store *s, const char *name, uint32_t *id,
-		   struct ckpt_store_file_info *info, char *err,
-		   size_t errlen)
-{
-	struct az_store *st = (struct az_store *)s;
-	char etag[CKPT_STORE_VERSION_MAX] = "";
-	struct ckpt_obj_name *e;
-	uint64_t size = 0;
-	int64_t mtime = 0;
-	int rc;
-
-	pthread_mutex_lock(&st->lock);
-	e = ckpt_obj_names_find(&st->names, name);
-	if (e && e->missing) {
-		pthread_mutex_unlock(&st->lock);
-		return ckpt_errf(err, errlen, -ENOENT, "%s/%s: no such blob",
-				 s->root, name);
-	}
-	if (e && e->id == UINT32_MAX && e->etag[0]) {	/* listed */
-		rc = obj_publish(st, e);
-		if (rc) {
-			pthread_mutex_unlock(&st->lock);
-			return ckpt_errf(err, errlen, rc, "%s/%s: %s",
-					 s->root, name, strerror(-rc));
-		}
-	}
-	if (e && e->id != UINT32_MAX) {
-		fill_info(e, id, info);
-		pthread_mutex_unlock(&st->lock);
-		return 0;
-	}
-	pthread_mutex_unlock(&st->lock);
-
-	/* No lock held while the HEAD runs; another thread may open the
-	 * same name meanwhile, and the first one published wins. */
-	rc = head_object(st, name, &size, etag, &mtime, err, errlen);
-	if (rc == -ENOENT) {
-		pthread_mutex_lock(&st->lock);
-		if (!ckpt_obj_names_find(&st->names, name)) {
-			e = ckpt_obj_names_add(&st->names, name, 0, "", 0);
-			if (e)
-				e->missing = true;
-		}
-		pthread_mutex_unlock(&st->lock);
-	}
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&st->lock);
-	e = ckpt_obj_names_find(&st->names, name);
-	if (!e)
-		e = ckpt_obj_names_add(&st->names, name, size, etag, mtime);
-	if (!e) {
-		rc = -ENOMEM;
-	} else if (e->id == UINT32_MAX) {
-		e->size = size;
-		e->mtime = mtime;
-		memcpy(e->etag, etag, sizeof(e->etag));
-		e->missing = false;
-		rc = obj_publish(st, e);
-	}
-	if (rc == 0)
-		fill_info(e, id, info);
-	pthread_mutex_unlock(&st->lock);
-	if (rc)
-		return ckpt_errf(err, errlen, rc, "%s/%s: %s", s->root, name,
-				 strerror(-rc));
-	return 0;
-}
-
-static const char *az_name(const struct ckpt_store *s, uint32_t id)
-{
-	const struct ckpt_s3_object *o = obj_get((void *)s, id);
-
-	return o ? o->name : NULL;
-}
-
-static int az_read_joined(struct ckpt_store *s,
-			  const struct ckpt_store_range *r, size_t n,
-			  size_t first_join, uint32_t join)
-{
-	struct az_store *st = (struct az_store *)s;
-	uint64_t delivered = 0;
-	int rc;
-
-	rc = ckpt_s3_fetch(st->http, st->cfg.http.merge_gap,
-			   st->cfg.http.part_bytes,
-			   obj_get, st, r, n, first_join, join, &delivered);
-	atomic_fetch_add(&s->bytes_delivered, delivered);
-	return rc;
-}
-
-static int az_read(struct ckpt_store *s, const struct ckpt_store_range *r,
-		   size_t n)
-{
-	return az_read_joined(s, r, n, n, 0);
-}
-
-struct list_ctx {
-	struct az_store *st;
-	int (*fn)(void *ctx, const char *name, uint64_t size);
-	void *ctx;
-};
-
-/* Remember what a listing says (so opening costs no HEAD), then pass it
- * on.  An opened name keeps what open fixed. */
-static int on_listed(void *ctx, const char *name, uint64_t size,
-		     const char *etag, int64_t mtime)
-{
-	struct list_ctx *lc = ctx;
-	struct az_store *st = lc->st;
-	struct ckpt_obj_name *e;
-
-	pthread_mutex_lock(&st->lock);
-	e = ckpt_obj_names_find(&st->names, name);
-	if (!e) {
-		e = ckpt_obj_names_add(&st->names, name, size, etag, mtime);
-	} else if (e->id == UINT32_MAX) {
-		e->size = size;
-		e->mtime = mtime;
-		snprintf(e->etag, sizeof(e->etag), "%s", etag);
-	}
-	if (e) {
-		e->listed = true;
-		e->listed_size = size;
-		e->missing = false;
-	}
-	pthread_mutex_unlock(&st->lock);
-	if (!e)
-		return -ENOMEM;
-	return lc->fn(lc->ctx, name, size);
-}
-
-/* A second list() of the store: what the first one said, in its order,
- * without a request.  Names are copied out so that fn runs unlocked. */
-static int replay_listing(struct az_store *st,
-			  int (*fn)(void *ctx, const char *name, uint64_t size),
-			  void *ctx, char *err, size_t errlen)
-{
-	struct { char *name; uint64_t size; } *v;
-	size_t n = 0, i;
-	int rc = 0;
-
-	pthread_mutex_lock(&st->lock);
-	v = calloc(st->names.n ? st->names.n : 1, sizeof(*v));
-	for (i = 0; v && i < st->names.n; i++) {
-		if (!st->names.v[i].listed)
-			continue;
-		v[n].name = strdup(st->names.v[i].name);
-		v[n].size = st->names.v[i].listed_size;
-		if (!v[n++].name) {
-			rc = -ENOMEM;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&st->lock);
-	if (!v || rc)
-		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
-			       st->base.root);
-	for (i = 0; rc == 0 && i < n; i++)
-		rc = fn(ctx, v[i].name, v[i].size);
-	for (i = 0; v && i < n; i++)
-		free(v[i].name);
-	free(v);
-	return rc;
-}
-
-static int az_list(struct ckpt_store *s,
-		   int (*fn)(void *ctx, const char *name, uint64_t size),
-		   void *ctx, char *err, size_t errlen)
-{
-	struct az_store *st = (struct az_store *)s;
-	struct list_ctx lc = { st, fn, ctx };
-	bool again;
-	int rc;
-
-	pthread_mutex_lock(&st->lock);
-	again = st->listed_all;
-	pthread_mutex_unlock(&st->lock);
-	if (again)
-		return replay_listing(st, fn, ctx, err, errlen);
-	rc = ckpt_az_list(st->http, &st->cfg, 0, st->cfg.http.list_max_keys,
-			  on_listed, &lc, err, errlen);
-	if (rc == -ENOMEM && err && !err[0])
-		ckpt_errf(err, errlen, rc, "%s: out of memory", s->root);
-	if (rc == 0) {
-		pthread_mutex_lock(&st->lock);
-		st->listed_all = true;
-		pthread_mutex_unlock(&st->lock);
-	}
-	return rc;
+	return ckpt_az_list(os->http, &st->cfg, 0,
+			    st->cfg.http.list_max_keys, fn, ctx, err, errlen);
 }
 
 static void az_destroy(struct ckpt_store *s)
 {
 	struct az_store *st = (struct az_store *)s;
-	uint32_t i, n;
 
 	if (!st)
 		return;
-	ckpt_s3_http_free(st->http);
-	n = atomic_load(&st->nobj);
-	for (i = 0; i < n; i++)
-		obj_destroy(&st->chunks[i / CHUNK_OBJS][i % CHUNK_OBJS]);
-	for (i = 0; i < MAX_CHUNKS && st->chunks[i]; i++)
-		free(st->chunks[i]);
-	ckpt_obj_names_free(&st->names);
-	pthread_mutex_destroy(&st->lock);
+	ckpt_obj_store_fini(&st->os);
 	ckpt_az_config_destroy(&st->cfg);
-	free(s->root);
-	free(s->identity);
-	free(s->warning);
 	free(st);
 }
 
-static void az_cancel(struct ckpt_store *s)
-{
-	ckpt_s3_http_cancel(((struct az_store *)s)->http);
-}
-
-static const struct ckpt_store_ops az_ops = {
-	.kind = "azure",
-	.destroy = az_destroy,
-	.list = az_list,
-	.open = az_open,
-	.name = az_name,
-	.read = az_read,
-	.read_joined = az_read_joined,
-	.willneed = NULL,
-	.cancel = az_cancel,
-};
+static const struct ckpt_store_ops az_ops =
+	CKPT_OBJ_STORE_OPS("azure", az_destroy);
 
 /*
  * Ask for one blob under the prefix: proves the endpoint answers, the
@@ -433,7 +108,7 @@ static int probe(struct az_store *st, char *err, size_t errlen)
 	q.url = url;
 	q.max_tries = c->http.retries + 1 < PROBE_MAX_TRIES ?
 		      c->http.retries + 1 : PROBE_MAX_TRIES;
-	rc = ckpt_s3_http_run(st->http, &q, 1, &failed);
+	rc = ckpt_s3_http_run(st->os.http, &q, 1, &failed);
 	if (rc == 0)
 		goto out_free;
 	if (q.status == 0 && q.tls_failed) {
@@ -483,11 +158,11 @@ static void sas_warning(struct az_store *st)
 	if (st->cfg.auth != CKPT_AZ_SAS ||
 	    strncasecmp(st->cfg.endpoint, "http://", 7))
 		return;
-	if (asprintf(&st->base.warning, "%s: a SAS token (from %s) goes over "
+	if (asprintf(&st->os.base.warning, "%s: a SAS token (from %s) goes over "
 		     "plain http to %s, readable on the way; use an https:// "
 		     "endpoint", st->cfg.root, st->cfg.cred_source,
 		     st->cfg.endpoint) < 0)
-		st->base.warning = NULL;
+		st->os.base.warning = NULL;
 }
 
 int ckpt_store_azure_new(const char *root, const struct ckpt_store_opts *o,
@@ -501,25 +176,30 @@ int ckpt_store_azure_new(const char *root, const struct ckpt_store_opts *o,
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-	pthread_mutex_init(&st->lock, NULL);
-	st->base.ops = &az_ops;
+	ckpt_obj_store_init(&st->os);
+	st->os.base.ops = &az_ops;
+	st->os.noun = "blob";
+	st->os.where = az_where;
+	st->os.list_root = az_list_root;
 	rc = ckpt_az_config_load(root, o ? o->s3 : NULL, &st->cfg, err,
 				 errlen);
 	if (rc)
 		goto out_fail;
 	/* never the SAS a URL root may carry */
-	st->base.root = strdup(st->cfg.root);
-	if (!st->base.root ||
-	    asprintf(&st->base.identity, "az:%s/%s/%s", st->cfg.endpoint,
+	st->os.base.root = strdup(st->cfg.root);
+	if (!st->os.base.root ||
+	    asprintf(&st->os.base.identity, "az:%s/%s/%s", st->cfg.endpoint,
 		     st->cfg.container, st->cfg.prefix) < 0) {
-		st->base.identity = NULL;
+		st->os.base.identity = NULL;
 		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
 			       st->cfg.root);
 		goto out_fail;
 	}
-	st->base.parallelism = st->cfg.http.parallel;
-	st->base.credentials = st->cfg.cred_source;
-	rc = ckpt_s3_http_new(&st->cfg.http, &st->base, &st->http, cerr,
+	st->os.merge_gap = st->cfg.http.merge_gap;
+	st->os.part_bytes = st->cfg.http.part_bytes;
+	st->os.base.parallelism = st->cfg.http.parallel;
+	st->os.base.credentials = st->cfg.cred_source;
+	rc = ckpt_s3_http_new(&st->cfg.http, &st->os.base, &st->os.http, cerr,
 			      sizeof(cerr));
 	if (rc) {
 		ckpt_errf(err, errlen, rc, "%s: %s", st->cfg.root, cerr);
@@ -529,10 +209,10 @@ int ckpt_store_azure_new(const char *root, const struct ckpt_store_opts *o,
 	if (rc)
 		goto out_fail;
 	sas_warning(st);
-	*out = &st->base;
+	*out = &st->os.base;
 	return 0;
 
 out_fail:
-	az_destroy(&st->base);
+	az_destroy(&st->os.base);
 	return rc;
 }

@@ -1,14 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The S3 store: a root "s3://bucket[/prefix]" read over libcurl (see
- * store.h for the contract, s3_config.h for the settings, s3_fetch.h for
- * reads).  Opening an object fixes its size and ETag, from a HEAD or from
- * an earlier listing of the root; every GET then carries If-Match.
+ * store.h for the contract, s3_config.h for the settings, obj_store.h for
+ * opens, reads and listings, which it shares with Azure's store).  Here:
+ * how a name becomes a URL, the listing, the probe at open, the warning.
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,20 +14,17 @@
 #include "common/errbuf.h"
 #include "common/escape.h"
 #include "io/s3_config.h"
-#include "io/s3_fetch.h"
 #include "io/s3_http.h"
 #include "io/s3_list.h"
 #include "io/s3_url.h"
-#include "io/obj_names.h"
+#include "io/obj_store.h"
 #include "io/store_impl.h"
 
-#define CHUNK_OBJS 1024u	/* objects per chunk of the table */
-#define MAX_CHUNKS 4096u	/* so at most 4M objects open */
 #define PROBE_MAX_BODY (1u << 20)
 #define PROBE_MAX_TRIES 3
 
 struct s3_store {
-	struct ckpt_store base;
+	struct ckpt_obj_store os;	/* first: see obj_store.h */
 	struct ckpt_s3_cfg cfg;
 	char *bucket;
 	char *prefix;		/* "" or "a/b" */
@@ -38,366 +32,48 @@ struct s3_store {
 				 * the bucket's virtual-hosted one */
 	const char *url_bucket;	/* bucket (path-style) or NULL
 				 * (virtual-hosted): see ckpt_s3_url() */
-	struct ckpt_s3_http *http;
-	pthread_mutex_t lock;
-	/* Opened objects by id; a chunk, once made, never moves. */
-	struct ckpt_s3_object *chunks[MAX_CHUNKS];	/* guarded by lock */
-	_Atomic uint32_t nobj;	/* published count (release/acquire) */
-	/* Names opened or listed. */
-	struct ckpt_obj_names names;	/* guarded by lock */
-	bool listed_all;	/* the root was listed to its end: a later
-				 * list() replays names[] (opening a
-				 * checkpoint may ask twice, e.g. for
-				 * __R.metadata, then *.safetensors);
-				 * guarded by lock */
 };
 
-static const struct ckpt_s3_object *obj_get(void *ctx, uint32_t id)
+static int s3_where(struct ckpt_obj_store *os, const char *name, char **url,
+		    char **uri)
 {
-	struct s3_store *st = ctx;
+	struct s3_store *st = (struct s3_store *)os;
+	char *key = ckpt_s3_key(st->prefix, name);
 
-	if (id >= atomic_load_explicit(&st->nobj, memory_order_acquire))
-		return NULL;
-	return &st->chunks[id / CHUNK_OBJS][id % CHUNK_OBJS];
-}
-
-static void obj_destroy(struct ckpt_s3_object *o)
-{
-	free(o->name);
-	free(o->uri);
-	free(o->url);
-}
-
-/* Under lock: publish an object for entry e.  Returns 0 or -errno. */
-static int obj_publish(struct s3_store *st, struct ckpt_obj_name *e)
-{
-	uint32_t id = atomic_load_explicit(&st->nobj, memory_order_relaxed);
-	struct ckpt_s3_object *o;
-	char *key;
-
-	if (id / CHUNK_OBJS >= MAX_CHUNKS)
-		return -EMFILE;
-	if (!st->chunks[id / CHUNK_OBJS]) {
-		st->chunks[id / CHUNK_OBJS] = calloc(CHUNK_OBJS, sizeof(*o));
-		if (!st->chunks[id / CHUNK_OBJS])
-			return -ENOMEM;
-	}
-	o = &st->chunks[id / CHUNK_OBJS][id % CHUNK_OBJS];
-	key = ckpt_s3_key(st->prefix, e->name);
-	o->name = strdup(e->name);
-	o->url = key ? ckpt_s3_url(st->url_ep, st->url_bucket, key, NULL) :
-		 NULL;
-	if (key && asprintf(&o->uri, "s3://%s/%s", st->bucket, key) < 0)
-		o->uri = NULL;
+	*url = key ? ckpt_s3_url(st->url_ep, st->url_bucket, key, NULL) :
+	       NULL;
+	if (!*url || asprintf(uri, "s3://%s/%s", st->bucket, key) < 0)
+		*uri = NULL;
 	free(key);
-	if (!o->name || !o->url || !o->uri) {
-		obj_destroy(o);
-		memset(o, 0, sizeof(*o));
-		return -ENOMEM;
-	}
-	o->size = e->size;
-	memcpy(o->etag, e->etag, sizeof(o->etag));
-	e->id = id;
-	atomic_store_explicit(&st->nobj, id + 1, memory_order_release);
-	return 0;
+	return *url && *uri ? 0 : -ENOMEM;
 }
 
-static void fill_info(const struct ckpt_obj_name *e, uint32_t *id,
-		      struct ckpt_store_file_info *info)
+static int s3_list_root(struct ckpt_obj_store *os, ckpt_obj_listed_fn fn,
+			void *ctx, char *err, size_t errlen)
 {
-	*id = e->id;
-	if (info) {
-		memset(info, 0, sizeof(*info));
-		info->size = e->size;
-		memcpy(info->version, e->etag, sizeof(info->version));
-		memcpy(info->ident, e->etag, sizeof(info->ident));
-		info->mtime_sec = e->mtime;	/* whole seconds: a HEAD
-						 * gives no more */
-	}
-}
+	struct s3_store *st = (struct s3_store *)os;
 
-/* HEAD the object name: its size and ETag.  -ENOENT when absent. */
-static int head_object(struct s3_store *st, const char *name, uint64_t *size,
-		       char *etag, int64_t *mtime, char *err, size_t errlen)
-{
-	struct ckpt_s3_req q = { .head = true };
-	char *key, *url, *uri = NULL, shown[CKPT_S3_NAME_SHOWN];
-	size_t failed;
-	int rc;
-
-	key = ckpt_s3_key(st->prefix, name);
-	url = key ? ckpt_s3_url(st->url_ep, st->url_bucket, key, NULL) :
-	      NULL;
-	if (url && asprintf(&uri, "s3://%s/%s", st->bucket, key) < 0)
-		uri = NULL;
-	if (!uri) {
-		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
-			       st->base.root);
-		goto out_free;
-	}
-	ckpt_escape_mid(uri, strlen(uri), shown, sizeof(shown));
-	q.url = url;
-	rc = ckpt_s3_http_run(st->http, &q, 1, &failed);
-	if (rc == 0 && (!q.has_length || !q.etag[0])) {
-		rc = ckpt_errf(err, errlen, -EIO, "%s: the HEAD answer "
-			       "has no %s", shown,
-			       q.has_length ? "usable ETag" :
-			       "Content-Length");
-	}
-	else if (rc == 0) {
-		*size = q.length;
-		*mtime = q.mtime;
-		memcpy(etag, q.etag, sizeof(q.etag));
-	}
-	else if (q.status == 404)
-		rc = ckpt_errf(err, errlen, -ENOENT, "%s: no such "
-			       "object", shown);
-	else if (q.status == 403)
-		rc = ckpt_errf(err, errlen, -EACCES, "%s: access "
-			       "denied (%s)", shown, q.reason);
-	else
-		ckpt_errf(err, errlen, rc, "%s: %s", shown, q.reason);
-	ckpt_s3_req_destroy(&q);
-out_free:
-	free(uri);
-	free(url);
-	free(key);
-	return rc;
-}
-
-static int s3_open(struct ckpt_store *s, const char *name, uint32_t *id,
-		   struct ckpt_store_file_info *info, char *err,
-		   size_t errlen)
-{
-	struct s3_store *st = (struct s3_store *)s;
-	char etag[CKPT_STORE_VERSION_MAX] = "";
-	struct ckpt_obj_name *e;
-	uint64_t size = 0;
-	int64_t mtime = 0;
-	int rc;
-
-	pthread_mutex_lock(&st->lock);
-	e = ckpt_obj_names_find(&st->names, name);
-	if (e && e->missing) {
-		pthread_mutex_unlock(&st->lock);
-		return ckpt_errf(err, errlen, -ENOENT, "%s/%s: no such object",
-				 s->root, name);
-	}
-	if (e && e->id == UINT32_MAX && e->etag[0]) {	/* listed */
-		rc = obj_publish(st, e);
-		if (rc) {
-			pthread_mutex_unlock(&st->lock);
-			return ckpt_errf(err, errlen, rc, "%s/%s: %s",
-					 s->root, name, strerror(-rc));
-		}
-	}
-	if (e && e->id != UINT32_MAX) {
-		fill_info(e, id, info);
-		pthread_mutex_unlock(&st->lock);
-		return 0;
-	}
-	pthread_mutex_unlock(&st->lock);
-
-	/* No lock held while the HEAD runs; another thread may open the
-	 * same name meanwhile, and the first one published wins. */
-	rc = head_object(st, name, &size, etag, &mtime, err, errlen);
-	if (rc == -ENOENT) {
-		pthread_mutex_lock(&st->lock);
-		if (!ckpt_obj_names_find(&st->names, name)) {
-			e = ckpt_obj_names_add(&st->names, name, 0, "", 0);
-			if (e)
-				e->missing = true;
-		}
-		pthread_mutex_unlock(&st->lock);
-	}
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&st->lock);
-	e = ckpt_obj_names_find(&st->names, name);
-	if (!e)
-		e = ckpt_obj_names_add(&st->names, name, size, etag, mtime);
-	if (!e) {
-		rc = -ENOMEM;
-	} else if (e->id == UINT32_MAX) {
-		e->size = size;
-		e->mtime = mtime;
-		memcpy(e->etag, etag, sizeof(e->etag));
-		e->missing = false;
-		rc = obj_publish(st, e);
-	}
-	if (rc == 0)
-		fill_info(e, id, info);
-	pthread_mutex_unlock(&st->lock);
-	if (rc)
-		return ckpt_errf(err, errlen, rc, "%s/%s: %s", s->root, name,
-				 strerror(-rc));
-	return 0;
-}
-
-static const char *s3_name(const struct ckpt_store *s, uint32_t id)
-{
-	const struct ckpt_s3_object *o = obj_get((void *)s, id);
-
-	return o ? o->name : NULL;
-}
-
-static int s3_read_joined(struct ckpt_store *s,
-			  const struct ckpt_store_range *r, size_t n,
-			  size_t first_join, uint32_t join)
-{
-	struct s3_store *st = (struct s3_store *)s;
-	uint64_t delivered = 0;
-	int rc;
-
-	rc = ckpt_s3_fetch(st->http, st->cfg.merge_gap, st->cfg.part_bytes,
-			   obj_get, st, r, n, first_join, join, &delivered);
-	atomic_fetch_add(&s->bytes_delivered, delivered);
-	return rc;
-}
-
-static int s3_read(struct ckpt_store *s, const struct ckpt_store_range *r,
-		   size_t n)
-{
-	return s3_read_joined(s, r, n, n, 0);
-}
-
-struct list_ctx {
-	struct s3_store *st;
-	int (*fn)(void *ctx, const char *name, uint64_t size);
-	void *ctx;
-};
-
-/* Remember what a listing says (so opening costs no HEAD), then pass it
- * on.  An opened name keeps what open fixed. */
-static int on_listed(void *ctx, const char *name, uint64_t size,
-		     const char *etag, int64_t mtime)
-{
-	struct list_ctx *lc = ctx;
-	struct s3_store *st = lc->st;
-	struct ckpt_obj_name *e;
-
-	pthread_mutex_lock(&st->lock);
-	e = ckpt_obj_names_find(&st->names, name);
-	if (!e) {
-		e = ckpt_obj_names_add(&st->names, name, size, etag, mtime);
-	} else if (e->id == UINT32_MAX) {
-		e->size = size;
-		e->mtime = mtime;
-		snprintf(e->etag, sizeof(e->etag), "%s", etag);
-	}
-	if (e) {
-		e->listed = true;
-		e->listed_size = size;
-		e->missing = false;
-	}
-	pthread_mutex_unlock(&st->lock);
-	if (!e)
-		return -ENOMEM;
-	return lc->fn(lc->ctx, name, size);
-}
-
-/* A second list() of the store: what the first one said, in its order,
- * without a request.  Names are copied out so that fn runs unlocked. */
-static int replay_listing(struct s3_store *st,
-			  int (*fn)(void *ctx, const char *name, uint64_t size),
-			  void *ctx, char *err, size_t errlen)
-{
-	struct { char *name; uint64_t size; } *v;
-	size_t n = 0, i;
-	int rc = 0;
-
-	pthread_mutex_lock(&st->lock);
-	v = calloc(st->names.n ? st->names.n : 1, sizeof(*v));
-	for (i = 0; v && i < st->names.n; i++) {
-		if (!st->names.v[i].listed)
-			continue;
-		v[n].name = strdup(st->names.v[i].name);
-		v[n].size = st->names.v[i].listed_size;
-		if (!v[n++].name) {
-			rc = -ENOMEM;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&st->lock);
-	if (!v || rc)
-		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
-			       st->base.root);
-	for (i = 0; rc == 0 && i < n; i++)
-		rc = fn(ctx, v[i].name, v[i].size);
-	for (i = 0; v && i < n; i++)
-		free(v[i].name);
-	free(v);
-	return rc;
-}
-
-static int s3_list(struct ckpt_store *s,
-		   int (*fn)(void *ctx, const char *name, uint64_t size),
-		   void *ctx, char *err, size_t errlen)
-{
-	struct s3_store *st = (struct s3_store *)s;
-	struct list_ctx lc = { st, fn, ctx };
-	bool again;
-	int rc;
-
-	pthread_mutex_lock(&st->lock);
-	again = st->listed_all;
-	pthread_mutex_unlock(&st->lock);
-	if (again)
-		return replay_listing(st, fn, ctx, err, errlen);
-	rc = ckpt_s3_list(st->http, st->url_ep, st->url_bucket, st->prefix,
-			  0, st->cfg.list_max_keys, s->root, on_listed, &lc,
-			  err, errlen);
-	if (rc == -ENOMEM && err && !err[0])
-		ckpt_errf(err, errlen, rc, "%s: out of memory", s->root);
-	if (rc == 0) {
-		pthread_mutex_lock(&st->lock);
-		st->listed_all = true;
-		pthread_mutex_unlock(&st->lock);
-	}
-	return rc;
+	return ckpt_s3_list(os->http, st->url_ep, st->url_bucket, st->prefix,
+			    0, st->cfg.list_max_keys, os->base.root, fn, ctx,
+			    err, errlen);
 }
 
 static void s3_destroy(struct ckpt_store *s)
 {
 	struct s3_store *st = (struct s3_store *)s;
-	uint32_t i, n;
 
 	if (!st)
 		return;
-	ckpt_s3_http_free(st->http);
-	n = atomic_load(&st->nobj);
-	for (i = 0; i < n; i++)
-		obj_destroy(&st->chunks[i / CHUNK_OBJS][i % CHUNK_OBJS]);
-	for (i = 0; i < MAX_CHUNKS && st->chunks[i]; i++)
-		free(st->chunks[i]);
-	ckpt_obj_names_free(&st->names);
-	pthread_mutex_destroy(&st->lock);
+	ckpt_obj_store_fini(&st->os);
 	ckpt_s3_config_destroy(&st->cfg);
 	free(st->url_ep);
 	free(st->bucket);
 	free(st->prefix);
-	free(s->root);
-	free(s->identity);
-	free(s->warning);
 	free(st);
 }
 
-static void s3_cancel(struct ckpt_store *s)
-{
-	ckpt_s3_http_cancel(((struct s3_store *)s)->http);
-}
-
-static const struct ckpt_store_ops s3_ops = {
-	.kind = "s3",
-	.destroy = s3_destroy,
-	.list = s3_list,
-	.open = s3_open,
-	.name = s3_name,
-	.read = s3_read,
-	.read_joined = s3_read_joined,
-	.willneed = NULL,
-	.cancel = s3_cancel,
-};
+static const struct ckpt_store_ops s3_ops =
+	CKPT_OBJ_STORE_OPS("s3", s3_destroy);
 
 /*
  * Ask for one key under the prefix: proves the endpoint answers, the
@@ -408,8 +84,8 @@ static int probe(struct s3_store *st, char *err, size_t errlen)
 {
 	const struct ckpt_s3_cfg *c = &st->cfg;
 	char rshown[CKPT_S3_NAME_SHOWN];
-	const char *root = ckpt_escape_mid(st->base.root,
-					   strlen(st->base.root), rshown,
+	const char *root = ckpt_escape_mid(st->os.base.root,
+					   strlen(st->os.base.root), rshown,
 					   sizeof(rshown));
 	char *want = NULL, *query = NULL, *url = NULL;
 	struct ckpt_s3_req q = { .max_body = PROBE_MAX_BODY,
@@ -436,7 +112,7 @@ static int probe(struct s3_store *st, char *err, size_t errlen)
 	q.url = url;
 	q.max_tries = c->retries + 1 < PROBE_MAX_TRIES ? c->retries + 1 :
 		      PROBE_MAX_TRIES;
-	rc = ckpt_s3_http_run(st->http, &q, 1, &failed);
+	rc = ckpt_s3_http_run(st->os.http, &q, 1, &failed);
 	if (rc == 0)
 		goto out_free;
 	if (q.status == 0 && q.tls_failed) {
@@ -521,10 +197,10 @@ static void token_warning(struct s3_store *st)
 			    st->cfg.cred_source, sts) < 0)
 		ststxt = NULL;
 	if ((s3 || ststxt) &&
-	    asprintf(&st->base.warning, "%s: %s%s%s", st->base.root,
+	    asprintf(&st->os.base.warning, "%s: %s%s%s", st->os.base.root,
 		     s3 ? s3 : "", s3 && ststxt ? "; " : "",
 		     ststxt ? ststxt : "") < 0)
-		st->base.warning = NULL;
+		st->os.base.warning = NULL;
 	free(s3);
 	free(ststxt);
 }
@@ -541,10 +217,13 @@ int ckpt_store_s3_new(const char *root, const struct ckpt_store_opts *o,
 	if (!st)
 		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
 				 root);
-	pthread_mutex_init(&st->lock, NULL);
-	st->base.ops = &s3_ops;
-	st->base.root = strdup(root);
-	if (!st->base.root) {
+	ckpt_obj_store_init(&st->os);
+	st->os.base.ops = &s3_ops;
+	st->os.noun = "object";
+	st->os.where = s3_where;
+	st->os.list_root = s3_list_root;
+	st->os.base.root = strdup(root);
+	if (!st->os.base.root) {
 		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory", root);
 		goto out_fail;
 	}
@@ -578,15 +257,17 @@ int ckpt_store_s3_new(const char *root, const struct ckpt_store_opts *o,
 		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory", root);
 		goto out_fail;
 	}
-	if (asprintf(&st->base.identity, "s3:%s/%s/%s", st->cfg.endpoint,
+	if (asprintf(&st->os.base.identity, "s3:%s/%s/%s", st->cfg.endpoint,
 		     st->bucket, st->prefix) < 0) {
-		st->base.identity = NULL;
+		st->os.base.identity = NULL;
 		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory", root);
 		goto out_fail;
 	}
-	st->base.parallelism = st->cfg.parallel;
-	st->base.credentials = st->cfg.cred_source;
-	rc = ckpt_s3_http_new(&st->cfg, &st->base, &st->http, cerr,
+	st->os.merge_gap = st->cfg.merge_gap;
+	st->os.part_bytes = st->cfg.part_bytes;
+	st->os.base.parallelism = st->cfg.parallel;
+	st->os.base.credentials = st->cfg.cred_source;
+	rc = ckpt_s3_http_new(&st->cfg, &st->os.base, &st->os.http, cerr,
 			      sizeof(cerr));
 	if (rc) {
 		ckpt_errf(err, errlen, rc, "%s: %s", root, cerr);
@@ -596,10 +277,10 @@ int ckpt_store_s3_new(const char *root, const struct ckpt_store_opts *o,
 	if (rc)
 		goto out_fail;
 	token_warning(st);
-	*out = &st->base;
+	*out = &st->os.base;
 	return 0;
 
 out_fail:
-	s3_destroy(&st->base);
+	s3_destroy(&st->os.base);
 	return rc;
 }
