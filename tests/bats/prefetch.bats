@@ -15,6 +15,9 @@ setup() {
 	common_setup
 	LOAD_PIDS=()
 	CG=
+	# fusectl, to tell a connection that ended from one still there
+	mountpoint -q /sys/fs/fuse/connections ||
+		mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null || true
 }
 teardown() {
 	local p
@@ -74,14 +77,26 @@ all_gone_within_5s() {	# PID...
 	return 1
 }
 
-# After the daemon DAEMON_PID (connection CONN) was killed while the
-# prefetch helpers HELPERS and the reader RPID ran: everything ends by
-# itself, nothing is in D state, sync returns, and once the stale mount is
-# detached the kernel has let the connection go.  Only after a failed
-# check does it abort the connection, to leave the host clean.
-check_after_kill() {	# WHAT CONN RPID [HELPER...]
-	local what=$1 conn=$2 rpid=$3 spid i p bad=
-	shift 3
+# CONN_INO := the inode of fusectl's directory for connection CONN, or
+# empty.  A connection's number is its superblock's device number, which
+# the next mount anywhere on the host may take as soon as it is free (the
+# other lane's jobs mount all the time); the directory's inode is new for
+# each connection, so number and inode together name this one.
+conn_ino() {	# CONN
+	CONN_INO=
+	[ -n "$1" ] || return 0
+	CONN_INO=$(stat -c %i "/sys/fs/fuse/connections/$1" 2>/dev/null) || CONN_INO=
+}
+
+# After the daemon DAEMON_PID (connection CONN, whose fusectl directory
+# had inode INO) was killed while the prefetch helpers HELPERS and the
+# reader RPID ran: everything ends by itself, nothing is in D state, sync
+# returns, and once the stale mount is detached the kernel has let the
+# connection go.  Only after a failed check does it abort the connection
+# (if it is still the same one), to leave the host clean.
+check_after_kill() {	# WHAT CONN INO RPID [HELPER...]
+	local what=$1 conn=$2 ino=$3 rpid=$4 spid i p bad= gone=
+	shift 4
 	if ! all_gone_within_5s "$DAEMON_PID" "$rpid" "$@"; then
 		echo "$what: still there 5 s after the kill:"
 		for p in "$DAEMON_PID" "$rpid" "$@"; do
@@ -106,19 +121,20 @@ check_after_kill() {	# WHAT CONN RPID [HELPER...]
 	fi
 	fusermount3 -uz "$MNT" 2>/dev/null || true
 	MOUNTED=
-	if [ -z "$bad" ] && [ -d /sys/fs/fuse/connections ] &&
-	   mountpoint -q /sys/fs/fuse/connections; then
+	if [ -z "$bad" ] && [ -n "$ino" ]; then
 		for i in $(seq "$(polls 5)"); do
-			[ -e "/sys/fs/fuse/connections/$conn" ] || break
+			conn_ino "$conn"
+			[ "$CONN_INO" = "$ino" ] || { gone=1; break; }
 			sleep 0.05
 		done
-		if [ -e "/sys/fs/fuse/connections/$conn" ]; then
+		if [ -z "$gone" ]; then
 			echo "$what: connection $conn still there 5 s after the lazy unmount"
 			bad=1
 		fi
 	fi
 	if [ -n "$bad" ]; then
-		abort_conns "$conn"
+		conn_ino "$conn"
+		[ -z "$ino" ] || [ "$CONN_INO" != "$ino" ] || abort_conns "$conn"
 		kill -9 "$DAEMON_PID" "$rpid" "$@" 2>/dev/null || true
 		[ -z "$spid" ] || wait "$spid" 2>/dev/null || true
 	fi
@@ -130,20 +146,35 @@ check_after_kill() {	# WHAT CONN RPID [HELPER...]
 @test "-o prefetch, a reader evicting what it reads, CPU load, SIGKILL at 0-500 ms: 60 of 60 rounds leave nothing hung" {
 	$HT big "$TMP/ckpt" --keys 3 --mib 64
 	cpu_load
-	local round ms rpid helpers conn bad=0 during=0
+	local round ms rpid helpers conn ino bad=0 during=0 from i
 	for round in $(seq 60); do
 		ms=$((RANDOM % 501))
 		start_mount "$TMP/ckpt" "$MNT" -o prefetch
 		conn=$MOUNT_CONN
+		conn_ino "$conn"
+		ino=$CONN_INO
 		$HT reader "$MNT" --shuffle --start "$round" &
 		rpid=$!
+		# Odd rounds count 0-500 ms from the mount.  Even ones count
+		# 0-100 ms from the helper's start, looked for without a
+		# pause: it lives about half a second on hot data, and may
+		# start after 500 ms on a loaded machine, where no kill of an
+		# odd round finds it running.
+		from=mount
+		if [ $((round % 2)) -eq 0 ]; then
+			from=helper
+			ms=$((RANDOM % 101))
+			for i in $(seq "$(polls 10)"); do
+				pgrep -P "$DAEMON_PID" >/dev/null && break
+			done
+		fi
 		sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
 		helpers=$(pgrep -P "$DAEMON_PID" | tr '\n' ' ')
 		kill -KILL "$DAEMON_PID"
 		[ -z "$helpers" ] || during=$((during + 1))
 		# shellcheck disable=SC2086
-		check_after_kill "round $round (SIGKILL after $ms ms)" "$conn" \
-			"$rpid" $helpers || bad=$((bad + 1))
+		check_after_kill "round $round (SIGKILL $ms ms after the $from started)" \
+			"$conn" "$ino" "$rpid" $helpers || bad=$((bad + 1))
 		: >"$TMP/daemon.log"
 	done
 	echo "$bad of 60 rounds failed; the prefetch helper was running at $during kills"
@@ -177,7 +208,7 @@ oom_kills() {	# DIR
 }
 
 @test "-o prefetch, a reader evicting what it reads: the daemon killed by a memory cgroup's OOM killer leaves nothing hung" {
-	local parent rpid helpers conn i status=0
+	local parent rpid helpers conn ino i status=0
 	parent=$(own_memory_cgroup)
 	[ -n "$parent" ] || skip "no memory cgroup to nest one in"
 	CG=$parent/ckptfs-test-oom.$$
@@ -204,6 +235,8 @@ oom_kills() {	# DIR
 		sleep 0.05
 	done
 	[ -n "$conn" ]
+	conn_ino "$conn"
+	ino=$CONN_INO
 	$HT reader "$MNT" --shuffle &
 	rpid=$!
 	helpers=$(pgrep -P "$DAEMON_PID" | tr '\n' ' ')
@@ -222,7 +255,7 @@ oom_kills() {	# DIR
 	wait "$DAEMON_PID" || status=$?
 	echo "daemon exit status $status, OOM kills in the cgroup: $(oom_kills "$CG"), helpers: $helpers"
 	# shellcheck disable=SC2086
-	check_after_kill "OOM kill" "$conn" "$rpid" $helpers
+	check_after_kill "OOM kill" "$conn" "$ino" "$rpid" $helpers
 	[ "$status" -eq 137 ]
 	[ "$(oom_kills "$CG")" -ge 1 ]
 }
