@@ -251,22 +251,24 @@ static void error_code(const char *text, size_t len, char *buf, size_t cap)
 	ckpt_json_free(&d);
 }
 
-/* Read the federated token file (again at each fetch). */
-static char *read_assertion(const struct az_src *s, char *err, size_t errlen)
+/* Read the federated token file (again at each fetch); NULL with *rc
+ * and err. */
+static char *read_assertion(const struct az_src *s, int *rc, char *err,
+			    size_t errlen)
 {
 	FILE *f = fopen(s->token_file, "re");
 	char *buf;
 	size_t n;
 
 	if (!f) {
-		ckpt_errf(err, errlen, -errno, "%s: %s: %s", s->what,
-			  s->token_file, strerror(errno));
+		*rc = ckpt_errf(err, errlen, -errno, "%s: %s: %s", s->what,
+				s->token_file, strerror(errno));
 		return NULL;
 	}
 	buf = malloc(ASSERTION_MAX + 1);
 	if (!buf) {
 		fclose(f);
-		ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		*rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 		return NULL;
 	}
 	n = fread(buf, 1, ASSERTION_MAX + 1, f);
@@ -278,40 +280,44 @@ static char *read_assertion(const struct az_src *s, char *err, size_t errlen)
 	if (!n || n >= ASSERTION_MAX || !is_token_text(buf)) {
 		explicit_bzero(buf, ASSERTION_MAX + 1);
 		free(buf);
-		ckpt_errf(err, errlen, -EINVAL, "%s: %s is empty, larger than "
-			  "%u bytes or holds a space or control character",
-			  s->what, s->token_file, ASSERTION_MAX);
+		*rc = ckpt_errf(err, errlen, -EINVAL, "%s: %s is empty, "
+				"larger than %u bytes or holds a space or "
+				"control character", s->what, s->token_file,
+				ASSERTION_MAX);
 		return NULL;
 	}
 	return buf;
 }
 
-/* The form body of a token request to the authority. */
-static char *form_body(const struct az_src *s, char *err, size_t errlen)
+/* The form body of a token request to the authority into *body.
+ * Returns 0 or -errno with err. */
+static int form_body(const struct az_src *s, char **body, char *err,
+		     size_t errlen)
 {
 	struct ckpt_s3_param p[5] = {
 		{ "grant_type", "client_credentials" },
 		{ "client_id", s->client_id },
 		{ "scope", SCOPE },
 	};
-	char *assertion = NULL, *body;
+	char *assertion = NULL;
+	int rc = 0;
 
 	if (s->kind == SRC_SECRET) {
 		p[3] = (struct ckpt_s3_param){ "client_secret", s->secret };
-		body = ckpt_s3_query(p, 4);
+		*body = ckpt_s3_query(p, 4);
 	} else {
-		assertion = read_assertion(s, err, errlen);
+		assertion = read_assertion(s, &rc, err, errlen);
 		if (!assertion)
-			return NULL;
+			return rc;
 		p[3] = (struct ckpt_s3_param){ "client_assertion_type",
 					       ASSERTION_TYPE };
 		p[4] = (struct ckpt_s3_param){ "client_assertion", assertion };
-		body = ckpt_s3_query(p, 5);
+		*body = ckpt_s3_query(p, 5);
 		wipe_free(assertion);
 	}
-	if (!body)
-		ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-	return body;
+	if (!*body)
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	return 0;
 }
 
 /* The creds' fetch(): one token from s. */
@@ -333,9 +339,9 @@ static int src_fetch(void *ctx, uint32_t timeout_ms, const char *ca,
 
 	*out = NULL;
 	if (s->kind == SRC_SECRET || s->kind == SRC_FEDERATED) {
-		body = form_body(s, err, errlen);
-		if (!body)
-			return -EINVAL;
+		rc = form_body(s, &body, err, errlen);
+		if (rc)
+			return rc;
 		c.body = body;
 	} else {
 		hdrs[1] = s->header;
@@ -347,17 +353,18 @@ static int src_fetch(void *ctx, uint32_t timeout_ms, const char *ca,
 		goto out_free;
 	}
 	if (rc) {
-		ckpt_errf(err, errlen, rc, "%s: no answer from %s: %s",
-			  s->what, s->url, rc == -ENOMEM ? "out of memory" :
-			  c.reason);
+		ckpt_errf(err, errlen, rc, "%s: no answer from %.*s: %s",
+			  s->what, (int)strcspn(s->url, "?"), s->url,
+			  rc == -ENOMEM ? "out of memory" : c.reason);
 		goto out_free;
 	}
 	if (c.status != 200) {
 		error_code(c.body_out, c.len, code, sizeof(code));
 		rc = c.status == 400 || c.status == 401 || c.status == 403 ?
 		     -EACCES : -EIO;
-		ckpt_errf(err, errlen, rc, "%s: %s answered HTTP %ld%s",
-			  s->what, s->url, c.status, code);
+		ckpt_errf(err, errlen, rc, "%s: %.*s answered HTTP %ld%s",
+			  s->what, (int)strcspn(s->url, "?"), s->url,
+			  c.status, code);
 		goto out_free;
 	}
 	rc = ckpt_az_token_parse(c.body_out, c.len, asked, s->what, &token,
