@@ -21,13 +21,14 @@ https://storage.azure.com, nbf/iat/exp) with a signature that is not one;
 it lives --lifetime seconds.  Each token request served is counted in
 DIR/count (one line per request: its kind), and each token issued is
 appended to DIR/tokens (for the tests' leak checks).  --hang: accept,
-read the request, never answer.
+read the request, never answer.  --tls CERT KEY: serve https.
 """
 
 import argparse
 import base64
 import json
 import os
+import ssl
 import sys
 import threading
 import time
@@ -178,9 +179,14 @@ def main():
     p.add_argument("--lifetime", type=int, default=3600)
     p.add_argument("--hang", action="store_true")
     p.add_argument("--max-seconds", type=float, default=1800)
+    p.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     ARGS = p.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     srv.daemon_threads = True
+    if ARGS.tls:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(*ARGS.tls)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     tmp = os.path.join(ARGS.dir, "port.tmp")
     with open(tmp, "w") as f:
         f.write("%d\n" % srv.server_address[1])

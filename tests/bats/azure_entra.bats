@@ -60,9 +60,17 @@ teardown() {
 	common_teardown
 }
 
-# tokensrv ARGS...: start tests/azure/tokensrv.py in $TMP/tok; TOKURL its
+# tokensrv [--tls] ARGS...: start tests/azure/tokensrv.py in $TMP/tok
+# (--tls: https, with Azurite's certificate of the test CA); TOKURL its
 # base URL.
 tokensrv() {
+	local scheme=http
+	if [ "$1" = --tls ]; then
+		shift
+		set -- --tls "$AZTMP/azurite/tls/server.pem" \
+			"$AZTMP/azurite/tls/server.key" "$@"
+		scheme=https
+	fi
 	local deadline=$((SECONDS + $(secs 10)))
 	mkdir -p "$TMP/tok"
 	setsid $PY "$ROOT/tests/azure/tokensrv.py" --dir "$TMP/tok" \
@@ -72,7 +80,7 @@ tokensrv() {
 		[ $SECONDS -lt $deadline ] || { cat "$TMP/tok/log"; return 1; }
 		sleep 0.05
 	done
-	TOKURL="http://127.0.0.1:$(cat "$TMP/tok/port")"
+	TOKURL="$scheme://127.0.0.1:$(cat "$TMP/tok/port")"
 }
 
 # served KIND: how many tokens of KIND the server gave.
@@ -133,12 +141,18 @@ same_through() {
 		"$TMP/leak.xattrs" "$TMP/cat.err" "$TMP/py.out"
 }
 
-@test "azure_entra: a service principal secret: info, a -d mount, cat and ckptfs.load from az:// equal the local checkpoint's; no token or secret shows" {
-	tokensrv --secret "$SECRET"
+@test "azure_entra: a service principal secret (the authority on https, trusted through s3_ca_bundle): info, a -d mount, cat and ckptfs.load from az:// equal the local checkpoint's; no token or secret shows" {
+	tokensrv --tls --secret "$SECRET"
 	export AZURE_TENANT_ID=tenant-1 AZURE_CLIENT_ID=client-1 \
 		AZURE_CLIENT_SECRET=$SECRET AZURE_AUTHORITY_HOST=$TOKURL
 	same_through "an Entra ID token for a service principal (AZURE_CLIENT_SECRET, client ID client-1, tenant tenant-1)" secret
 	[ "$(served secret-refused)" -eq 0 ]
+	# Another CA: the token request fails on TLS, naming the source.
+	run "$CKPTFS" info "az://$AZ/ckpt/native" --az-endpoint "$EP" \
+		--s3-ca-bundle "$AZTMP/azurite/tls/other-ca.pem"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == "ckptfs: az://$AZ/ckpt/native: an Entra ID token for a service principal (AZURE_CLIENT_SECRET, client ID client-1, tenant tenant-1): no answer from $TOKURL/tenant-1/oauth2/v2.0/token: "*"certificate"* ]]
 }
 
 @test "azure_entra: workload identity (AZURE_FEDERATED_TOKEN_FILE, read again at each fetch): the same, and a changed file is what the next fetch sends" {
