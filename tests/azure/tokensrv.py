@@ -21,7 +21,8 @@ https://storage.azure.com, nbf/iat/exp) with a signature that is not one;
 it lives --lifetime seconds.  Each token request served is counted in
 DIR/count (one line per request: its kind), and each token issued is
 appended to DIR/tokens (for the tests' leak checks).  --hang: accept,
-read the request, never answer.  --tls CERT KEY: serve https.
+read the request, never answer (--hang-after N: once N tokens were
+given).  --tls CERT KEY: serve https.
 """
 
 import argparse
@@ -98,7 +99,8 @@ class Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         form = urllib.parse.parse_qs(self.rfile.read(n).decode(),
                                      keep_blank_values=True)
-        if ARGS.hang:
+        if ARGS.hang or (ARGS.hang_after is not None and
+                         SERIAL[0] >= ARGS.hang_after):
             return self.hang()
         path = "/%s/oauth2/v2.0/token" % ARGS.tenant
         one = {k: v[0] for k, v in form.items() if len(v) == 1}
@@ -178,6 +180,7 @@ def main():
     p.add_argument("--mi-client-id")
     p.add_argument("--lifetime", type=int, default=3600)
     p.add_argument("--hang", action="store_true")
+    p.add_argument("--hang-after", type=int)
     p.add_argument("--max-seconds", type=float, default=1800)
     p.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     ARGS = p.parse_args()

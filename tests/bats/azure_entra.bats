@@ -7,7 +7,8 @@
 # managed identity headers) and counts its requests.  Each source: a
 # mount (-d) whose files equal the local extract, `ckptfs cat` and
 # ckptfs.load equal to the local checkpoint's; a refresh during a mount;
-# a wrong secret, a hanging endpoint (bounded, and Ctrl-C ends it).  No
+# an unmount while a refresh hangs; a wrong secret, a hanging endpoint
+# (bounded, and Ctrl-C ends it).  No
 # token, secret or key may show in any output, log, /proc/mounts or
 # xattr.  teardown_file stops Azurite.
 
@@ -220,6 +221,28 @@ same_through() {
 	echo "passes: $n, tokens: $(served secret)"
 	stop_mount
 	no_leak "$TMP/daemon.log"
+}
+
+@test "azure_entra: an unmount while the background refresh waits on a token endpoint that stopped answering ends at once (the refresh is cancelled, not waited out)" {
+	local deadline
+	tokensrv --secret "$SECRET" --lifetime 4 --hang-after 1
+	export AZURE_TENANT_ID=tenant-1 AZURE_CLIENT_ID=client-1 \
+		AZURE_CLIENT_SECRET=$SECRET AZURE_AUTHORITY_HOST=$TOKURL
+	# a refresh may wait 10 minutes for its answer: only a cancel ends it
+	# within stop_mount's bound
+	start_mount "az://$AZ/ckpt/native" "$MNT" --world 3 --rank 1 \
+		-o "az_endpoint=$EP,s3_ca_bundle=$CA,s3_open_deadline_ms=600000"
+	diff -r -x .ckptfs "$AZTMP/local" "$MNT"
+	# reads after half the token's life start the refresh, which hangs
+	deadline=$((SECONDS + $(secs 60)))
+	until grep -qx hang "$TMP/tok/count"; do
+		[ $SECONDS -lt $deadline ] || false
+		sync
+		echo 1 >/proc/sys/vm/drop_caches
+		diff -r -x .ckptfs "$AZTMP/local" "$MNT" >/dev/null || true
+		sleep 0.5
+	done
+	stop_mount
 }
 
 @test "azure_entra: a wrong client secret is one line naming the source and the answer, never the secret, from info, mount and Python" {
