@@ -8,9 +8,8 @@
 # mount (-d) whose files equal the local extract, `ckptfs cat` and
 # ckptfs.load equal to the local checkpoint's; a refresh during a mount;
 # an unmount while a refresh hangs; a wrong secret, a hanging endpoint
-# (bounded, and Ctrl-C ends it).  No
-# token, secret or key may show in any output, log, /proc/mounts or
-# xattr.  teardown_file stops Azurite.
+# (bounded, and Ctrl-C ends it).  No token, secret or key may show in any
+# output, log, /proc/mounts or xattr.  teardown_file stops Azurite.
 
 load helpers
 load ../s3/suite	# direct_env
