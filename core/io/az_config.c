@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "common/errbuf.h"
+#include "io/az_token.h"
 #include "io/s3_url.h"
 
 #define NAME_MAX_LEN 1024
@@ -254,7 +255,7 @@ static int find_creds(struct ckpt_az_cfg *cfg, const struct ckpt_s3_opts *o,
 		      size_t errlen)
 {
 	const char *acct = env("AZURE_STORAGE_ACCOUNT"), *v;
-	char *f;
+	char *f, why[600];
 	bool oom = false;
 	int rc;
 
@@ -327,12 +328,22 @@ static int find_creds(struct ckpt_az_cfg *cfg, const struct ckpt_s3_opts *o,
 			 "anonymous (az_anonymous)");
 		return 0;
 	}
+	rc = ckpt_az_token_creds(&cfg->http, &cfg->http.creds,
+				 cfg->cred_source, sizeof(cfg->cred_source),
+				 why, sizeof(why));
+	if (rc == 0) {
+		cfg->auth = CKPT_AZ_TOKEN;
+		return 0;
+	}
+	if (rc != -ENOKEY)
+		return ckpt_errf(err, errlen, rc, "%s: %s", cfg->root, why);
 	return ckpt_errf(err, errlen, -EACCES, "%s: no Azure credentials: "
 			 "tried a SAS token on the URL, "
 			 "AZURE_STORAGE_SAS_TOKEN, AZURE_STORAGE_KEY, "
-			 "AZURE_STORAGE_CONNECTION_STRING (Entra ID tokens "
-			 "are not supported yet); -o az_anonymous reads a "
-			 "public container", cfg->root);
+			 "AZURE_STORAGE_CONNECTION_STRING, "
+			 "AZURE_CLIENT_SECRET, AZURE_FEDERATED_TOKEN_FILE, "
+			 "IDENTITY_ENDPOINT, %s; -o az_anonymous reads a "
+			 "public container", cfg->root, why);
 }
 
 static int az_sign(void *ctx, const char *method, const char *url,
@@ -455,6 +466,7 @@ void ckpt_az_config_destroy(struct ckpt_az_cfg *cfg)
 	free(cfg->endpoint);
 	free(cfg->http.endpoint);
 	free(cfg->http.ca_bundle);
+	ckpt_s3_creds_free(cfg->http.creds);
 	memset(cfg, 0, sizeof(*cfg));
 }
 

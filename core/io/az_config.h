@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Azure Blob Storage settings: the root's names and the credentials, found
- * as the Azure SDKs find them (what needs no token service):
+ * as the Azure SDKs find them:
  *
  *   names        az://ACCOUNT/CONTAINER[/PREFIX],
  *                https://ACCOUNT.blob.core.windows.net/CONTAINER[/PREFIX]
@@ -16,7 +16,10 @@
  *                AZURE_STORAGE_KEY (AZURE_STORAGE_ACCOUNT, when set, must
  *                be the root's account), AZURE_STORAGE_CONNECTION_STRING
  *                (AccountKey or SharedAccessSignature); anonymous only
- *                with opts' az_anonymous.  None: an error naming them.
+ *                with opts' az_anonymous; then Entra ID tokens
+ *                (az_token.h: a service principal secret, workload
+ *                identity, managed identity).  None: an error naming
+ *                them.
  *
  * Secrets (the key, the SAS) live only in the struct and are wiped when
  * it is destroyed; no message this module writes holds one.
@@ -36,6 +39,8 @@ enum ckpt_az_auth {
 	CKPT_AZ_SAS,
 	CKPT_AZ_SHARED_KEY,
 	CKPT_AZ_ANONYMOUS,
+	CKPT_AZ_TOKEN,		/* Entra ID bearer tokens (az_token.h),
+				 * in http.creds */
 };
 
 /* Resolved settings; free with ckpt_az_config_destroy(). */
@@ -53,7 +58,7 @@ struct ckpt_az_cfg {
 	char *sas;		/* the SAS query (no '?'); secret */
 	uint8_t key[CKPT_AZ_KEY_MAX];	/* the account key; secret */
 	size_t klen;
-	char cred_source[200];	/* where they came from, no secret */
+	char cred_source[300];	/* where they came from, no secret */
 	struct ckpt_s3_signer signer;
 };
 
@@ -62,6 +67,8 @@ bool ckpt_az_root_is(const char *root);
 
 /*
  * Resolve root and the settings of o (may be NULL) and the environment.
+ * An Entra ID token is fetched here (bounded by the open deadline,
+ * ended by the caller's cancel flag: -ECANCELED).
  * Returns 0, or -EINVAL / -EACCES (no credentials) / -ENOMEM with one
  * line in err naming the root, the setting and the problem, never a
  * secret.  On failure cfg holds nothing to free.  cfg must not move

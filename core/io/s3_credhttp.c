@@ -6,12 +6,14 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/cancel.h"
 #include "common/errbuf.h"
 #include "common/json.h"
 #include "io/s3_url.h"
@@ -37,6 +39,9 @@ struct once {
 	const struct ckpt_s3_credset *sign;	/* or NULL */
 	const char *sigv4;	/* "aws:amz:REGION:sts" */
 	uint32_t timeout_ms;
+	uint32_t connect_ms;	/* 0: timeout_ms */
+	const _Atomic bool *cancel;	/* or NULL; the thread's flag too */
+	bool cancelled;		/* out */
 	const char *ca_bundle;	/* or NULL: the system's CAs */
 	long status;		/* out */
 	char *buf;		/* out: the body, NUL-terminated; free */
@@ -76,6 +81,18 @@ static void once_free(struct once *r)
 	r->headers = NULL;
 }
 
+/* Ends a transfer once its call or the store is cancelled. */
+static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn,
+		       curl_off_t ut, curl_off_t un)
+{
+	struct once *r = ctx;
+
+	(void)dt, (void)dn, (void)ut, (void)un;
+	if (ckpt_is_cancelled() || (r->cancel && atomic_load(r->cancel)))
+		r->cancelled = true;
+	return r->cancelled;
+}
+
 /* Run r.  Returns 0 when an answer came (any status), -EIO with
  * r->reason when none did, -ENOMEM. */
 static int once_run(struct once *r)
@@ -97,8 +114,12 @@ static int once_run(struct once *r)
 	SET(CURLOPT_PROTOCOLS_STR, "http,https");
 	SET(CURLOPT_FOLLOWLOCATION, 0L);
 	SET(CURLOPT_TIMEOUT_MS, (long)r->timeout_ms);
-	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)r->timeout_ms);
+	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)(r->connect_ms ? r->connect_ms :
+					      r->timeout_ms));
 	SET(CURLOPT_USERAGENT, "ckptfs");
+	SET(CURLOPT_NOPROGRESS, 0L);
+	SET(CURLOPT_XFERINFOFUNCTION, on_progress);
+	SET(CURLOPT_XFERINFODATA, r);
 	if (r->ca_bundle)
 		SET(CURLOPT_CAINFO, r->ca_bundle);
 	SET(CURLOPT_WRITEFUNCTION, on_body);
@@ -136,7 +157,63 @@ static int once_run(struct once *r)
 	curl_easy_cleanup(k);
 	if (rc == CURLE_OUT_OF_MEMORY)
 		return -ENOMEM;
+	if (rc != CURLE_OK && r->cancelled) {
+		snprintf(r->reason, sizeof(r->reason), "cancelled");
+		return -ECANCELED;
+	}
 	return rc == CURLE_OK ? 0 : -EIO;
+}
+
+int ckpt_credhttp_run(struct ckpt_credhttp_call *c)
+{
+	struct once r = {
+		.method = c->body ? "POST" : "GET", .url = c->url,
+		.body = c->body, .timeout_ms = c->timeout_ms,
+		.connect_ms = c->connect_ms, .cancel = c->cancel,
+		.ca_bundle = c->ca_bundle,
+	};
+	struct curl_slist *t;
+	size_t i;
+	int rc = 0;
+
+	c->status = 0;
+	c->body_out = NULL;
+	c->len = 0;
+	c->reason[0] = '\0';
+	for (i = 0; c->headers && c->headers[i]; i++) {
+		t = curl_slist_append(r.headers, c->headers[i]);
+		if (!t) {
+			rc = -ENOMEM;
+			goto out_free;
+		}
+		r.headers = t;
+	}
+	rc = once_run(&r);
+	snprintf(c->reason, sizeof(c->reason), "%s", r.reason);
+	if (rc == 0) {
+		c->status = r.status;
+		c->body_out = r.buf;
+		c->len = r.len;
+		r.buf = NULL;
+		if (!c->body_out) {
+			c->body_out = calloc(1, 1);
+			if (!c->body_out)
+				rc = -ENOMEM;
+		}
+	}
+out_free:
+	once_free(&r);
+	return rc;
+}
+
+void ckpt_credhttp_done(struct ckpt_credhttp_call *c)
+{
+	if (c->body_out) {
+		explicit_bzero(c->body_out, c->len);
+		free(c->body_out);
+	}
+	c->body_out = NULL;
+	c->len = 0;
 }
 
 int64_t ckpt_s3_parse_time(const char *s)

@@ -9,6 +9,8 @@
 #ifndef CKPT_S3_CREDHTTP_H
 #define CKPT_S3_CREDHTTP_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,6 +59,35 @@ int ckpt_s3_container_fetch(const char *url, const char *auth,
 int ckpt_s3_imds_fetch(const char *endpoint, uint32_t timeout_ms,
 		       struct ckpt_s3_credset **out, char **role, char *err,
 		       size_t errlen);
+
+/* One request to a token service (Azure's Entra ID), for callers that
+ * parse the answer themselves. */
+struct ckpt_credhttp_call {
+	const char *url;
+	const char *const *headers;	/* "Name: value" lines, NULL-ended,
+					 * or NULL */
+	const char *body;	/* set: POST it (form-encoded); else GET */
+	uint32_t timeout_ms;	/* the whole request */
+	uint32_t connect_ms;	/* 0: timeout_ms */
+	const char *ca_bundle;	/* or NULL: the system's CAs */
+	const _Atomic bool *cancel;	/* or NULL */
+	long status;		/* out: the HTTP status */
+	char *body_out;		/* out: the answer, NUL-terminated (at most
+				 * 64 KiB); ckpt_credhttp_done() wipes it */
+	size_t len;
+	char reason[256];	/* out: why no answer came */
+};
+
+/*
+ * Run c.  Returns 0 when an answer came (any status; c->body_out set),
+ * -EIO with c->reason when none did (refused, timed out, too long),
+ * -ECANCELED once *c->cancel or the calling thread's cancel flag is set
+ * (noticed within a second or so), -ENOMEM.  No redirect is followed.
+ */
+int ckpt_credhttp_run(struct ckpt_credhttp_call *c);
+
+/* Wipe and free c's answer.  Accepts a call never run. */
+void ckpt_credhttp_done(struct ckpt_credhttp_call *c);
 
 /* "2026-12-03T14:25:47Z" (fraction and "+00:00" allowed) -> seconds
  * since the epoch; -1 when it is not that form. */

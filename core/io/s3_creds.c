@@ -36,7 +36,10 @@
 
 extern char **environ;
 
-enum kind { K_STATIC, K_PROCESS, K_ASSUME, K_WEBID, K_CONTAINER, K_IMDS };
+enum kind {
+	K_STATIC, K_PROCESS, K_ASSUME, K_WEBID, K_CONTAINER, K_IMDS,
+	K_SOURCE,
+};
 
 /* How to fetch a set, again and again. */
 struct recipe {
@@ -54,6 +57,7 @@ struct recipe {
 	char *url;			/* K_CONTAINER; K_IMDS's endpoint */
 	char *auth;			/* K_CONTAINER */
 	char *auth_file;
+	struct ckpt_s3_creds_source src;	/* K_SOURCE */
 	char *what;			/* for messages, no secret */
 };
 
@@ -124,6 +128,8 @@ static void recipe_free(struct recipe *r)
 	free(r->url);
 	wipe_free(r->auth);
 	free(r->auth_file);
+	if (r->src.free)
+		r->src.free(r->src.ctx);
 	free(r->what);
 	free(r);
 }
@@ -531,6 +537,13 @@ static int fetch(const struct recipe *r, uint32_t timeout_ms,
 					timeout_ms : IMDS_TIMEOUT_MS, out,
 					&role, err, errlen);
 		free(role);
+		return rc;
+	case K_SOURCE:
+		rc = r->src.fetch(r->src.ctx, timeout_ms, ca, cancel, out,
+				  err, errlen);
+		if (rc == 0 && !*out)
+			rc = ckpt_errf(err, errlen, -EIO, "%s: no "
+				       "credentials", r->what);
 		return rc;
 	}
 	return -EINVAL;
@@ -1186,6 +1199,61 @@ int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 out_fail:
 	if (!c->r)
 		recipe_free(r);
+	ckpt_s3_creds_free(c);
+	return rc;
+}
+
+int ckpt_s3_creds_new_source(const struct ckpt_s3_creds_source *src,
+			     uint32_t timeout_ms, const char *ca_bundle,
+			     struct ckpt_s3_creds **out, char *err,
+			     size_t errlen)
+{
+	struct ckpt_s3_creds *c;
+	struct recipe *r;
+	int rc;
+
+	*out = NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		if (src->free)
+			src->free(src->ctx);
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	r->kind = K_SOURCE;
+	r->src = *src;
+	r->what = strdup(src->what);
+	c = calloc(1, sizeof(*c));
+	if (!c || !r->what) {
+		free(c);
+		recipe_free(r);
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->refreshed, NULL);
+	pthread_cond_init(&c->wake, NULL);
+	c->pid = getpid();
+	c->fork = (struct ckpt_fork_hook){ creds_fork_prepare,
+					   creds_fork_parent, creds_fork_child,
+					   c, NULL, NULL };
+	ckpt_fork_hook_add(&c->fork);
+	c->r = r;
+	c->timeout_ms = timeout_ms;
+	c->source = strdup(src->what);
+	if (ca_bundle)
+		c->ca_bundle = strdup(ca_bundle);
+	if (!c->source || (ca_bundle && !c->ca_bundle)) {
+		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out_fail;
+	}
+	c->fetched_at = creds_now();
+	rc = fetch(r, timeout_ms, c->ca_bundle, NULL, &c->cur, err, errlen);
+	if (rc)
+		goto out_fail;
+	atomic_store(&c->fetches, 1);
+	*out = c;
+	return 0;
+
+out_fail:
 	ckpt_s3_creds_free(c);
 	return rc;
 }

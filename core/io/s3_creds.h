@@ -65,6 +65,36 @@ int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 		      const struct ckpt_s3_creds_env *env,
 		      struct ckpt_s3_creds **out, char *err, size_t errlen);
 
+/*
+ * A source of temporary credentials that is not in the AWS chain (Azure's
+ * Entra ID tokens), refreshed by the same machinery.  fetch() gets a new
+ * set into *out (1 reference) or returns -errno with one line in err,
+ * never a secret; it must end within timeout_ms, and soon once *cancel
+ * (may be NULL) is true or the calling thread's cancel flag is set.
+ * free(ctx) is called once, when the creds are freed (or when
+ * ckpt_s3_creds_new_source() fails).
+ */
+struct ckpt_s3_creds_source {
+	int (*fetch)(void *ctx, uint32_t timeout_ms, const char *ca_bundle,
+		     const _Atomic bool *cancel,
+		     struct ckpt_s3_credset **out, char *err, size_t errlen);
+	void (*free)(void *ctx);
+	void *ctx;
+	const char *what;	/* "a service principal ..." (copied) */
+};
+
+/*
+ * Credentials from src, fetched once now (the caller's cancel flag ends
+ * that fetch) and again before they expire, as ckpt_s3_creds_new()'s
+ * are.  Returns 0 with *out (free with ckpt_s3_creds_free()) or -errno
+ * with "WHAT: reason" in err.  src->ctx belongs to the creds from the
+ * call on, success or not.
+ */
+int ckpt_s3_creds_new_source(const struct ckpt_s3_creds_source *src,
+			     uint32_t timeout_ms, const char *ca_bundle,
+			     struct ckpt_s3_creds **out, char *err,
+			     size_t errlen);
+
 /* Free c (accepts NULL): stops its refresher, killing a
  * credential_process it runs (an HTTP source ends within its timeout),
  * and joins it.  No call on c may be in progress. */

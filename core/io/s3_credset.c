@@ -41,6 +41,24 @@ struct ckpt_s3_credset *ckpt_s3_credset_new(const char *ak, const char *sk,
 	return c;
 }
 
+struct ckpt_s3_credset *ckpt_s3_credset_new_bearer(const char *token,
+						   int64_t expires)
+{
+	struct ckpt_s3_credset *c = ckpt_s3_credset_new("", "", NULL,
+							expires);
+
+	if (!c)
+		return NULL;
+	c->session_token = strdup(token);
+	if (asprintf(&c->token_hdr, "Authorization: Bearer %s", token) < 0)
+		c->token_hdr = NULL;
+	if (!c->session_token || !c->token_hdr) {
+		ckpt_s3_credset_put(c);
+		return NULL;
+	}
+	return c;
+}
+
 void ckpt_s3_credset_put(struct ckpt_s3_credset *c)
 {
 	if (!c || atomic_fetch_sub(&c->refs, 1) != 1)

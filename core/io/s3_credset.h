@@ -26,6 +26,12 @@ struct ckpt_s3_credset *ckpt_s3_credset_new(const char *ak, const char *sk,
 					    const char *token,
 					    int64_t expires);
 
+/* A bearer token's set (Azure's Entra ID): no keys, session_token the
+ * token and token_hdr "Authorization: Bearer TOKEN".  1 reference; NULL
+ * when out of memory.  Free with ckpt_s3_credset_put(). */
+struct ckpt_s3_credset *ckpt_s3_credset_new_bearer(const char *token,
+						   int64_t expires);
+
 /* Drop a reference; the last one wipes and frees.  Accepts NULL. */
 void ckpt_s3_credset_put(struct ckpt_s3_credset *c);
 

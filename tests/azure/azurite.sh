@@ -15,7 +15,10 @@
 #                             DNS:localhost) of a CA made here,
 #                             DIR/tls/ca.pem (and an unrelated CA,
 #                             DIR/tls/other-ca.pem); the endpoint in
-#                             DIR/env is then https://
+#                             DIR/env is then https://; with
+#                             AZURITE_OAUTH=1 as well it accepts bearer
+#                             tokens too (--oauth basic: their issuer,
+#                             audience and lifetime, not a signature)
 #   azurite.sh stop DIR       stop it (and say so if it had died)
 #   azurite.sh env DIR        print DIR/env
 #   azurite.sh mkcontainer DIR C             create container C
@@ -68,6 +71,7 @@ cmd_start() {
 		make_certs "$D/tls"
 		tls=(--cert "$D/tls/server.pem" --key "$D/tls/server.key")
 		scheme=https
+		[ "${AZURITE_OAUTH:-0}" = 1 ] && tls+=(--oauth basic)
 	fi
 	# Port 0: the kernel picks a free one; Azurite prints the one it got.
 	setsid "$BIN" --blobHost 127.0.0.1 --blobPort 0 \

@@ -22,6 +22,15 @@ static void clear_env(void)
 	unsetenv("AZURE_STORAGE_SAS_TOKEN");
 	unsetenv("AZURE_STORAGE_CONNECTION_STRING");
 	unsetenv("AZURE_STORAGE_BLOB_ENDPOINT");
+	unsetenv("AZURE_CLIENT_SECRET");
+	unsetenv("AZURE_FEDERATED_TOKEN_FILE");
+	unsetenv("AZURE_TENANT_ID");
+	unsetenv("AZURE_CLIENT_ID");
+	unsetenv("IDENTITY_ENDPOINT");
+	unsetenv("IDENTITY_HEADER");
+	/* managed identity, tried last: a port nothing listens on (no
+	 * network in a unit test) */
+	setenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", "http://127.0.0.1:1", 1);
 }
 
 static void test_names(void)
@@ -94,7 +103,7 @@ static void test_order(void)
 {
 	struct ckpt_s3_opts anon = { .az_anonymous = true };
 	struct ckpt_az_cfg c;
-	char err[512], *u;
+	char err[1024], *u;
 
 	clear_env();
 	setenv("AZURE_STORAGE_KEY", KEY, 1);
@@ -151,7 +160,63 @@ static void test_order(void)
 				  sizeof(err)) == -EACCES);
 	CHECK(strstr(err, "no Azure credentials: tried a SAS token on the "
 		      "URL, AZURE_STORAGE_SAS_TOKEN, AZURE_STORAGE_KEY, "
-		      "AZURE_STORAGE_CONNECTION_STRING") != NULL);
+		      "AZURE_STORAGE_CONNECTION_STRING, AZURE_CLIENT_SECRET, "
+		      "AZURE_FEDERATED_TOKEN_FILE, IDENTITY_ENDPOINT, an "
+		      "Entra ID token from the instance metadata endpoint "
+		      "(managed identity at http://127.0.0.1:1): no answer "
+		      "from http://127.0.0.1:1/metadata/identity/oauth2/"
+		      "token: ") != NULL);
+	CHECK(strstr(err, "; -o az_anonymous reads a public container"));
+
+	/* Entra ID sources half configured, or with IDs that are not:
+	 * refused before any request, naming the variable, never the
+	 * secret */
+	setenv("AZURE_CLIENT_SECRET", "s3cr3t-value", 1);
+	CHECK(ckpt_az_config_load("az://acct/ckpt", NULL, &c, err,
+				  sizeof(err)) == -EINVAL);
+	CHECK(!strcmp(err, "az://acct/ckpt: Entra ID: AZURE_CLIENT_SECRET is "
+		      "set but AZURE_TENANT_ID is not"));
+	setenv("AZURE_TENANT_ID", "t-1", 1);
+	CHECK(ckpt_az_config_load("az://acct/ckpt", NULL, &c, err,
+				  sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "AZURE_CLIENT_SECRET is set but AZURE_CLIENT_ID "
+		      "is not") != NULL);
+	setenv("AZURE_CLIENT_ID", "c 1&x=y", 1);
+	CHECK(ckpt_az_config_load("az://acct/ckpt", NULL, &c, err,
+				  sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "AZURE_CLIENT_ID is not an ID") != NULL);
+	CHECK(!strstr(err, "s3cr3t"));
+	setenv("AZURE_CLIENT_ID", "c-1", 1);
+	setenv("AZURE_AUTHORITY_HOST", "ftp://x", 1);
+	CHECK(ckpt_az_config_load("az://acct/ckpt", NULL, &c, err,
+				  sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "AZURE_AUTHORITY_HOST is not an http(s) URL") !=
+	      NULL);
+	/* a configured source that does not answer is its own error */
+	setenv("AZURE_AUTHORITY_HOST", "http://127.0.0.1:1/", 1);
+	CHECK(ckpt_az_config_load("az://acct/ckpt", NULL, &c, err,
+				  sizeof(err)) == -EIO);
+	CHECK(strstr(err, "az://acct/ckpt: an Entra ID token for a service "
+		      "principal (AZURE_CLIENT_SECRET, client ID c-1, tenant "
+		      "t-1): no answer from http://127.0.0.1:1/t-1/oauth2/"
+		      "v2.0/token: ") == err);
+	CHECK(!strstr(err, "s3cr3t"));
+	unsetenv("AZURE_AUTHORITY_HOST");
+	unsetenv("AZURE_CLIENT_SECRET");
+	setenv("AZURE_FEDERATED_TOKEN_FILE", "/nonexistent/token", 1);
+	unsetenv("AZURE_TENANT_ID");
+	CHECK(ckpt_az_config_load("az://acct/ckpt", NULL, &c, err,
+				  sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "AZURE_FEDERATED_TOKEN_FILE is set but "
+		      "AZURE_TENANT_ID is not") != NULL);
+	setenv("AZURE_TENANT_ID", "t-1", 1);
+	CHECK(ckpt_az_config_load("az://acct/ckpt", NULL, &c, err,
+				  sizeof(err)) == -ENOENT);
+	CHECK(strstr(err, "workload identity (AZURE_FEDERATED_TOKEN_FILE, "
+		      "client ID c-1, tenant t-1): /nonexistent/token: ") !=
+	      NULL);
+	clear_env();
+
 	CHECK(ckpt_az_config_load("az://acct/ckpt", &anon, &c, err,
 				  sizeof(err)) == 0);
 	CHECK(c.auth == CKPT_AZ_ANONYMOUS);
