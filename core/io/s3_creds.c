@@ -1106,6 +1106,35 @@ static void creds_fork_child(void *arg)
 	c->want = false;
 }
 
+/* A set of credentials with nothing fetched yet: its locks, its fork
+ * hook, timeout_ms and a copy of ca_bundle (or NULL).  NULL when out of
+ * memory.  The caller owns it (ckpt_s3_creds_free). */
+static struct ckpt_s3_creds *creds_alloc(uint32_t timeout_ms,
+					 const char *ca_bundle)
+{
+	struct ckpt_s3_creds *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->refreshed, NULL);
+	pthread_cond_init(&c->wake, NULL);
+	c->pid = getpid();
+	c->fork = (struct ckpt_fork_hook){ creds_fork_prepare,
+					   creds_fork_parent, creds_fork_child,
+					   c, NULL, NULL };
+	ckpt_fork_hook_add(&c->fork);
+	c->timeout_ms = timeout_ms;
+	if (ca_bundle) {
+		c->ca_bundle = strdup(ca_bundle);
+		if (!c->ca_bundle) {
+			ckpt_s3_creds_free(c);
+			return NULL;
+		}
+	}
+	return c;
+}
+
 int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 		      const struct ckpt_s3_creds_env *e,
 		      struct ckpt_s3_creds **out, char *err, size_t errlen)
@@ -1117,25 +1146,9 @@ int ckpt_s3_creds_new(const struct ckpt_s3_opts *o,
 	int rc;
 
 	*out = NULL;
-	c = calloc(1, sizeof(*c));
+	c = creds_alloc(e->timeout_ms, e->ca_bundle);
 	if (!c)
 		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->refreshed, NULL);
-	pthread_cond_init(&c->wake, NULL);
-	c->pid = getpid();
-	c->fork = (struct ckpt_fork_hook){ creds_fork_prepare,
-					   creds_fork_parent, creds_fork_child,
-					   c, NULL, NULL };
-	ckpt_fork_hook_add(&c->fork);
-	c->timeout_ms = e->timeout_ms;
-	if (e->ca_bundle) {
-		c->ca_bundle = strdup(e->ca_bundle);
-		if (!c->ca_bundle) {
-			rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-			goto out_fail;
-		}
-	}
 	if (o && o->no_sign_request) {
 		c->source = strdup("none: unsigned requests "
 				   "(no_sign_request)");
@@ -1222,26 +1235,14 @@ int ckpt_s3_creds_new_source(const struct ckpt_s3_creds_source *src,
 	r->kind = K_SOURCE;
 	r->src = *src;
 	r->what = strdup(src->what);
-	c = calloc(1, sizeof(*c));
-	if (!c || !r->what) {
-		free(c);
+	c = r->what ? creds_alloc(timeout_ms, ca_bundle) : NULL;
+	if (!c) {
 		recipe_free(r);
 		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 	}
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->refreshed, NULL);
-	pthread_cond_init(&c->wake, NULL);
-	c->pid = getpid();
-	c->fork = (struct ckpt_fork_hook){ creds_fork_prepare,
-					   creds_fork_parent, creds_fork_child,
-					   c, NULL, NULL };
-	ckpt_fork_hook_add(&c->fork);
 	c->r = r;
-	c->timeout_ms = timeout_ms;
 	c->source = strdup(src->what);
-	if (ca_bundle)
-		c->ca_bundle = strdup(ca_bundle);
-	if (!c->source || (ca_bundle && !c->ca_bundle)) {
+	if (!c->source) {
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 		goto out_fail;
 	}
