@@ -77,11 +77,15 @@ common_setup() {
 	DAEMON_PID=
 	MOUNTED=
 	MOUNT_CONN=
+	MOUNT_CONN_INO=
 }
 
 common_teardown() {
-	local rc=0 conns
-	conns=$(conns_under "$TMP")
+	local rc=0 conns= c
+	for c in $(conns_under "$TMP"); do
+		conn_ino "$c"
+		conns+=" $c:$CONN_INO"
+	done
 	stop_mount || rc=1
 	# Any daemonized mount a test made under $TMP.
 	for m in $(awk -v t="$TMP" 'index($2, t) == 1 { print $2 }' /proc/mounts); do
@@ -112,6 +116,27 @@ abort_conns() {	# CONN...
 	for c in "$@"; do
 		echo 1 > "/sys/fs/fuse/connections/$c/abort" 2>/dev/null || true
 	done
+}
+
+# CONN_INO := the inode of fusectl's directory for connection CONN, or
+# empty.  A connection's number is its superblock's device number, which
+# the next mount anywhere on the host may take once it is free (the other
+# lane's jobs mount all the time); the directory's inode is new for each
+# connection, so number and inode together name one.
+conn_ino() {	# CONN
+	CONN_INO=
+	[ -n "$1" ] || return 0
+	CONN_INO=$(stat -c %i "/sys/fs/fuse/connections/$1" 2>/dev/null) || CONN_INO=
+}
+
+# Abort connection CONN only if it is still the one whose fusectl
+# directory had inode INO (conn_ino), never another mount's that took
+# its number.
+abort_conn_if_same() {	# CONN INO
+	[ -n "$1" ] && [ -n "$2" ] || return 0
+	conn_ino "$1"
+	[ "$CONN_INO" = "$2" ] && abort_conns "$1"
+	return 0
 }
 
 # start_mount CKPT MNT [ARGS...]: daemon in the foreground (-f), in the
@@ -146,6 +171,10 @@ start_mount() {
 		sleep 0.05
 	done
 	MOUNT_CONN=$(conns_under "$mnt" | tail -1)
+	mountpoint -q /sys/fs/fuse/connections ||
+		mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null || true
+	conn_ino "$MOUNT_CONN"
+	MOUNT_CONN_INO=$CONN_INO
 }
 
 # Unmount what start_mount mounted; the daemon must exit 0.
@@ -171,7 +200,7 @@ stop_mount() {
 			command -v gdb >/dev/null &&
 				timeout 30 gdb -p "$DAEMON_PID" -batch -nx \
 					-ex 'thread apply all bt' 2>&1 | grep -E '^(Thread|#)' | head -n 200
-			abort_conns $MOUNT_CONN
+			abort_conn_if_same "$MOUNT_CONN" "$MOUNT_CONN_INO"
 			kill -9 "$DAEMON_PID"
 			rc=1
 		fi
@@ -192,17 +221,21 @@ stop_mount() {
 
 # Wait (with a deadline) until no ckptfs daemon serves anything under
 # $TMP.  A daemon still there fails the test, named; the connections
-# given (those of the test's mounts) are aborted and it is killed, so that
-# nothing is left wedged.
-wait_daemons_gone() {	# [CONN...]
-	local deadline=$((SECONDS + $(secs 10))) left
+# given (those of the test's mounts, as CONN:INO, see conn_ino) that are
+# still those and the ones still mounted under $TMP are aborted and it is
+# killed, so that nothing is left wedged.
+wait_daemons_gone() {	# [CONN:INO...]
+	local deadline=$((SECONDS + $(secs 10))) left c
 	while pgrep -f "ckptfs.* $TMP" >/dev/null && [ $SECONDS -lt $deadline ]; do
 		sleep 0.05
 	done
 	left=$(pgrep -af "ckptfs.* $TMP") || return 0
 	echo "daemon(s) still running $(secs 10) s after the test ended:"
 	echo "$left"
-	abort_conns "$@" $(conns_under "$TMP")
+	for c in "$@"; do
+		abort_conn_if_same "${c%%:*}" "${c#*:}"
+	done
+	abort_conns $(conns_under "$TMP")
 	pkill -9 -f "ckptfs.* $TMP" 2>/dev/null || true
 	return 1
 }
