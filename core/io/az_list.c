@@ -9,10 +9,10 @@
 #include <string.h>
 
 #include "common/errbuf.h"
+#include "io/list_seen.h"
 #include "io/s3_url.h"
 #include "io/s3_xml.h"
 
-#include <xxhash.h>
 
 #define PAGE_MAX (16u << 20)	/* bytes of one page's XML */
 #define NAME_MAX_LEN 4096
@@ -85,28 +85,6 @@ static int page_blobs(const char *xml, size_t len, const char *want,
 		if (rc)
 			return rc;
 	}
-}
-
-static int marker_seen(uint64_t **seen, size_t *n, size_t *cap,
-		       const char *m)
-{
-	uint64_t hv = XXH3_64bits(m, strlen(m));
-	size_t i;
-
-	for (i = 0; i < *n; i++)
-		if ((*seen)[i] == hv)
-			return 1;
-	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 64;
-		uint64_t *ns = realloc(*seen, nc * sizeof(*ns));
-
-		if (!ns)
-			return -ENOMEM;
-		*seen = ns;
-		*cap = nc;
-	}
-	(*seen)[(*n)++] = hv;
-	return 0;
 }
 
 int ckpt_az_list(struct ckpt_s3_http *h, const struct ckpt_az_cfg *cfg,
@@ -200,7 +178,8 @@ int ckpt_az_list(struct ckpt_s3_http *h, const struct ckpt_az_cfg *cfg,
 		if (rc)
 			break;
 		if (marker[0]) {
-			rc = marker_seen(&seen, &nseen, &capseen, marker);
+			rc = ckpt_list_token_seen(&seen, &nseen, &capseen,
+						  marker);
 			if (rc < 0) {
 				ckpt_errf(err, errlen, rc, "%s: out of memory",
 					  root);

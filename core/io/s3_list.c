@@ -10,10 +10,10 @@
 
 #include "common/errbuf.h"
 #include "common/escape.h"
+#include "io/list_seen.h"
 #include "io/s3_url.h"
 #include "io/s3_xml.h"
 
-#include <xxhash.h>
 
 #define PAGE_MAX (16u << 20)	/* bytes of one page's XML */
 #define KEY_MAX 4096
@@ -60,31 +60,6 @@ static int on_entry(void *ctx, const struct ckpt_s3_xml_entry *e)
 		return 0;
 	pc->fn_rc = pc->fn(pc->ctx, name, e->size, e->etag, e->mtime);
 	return pc->fn_rc;
-}
-
-/* Has the token (hash) been given before?  Remember it if not.  A 64-bit
- * hash: a collision, which would stop a sound listing, is as unlikely as
- * any. */
-static int token_seen(uint64_t **seen, size_t *n, size_t *cap,
-		      const char *token)
-{
-	uint64_t hv = XXH3_64bits(token, strlen(token));
-	size_t i;
-
-	for (i = 0; i < *n; i++)
-		if ((*seen)[i] == hv)
-			return 1;
-	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 64;
-		uint64_t *ns = realloc(*seen, nc * sizeof(*ns));
-
-		if (!ns)
-			return -ENOMEM;
-		*seen = ns;
-		*cap = nc;
-	}
-	(*seen)[(*n)++] = hv;
-	return 0;
 }
 
 int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
@@ -200,7 +175,8 @@ int ckpt_s3_list(struct ckpt_s3_http *h, const char *endpoint,
 			break;
 		}
 		if (truncated) {
-			rc = token_seen(&seen, &nseen, &capseen, next);
+			rc = ckpt_list_token_seen(&seen, &nseen, &capseen,
+						  next);
 			if (rc) {
 				free(next);
 				if (rc < 0)
