@@ -40,26 +40,8 @@ cmd=${1:-}
 D=${2:-}
 [ -n "$cmd" ] && [ -n "$D" ] || die "usage: azurite.sh start|stop|env|mkcontainer|put|rm DIR ..."
 
-# make_certs DIR: a CA, a server certificate it signs (IP:127.0.0.1,
-# DNS:localhost) and an unrelated CA, made anew (EC keys: quick).
-make_certs() {
-	local t=$1 ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-	mkdir -p "$t"
-	openssl req -x509 "${ec[@]}" -keyout "$t/ca.key" -out "$t/ca.pem" \
-		-days 2 -subj "/CN=ckptfs test CA" 2>>"$t/tls.out" &&
-	openssl req -x509 "${ec[@]}" -keyout "$t/other-ca.key" \
-		-out "$t/other-ca.pem" -days 2 -subj "/CN=ckptfs other CA" \
-		2>>"$t/tls.out" &&
-	openssl req "${ec[@]}" -keyout "$t/server.key" -out "$t/server.csr" \
-		-subj "/CN=localhost" 2>>"$t/tls.out" &&
-	printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" \
-		"basicConstraints=CA:FALSE" "extendedKeyUsage=serverAuth" \
-		>"$t/server.ext" &&
-	openssl x509 -req -in "$t/server.csr" -CA "$t/ca.pem" \
-		-CAkey "$t/ca.key" -CAcreateserial -out "$t/server.pem" \
-		-days 2 -extfile "$t/server.ext" >>"$t/tls.out" 2>&1 ||
-		die "openssl could not make the certificates; see $t/tls.out"
-}
+# make_certs (a CA and a server certificate for https)
+. "$(dirname "${BASH_SOURCE[0]}")/../test_certs.sh"
 
 cmd_start() {
 	local end line port scheme=http tls=()
@@ -68,7 +50,7 @@ cmd_start() {
 	[ -e "$D/pid" ] && die "$D: already started"
 	: >"$D/log"
 	if [ "${AZURITE_TLS:-0}" = 1 ]; then
-		make_certs "$D/tls"
+		make_certs "$D/tls" "$D/tls/tls.out"
 		tls=(--cert "$D/tls/server.pem" --key "$D/tls/server.key")
 		scheme=https
 		[ "${AZURITE_OAUTH:-0}" = 1 ] && tls+=(--oauth basic)

@@ -172,26 +172,8 @@ make_role() {
 		"$D/log/role.json" >"$D/role_arn" || die "no role ARN in $D/log/role.json"
 }
 
-# make_certs DIR: a CA, a server certificate it signs (IP:127.0.0.1,
-# DNS:localhost) and an unrelated CA, made anew (EC keys: quick).
-make_certs() {
-	local t=$1 ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-	mkdir -p "$t"
-	openssl req -x509 "${ec[@]}" -keyout "$t/ca.key" -out "$t/ca.pem" \
-		-days 2 -subj "/CN=ckptfs test CA" 2>>"$D/log/tls.out" &&
-	openssl req -x509 "${ec[@]}" -keyout "$t/other-ca.key" \
-		-out "$t/other-ca.pem" -days 2 -subj "/CN=ckptfs other CA" \
-		2>>"$D/log/tls.out" &&
-	openssl req "${ec[@]}" -keyout "$t/server.key" -out "$t/server.csr" \
-		-subj "/CN=localhost" 2>>"$D/log/tls.out" &&
-	printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" \
-		"basicConstraints=CA:FALSE" "extendedKeyUsage=serverAuth" \
-		>"$t/server.ext" &&
-	openssl x509 -req -in "$t/server.csr" -CA "$t/ca.pem" \
-		-CAkey "$t/ca.key" -CAcreateserial -out "$t/server.pem" \
-		-days 2 -extfile "$t/server.ext" >>"$D/log/tls.out" 2>&1 ||
-		die "openssl could not make the certificates; see $D/log/tls.out"
-}
+# make_certs (a CA and a server certificate for https)
+. "$(dirname "${BASH_SOURCE[0]}")/../test_certs.sh"
 
 cmd_start() {
 	local monport fsid ak sk frontends old
@@ -207,7 +189,7 @@ cmd_start() {
 	monport=$(free_port)
 	frontends="beast endpoint=127.0.0.1:0 "
 	if [ "${RGW_TLS:-0}" = 1 ]; then
-		make_certs "$D/tls"
+		make_certs "$D/tls" "$D/log/tls.out"
 		frontends+=" ssl_endpoint=127.0.0.1:0 "
 		frontends+=" ssl_certificate=$D/tls/server.pem"
 		frontends+=" ssl_private_key=$D/tls/server.key"
