@@ -22,15 +22,12 @@ import numpy as np
 
 import ckptfs
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from loader_checks import flatten  # noqa: E402
 
-def flat(d, pre=()):
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(flat(v, pre + (str(k),)))
-        else:
-            out["/".join(pre + (str(k),))] = v
-    return out
+
+def flat(d):
+    return dict(flatten(d))
 
 
 def same(root, local, w, r, ca):
