@@ -11,8 +11,9 @@ the sid chroot, --wan-gib).  For each delay (--az-delays, default 20 ms):
 - ckptfs.load of rank 3 of 8 from az:// against it (the open apart), and
   bytes fetched per byte delivered, from io_stats() and from the proxy's
   counted answer bytes;
-- the 4->8 resume with ckptfs.StorageReader("az://...") against the
-  ceiling of all ranks' ranges.  Torch's FsspecReader needs adlfs, which
+- the 4->8 resume with ckptfs.StorageReader("az://...") without and with
+  a node-local index cache (emptied first), against the ceiling of all
+  ranks' ranges.  Torch's FsspecReader needs adlfs, which
   Debian does not package (bookworm nor sid), so there is no torch row.
 
 --quick leaves these rows out (Azurite's start and the torch checkpoint
@@ -172,8 +173,7 @@ def az_figures(args, t, lib_env):
                 x, n, by, log = wanbench.counted(px, lambda: s3bench.load_once(
                     env, root, w, r), f"{d}ms-az-load")
                 loads.append(x)
-                sent.append((n, by, sum(e[4] for e in log if e[0] == "GET"
-                                        and e[2])))
+                sent.append((n, by, sum(e[4] for e in log)))
             last = loads[-1]
             t.add(f"{tag}: ckptfs.load of rank {r} of {w} from az:// "
                   "(open apart)",
@@ -185,21 +185,32 @@ def az_figures(args, t, lib_env):
                   "(io_stats)", [x["fetched"] / x["delivered"]
                                  for x in loads], unit="x",
                   note=f"proxy: {sent[-1][2] / last['delivered']:.3f}x "
-                       "(ranged GETs' answer bytes, headers included)")
+                       "(every answer's bytes, headers and the open's "
+                       "requests included)")
             rs, _, _, _ = wanbench.counted(px, lambda: curl_ceiling(
                 az, sas, px.url, prefix, allr))
             t.add(f"{tag}: ceiling for the resume's bytes, all {w} ranks' "
                   f"{len(allr)} ranges ({need_all / 2**20:.1f} MiB)", [rs],
                   unit="s")
-            res, by = [], None
-            for _ in range(reps):
-                v, n, by, _ = wanbench.counted(px, lambda: wanbench.resume_once(
-                    root, w, "ckptfs", env), f"{d}ms-az-resume")
-                res.append(v)
-            ck = statistics.median(res)
-            t.add(f"{tag}: resume on {w} ranks from 4, "
-                  "ckptfs.StorageReader(\"az://...\"), no index cache", res,
-                  unit="s",
-                  note=f"{ck / rs:.2f}x the ceiling's time; requests: "
-                       f"{wanbench.methods(by)}; no FsspecReader row: "
-                       "adlfs is not packaged in Debian")
+            cdir = "/tmp/ckptfs-bench-az-index-cache"    # inside the chroot
+            for extra, what in (({}, "no index cache (every rank indexes)"),
+                                ({"CKPTFS_INDEX_CACHE": cdir},
+                                 "node-local index cache, empty at start")):
+                res, n, by = [], 0, None
+                for _ in range(reps):
+                    shutil.rmtree(sid + cdir, ignore_errors=True)
+                    v, n, by, _ = wanbench.counted(
+                        px, lambda: wanbench.resume_once(
+                            root, w, "ckptfs", dict(env, **extra)),
+                        f"{d}ms-az-resume{'-cache' if extra else ''}")
+                    res.append(v)
+                shutil.rmtree(sid + cdir, ignore_errors=True)
+                ck = statistics.median(res)
+                t.add(f"{tag}: resume on {w} ranks from 4, "
+                      f"ckptfs.StorageReader(\"az://...\"), {what}", res,
+                      unit="s",
+                      note=f"{ck / rs:.2f}x the ceiling's time; requests: "
+                           f"{wanbench.methods(by)} (plan: {len(allr)} "
+                           f"ranges, {(n - len(allr)) / w:+.1f} a rank); no "
+                           "FsspecReader row: adlfs is not packaged in "
+                           "Debian")
