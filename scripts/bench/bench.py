@@ -1267,7 +1267,8 @@ def main(argv):
     if args.only:
         {"device": device_figures, "strided": strided_figure,
          "s3": s3_rows, "requests": request_rows, "wan": wan_rows,
-         "azure": az_rows, "resume": resume_figures}[args.only](args, t, args.work)
+         "azure": az_rows,
+         "resume": resume_figures}[args.only](args, t, args.work)
         return 0
     ckpts = {}
     for tiling in ("dim0", "dim1"):
