@@ -420,7 +420,8 @@ def resume_worker(rank, world, port, ckpt, reader, q, threads=0):
     mesh = init_device_mesh("cpu", (world,))
     if reader == "fsspec":
         fsspec_s3_fixup()
-    md = (dcp.FileSystemReader(ckpt) if not ckpt.startswith("s3://") else
+    md = (dcp.FileSystemReader(ckpt)
+          if not ckpt.startswith(("s3://", "az://")) else
           storage_reader(ckpt)).read_metadata()
     sd, runs = {}, []
     if reader == "floor":

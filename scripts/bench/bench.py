@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 
+import azbench
 import s3bench
 import wanbench
 
@@ -1207,6 +1208,12 @@ def wan_rows(args, t, work):
                               read_all=read_all))
 
 
+def az_rows(args, t, work):
+    """Issue 39's Azure rows (scripts/bench/azbench.py): ckptfs.load and
+    the resume from az:// on Azurite, through the WAN proxy."""
+    azbench.az_figures(args, t, lib_env(args))
+
+
 def main(argv):
     # No node-local index cache unless a row asks for one (s3bench's):
     # every repetition's open indexes a torch checkpoint as the first did.
@@ -1244,8 +1251,11 @@ def main(argv):
     ap.add_argument("--wan-delays", default="0,20,50",
                     type=lambda s: [int(x) for x in s.split(",")],
                     help="the WAN rows' first-byte delays (ms)")
+    ap.add_argument("--az-delays", default="20",
+                    type=lambda s: [int(x) for x in s.split(",")],
+                    help="the Azure rows' first-byte delays (ms)")
     ap.add_argument("--only", choices=["device", "strided", "s3", "resume",
-                                       "requests", "wan"],
+                                       "requests", "wan", "azure"],
                     help="run only these rows (no chart, results.md kept)")
     ap.add_argument("--out", default=os.path.join(HERE, "results.md"))
     args = ap.parse_args(argv)
@@ -1257,6 +1267,7 @@ def main(argv):
     if args.only:
         {"device": device_figures, "strided": strided_figure,
          "s3": s3_rows, "requests": request_rows, "wan": wan_rows,
+         "azure": az_rows,
          "resume": resume_figures}[args.only](args, t, args.work)
         return 0
     ckpts = {}
@@ -1300,6 +1311,7 @@ def main(argv):
     direct_figures(args, t, args.work)
     device_figures(args, t, args.work)
     s3_rows(args, t, args.work)
+    az_rows(args, t, args.work)     # says why not with --quick
     if not args.quick:
         request_rows(args, t, args.work)
         wan_rows(args, t, args.work)
