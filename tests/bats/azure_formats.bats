@@ -113,9 +113,9 @@ chroot_run() {
 	done
 }
 
-@test "azure formats: torch 2.x: an 8-rank dcp.load resume of a 4-rank save with ckptfs.StorageReader(\"az://...\") equals FileSystemReader on the local copy (2x4 mesh; rank-local, Megatron-Core, SAFETENSORS against the saved tensors)" {
+@test "azure formats: torch 2.x: an 8-rank dcp.load resume of a 4-rank save with ckptfs.StorageReader(\"az://...\") equals FileSystemReader on the local copy (onto a 2x4 mesh; rank-local)" {
 	local job
-	for job in "mesh1d 8 2x4" "ranklocal 8 8" "megatron 3 3" "st 3 3 ref"; do
+	for job in "mesh1d 8 2x4" "ranklocal 8 8"; do
 		set -- $job
 		run chroot_run @ROOT@/tests/torch2_check.py load "$T2IN/$1" "$2" "$3" ${4:-} --from "az://$AZ/ckpt/t2/$1"
 		grep '^rank\|Error' <<<"$output" | head -10
