@@ -15,20 +15,12 @@
 
 load helpers
 load ../s3/suite	# sums, same_views, direct_env
-
-AZ=devstoreaccount1
+load ../azure/suite	# az_setup_file, az_teardown_file, azput, $AZ
 DIRECT="$PY $ROOT/tests/direct_checks.py"
 T2DIRS="mesh1d st ranklocal megatron hf/sharded"
 
 setup_file() {
-	AZTMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/ckptfs-azf.XXXXXX")
-	export AZTMP
-	"$ROOT/tests/azure/azurite.sh" start "$AZTMP/azurite" || return 1
-	# shellcheck disable=SC1091
-	. "$AZTMP/azurite/env"
-	export AZURE_STORAGE_ACCOUNT AZURE_STORAGE_KEY AZURE_STORAGE_BLOB_ENDPOINT
-	unset AZURE_STORAGE_SAS_TOKEN AZURE_STORAGE_CONNECTION_STRING
-	"$ROOT/tests/azure/azurite.sh" mkcontainer "$AZTMP/azurite" ckpt
+	az_setup_file || return 1
 	"$ROOT/scripts/sid-chroot.sh" build
 	SID=$("$ROOT/scripts/sid-chroot.sh" path)
 	T2=$(mktemp -d "$SID/tmp/ckptfs-azt2.XXXXXX")
@@ -46,17 +38,11 @@ setup_file() {
 
 teardown_file() {
 	[ -n "${T2:-}" ] && rm -rf "$T2"
-	"$ROOT/tests/azure/azurite.sh" stop "$AZTMP/azurite"
-	rm -rf "$AZTMP"
+	az_teardown_file
 }
 
 setup() { common_setup; }
 teardown() { common_teardown; }
-
-# azput CONTAINER/PREFIX DIR: every file of DIR, as blobs.
-azput() {
-	$PY "$ROOT/tests/azure/azblob.py" putdir "$1" "$2"
-}
 
 # chroot_run ARGS...: scripts/sid-chroot.sh run /usr/bin/python3 ARGS.
 chroot_run() {
