@@ -3,11 +3,13 @@
 """Cooperative reads of ckptfs.StorageReader against torch's own
 FileSystemReader, on torch 1.13 (Debian 12) or >= 2 (the sid chroot).
 
-    coop_check.py gen OUT
+    coop_check.py gen OUT [W]
         One process saves a state dict of plain tensors (float32,
         bfloat16, float64, int64, 0-d, one-element, empty, a 3 MiB one
         larger than the 1 MiB staging budget the loads use) and a bytes
-        entry with torch's FileSystemWriter.
+        entry with torch's FileSystemWriter; with W (torch >= 2), W gloo
+        ranks save it as DDP does, every rank the same whole state
+        (dcp.save's planner writes each tensor once).
     coop_check.py load CKPT W ddp|hsdp on|off
         W gloo ranks dcp.load it, ddp: every rank the whole state, into
         plain tensors (one float64 destination for a float32 key, one
@@ -90,13 +92,23 @@ def full(torch, name, shape, dtype):
     return t.to(getattr(torch, dtype))
 
 
-def gen(out):
+def gen(out, rank=0, world=1, port=None):
     import torch
     d, save, _ = dcp(torch)
     sd = {n: full(torch, n, s, dt) for n, s, dt in KEYS}
     sd.update(EXTRA)
     kw = {"no_dist": True} if torch.__version__.startswith("1.") else {}
+    if port is not None:
+        import torch.distributed as dist
+        join_group(port, rank, world)
+        save(sd, storage_writer=d.FileSystemWriter(out))
+        dist.destroy_process_group()
+        return
     save(sd, storage_writer=d.FileSystemWriter(out), **kw)
+
+
+def gen_rank(rank, out, world, port):
+    gen(out, rank, world, port)
 
 
 def unique_bytes(torch):
@@ -274,6 +286,11 @@ def main(argv):
     import torch
     import torch.multiprocessing as tmp
     if argv[0] == "gen":
+        if len(argv) > 2:       # W ranks, DDP's layout
+            w = int(argv[2])
+            tmp.spawn(gen_rank, args=(argv[1], w, free_port()), nprocs=w,
+                      join=True)
+            return 0
         gen(argv[1])
         return 0
     ckpt, world = argv[1], int(argv[2])

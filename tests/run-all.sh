@@ -89,7 +89,7 @@ scale_for() {	# BUILD
 # suite" table); it orders the jobs and sets their timeouts.
 declare -A COST=([s3mount]=140 [s3]=210 [s3formats]=200 [bench_smoke]=260
 	[torch2]=180 [direct]=90 [prefetch]=100 [torch]=120 [s3creds]=40
-	[s3lazy]=300 [azure]=150 [azure_entra]=90 [shutdown]=45 [s3tls]=35 [hostile]=35 [loader]=35
+	[s3lazy]=300 [azure]=150 [azure_formats]=150 [azure_entra]=90 [shutdown]=45 [s3tls]=35 [hostile]=35 [loader]=35
 	[memory]=30 [lifecycle]=30 [packages]=65
 	[py:test_coop]=220 [py:test_resume]=55 [py:test_docs]=110
 	[py:test_cancel]=40 [py:test_handle]=20 [py:test_errors]=25

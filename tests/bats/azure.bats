@@ -11,19 +11,11 @@
 
 load helpers
 load ../s3/suite	# sums, same_views, direct_env
-
-AZ=devstoreaccount1
+load ../azure/suite	# az_setup_file, az_teardown_file, azput, $AZ
 DIRECT="$PY $ROOT/tests/direct_checks.py"
 
 setup_file() {
-	AZTMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/ckptfs-az.XXXXXX")
-	export AZTMP
-	"$ROOT/tests/azure/azurite.sh" start "$AZTMP/azurite" || return 1
-	# shellcheck disable=SC1091
-	. "$AZTMP/azurite/env"
-	export AZURE_STORAGE_ACCOUNT AZURE_STORAGE_KEY AZURE_STORAGE_BLOB_ENDPOINT
-	unset AZURE_STORAGE_SAS_TOKEN AZURE_STORAGE_CONNECTION_STRING
-	"$ROOT/tests/azure/azurite.sh" mkcontainer "$AZTMP/azurite" ckpt
+	az_setup_file || return 1
 	"$ROOT/tests/azure/azurite.sh" mkcontainer "$AZTMP/azurite" other
 	$GEN --seed 41 --keys 30 --files 4 "$AZTMP/native" >/dev/null
 	azput ckpt/native "$AZTMP/native"
@@ -46,8 +38,7 @@ teardown_file() {
 	if [ -s "$AZTMP/proxy.pid" ]; then
 		kill "$(cat "$AZTMP/proxy.pid")" 2>/dev/null || true
 	fi
-	"$ROOT/tests/azure/azurite.sh" stop "$AZTMP/azurite"
-	rm -rf "$AZTMP"
+	az_teardown_file
 }
 
 setup() { common_setup; }
@@ -55,11 +46,6 @@ teardown() {
 	# an Azurite of the test's own (https), stopped even when it failed
 	[ -e "$TMP/az2/pid" ] && "$ROOT/tests/azure/azurite.sh" stop "$TMP/az2"
 	common_teardown
-}
-
-# azput CONTAINER/PREFIX DIR: every file under DIR, as blobs.
-azput() {
-	$PY "$ROOT/tests/azure/azblob.py" putdir "$1" "$2"
 }
 
 # sas account|container:C PERMS: a SAS token made with Python's hmac.
