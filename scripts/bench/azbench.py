@@ -124,18 +124,11 @@ def az_figures(args, t, lib_env):
             "azurite-blob"), os.X_OK) or not shutil.which("curl"):
         print("  Azure: Azurite or curl missing (make deps); not measured")
         return
-    sid = subprocess.check_output([SID, "path"], text=True).strip()
-    if not os.path.exists(os.path.join(sid, ".ckptfs-ready")):
-        print("  Azure: no sid chroot (make sid-chroot); not measured")
-        return
     gib = args.wan_gib
-    inside = f"/tmp/ckptfs-bench-resume-{gib}"
-    src = sid + inside
-    if not os.path.exists(os.path.join(src, ".metadata")):
-        subprocess.check_call([SID, "run", "/usr/bin/python3",
-                               "@ROOT@/tests/torch2_check.py", "gen-large",
-                               inside, str(gib)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    got = wanbench.resume_checkpoint(gib, "Azure")
+    if not got:
+        return
+    sid, src = got
     w, r, prefix = 8, 3, f"wan-{gib}"
     reps = max(1, min(args.reps, 3))
     size = f"{gib} GiB checkpoint, {wanbench.RATE_MBPS} MB/s per connection"

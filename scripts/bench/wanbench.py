@@ -101,17 +101,15 @@ def resume_once(root, world, reader, env):
     return float(out.split()[-2])
 
 
-def wan_figures(args, t, lib_env, bench):
-    """The WAN rows (see the module's docstring); bench: bench.py's
-    Mount, files_of and read_all for the mount's cat."""
-    if not shutil.which("radosgw") or not shutil.which("curl"):
-        print("  WAN: radosgw or curl missing (make deps); not measured")
-        return
+def resume_checkpoint(gib, rows):
+    """The torch 2.x checkpoint of gib GiB the resume rows read, made in
+    the sid chroot once (kept between runs): (the chroot's root, the
+    checkpoint's path on the host), or None (said on a line naming rows)
+    when there is no sid chroot."""
     sid = subprocess.check_output([SID, "path"], text=True).strip()
     if not os.path.exists(os.path.join(sid, ".ckptfs-ready")):
-        print("  WAN: no sid chroot (make sid-chroot); not measured")
-        return
-    gib = args.wan_gib
+        print(f"  {rows}: no sid chroot (make sid-chroot); not measured")
+        return None
     inside = f"/tmp/ckptfs-bench-resume-{gib}"
     src = sid + inside
     if not os.path.exists(os.path.join(src, ".metadata")):
@@ -119,6 +117,20 @@ def wan_figures(args, t, lib_env, bench):
                                "@ROOT@/tests/torch2_check.py", "gen-large",
                                inside, str(gib)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
+    return sid, src
+
+
+def wan_figures(args, t, lib_env, bench):
+    """The WAN rows (see the module's docstring); bench: bench.py's
+    Mount, files_of and read_all for the mount's cat."""
+    if not shutil.which("radosgw") or not shutil.which("curl"):
+        print("  WAN: radosgw or curl missing (make deps); not measured")
+        return
+    gib = args.wan_gib
+    got = resume_checkpoint(gib, "WAN")
+    if not got:
+        return
+    sid, src = got
     w, r, prefix = 8, 3, f"wan-{gib}"
     root = f"s3://{s3bench.BUCKET}/{prefix}"
     mnt = os.path.join(args.work, "mnt")
