@@ -23,8 +23,6 @@ import os
 import shutil
 import statistics
 import subprocess
-import tempfile
-import time
 
 import s3bench
 import wanbench
@@ -92,25 +90,12 @@ class Azurite:
 def curl_ceiling(az, sas, endpoint, prefix, reads, n=PARALLEL):
     """Seconds for `curl --parallel --parallel-max n` to GET exactly the
     given ranges of CONTAINER/prefix at endpoint (the proxy), with the SAS
-    on each URL (in a 0600 config file: nothing secret on a command line)."""
-    with tempfile.NamedTemporaryFile("w", suffix=".curl", delete=False) as c:
-        os.chmod(c.name, 0o600)
-        for i, (f, off, ln) in enumerate(reads):
-            if i:
-                c.write("next\n")
-            c.write(f'url = "{endpoint}/{az.account}/{CONTAINER}/{prefix}/'
-                    f'{f}?{sas}"\n'
-                    f'header = "x-ms-range: bytes={off}-{off + ln - 1}"\n'
-                    'header = "x-ms-version: 2021-08-06"\n'
-                    'output = "/dev/null"\nfail\nsilent\n')
-    try:
-        t0 = time.perf_counter()
-        subprocess.check_call(["curl", "--parallel", "--parallel-immediate",
-                               "--parallel-max", str(n),
-                               "--no-progress-meter", "-K", c.name])
-        return time.perf_counter() - t0
-    finally:
-        os.unlink(c.name)
+    on each URL (s3bench.curl_parallel: nothing secret on a command
+    line)."""
+    return s3bench.curl_parallel(reads, n, lambda f, off, ln: (
+        f'url = "{endpoint}/{az.account}/{CONTAINER}/{prefix}/{f}?{sas}"\n'
+        f'header = "x-ms-range: bytes={off}-{off + ln - 1}"\n'
+        'header = "x-ms-version: 2021-08-06"\n'))
 
 
 def az_figures(args, t, lib_env):

@@ -140,23 +140,17 @@ def plan_ranges(ckptfs, root, world, rank, env):
     return reads
 
 
-def curl_ceiling(rgw, prefix, reads, n=PARALLEL, endpoint=None):
-    """Seconds for `curl --parallel --parallel-max n` to GET exactly the
-    given ranges (a config file, so no credential is on a command line),
-    from endpoint (default: radosgw itself)."""
-    env = rgw.env
-    ep = endpoint or env["AWS_ENDPOINT_URL"]
+def curl_parallel(reads, n, transfer):
+    """Seconds for `curl --parallel --parallel-max n` to make one transfer
+    per (file, offset, length) of reads, each described by the curl config
+    lines transfer(f, off, ln) returns.  The config is a 0600 file, so no
+    credential is on a command line."""
     with tempfile.NamedTemporaryFile("w", suffix=".curl", delete=False) as c:
         os.chmod(c.name, 0o600)
         for i, (f, off, ln) in enumerate(reads):
             if i:
                 c.write("next\n")
-            c.write(f'url = "{ep}/{BUCKET}/{prefix}/{f}"\n'
-                    f'range = "{off}-{off + ln - 1}"\noutput = "/dev/null"\n'
-                    f'aws-sigv4 = "aws:amz:{env["AWS_REGION"]}:s3"\n'
-                    f'user = "{env["AWS_ACCESS_KEY_ID"]}:'
-                    f'{env["AWS_SECRET_ACCESS_KEY"]}"\n'
-                    'header = "x-amz-content-sha256: UNSIGNED-PAYLOAD"\n'
+            c.write(transfer(f, off, ln) + 'output = "/dev/null"\n'
                     'fail\nsilent\n')
     try:
         t0 = time.perf_counter()
@@ -167,6 +161,20 @@ def curl_ceiling(rgw, prefix, reads, n=PARALLEL, endpoint=None):
     finally:
         os.unlink(c.name)
 
+
+def curl_ceiling(rgw, prefix, reads, n=PARALLEL, endpoint=None):
+    """Seconds for `curl --parallel --parallel-max n` to GET exactly the
+    given ranges (curl_parallel), from endpoint (default: radosgw
+    itself)."""
+    env = rgw.env
+    ep = endpoint or env["AWS_ENDPOINT_URL"]
+    return curl_parallel(reads, n, lambda f, off, ln: (
+        f'url = "{ep}/{BUCKET}/{prefix}/{f}"\n'
+        f'range = "{off}-{off + ln - 1}"\n'
+        f'aws-sigv4 = "aws:amz:{env["AWS_REGION"]}:s3"\n'
+        f'user = "{env["AWS_ACCESS_KEY_ID"]}:'
+        f'{env["AWS_SECRET_ACCESS_KEY"]}"\n'
+        'header = "x-amz-content-sha256: UNSIGNED-PAYLOAD"\n'))
 
 LOAD = """
 import json, sys, time, ckptfs
