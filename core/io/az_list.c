@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
 
 #include "common/errbuf.h"
 #include "io/list_seen.h"
@@ -17,6 +20,20 @@
 #define PAGE_MAX (16u << 20)	/* bytes of one page's XML */
 #define NAME_MAX_LEN 4096
 #define MARKER_MAX 2048
+
+/* A <Blob>'s <Last-Modified> (RFC 1123, as a HEAD's header), seconds
+ * since the epoch; 0 when absent or unreadable, as S3's listing. */
+static int64_t blob_mtime(const char *b, const char *e, char *date,
+			  size_t len)
+{
+	time_t t;
+
+	if (ckpt_s3_xml_elem(b, (size_t)(e - b), "Last-Modified", date,
+			     len) <= 0)
+		return 0;
+	t = curl_getdate(date, NULL);
+	return t > 0 ? (int64_t)t : 0;
+}
 
 /* Each <Blob> of a page: fn for those directly under want.  Returns 0,
  * fn's value, -EBADMSG (*bad says what), or -EFBIG past the cap. */
@@ -29,7 +46,7 @@ static int page_blobs(const char *xml, size_t len, const char *want,
 	const char *p = xml, *end = xml + len;
 	size_t wl = strlen(want);
 	char name[NAME_MAX_LEN], num[32], tag[CKPT_STORE_VERSION_MAX - 2];
-	char etag[CKPT_STORE_VERSION_MAX];
+	char etag[CKPT_STORE_VERSION_MAX], date[64];
 	int rc;
 
 	for (;;) {
@@ -81,7 +98,8 @@ static int page_blobs(const char *xml, size_t len, const char *want,
 			*bad = "a blob's ETag holds a control character";
 			return -EBADMSG;
 		}
-		rc = fn(ctx, name + wl, size, etag, 0);
+		rc = fn(ctx, name + wl, size, etag, blob_mtime(b, e, date,
+								 sizeof(date)));
 		if (rc)
 			return rc;
 	}

@@ -63,10 +63,23 @@ chroot_run() {
 	[[ "$output" == *"format	torch-dcp+safetensors"* ]]
 }
 
-@test "azure formats: an HF safetensors directory: views of an az:// mount and ckptfs cat equal the local mount's bytes" {
-	local f n=0
+@test "azure formats: an HF safetensors directory: views of an az:// mount and ckptfs cat equal the local mount's bytes; its files carry the blobs' Last-Modified" {
+	local f n=0 t0 t1 mt
 	$PY "$ROOT/tests/make_safetensors.py" ok "$TMP/st" --shards 3 --index
+	t0=$(date +%s)
 	azput ckpt/hfdir "$TMP/st"
+	mkdir "$TMP/noidx"
+	cp "$TMP"/st/*.safetensors "$TMP/noidx/"
+	azput ckpt/hfnoidx "$TMP/noidx"
+	t1=$(date +%s)
+	# Opened from the listing alone (no index to HEAD): each file's time
+	# is its blob's <Last-Modified>, as a local mount's is its mtime.
+	start_mount "az://$AZ/ckpt/hfnoidx" "$MNT" --world 2 --rank 1
+	mt=$(stat -c %Y "$MNT"/*/ | sort -n | tail -1)
+	stop_mount
+	echo "mtime $mt, uploaded in [$t0, $t1]"
+	[ "$mt" -ge $((t0 - 1)) ]
+	[ "$mt" -le $((t1 + 1)) ]
 	same_views "$TMP/st" "az://$AZ/ckpt/hfdir" "1 0" "2 1" "5 3"
 	start_mount "$TMP/st" "$MNT" --world 5 --rank 3
 	while read -r f; do
