@@ -165,6 +165,20 @@ static void sas_warning(struct az_store *st)
 		st->os.base.warning = NULL;
 }
 
+/* A bearer token is refused over plain http://, as the Azure SDKs
+ * refuse it (and Azure Storage would answer 400 after it crossed the
+ * path in the clear): -EINVAL naming the source and the endpoint. */
+static int bearer_over_http(const struct ckpt_az_cfg *c, char *err,
+			    size_t errlen)
+{
+	if (c->auth != CKPT_AZ_TOKEN || strncasecmp(c->endpoint, "http://", 7))
+		return 0;
+	return ckpt_errf(err, errlen, -EINVAL, "%s: %s would go over plain "
+			 "http to %s, readable on the way; Azure Storage takes "
+			 "tokens over https only: use an https:// endpoint",
+			 c->root, c->cred_source, c->endpoint);
+}
+
 int ckpt_store_azure_new(const char *root, const struct ckpt_store_opts *o,
 			 struct ckpt_store **out, char *err, size_t errlen)
 {
@@ -183,6 +197,9 @@ int ckpt_store_azure_new(const char *root, const struct ckpt_store_opts *o,
 	st->os.list_root = az_list_root;
 	rc = ckpt_az_config_load(root, o ? o->s3 : NULL, &st->cfg, err,
 				 errlen);
+	if (rc)
+		goto out_fail;
+	rc = bearer_over_http(&st->cfg, err, errlen);
 	if (rc)
 		goto out_fail;
 	/* never the SAS a URL root may carry */

@@ -57,6 +57,7 @@ setup() {
 
 teardown() {
 	[ -n "$TOKPID" ] && kill "$TOKPID" 2>/dev/null
+	[ -n "${EPPID:-}" ] && kill "$EPPID" 2>/dev/null
 	common_teardown
 }
 
@@ -269,6 +270,53 @@ same_through() {
 	run env -u AZURE_TENANT_ID "$CKPTFS" info "az://$AZ/ckpt/native" "${OPTS[@]}"
 	[ "$status" -eq 1 ]
 	[ "$output" = "ckptfs: az://$AZ/ckpt/native: Entra ID: AZURE_CLIENT_SECRET is set but AZURE_TENANT_ID is not" ]
+}
+
+# A plain-http listener that counts the connections it is sent
+# ($TMP/ep.hits), on a port of the kernel's ($TMP/ep.port); $EPPID.
+counting_listener() {
+	local deadline=$((SECONDS + $(secs 10)))
+	setsid $PY -c 'import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+open(sys.argv[1] + ".port.tmp", "w").write(str(s.getsockname()[1]))
+import os; os.rename(sys.argv[1] + ".port.tmp", sys.argv[1] + ".port")
+while True:
+    c, _ = s.accept()
+    with open(sys.argv[1] + ".hits", "a") as f:
+        f.write("connection\n")
+    c.close()' "$TMP/ep" </dev/null >"$TMP/ep.log" 2>&1 &
+	EPPID=$!
+	until [ -s "$TMP/ep.port" ]; do
+		[ $SECONDS -lt $deadline ] || { cat "$TMP/ep.log"; return 1; }
+		sleep 0.05
+	done
+}
+
+@test "azure_entra: a token never goes to a plain http:// endpoint: info, mount and Python refuse it in one line naming the source and the endpoint, and the endpoint is never contacted" {
+	tokensrv --secret "$SECRET"
+	export AZURE_TENANT_ID=tenant-1 AZURE_CLIENT_ID=client-1 \
+		AZURE_CLIENT_SECRET=$SECRET AZURE_AUTHORITY_HOST=$TOKURL
+	counting_listener
+	local hep="http://127.0.0.1:$(cat "$TMP/ep.port")/$AZ"
+	local want="az://$AZ/ckpt/native: an Entra ID token for a service principal (AZURE_CLIENT_SECRET, client ID client-1, tenant tenant-1) would go over plain http to $hep, readable on the way; Azure Storage takes tokens over https only: use an https:// endpoint"
+	run "$CKPTFS" info "az://$AZ/ckpt/native" --az-endpoint "$hep"
+	echo "$output" >"$TMP/out1"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[ "$output" = "ckptfs: $want" ]
+	refuse_mount "az://$AZ/ckpt/native" "$want" -o "az_endpoint=$hep"
+	echo "$output" >"$TMP/out2"
+	run $(direct_env) AZURE_STORAGE_BLOB_ENDPOINT="$hep" \
+		PYTHONPATH="$ROOT/scripts" $ENTRA same \
+		"az://$AZ/ckpt/native" "$AZTMP/native" 3 1 "$CA"
+	echo "$output" >"$TMP/out3"
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"$want"* ]]
+	[ ! -e "$TMP/ep.hits" ]
+	no_leak "$TMP/out1" "$TMP/out2" "$TMP/out3"
 }
 
 @test "azure_entra: a token endpoint that never answers: the open fails at its deadline naming it; Ctrl-C ends ckptfs.load and the CLI while they wait" {

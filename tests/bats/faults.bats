@@ -46,7 +46,8 @@ except OSError: pass' "$MNT/optim/state/w/exp_avg"
 	done
 	n=$(grep -c "ckptfs: read of" "$TMP/daemon.log")
 	echo "logged $n of 40"
-	[ "$n" -ge 1 ] && [ "$n" -le 20 ]
+	[ "$n" -ge 1 ]
+	[ "$n" -le 20 ]
 	kill -0 "$DAEMON_PID"
 	stop_mount
 }

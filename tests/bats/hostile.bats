@@ -124,13 +124,15 @@ print("whole files only")' "$1" "$2" "$ROOT/tests" "$3" "$4"
 	bash -c 'ln -s "$1" "$2/.ckptfs-index.tmp.$$"; exec "$3" index "$2"' _ \
 		"$TMP/victim" "$TMP/tc" "$CKPTFS"
 	[ "$(cat "$TMP/victim")" = victim ]
-	[ -f "$TMP/tc/.ckptfs-index" ] && [ ! -L "$TMP/tc/.ckptfs-index" ]
+	[ -f "$TMP/tc/.ckptfs-index" ]
+	[ ! -L "$TMP/tc/.ckptfs-index" ]
 	rm -f "$TMP/tc"/.ckptfs-index.tmp.*
 	# .ckptfs-index itself a link: replaced, the victim untouched.
 	ln -sf "$TMP/victim" "$TMP/tc/.ckptfs-index"
 	"$CKPTFS" index "$TMP/tc"
 	[ "$(cat "$TMP/victim")" = victim ]
-	[ -f "$TMP/tc/.ckptfs-index" ] && [ ! -L "$TMP/tc/.ckptfs-index" ]
+	[ -f "$TMP/tc/.ckptfs-index" ]
+	[ ! -L "$TMP/tc/.ckptfs-index" ]
 	# -o FILE the same; nothing else is left in its directory.
 	mkdir "$TMP/idx"
 	ln -s "$TMP/victim" "$TMP/idx/index"

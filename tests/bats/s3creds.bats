@@ -214,7 +214,7 @@ EOF
 	check_mount 2 1
 	stop_mount
 	grep -q "s3://ck-creds/run: credentials: profile 'dev': assume role $ARN" "$TMP/daemon.log"
-	! grep -qF "$SECRET" "$TMP/daemon.log"
+	! grep -qF "$SECRET" "$TMP/daemon.log" || false
 	# The same profile through -o keys and the Python package.
 	PYTHONPATH=$ROOT/scripts run $(direct_env) $PY -c 'import sys, ckptfs
 print(sorted(ckptfs.load(sys.argv[1], 2, 0, backend="numpy")))' s3://ck-creds/run
@@ -251,7 +251,8 @@ print(sorted(ckptfs.load(sys.argv[1], 2, 0, backend="numpy")))' s3://ck-creds/ru
 	echo "eyJ.other.sig" >"$TMP/token2"
 	AWS_WEB_IDENTITY_TOKEN_FILE=$TMP/token2 run "$CKPTFS" info s3://ck-creds/run
 	echo "$output"
-	[ "$status" -ne 0 ] && [ "${#lines[@]}" -eq 1 ]
+	[ "$status" -ne 0 ]
+	[ "${#lines[@]}" -eq 1 ]
 	[[ "$output" == *"web identity"*"InvalidIdentityToken"* ]]
 	[[ "$output" != *"eyJ"* ]]
 	# Half the configuration is an error, not another source.
@@ -279,7 +280,7 @@ print(sorted(ckptfs.load(sys.argv[1], 2, 0, backend="numpy")))' s3://ck-creds/ru
 	check_mount 2 1
 	stop_mount
 	grep -q "s3://ck-creds/run: credentials: web identity (AWS_WEB_IDENTITY_TOKEN_FILE), role $WEBROLE" "$TMP/daemon.log"
-	! grep -q "eyJ" "$TMP/daemon.log"
+	! grep -q "eyJ" "$TMP/daemon.log" || false
 	# The library: the same values as a load of the local copy.
 	PYTHONPATH=$ROOT/scripts run $(direct_env) $PY -c "$PY_FLAT"'
 import sys, warnings, numpy as np, ckptfs
@@ -301,7 +302,8 @@ print(len(ref), "entries equal")
 		oidc_token "$TMP/token2" $bad --sub trainer-3
 		AWS_WEB_IDENTITY_TOKEN_FILE=$TMP/token2 run "$CKPTFS" info s3://ck-creds/run
 		echo "$bad: $output"
-		[ "$status" -ne 0 ] && [ "${#lines[@]}" -eq 1 ]
+		[ "$status" -ne 0 ]
+		[ "${#lines[@]}" -eq 1 ]
 		[[ "$output" == *"web identity (AWS_WEB_IDENTITY_TOKEN_FILE), role $WEBROLE: STS AssumeRoleWithWebIdentity of role $WEBROLE at $AWS_ENDPOINT_URL: HTTP 403 AccessDenied"* ]]
 		[[ "$output" != *"eyJ"* ]]
 	done
@@ -316,7 +318,8 @@ print(len(ref), "entries equal")
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"credentials	EC2 instance metadata ($CS), role 'ckptfs-role'"* ]]
-	[ "$(cs_stat token)" -eq 1 ] && [ "$(cs_stat creds)" -eq 1 ]
+	[ "$(cs_stat token)" -eq 1 ]
+	[ "$(cs_stat creds)" -eq 1 ]
 	start_mount s3://ck-creds/run "$MNT" --world 2 --rank 1
 	check_mount 2 1
 	advance_to $(($(now) + $(secs 3)))
@@ -324,11 +327,13 @@ print(len(ref), "entries equal")
 	check_mount 2 1
 	stop_mount
 	echo "tokens $(cs_stat token), credentials $(cs_stat creds)"
-	[ "$(cs_stat creds)" -ge 3 ] && [ "$(cs_stat token)" -ge 3 ]
+	[ "$(cs_stat creds)" -ge 3 ]
+	[ "$(cs_stat token)" -ge 3 ]
 	curl -sf -X POST -d deny "$CS/__mode"
 	run "$CKPTFS" info s3://ck-creds/run
 	echo "$output"
-	[ "$status" -ne 0 ] && [ "${#lines[@]}" -eq 1 ]
+	[ "$status" -ne 0 ]
+	[ "${#lines[@]}" -eq 1 ]
 	[[ "$output" == *"EC2 instance metadata at $CS: the credentials of role 'ckptfs-role': HTTP 403"* ]]
 	# Disabled: not asked at all.
 	local before
@@ -354,7 +359,8 @@ print(len(ref), "entries equal")
 	[ "$(cs_stat container)" -eq 2 ]
 	AWS_CONTAINER_AUTHORIZATION_TOKEN=tok-wrong-Q7 run "$CKPTFS" info s3://ck-creds/run
 	echo "$output"
-	[ "$status" -ne 0 ] && [ "${#lines[@]}" -eq 1 ]
+	[ "$status" -ne 0 ]
+	[ "${#lines[@]}" -eq 1 ]
 	[[ "$output" == *"container credentials at $CS/creds: HTTP 401"* ]]
 	[[ "$output" != *"tok-"* ]]
 	AWS_CONTAINER_CREDENTIALS_FULL_URI=http://192.0.2.1/creds run "$CKPTFS" info s3://ck-creds/run
@@ -392,7 +398,8 @@ EOF
 	[ "$(wc -l <"$TMP/runs")" -eq 2 ]	# static keys: never again
 	AWS_PROFILE=broken run "$CKPTFS" info s3://ck-creds/run 2>/dev/null
 	echo "$output"
-	[ "$status" -ne 0 ] && [ "${#lines[@]}" -eq 1 ]
+	[ "$status" -ne 0 ]
+	[ "${#lines[@]}" -eq 1 ]
 	[[ "$output" == *"credential_process of profile 'broken': 'sh' exited with status 3"* ]]
 	[[ "$output" != *"$S"* ]]
 	AWS_PROFILE=noversion run "$CKPTFS" info s3://ck-creds/run
@@ -404,7 +411,8 @@ EOF
 	no_keys
 	run "$CKPTFS" info s3://ck-creds/run
 	echo "$output"
-	[ "$status" -ne 0 ] && [ "${#lines[@]}" -eq 1 ]
+	[ "$status" -ne 0 ]
+	[ "${#lines[@]}" -eq 1 ]
 	[[ "$output" == *"no S3 credentials: tried AWS_ACCESS_KEY_ID; AWS_WEB_IDENTITY_TOKEN_FILE; profile 'default'"*"AWS_CONTAINER_CREDENTIALS"*"EC2 instance metadata"*"--s3-no-sign-request"* ]]
 	refuse_mount s3://ck-creds/run "no S3 credentials"
 	printf '[profile dev]\nregion = us-east-1\n[profile norole]\nrole_arn = %s\n[profile bad]\nrole_arn = arn:aws:iam:::role/nosuchrole\nsource_profile = keys\n[profile keys]\naws_access_key_id = %s\naws_secret_access_key = %s\n' \
@@ -418,7 +426,8 @@ EOF
 	[[ "$output" == *"S3 profile 'norole' in $TMP/config has role_arn but neither source_profile nor credential_source"* ]]
 	AWS_PROFILE=bad run "$CKPTFS" info s3://ck-creds/run
 	echo "$output"
-	[ "$status" -ne 0 ] && [ "${#lines[@]}" -eq 1 ]
+	[ "$status" -ne 0 ]
+	[ "${#lines[@]}" -eq 1 ]
 	[[ "$output" == *"profile 'bad': assume role arn:aws:iam:::role/nosuchrole"*"STS AssumeRole of role arn:aws:iam:::role/nosuchrole at $AWS_ENDPOINT_URL: HTTP"* ]]
 	[[ "$output" != *"$SECRET"* ]]
 	# A public bucket: unsigned only when asked.
@@ -613,6 +622,7 @@ print("fetches", lines("runs"))
 		kill -0 "$cp_pid" 2>/dev/null || break
 		sleep 0.05
 	done
-	! kill -0 "$cp_pid" 2>/dev/null
-	[ ! -e "$TMP/cp-stuck/release" ] && [ "$(lines "$TMP/cp-stuck/served")" -eq 1 ]
+	! kill -0 "$cp_pid" 2>/dev/null || false
+	[ ! -e "$TMP/cp-stuck/release" ]
+	[ "$(lines "$TMP/cp-stuck/served")" -eq 1 ]
 }
