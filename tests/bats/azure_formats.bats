@@ -17,7 +17,7 @@ load helpers
 load ../s3/suite	# sums, same_views, direct_env
 load ../azure/suite	# az_setup_file, az_teardown_file, azput, $AZ
 DIRECT="$PY $ROOT/tests/direct_checks.py"
-T2DIRS="mesh1d st ranklocal megatron hf/sharded"
+T2DIRS="mesh1d zstd st ranklocal megatron hf/sharded"
 
 setup_file() {
 	az_setup_file || return 1
@@ -49,12 +49,14 @@ chroot_run() {
 	"$ROOT/scripts/sid-chroot.sh" run /usr/bin/python3 "$@"
 }
 
-@test "azure formats: rank-local, Megatron-Core, SAFETENSORS .distcp and HuggingFaceStorageWriter's sharded safetensors: every view of an az:// mount equals the local mount (W=1,3,8)" {
+@test "azure formats: zstd-compressed DCP, rank-local, Megatron-Core, SAFETENSORS .distcp and HuggingFaceStorageWriter's sharded safetensors: every view of an az:// mount equals the local mount (W=1,3,8)" {
 	local d
-	for d in st ranklocal megatron hf/sharded; do
+	for d in zstd st ranklocal megatron hf/sharded; do
 		echo "== $d"
 		same_views "$T2/$d" "az://$AZ/ckpt/t2/$d" "1 0" "3 1" "8 6"
 	done
+	run "$CKPTFS" info "az://$AZ/ckpt/t2/zstd"
+	[[ "$output" == *"format	torch-dcp+zstd"* ]]
 	run "$CKPTFS" info "az://$AZ/ckpt/t2/ranklocal"
 	[[ "$output" == *"torch-dcp-rank-local"* ]]
 	run "$CKPTFS" info "az://$AZ/ckpt/t2/hf/sharded"
@@ -92,7 +94,7 @@ chroot_run() {
 	[ "$n" -gt 0 ]
 }
 
-@test "azure formats: ckptfs.load of az:// equals load_view of the local mount (safetensors, SAFETENSORS .distcp, rank-local, Megatron-Core, HF sharded)" {
+@test "azure formats: ckptfs.load of az:// equals load_view of the local mount (safetensors, zstd DCP, SAFETENSORS .distcp, rank-local, Megatron-Core, HF sharded)" {
 	local d
 	$PY "$ROOT/tests/make_safetensors.py" ok "$TMP/st" --shards 2
 	azput ckpt/stload "$TMP/st"
@@ -102,7 +104,7 @@ chroot_run() {
 	stop_mount
 	[ "$status" -eq 0 ]
 	[[ "$output" == *", 0 problems"* ]]
-	for d in st ranklocal megatron hf/sharded; do
+	for d in zstd st ranklocal megatron hf/sharded; do
 		start_mount "$T2/$d" "$MNT" --world 3 --rank 1
 		run $(direct_env) $DIRECT same "az://$AZ/ckpt/t2/$d" "$MNT" 3 1
 		echo "$d: $output"
@@ -112,9 +114,9 @@ chroot_run() {
 	done
 }
 
-@test "azure formats: torch 2.x: an 8-rank dcp.load resume of a 4-rank save with ckptfs.StorageReader(\"az://...\") equals FileSystemReader on the local copy (onto a 2x4 mesh; rank-local)" {
+@test "azure formats: torch 2.x: an 8-rank dcp.load resume of a 4-rank save with ckptfs.StorageReader(\"az://...\") equals FileSystemReader on the local copy (onto a 2x4 mesh; rank-local; zstd)" {
 	local job
-	for job in "mesh1d 8 2x4" "ranklocal 8 8"; do
+	for job in "mesh1d 8 2x4" "ranklocal 8 8" "zstd 3 3"; do
 		set -- $job
 		run chroot_run @ROOT@/tests/torch2_check.py load "$T2IN/$1" "$2" "$3" ${4:-} --from "az://$AZ/ckpt/t2/$1"
 		grep '^rank\|Error' <<<"$output" | head -10
