@@ -286,7 +286,9 @@ struct ckpt_open_opts {
 				 * dir/.ckptfs-index when it is current */
 	bool follow_symlinks;	/* data files may lead outside dir */
 	uint64_t cache_bytes;	/* decoded records (zstd) kept in memory,
-				 * and the most one may decode to; 0: the
+				 * and the most one may decode to; also
+				 * the most joined reads hold in buffers
+				 * of their own (at most 256 MiB); 0: the
 				 * default, 1 GiB (-o cache_mb=) */
 	const struct ckpt_s3_opts *s3;	/* for s3:// checkpoints, or NULL */
 	const char *index_cache;	/* a directory of this node's indexes

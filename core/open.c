@@ -1368,6 +1368,7 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	}
 	if (m->lazy)
 		m->locate = ckpt_torch_locate;
+	m->side_cap = o ? o->cache_bytes : 0;
 	ckpt_meta_set_origin(m, origin, variants);
 	if (m->nzrecs &&
 	    ckpt_record_cache_setup(m, o ? o->cache_bytes : 0, 0)) {

@@ -36,8 +36,9 @@
         index cache, through PROXY when CKPT is s3:// ("-": none); the
         two must be equal byte for byte.  Prints one line per (W, R):
         the files, and the bytes each read (io_stats: bytes_fetched).
-    lazy_check.py side S3URL LOCAL PROXY W R
-        through PROXY: ckptfs.load(S3URL, W, R) of one handle, equal to
+    lazy_check.py side S3URL LOCAL PROXY W R [CACHE_MB]
+        through PROXY: ckptfs.load(S3URL, W, R) of one handle (opened
+        with cache_mb=CACHE_MB when given), equal to
         ckptfs.load(LOCAL, W, R); prints "side S data D": the handle's
         io_stats()["side_bytes_peak"] (the most bytes its joined reads
         held in buffers of their own) and the loaded arrays' bytes
@@ -256,9 +257,10 @@ def lazyeager(ckpt, proxy, pairs):
     return 0
 
 
-def side(url, local, proxy, world, rank):
+def side(url, local, proxy, world, rank, cache_mb=None):
     import ckptfs
-    with ckptfs.open(url, s3_endpoint=proxy, index_cache=False) as ck:
+    with ckptfs.open(url, s3_endpoint=proxy, index_cache=False,
+                     cache_mb=cache_mb) as ck:
         got = ck.load(world, rank, backend="numpy")
         peak = ck.io_stats()["side_bytes_peak"]
     want = ckptfs.load(local, world, rank, backend="numpy",
@@ -333,7 +335,8 @@ def main(argv):
         return cached(argv[1], argv[2], argv[3], int(argv[4]), int(argv[5]),
                       argv[6], int(argv[7]))
     if argv[0] == "side":
-        return side(argv[1], argv[2], argv[3], int(argv[4]), int(argv[5]))
+        return side(argv[1], argv[2], argv[3], int(argv[4]), int(argv[5]),
+                    int(argv[6]) if len(argv) > 6 else None)
     if argv[0] == "corrupt":
         return corrupt(argv[1])
     if argv[0] == "lazyeager":

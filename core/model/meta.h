@@ -297,6 +297,9 @@ struct ckpt_meta {
 	/* The bytes joined reads hold in side buffers now, and the most
 	 * they held at once (ckpt_io_stats.side_bytes_peak); atomic */
 	uint64_t side_bytes, side_bytes_peak;
+	/* The most side_bytes may reach, across all of the handle's reads
+	 * (ckpt_open_opts.cache_bytes, at most 256 MiB); 0: that most */
+	uint64_t side_cap;
 	ckpt_locate_fn locate;		/* set by the opener; NULL: pending
 					 * records cannot be read (EIO) */
 };

@@ -19,9 +19,11 @@
 #include "io/datafiles.h"
 #include "io/store.h"
 
-/* The most bytes one batch keeps fetched in side buffers for its reads:
- * chunks past it are located first and read after, as without joining.
- * (Bytes fetched straight into their destination do not count.) */
+/* The most bytes a handle's joined reads keep fetched in side buffers at
+ * once, all batches together (less when the open's cache_bytes is less:
+ * m->side_cap): a batch's chunks past what is left are located first and
+ * read after, as without joining.  (Bytes fetched straight into their
+ * destination do not count.) */
 #define JOIN_BUDGET ((uint64_t)256 << 20)
 
 /* A chunk's bytes go into its destination only when that saves at least
@@ -247,22 +249,50 @@ static ssize_t wanted(const struct ckpt_meta *m,
 	return (ssize_t)k;
 }
 
-/* Charge (bytes > 0) or release side-buffer bytes, keeping the peak. */
-static void charge_side(struct ckpt_meta *m, uint64_t bytes, bool add)
+/* m's side-buffer cap (m->side_cap, at most JOIN_BUDGET). */
+static uint64_t side_cap(const struct ckpt_meta *m)
 {
-	uint64_t now, peak;
+	return m->side_cap && m->side_cap < JOIN_BUDGET ? m->side_cap :
+	       JOIN_BUDGET;
+}
 
-	if (!add) {
-		__atomic_sub_fetch(&m->side_bytes, bytes, __ATOMIC_RELAXED);
-		return;
-	}
-	now = __atomic_add_fetch(&m->side_bytes, bytes, __ATOMIC_RELAXED);
+/* What is left of m's side-buffer cap now. */
+static uint64_t side_room(struct ckpt_meta *m)
+{
+	uint64_t used = __atomic_load_n(&m->side_bytes, __ATOMIC_RELAXED);
+
+	return used < side_cap(m) ? side_cap(m) - used : 0;
+}
+
+/* Release side-buffer bytes. */
+static void release_side(struct ckpt_meta *m, uint64_t bytes)
+{
+	__atomic_sub_fetch(&m->side_bytes, bytes, __ATOMIC_RELAXED);
+}
+
+/* Charge a batch's side-buffer bytes: false, charging nothing, when they
+ * would take the handle past its cap (another batch took the room
+ * meanwhile).  Keeps the peak. */
+static bool charge_side(struct ckpt_meta *m, uint64_t bytes)
+{
+	uint64_t now, peak, cur;
+
+	cur = __atomic_load_n(&m->side_bytes, __ATOMIC_RELAXED);
+	do {
+		if (cur > side_cap(m) || bytes > side_cap(m) - cur)
+			return false;
+	} while (!__atomic_compare_exchange_n(&m->side_bytes, &cur,
+					      cur + bytes, true,
+					      __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	now = cur + bytes;
 	peak = __atomic_load_n(&m->side_bytes_peak, __ATOMIC_RELAXED);
 	while (now > peak &&
 	       !__atomic_compare_exchange_n(&m->side_bytes_peak, &peak, now,
 					    true, __ATOMIC_RELAXED,
 					    __ATOMIC_RELAXED))
 		;
+	return true;
 }
 
 /*
@@ -306,8 +336,13 @@ static struct ckpt_joined *fetch_joined(struct ckpt_meta *m,
 	struct ckpt_joined *j = calloc(1, sizeof(*j));
 	struct ckpt_store_range *r = NULL;
 	struct direct *d = NULL;
-	uint64_t total = 0, maxlen = 0, at = 0;
+	uint64_t total = 0, maxlen = 0, at = 0, room = side_room(m);
 	size_t i, nj = 0, nd = 0, n;
+
+	/* The locating windows come out of the same room: at most two of
+	 * CKPT_LOCATE_WINDOW bytes a chunk; the joined ranges get the rest. */
+	room = (uint64_t)nu < room / (2 * CKPT_LOCATE_WINDOW) ?
+	       room - (uint64_t)nu * 2 * CKPT_LOCATE_WINDOW : 0;
 
 	*dir = NULL;
 	*ndir = 0;
@@ -327,7 +362,7 @@ static struct ckpt_joined *fetch_joined(struct ckpt_meta *m,
 			s = stop;
 			len = 0;
 		}
-		if ((stop - start) - len > JOIN_BUDGET - total)
+		if ((stop - start) - len > room - total)
 			continue;
 		total += (stop - start) - len;
 		if (len) {
@@ -351,7 +386,7 @@ static struct ckpt_joined *fetch_joined(struct ckpt_meta *m,
 	for (i = 0; i < nu; i++)
 		add_windows(m, wt[i].chunk, j->w, nj, maxlen, &n);
 	for (i = nj; i < n; i++)
-		total += j->w[i].len;	/* at most 2 KiB a chunk */
+		total += j->w[i].len;	/* at most 2 KiB a chunk, as reserved */
 	j->mem = malloc(total ? total : 1);
 	r = calloc(n + nd, sizeof(*r));
 	if (!j->mem || !r)
@@ -369,10 +404,11 @@ static struct ckpt_joined *fetch_joined(struct ckpt_meta *m,
 	for (i = 0; i < nd; i++)
 		r[n + i] = (struct ckpt_store_range){
 			m->opened[d[i].file].id, d[i].s, d[i].len, d[i].dst };
+	if (!charge_side(m, total))
+		goto out_free;
 	j->side = total;
-	charge_side(m, j->side, true);
 	if (ckpt_store_read(m->store, r, n + nd)) {
-		charge_side(m, j->side, false);
+		release_side(m, j->side);
 		goto out_free;
 	}
 	free(r);
@@ -527,7 +563,7 @@ void ckpt_joined_free(struct ckpt_meta *m, struct ckpt_joined *j)
 		}
 	}
 	pthread_rwlock_unlock(&m->fetched_lock);
-	charge_side(m, j->side, false);
+	release_side(m, j->side);
 	free(j->mem);
 	free(j->w);
 	free(j);

@@ -116,6 +116,29 @@ teardown() { common_teardown; }
 	done
 }
 
+@test "s3 lazy joined: side buffers count against the handle's cache_mb: at cache_mb=1 the most all batches hold at once is 1 MiB (the rest located first, then read), and the load equals the local one (W=4 R=1, W=5 R=2, W=8 R=3)" {
+	local out s
+	torch_gen "$TMP/b" --large 0.06 --world 2 >"$TMP/gen.log" 2>&1 ||
+		{ tail -30 "$TMP/gen.log"; return 1; }
+	upload "$TMP/b/large" ck-lazy/sidecap
+	for wr in "4 1" "5 2" "8 3"; do
+		set -- $wr
+		run $(direct_env) $LAZY side s3://ck-lazy/sidecap "$TMP/b/large" "$S3CHECK_PROXY" "$1" "$2"
+		echo "W=$1 R=$2 default: $output"
+		[ "$status" -eq 0 ]
+		out=${output##*side }
+		s=${out%% *}
+		[ "$s" -gt $((1 << 20)) ]	# the cap below does bind
+		run $(direct_env) $LAZY side s3://ck-lazy/sidecap "$TMP/b/large" "$S3CHECK_PROXY" "$1" "$2" 1
+		echo "W=$1 R=$2 cache_mb=1: $output"
+		[ "$status" -eq 0 ]
+		out=${output##*side }
+		s=${out%% *}
+		[ "$s" -gt 0 ]
+		[ "$s" -le $((1 << 20)) ]
+	done
+}
+
 @test "s3 lazy joined: records of odd layouts (transposed, int64, bf16, 0-d, bytes; one data file per item) read from s3:// equal the local load for several world sizes and ranks" {
 	local wr
 	for wr in "1 0" "2 1" "3 2" "8 5"; do

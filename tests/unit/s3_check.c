@@ -1628,9 +1628,9 @@ static void *sampler_main(void *arg)
 }
 
 /*
- * Connection reuse and its bound.  One thread: after a warm-up read, 20
- * more reads of 4 parts each make no new connection (the counter
- * `connects`, CURLINFO_NUM_CONNECTS summed).  64 threads through a store
+ * Connection reuse and its bound.  One thread: a warm-up read and 20
+ * more reads of 4 parts each make at most 4 connections in all (the
+ * counter `connects`, CURLINFO_NUM_CONNECTS summed).  64 threads through a store
  * of parallel=64: the connections open to the server, sampled as they
  * run, never pass 3 x parallel (parallel in flight, 2 x parallel idle),
  * and 2 x parallel stay afterwards.
@@ -1673,7 +1673,12 @@ static void test_reuse(void)
 		"warm-up, %" PRIu64 " for 20 more reads (%" PRIu64 " GETs)\n",
 		st0.connects, st1.connects - st0.connects,
 		st1.requests - st0.requests);
-	CHECK(st0.connects >= 1 && st1.connects == st0.connects);
+	/* A read has 4 parts in flight at most, so one thread never needs
+	 * more than 4 connections, however its reads interleave: without
+	 * reuse, 21 reads would make 84.  (The warm-up may open fewer than
+	 * 4 when its parts happen to run one after another; a later read
+	 * may then open the rest.) */
+	CHECK(st0.connects >= 1 && st1.connects <= 4);
 	CHECK(st1.requests - st0.requests >= 80);
 
 	sp.port = port;
