@@ -95,47 +95,48 @@ teardown() { common_teardown; }
 	done
 }
 
-@test "s3 lazy joined: a record read whole or from one end of its data is fetched into its destination: a load's side buffers hold the zip structures beside it, under a quarter of the loaded bytes (W=2 R=1, W=4 R=1 and R=2); bytes equal the local load" {
-	local out s d
-	# 2 ranks x 100 parameters x 2 states: 400 records of about 50 KiB.
-	torch_gen "$TMP/b" --large 0.02 --world 2 >"$TMP/gen.log" 2>&1 ||
+# side_gen KEY LARGE: a 2-rank checkpoint (torch_gen --large LARGE) in
+# $TMP/b/large, uploaded to ck-lazy/KEY.
+side_gen() {
+	torch_gen "$TMP/b" --large "$2" --world 2 >"$TMP/gen.log" 2>&1 ||
 		{ tail -30 "$TMP/gen.log"; return 1; }
-	upload "$TMP/b/large" ck-lazy/side
+	upload "$TMP/b/large" "ck-lazy/$1"
+}
+
+# side_run KEY W R [CACHE_MB]: lazy_check.py side of ck-lazy/KEY against
+# $TMP/b/large (bytes equal, or it fails); SIDE: the handle's
+# side_bytes_peak, DATA: the bytes loaded.
+side_run() {
+	local out
+	run $(direct_env) $LAZY side "s3://ck-lazy/$1" "$TMP/b/large" "$S3CHECK_PROXY" "${@:2}"
+	echo "W=$2 R=$3${4:+ cache_mb=$4}: $output"
+	[ "$status" -eq 0 ] || return 1
+	out=${output##*side }
+	SIDE=${out%% *}
+	DATA=${output##*data }
+}
+
+@test "s3 lazy joined: a record read whole or from one end of its data is fetched into its destination: a load's side buffers hold the zip structures beside it, under a quarter of the loaded bytes (W=2 R=1, W=4 R=1 and R=2); bytes equal the local load" {
+	# 2 ranks x 100 parameters x 2 states: 400 records of about 50 KiB.
+	side_gen side 0.02
 	for wr in "2 1" "4 1" "4 2"; do
-		set -- $wr
-		run $(direct_env) $LAZY side s3://ck-lazy/side "$TMP/b/large" "$S3CHECK_PROXY" "$1" "$2"
-		echo "W=$1 R=$2: $output"
-		[ "$status" -eq 0 ]
-		out=${output##*side }
-		s=${out%% *}
-		d=${output##*data }
+		side_run side $wr
 		# (before: every joined byte went through a side buffer, s > d)
-		[ "$d" -gt 1000000 ]
-		[ "$s" -gt 0 ]
-		[ $((4 * s)) -lt "$d" ]
+		[ "$DATA" -gt 1000000 ]
+		[ "$SIDE" -gt 0 ]
+		[ $((4 * SIDE)) -lt "$DATA" ]
 	done
 }
 
 @test "s3 lazy joined: side buffers count against the handle's cache_mb: at cache_mb=1 the most all batches hold at once is 1 MiB (the rest located first, then read), and the load equals the local one (W=4 R=1, W=5 R=2, W=8 R=3)" {
-	local out s
-	torch_gen "$TMP/b" --large 0.06 --world 2 >"$TMP/gen.log" 2>&1 ||
-		{ tail -30 "$TMP/gen.log"; return 1; }
-	upload "$TMP/b/large" ck-lazy/sidecap
+	# records of about 150 KiB, some read in part: MBs of side buffers
+	side_gen sidecap 0.06
 	for wr in "4 1" "5 2" "8 3"; do
-		set -- $wr
-		run $(direct_env) $LAZY side s3://ck-lazy/sidecap "$TMP/b/large" "$S3CHECK_PROXY" "$1" "$2"
-		echo "W=$1 R=$2 default: $output"
-		[ "$status" -eq 0 ]
-		out=${output##*side }
-		s=${out%% *}
-		[ "$s" -gt $((1 << 20)) ]	# the cap below does bind
-		run $(direct_env) $LAZY side s3://ck-lazy/sidecap "$TMP/b/large" "$S3CHECK_PROXY" "$1" "$2" 1
-		echo "W=$1 R=$2 cache_mb=1: $output"
-		[ "$status" -eq 0 ]
-		out=${output##*side }
-		s=${out%% *}
-		[ "$s" -gt 0 ]
-		[ "$s" -le $((1 << 20)) ]
+		side_run sidecap $wr
+		[ "$SIDE" -gt $((1 << 20)) ]	# the cap below does bind
+		side_run sidecap $wr 1
+		[ "$SIDE" -gt 0 ]
+		[ "$SIDE" -le $((1 << 20)) ]
 	done
 }
 
