@@ -18,6 +18,7 @@ Control (JSON over HTTP on the same port):
                        "bytes" (answer bytes sent, headers included),
                        "connections" (client connections accepted),
                        "log": [[method, path, range, status, bytes], ...]
+                       (range: Range, else Azure's x-ms-range)
                        (the last 20000)}
 
 Usage: wanproxy.py --upstream http://127.0.0.1:PORT --port-file FILE
@@ -254,7 +255,9 @@ def serve(csock):
                 keep = relay_body(up, pacer, rhd, method, status)
             finally:
                 pacer.close()
-            STATE.record(method, path, hd.get("range", ""), status, pacer.n)
+            STATE.record(method, path,
+                         hd.get("range", hd.get("x-ms-range", "")),
+                         status, pacer.n)
             if (not keep or rhd.get("connection", "").lower() == "close" or
                     hd.get("connection", "").lower() == "close"):
                 return
