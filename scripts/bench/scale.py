@@ -14,7 +14,10 @@ each in a fresh process and with an empty node-local index cache
     .metadata's size;
   - `ckptfs info` (the CLI): wall and CPU time, peak RSS (/usr/bin/time);
   - torch's FileSystemReader(dir).read_metadata() in the sid chroot: time
-    and peak RSS over its baseline.
+    and peak RSS over its baseline;
+  - 8 processes that open it at once with one empty node-local cache
+    (one parses, the others wait for its image): the slowest's open
+    against one process's alone, and how many parsed.
 Prints the best of REPS of each and the ratios.  Not part of make check:
 it measures, it asserts nothing.
 """
@@ -24,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -49,6 +53,47 @@ CKPTFS_OPEN = PROBE % ("import ckptfs", "ck = ckptfs.open(sys.argv[1])")
 TORCH_READ = PROBE % (
     "from torch.distributed.checkpoint import FileSystemReader",
     "md = FileSystemReader(sys.argv[1]).read_metadata()")
+
+# Each of 8 processes: ready, wait for the start file, open; prints
+# "seconds origin".
+OPEN_AT_ONCE = r"""
+import os, sys, time
+import ckptfs
+ckpt, cache, start, ready = sys.argv[1:5]
+open(ready, "w").close()
+while not os.path.exists(start):
+    time.sleep(0.001)
+t0 = time.perf_counter()
+ck = ckptfs.open(ckpt, index_cache=cache)
+print(time.perf_counter() - t0, ck.info().origin)
+"""
+
+
+def opens_at_once(ckpt, env, n):
+    """The slowest of n processes opening ckpt at once with one empty
+    cache, and how many of them parsed (origin "torch")."""
+    d = tempfile.mkdtemp(prefix="ckptfs-scale-at-once-")
+    try:
+        cache = os.path.join(d, "cache")
+        os.mkdir(cache, 0o700)
+        ps = [subprocess.Popen(["/usr/bin/python3", "-c", OPEN_AT_ONCE, ckpt,
+                                cache, os.path.join(d, "start"),
+                                os.path.join(d, f"ready{i}")], env=env,
+                               stdout=subprocess.PIPE, text=True)
+              for i in range(n)]
+        while not all(os.path.exists(os.path.join(d, f"ready{i}"))
+                      for i in range(n)):
+            if any(p.poll() is not None for p in ps):
+                break
+            time.sleep(0.01)
+        open(os.path.join(d, "start"), "w").close()
+        outs = [p.communicate()[0].split() for p in ps]
+        if any(p.returncode for p in ps):
+            raise RuntimeError("scale: an open of the 8 failed")
+        return (max(float(o[-2]) for o in outs),
+                sum(o[-1] == "torch" for o in outs))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def best(runs):
@@ -102,6 +147,7 @@ def main(argv):
             shutil.rmtree(cache, ignore_errors=True)
         torchs.append(probe([SID, "run", "/usr/bin/python3", "-c",
                              TORCH_READ, inside]))
+    at_once = min(opens_at_once(ckpt, env, 8) for _ in range(a.reps))
     (ot, oc, orss), (it, ic, irss), (tt, tc, trss) = \
         best(opens), best(infos), best(torchs)
     mib = 1 << 20
@@ -115,6 +161,10 @@ def main(argv):
     print(f"  ckptfs info (CLI)      {it:7.3f} {ic:7.3f}   {irss / mib:6.1f} MiB"
           f"  ({it / tt:.2f}x torch's time, {ic / tc:.2f}x its CPU; "
           f"RSS of the whole process)")
+    slow, parsed = at_once
+    print(f"  8 ckptfs.open() at once {slow:6.3f}  (the slowest of 8, one "
+          f"empty cache: {slow / ot:.2f}x one open alone; {parsed} "
+          f"parse(s))")
     return 0
 
 
