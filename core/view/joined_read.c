@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Joined reads: a pending record read from one end of its tensor data is
+ * Joined reads: a pending record read from one end of its tensor data (or
+ * near one) is
  * fetched, with the zip structures that locate it, in one request (see
  * joined_read.h).  Nothing here knows the zip layout: it only fetches
  * byte ranges of the data files that are sure to hold both the bytes the
@@ -25,6 +26,10 @@
  * read after, as without joining.  (Bytes fetched straight into their
  * destination do not count.) */
 #define JOIN_BUDGET ((uint64_t)256 << 20)
+
+/* Bytes in the middle of a record's data join the nearer end when the
+ * bytes between are at most 1/JOIN_SLACK of them (join_range()). */
+#define JOIN_SLACK 8u
 
 /* A chunk's bytes go into its destination only when that saves at least
  * this much side buffer. */
@@ -118,6 +123,13 @@ static bool box_span(const struct ckpt_meta *m, const struct ckpt_entry *e,
  * bytes [0, b); to the end, [boff + a, end) holds bytes [a, L) and the
  * tail window.  Each goes one window further, into the neighbouring
  * archive: its tail or its head, which its own locating needs.
+ *
+ * Bytes in the middle of the data, [a, b) with 0 < a and b < L, are
+ * fetched from the nearer end too when the bytes between are at most
+ * 1/JOIN_SLACK of theirs: one GET for a few more bytes, instead of a GET
+ * of the windows first and one of the bytes after.  (A reshard by
+ * torch.chunk's rounding leaves such pieces: a sliver of a saved chunk
+ * read by one rank, the rest by the next.)
  */
 static bool join_range(const struct ckpt_meta *m, const struct want *u,
 		       uint64_t *start, uint64_t *stop)
@@ -127,19 +139,32 @@ static bool join_range(const struct ckpt_meta *m, const struct want *u,
 	const struct ckpt_file_open *f = &m->opened[c->file];
 	const uint64_t W = CKPT_LOCATE_WINDOW;
 	uint64_t L = c->len, end;
+	bool head, tail;
 
 	if (u->nojoin || lz->boff > f->size ||
 	    lz->blen > f->size - lz->boff || L > lz->blen || u->b > L ||
-	    (u->a != 0 && u->b != L))
+	    u->a >= u->b)
 		return false;
+	head = u->a == 0;
+	tail = u->b == L;
+	if (!head && !tail) {
+		uint64_t slack = (u->b - u->a) / JOIN_SLACK;
+
+		if (u->a <= slack && u->a <= L - u->b)
+			head = true;
+		else if (L - u->b <= slack)
+			tail = true;
+		else
+			return false;
+	}
 	end = lz->boff + lz->blen;
-	if (u->a == 0)
+	if (head)
 		*start = lz->boff - (lz->boff < W ? lz->boff : W);
 	else if (lz->blen <= 2 * W)
 		*start = lz->boff;
 	else
 		*start = lz->boff + u->a < end - W ? lz->boff + u->a : end - W;
-	if (u->b == L)
+	if (tail)
 		*stop = end + (f->size - end < W ? f->size - end : W);
 	else
 		*stop = lz->boff + (lz->blen - L) + u->b;

@@ -2,7 +2,8 @@
 /*
  * Locating a read batch's pending records (a PyTorch checkpoint opened
  * lazily) with their data: a record whose needed
- * bytes touch one end of its tensor data is fetched in one request that
+ * bytes touch one end of its tensor data (or lie near one: join_range())
+ * is fetched in one request that
  * also holds the zip structures locating it needs, and the batch's reads
  * are then served from those bytes (docs/performance.md, "joined reads").
  */

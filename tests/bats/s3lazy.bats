@@ -74,9 +74,9 @@ teardown() { common_teardown; }
 	[ "$lg" -le $((og + nreads + 2)) ]
 }
 
-@test "s3 lazy joined: a rank whose ranges touch its records' ends GETs one per range (the locate comes in the data's GET), W=8 R=3, W=3 R=1, W=2 R=0; bytes equal the local load" {
+@test "s3 lazy joined: a rank whose ranges touch its records' ends GETs one per range (the locate comes in the data's GET), W=8 R=3, W=3 R=1, W=2 R=0; and so does one whose ranges lie near an end (W=6 R=3: 24 pieces in the middle of their records, each a few rows off the start); bytes equal the local load" {
 	local w r out og lg nrec nreads
-	for wr in "8 3" "3 1" "2 0"; do
+	for wr in "8 3" "3 1" "2 0" "6 3"; do
 		set -- $wr
 		w=$1 r=$2
 		nrec=$($LAZY records "$LZ/t/large" "$w" "$r")
