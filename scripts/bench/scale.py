@@ -89,7 +89,7 @@ def opens_at_once(ckpt, env, n):
         open(os.path.join(d, "start"), "w").close()
         outs = [p.communicate()[0].split() for p in ps]
         if any(p.returncode for p in ps):
-            raise RuntimeError("scale: an open of the 8 failed")
+            raise RuntimeError(f"scale: an open of the {n} failed")
         return (max(float(o[-2]) for o in outs),
                 sum(o[-1] == "torch" for o in outs))
     finally:
