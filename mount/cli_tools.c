@@ -557,7 +557,10 @@ static bool key_is_file(const struct ckpt_view *v, uint32_t i)
 	return !ckpt_view_node(v, i, &ni) && ni.type == CKPT_NODE_KEY;
 }
 
-static void plan_one(const struct ckpt_view *v, uint32_t node)
+/* Print node's plan; 0, or -1 when its records cannot be located (a
+ * lazily opened PyTorch checkpoint: the plan locates them as a read
+ * would), said on stderr. */
+static int plan_one(const struct ckpt_view *v, uint32_t node)
 {
 	char shown[NAME_SHOWN];
 	struct plan_out p = { .m = ckpt_view_meta(v) };
@@ -566,9 +569,10 @@ static void plan_one(const struct ckpt_view *v, uint32_t node)
 	struct ckpt_chunk_info c;
 	uint32_t nused, k;
 	char a[256], b[256];
+	int rc;
 
 	if (key_node(v, node, &e))
-		return;
+		return 0;
 	put_tsv(e.fqn);
 	printf("\t%" PRIu64 " bytes", e.size - e.header);
 	if (e.kind == CKPT_KIND_TENSOR) {
@@ -578,7 +582,19 @@ static void plan_one(const struct ckpt_view *v, uint32_t node)
 		print_dims(stdout, e.shape, e.ndim);
 	}
 	putchar('\n');
-	ckpt_view_plan(v, 0, node, 0, UINT64_MAX, plan_run, &p);
+	rc = ckpt_view_plan(v, 0, node, 0, UINT64_MAX, plan_run, &p);
+	if (rc) {
+		fflush(stdout);
+		if (*ckpt_last_error())	/* names the file and the key */
+			fprintf(stderr, "ckptfs: cannot plan: %s\n",
+				ckpt_last_error());
+		else
+			fprintf(stderr, "ckptfs: %s: key '%s': cannot plan: %s\n",
+				meta_path(p.m),
+				ckpt_name_for_msg(e.fqn, shown, sizeof(shown)),
+				strerror(-rc));
+		return -1;
+	}
 	if (p.cur.len) {
 		print_read(&p);
 		p.merged++;
@@ -594,6 +610,7 @@ static void plan_one(const struct ckpt_view *v, uint32_t node)
 	}
 	printf("\t%" PRIu32 " chunks, %" PRIu64 " runs, %" PRIu64 " reads after merging\n",
 	       nused, p.runs, p.merged);
+	return 0;
 }
 
 static int tool_plan(const struct tool_args *a)
@@ -602,8 +619,12 @@ static int tool_plan(const struct tool_args *a)
 	struct ckpt_meta *m;
 	struct ckpt_view *v;
 	uint32_t i;
+	int bad = 0;
 
-	if (open_view(a, false, &m, &v))
+	/* The data files too: a PyTorch checkpoint opened lazily has its
+	 * records located by the plan, as a read would (from the rank's
+	 * records only). */
+	if (open_view(a, true, &m, &v))
 		return 1;
 	if (a->npos == 2) {
 		i = find_key(v, a->pos[1]);
@@ -615,12 +636,13 @@ static int tool_plan(const struct tool_args *a)
 			ckpt_meta_free(m);
 			return 1;
 		}
-		plan_one(v, i);
+		bad = plan_one(v, i);
 	} else {
 		uint64_t total = 0, size;
 
 		for (i = 1; i < nnodes(v); i++) {
-			plan_one(v, i);
+			if (plan_one(v, i))
+				bad = -1;
 			if (!key_is_file(v, i) || ckpt_view_size(v, 0, i, &size))
 				continue;
 			total += size;
@@ -631,7 +653,7 @@ static int tool_plan(const struct tool_args *a)
 	}
 	ckpt_view_free(v);
 	ckpt_meta_free(m);
-	return 0;
+	return bad ? 1 : 0;
 }
 
 /* Write node's file (an .npy header included in an npy view) to fd. */

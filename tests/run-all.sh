@@ -95,7 +95,7 @@ declare -A COST=([s3mount]=140 [s3]=210 [s3formats]=200 [bench_smoke]=260
 	[py:test_cancel]=40 [py:test_handle]=20 [py:test_errors]=25
 	[py:test_package]=30 [py:test_index_cache]=70 [py:test_stale_index]=25
 	[py:test_waits]=50 [py:test_fork]=45 [py:test_scale_open]=40
-	[py:test_lazy_local]=90
+	[py:test_lazy_local]=120
 	[unit]=70 [valgrind]=120 [tsan]=60 [tsan_s3]=150)
 # bench_smoke, packages and runner test the plain build only (make bench's,
 # the packages', the runner's own): in a later build's pass they are

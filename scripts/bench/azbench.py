@@ -12,8 +12,10 @@ the sid chroot, --wan-gib).  For each delay (--az-delays, default 20 ms):
   bytes fetched per byte delivered, from io_stats() and from the proxy's
   counted answer bytes;
 - the 4->8 resume with ckptfs.StorageReader("az://...") without and with
-  a node-local index cache (emptied first), against the ceiling of all
-  ranks' ranges.  Torch's FsspecReader needs adlfs, which
+  a node-local index cache (emptied first), against two ceilings of all
+  ranks' ranges: one curl with PARALLEL in flight, and one curl per rank
+  at once, each its rank's ranges with PARALLEL in flight (the ranks'
+  own connections, as the resume has them).  Torch's FsspecReader needs adlfs, which
   Debian does not package (bookworm nor sid), so there is no torch row.
 
 --quick leaves these rows out (Azurite's start and the torch checkpoint
@@ -87,12 +89,13 @@ class Azurite:
         self.close()
 
 
-def curl_ceiling(az, sas, endpoint, prefix, reads, n=PARALLEL):
+def curl_ceiling(az, sas, endpoint, prefix, reads, n=PARALLEL, groups=None):
     """Seconds for `curl --parallel --parallel-max n` to GET exactly the
     given ranges of CONTAINER/prefix at endpoint (the proxy), with the SAS
     on each URL (s3bench.curl_parallel: nothing secret on a command
-    line)."""
-    return s3bench.curl_parallel(reads, n, lambda f, off, ln: (
+    line); with groups, one such curl per group at once."""
+    return s3bench.curl_parallel(reads, n, groups=groups,
+                                 transfer=lambda f, off, ln: (
         f'url = "{endpoint}/{az.account}/{CONTAINER}/{prefix}/{f}?{sas}"\n'
         f'header = "x-ms-range: bytes={off}-{off + ln - 1}"\n'
         'header = "x-ms-version: 2021-08-06"\n'))
@@ -129,10 +132,9 @@ def az_figures(args, t, lib_env):
         sas = az.sas()
         reads = s3bench.plan_ranges(args.ckptfs, root, w, r, env0)
         need = sum(x[2] for x in reads)
-        allr = set()
-        for k in range(w):
-            allr.update(s3bench.plan_ranges(args.ckptfs, root, w, k, env0))
-        allr = sorted(allr)
+        ranks = [s3bench.plan_ranges(args.ckptfs, root, w, k, env0)
+                 for k in range(w)]
+        allr = sorted(set(x for rk in ranks for x in rk))
         need_all = sum(x[2] for x in allr)
         for d in args.az_delays:
             px.config(d)
@@ -168,8 +170,15 @@ def az_figures(args, t, lib_env):
             rs, _, _, _ = wanbench.counted(px, lambda: curl_ceiling(
                 az, sas, px.url, prefix, allr))
             t.add(f"{tag}: ceiling for the resume's bytes, all {w} ranks' "
-                  f"{len(allr)} ranges ({need_all / 2**20:.1f} MiB)", [rs],
-                  unit="s")
+                  f"{len(allr)} ranges ({need_all / 2**20:.1f} MiB) from "
+                  f"one curl, {PARALLEL} in flight", [rs], unit="s")
+            # The ranks' own: each rank's ranges on connections of its
+            # own, as the resume's ranks fetch them.
+            rk, _, _, _ = wanbench.counted(px, lambda: curl_ceiling(
+                az, sas, px.url, prefix, None, groups=ranks))
+            t.add(f"{tag}: ceiling for the resume's bytes, {w} curls at "
+                  f"once, each one rank's ranges, {PARALLEL} in flight each",
+                  [rk], unit="s")
             cdir = "/tmp/ckptfs-bench-az-index-cache"    # inside the chroot
             for extra, what in (({}, "no index cache (every rank indexes)"),
                                 ({"CKPTFS_INDEX_CACHE": cdir},
@@ -187,7 +196,8 @@ def az_figures(args, t, lib_env):
                 t.add(f"{tag}: resume on {w} ranks from 4, "
                       f"ckptfs.StorageReader(\"az://...\"), {what}", res,
                       unit="s",
-                      note=f"{ck / rs:.2f}x the ceiling's time; requests: "
+                      note=f"{ck / rs:.2f}x the one-curl ceiling's time, "
+                           f"{ck / rk:.2f}x the {w} curls'; requests: "
                            f"{wanbench.methods(by)} (plan: {len(allr)} "
                            f"ranges, {(n - len(allr)) / w:+.1f} a rank); no "
                            "FsspecReader row: adlfs is not packaged in "

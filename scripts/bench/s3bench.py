@@ -126,8 +126,8 @@ class Radosgw:
 
 def plan_ranges(ckptfs, root, world, rank, env):
     """`ckptfs plan`'s reads: [(file, offset, length)].  Eager
-    (CKPTFS_EAGER_INDEX=1): a PyTorch checkpoint opened lazily from s3://
-    has no record located yet, and plan prints no read of those."""
+    (CKPTFS_EAGER_INDEX=1): one pass over every record, where a lazy
+    plan locates each key's records in a batch of its own."""
     out = subprocess.check_output([ckptfs, "plan", root, "--world",
                                    str(world), "--rank", str(rank)],
                                   env=dict(env, CKPTFS_EAGER_INDEX="1"),
@@ -140,26 +140,38 @@ def plan_ranges(ckptfs, root, world, rank, env):
     return reads
 
 
-def curl_parallel(reads, n, transfer):
+def curl_parallel(reads, n, transfer, groups=None):
     """Seconds for `curl --parallel --parallel-max n` to make one transfer
     per (file, offset, length) of reads, each described by the curl config
-    lines transfer(f, off, ln) returns.  The config is a 0600 file, so no
-    credential is on a command line."""
-    with tempfile.NamedTemporaryFile("w", suffix=".curl", delete=False) as c:
-        os.chmod(c.name, 0o600)
-        for i, (f, off, ln) in enumerate(reads):
-            if i:
-                c.write("next\n")
-            c.write(transfer(f, off, ln) + 'output = "/dev/null"\n'
-                    'fail\nsilent\n')
+    lines transfer(f, off, ln) returns.  With groups (lists of such
+    reads, reads then unused), one such curl per group, all started at
+    once (each rank's own ranges on its own connections, as ranks fetch
+    in a resume): the seconds until the last ends.  The configs are 0600
+    files, so no credential is on a command line."""
+    names = []
     try:
+        for g in groups if groups is not None else [reads]:
+            with tempfile.NamedTemporaryFile("w", suffix=".curl",
+                                             delete=False) as c:
+                names.append(c.name)
+                os.chmod(c.name, 0o600)
+                for i, (f, off, ln) in enumerate(g):
+                    if i:
+                        c.write("next\n")
+                    c.write(transfer(f, off, ln) + 'output = "/dev/null"\n'
+                            'fail\nsilent\n')
         t0 = time.perf_counter()
-        subprocess.check_call(["curl", "--parallel", "--parallel-immediate",
-                               "--parallel-max", str(n),
-                               "--no-progress-meter", "-K", c.name])
+        procs = [subprocess.Popen(["curl", "--parallel",
+                                   "--parallel-immediate", "--parallel-max",
+                                   str(n), "--no-progress-meter", "-K", c])
+                 for c in names]
+        bad = [p.wait() for p in procs]
+        if any(bad):
+            raise subprocess.CalledProcessError(max(bad), "curl --parallel")
         return time.perf_counter() - t0
     finally:
-        os.unlink(c.name)
+        for c in names:
+            os.unlink(c)
 
 
 def curl_ceiling(rgw, prefix, reads, n=PARALLEL, endpoint=None):

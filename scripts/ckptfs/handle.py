@@ -319,7 +319,11 @@ class Checkpoint:
              layout: Optional[PathArg] = None) -> List[PlanEntry]:
         """The read plan of rank ``rank`` (or of each of ``ranks``) of a
         world of ``world``: for each key file of the view, its slice and
-        the runs of data-file bytes that fill it, without reading any."""
+        the runs of data-file bytes that fill it, without reading any of
+        the data.  A PyTorch checkpoint opened lazily has the records
+        the plan needs located first (their zip headers read), and a
+        record that cannot be located raises :class:`ReadError` naming
+        its file and key, as a read of it would."""
         from .load import View
         out: List[PlanEntry] = []
         with View(self, world, rank, ranks=ranks, prefix=prefix,
@@ -345,9 +349,13 @@ class Checkpoint:
                     return 0
                 cb = _lib.RunFn(one)
                 size = e.size - e.header
-                if e.kind == _lib.KIND_TENSOR and size:
-                    _lib.lib.ckpt_view_plan(v.v, slot, node, 0, size, cb,
-                                            None)
+                # A lazily opened PyTorch checkpoint: the plan locates
+                # the records first, as a read would; one that cannot be
+                # located is the read's error, not an empty plan.
+                if e.kind == _lib.KIND_TENSOR and size and \
+                        _lib.lib.ckpt_view_plan(v.v, slot, node, 0, size,
+                                                cb, None):
+                    raise from_lib(_lib.last_error())
                 out.append(PlanEntry(
                     rank=int(_lib.lib.ckpt_view_slot_rank(v.v, slot)),
                     key=_text(e.fqn), path="/".join(v.components(node)),

@@ -180,6 +180,26 @@ teardown() { common_teardown; }
 	[[ "$output" == *"48 records"*"45 checked, 3 without a checksum, 0 mismatched"* ]]
 }
 
+@test "torch: plan of a lazily opened checkpoint locates the rank's records and lists the eager open's reads; a record it cannot locate fails plan, naming it" {
+	local w r
+	for w in 1 3 8; do
+		r=$((w - 1))
+		"$CKPTFS" plan "$W4/per_rank" --world "$w" --rank "$r" >"$TMP/lazy"
+		CKPTFS_EAGER_INDEX=1 "$CKPTFS" plan "$W4/per_rank" --world "$w" --rank "$r" >"$TMP/eager"
+		cmp "$TMP/lazy" "$TMP/eager"
+		grep -q $'^\tread\t__' "$TMP/lazy"
+	done
+	# the zip end record of the first record of __1_0.distcp, broken
+	cp -r "$W4/per_rank" "$TMP/ck"
+	$PY -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[b.index(b"PK\x05\x06")]=0; open(p,"wb").write(b)' "$TMP/ck/__1_0.distcp"
+	run "$CKPTFS" plan "$TMP/ck" --world 1 --rank 0
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"ckptfs: cannot plan: $TMP/ck/__1_0.distcp: offset "*": key '"*"' chunk "*": no zip end record"* ]]
+	# the keys of the other files are still planned
+	[[ "$output" == *$'\tread\t__0_0.distcp\t'* ]]
+}
+
 @test "torch: a flipped byte in a tensor record is found by its zip CRC-32 (ckptfs verify, -o verify)" {
 	cp -r "$W4/per_rank" "$TMP/ck"
 	"$CKPTFS" index "$TMP/ck" -o "$TMP/idx"

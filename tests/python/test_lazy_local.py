@@ -10,6 +10,7 @@ Expected counts come from torch's own read_metadata() (lazy_check.py
 share), expected bytes from the eager open."""
 import json
 import os
+import shutil
 import subprocess
 import time
 
@@ -44,6 +45,45 @@ def test_lazy_and_eager_opens_give_the_same_views(many):
     out = lazy_check("lazyeager", many, "-", 1, 0, 2, 1, 3, 1, 8, 5)
     print(out)
     assert out.count("files equal") == 4, out
+
+
+# One process: the plan of rank R of W, as JSON; or the exception it
+# raised, by class and message.
+PLAN = r"""
+import json, sys
+import ckptfs
+ck, w, r = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+with ckptfs.open(ck, index_cache=False) as h:
+    try:
+        p = h.plan(w, r)
+    except ckptfs.Error as e:
+        print(json.dumps({"raised": type(e).__name__, "msg": str(e)}))
+    else:
+        print(json.dumps([[e.key, [[x.file, x.offset, x.length, x.decoded]
+                                   for x in e.runs]] for e in p]))
+"""
+
+
+def test_a_lazy_plan_locates_its_records_and_names_one_it_cannot(
+        many, tmp_path):
+    for w, r in ((8, 5), (3, 0), (1, 0)):
+        lazy = json.loads(run_py(PLAN, many, w, r).stdout)
+        eager = json.loads(run_py(PLAN, many, w, r, env={
+            "CKPTFS_EAGER_INDEX": "1"}).stdout)
+        assert sum(len(runs) for _, runs in lazy) > 0, lazy
+        assert lazy == eager
+    # The zip end record of __2_0.distcp's first record, broken: the plan
+    # that needs it raises, naming the file and the key; it is never a
+    # plan without that record's runs.
+    broken = tmp_path / "broken"
+    shutil.copytree(many, broken)
+    b = bytearray((broken / "__2_0.distcp").read_bytes())
+    b[b.index(b"PK\x05\x06")] = 0
+    (broken / "__2_0.distcp").write_bytes(bytes(b))
+    got = json.loads(run_py(PLAN, broken, 1, 0).stdout)
+    assert got["raised"] == "ReadError", got
+    assert "__2_0.distcp" in got["msg"] and "key '" in got["msg"] and \
+        "no zip end record" in got["msg"], got
 
 
 # One process: open CKPT (no index cache) lazily or not, as the
