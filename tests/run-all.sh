@@ -39,6 +39,8 @@ fi
 FIRST=$1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=23}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# libfuse's own leak at a session's end (tests/lsan.supp says which)
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan.supp:print_suppressions=0}
 OUT=$(mktemp -d)
 # Tests that run a child as nobody need a path it may walk.
 chmod 755 "$OUT"
