@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "common/errbuf.h"
@@ -739,6 +740,24 @@ static int read_direct(struct local_store *ls, int fd,
 
 /* pread exactly r->len bytes of fd; -EIO with the reason in the last
  * error. */
+/* A pread of file f's [off, off + len) that gave n (< 0: errno) after
+ * got bytes: -EIO, with the last error naming the file and offset. */
+static int read_failed(const struct local_store *ls, const struct lfile *f,
+		       uint64_t off, uint64_t len, uint64_t got, ssize_t n)
+{
+	if (n < 0) {
+		ckpt_set_last_error("%s/%s: offset %" PRIu64 ": read error: %s",
+				    ls->base.root, f->name, off + got,
+				    strerror(errno));
+		ckpt_last_error_file(ls->base.root, f->name, off + got);
+	} else {
+		ckpt_set_last_error("%s/%s: offset %" PRIu64 ": file ends %" PRIu64 " bytes into a %" PRIu64 "-byte read (truncated?)",
+				    ls->base.root, f->name, off, got, len);
+		ckpt_last_error_file(ls->base.root, f->name, off);
+	}
+	return -EIO;
+}
+
 static int read_range(struct local_store *ls, int fd,
 		      const struct ckpt_store_range *r)
 {
@@ -758,25 +777,76 @@ static int read_range(struct local_store *ls, int fd,
 		if (n < 0 && errno == EINTR)
 			continue;
 		atomic_fetch_add(&ls->base.requests, 1);
-		if (n < 0) {
-			ckpt_set_last_error("%s/%s: offset %" PRIu64 ": read error: %s",
-					    ls->base.root, f->name, r->off + got,
-					    strerror(errno));
-			ckpt_last_error_file(ls->base.root, f->name,
-					     r->off + got);
-			return -EIO;
-		}
-		if (n == 0) {
-			ckpt_set_last_error("%s/%s: offset %" PRIu64 ": file ends %" PRIu64 " bytes into a %" PRIu64 "-byte read (truncated?)",
-					    ls->base.root, f->name, r->off, got,
-					    r->len);
-			ckpt_last_error_file(ls->base.root, f->name, r->off);
-			return -EIO;
-		}
+		if (n <= 0)
+			return read_failed(ls, f, r->off, r->len, got, n);
 		atomic_fetch_add(&ls->base.bytes_fetched, (uint64_t)n);
 		got += (uint64_t)n;
 	}
 	atomic_fetch_add(&ls->base.bytes_delivered, r->len);
+	return 0;
+}
+
+/* The most ranges, and bytes, read_adjacent() reads by one preadv. */
+#define ADJACENT_MAX 64
+#define ADJACENT_BYTES ((uint64_t)1 << 30)
+
+/*
+ * The ranges r[0..*k) of one file that follow one another exactly, each
+ * starting where the one before it ends (a joined read: the side buffer
+ * of a record's head, its middle fetched into its destination, the side
+ * buffer of its tail), read by preadv(2) into their own buffers: one
+ * request for them all, and no copy.  *k: how many it read (2 or more),
+ * 0 when r[0] starts no such run, or a cold run goes to O_DIRECT (then
+ * the caller reads it).  Returns 0 or -EIO with the reason.
+ */
+static int read_adjacent(struct local_store *ls, int fd,
+			 const struct ckpt_store_range *r, size_t n,
+			 size_t *k)
+{
+	const struct lfile *f = file_at(ls, r[0].id);
+	struct iovec iov[ADJACENT_MAX];
+	uint64_t total = r[0].len, got = 0;
+	size_t i, first = 0;
+	ssize_t m;
+
+	*k = 0;
+	for (i = 1; i < n && i < ADJACENT_MAX && r[i].id == r[0].id &&
+		    r[i].off == r[i - 1].off + r[i - 1].len &&
+		    r[i].len <= ADJACENT_BYTES - total; i++)
+		total += r[i].len;
+	if (i < 2 || wants_direct(ls, fd, r[0].off, total))
+		return 0;
+	for (first = 0; first < i; first++)
+		iov[first] = (struct iovec){ r[first].dst, r[first].len };
+	first = 0;
+	while (got < total) {
+		m = preadv(fd, iov + first, (int)(i - first),
+			   (off_t)(r[0].off + got));
+		if (m < 0 && errno == EINTR)
+			continue;
+		atomic_fetch_add(&ls->base.requests, 1);
+		if (m <= 0) {
+			*k = i;
+			return read_failed(ls, f, r[0].off, total, got, m);
+		}
+		atomic_fetch_add(&ls->base.bytes_fetched, (uint64_t)m);
+		got += (uint64_t)m;
+		while (m > 0 && first < i) {	/* past what it filled */
+			if ((size_t)m >= iov[first].iov_len) {
+				m -= (ssize_t)iov[first].iov_len;
+				first++;
+			} else {
+				iov[first].iov_base =
+					(char *)iov[first].iov_base + m;
+				iov[first].iov_len -= (size_t)m;
+				m = 0;
+			}
+		}
+		while (first < i && !iov[first].iov_len)
+			first++;
+	}
+	atomic_fetch_add(&ls->base.bytes_delivered, total);
+	*k = i;
 	return 0;
 }
 
@@ -862,7 +932,9 @@ static int local_read(struct ckpt_store *s, const struct ckpt_store_range *r,
 			}
 			held = r[i].id;
 		}
-		rc = read_overlapping(ls, fd, r + i, n - i, &k);
+		rc = read_adjacent(ls, fd, r + i, n - i, &k);
+		if (!k)
+			rc = read_overlapping(ls, fd, r + i, n - i, &k);
 		if (k)
 			i += k - 1;
 		else

@@ -56,9 +56,10 @@ struct want {
 /*
  * A joined range whose middle [s, s + len) of file `file` was fetched
  * into the destination of request req, dst (which has n >= len bytes
- * for the chunk's data bytes [a, a + n)): once the chunk is located,
- * its bytes are moved into place there, and the rest of them copied
- * from the side buffers beside.
+ * for the chunk's data bytes [a, a + n): a run of the request's bytes):
+ * once the chunk is located, its bytes are moved into place there, and
+ * the rest of them copied from the side buffers beside (all of them
+ * when len is 0).
  */
 struct direct {
 	uint32_t chunk, file;
@@ -80,6 +81,15 @@ static int cmp_fetched(const void *x, const void *y)
 
 	if (p->file != q->file)
 		return p->file < q->file ? -1 : 1;
+	return p->off < q->off ? -1 : p->off > q->off;
+}
+
+static int cmp_range(const void *x, const void *y)
+{
+	const struct ckpt_store_range *p = x, *q = y;
+
+	if (p->id != q->id)
+		return p->id < q->id ? -1 : 1;
 	return p->off < q->off ? -1 : p->off > q->off;
 }
 
@@ -215,16 +225,54 @@ static bool box_inside(const struct ckpt_meta *m, const struct ckpt_entry *e,
 	return true;
 }
 
+/*
+ * Where chunk c's needed bytes [a, b) lie in the box's row-major bytes
+ * (len of them), when they are one run there too: *at.  So when c and
+ * the box span the same extent of every dim but the first (a split
+ * along dim 0 of both: the rows they share are contiguous in each), or
+ * when the box lies inside c and [a, b) is all of it.  False otherwise.
+ */
+static bool run_in_dst(const struct ckpt_meta *m, const struct ckpt_entry *e,
+		       uint32_t c, const struct ckpt_box *box, uint64_t a,
+		       uint64_t b, uint64_t len, uint64_t *at)
+{
+	const uint64_t *co = ckpt_chunk_offsets(m, &m->chunks[c]);
+	const uint64_t *cs = ckpt_chunk_sizes(m, e, &m->chunks[c]);
+	uint64_t lo, hi, row;
+	unsigned d;
+
+	if (b - a == len && box_inside(m, e, c, box)) {
+		*at = 0;
+		return true;
+	}
+	if (!e->ndim)
+		return false;
+	for (d = 1; d < e->ndim; d++)
+		if (co[d] != box->off[d] || cs[d] != box->size[d])
+			return false;
+	lo = box->off[0] > co[0] ? box->off[0] : co[0];
+	hi = box->off[0] + box->size[0] < co[0] + cs[0] ?
+	     box->off[0] + box->size[0] : co[0] + cs[0];
+	if (lo >= hi || (b - a) % (hi - lo))
+		return false;
+	row = (b - a) / (hi - lo);	/* bytes of one dim-0 slice */
+	if (__builtin_mul_overflow(lo - box->off[0], row, at) ||
+	    *at > len || b - a > len - *at)
+		return false;
+	return true;
+}
+
 /* The pending chunks the boxes meet, each once with the union of its
  * needed bytes, into *out (caller frees); their count, or -ENOMEM.  With
  * dst (len[i] bytes of request i at dst[i]), a chunk that one request
- * alone meets, and whose needed bytes are that request's whole
- * destination, gets it as its dst. */
+ * alone meets, and whose needed bytes are one run of that request's
+ * destination (run_in_dst()), gets that run as its dst; ncover[i] (with
+ * dst) counts the chunks, located or not, that box i meets. */
 static ssize_t wanted(const struct ckpt_meta *m,
 		      const struct ckpt_entry *const *ents,
 		      const struct ckpt_box *box, const bool *join, size_t n,
 		      uint8_t *const *dst, const uint64_t *len,
-		      struct want **out)
+		      uint32_t *ncover, struct want **out)
 {
 	struct want *wt = NULL;
 	size_t i, k, nw = 0, cap = 0;
@@ -237,10 +285,13 @@ static ssize_t wanted(const struct ckpt_meta *m,
 			continue;
 		for (c = e->chunk_first; c < e->chunk_first + e->nchunks;
 		     c++) {
-			uint64_t a, b;
+			uint64_t a, b, at;
 
-			if (ckpt_chunk_is_located(m, c) ||
-			    !box_span(m, e, c, &box[i], &a, &b))
+			if (!box_span(m, e, c, &box[i], &a, &b))
+				continue;
+			if (ncover)
+				ncover[i]++;
+			if (ckpt_chunk_is_located(m, c))
 				continue;
 			if (ckpt_grow((void **)&wt, &cap, nw + 1, sizeof(*wt))) {
 				free(wt);
@@ -248,9 +299,9 @@ static ssize_t wanted(const struct ckpt_meta *m,
 			}
 			wt[nw] = (struct want){ c, join && !join[i], a, b,
 						i, 1, NULL };
-			if (dst && dst[i] && len[i] && b - a == len[i] &&
-			    box_inside(m, e, c, &box[i]))
-				wt[nw].dst = dst[i];
+			if (dst && dst[i] && len[i] &&
+			    run_in_dst(m, e, c, &box[i], a, b, len[i], &at))
+				wt[nw].dst = dst[i] + at;
 			nw++;
 		}
 	}
@@ -348,21 +399,55 @@ static bool direct_part(const struct ckpt_meta *m, const struct want *u,
 }
 
 /*
+ * Which of wt[0..nu) put their bytes into their destinations (use[i]):
+ * those of requests whose every chunk (ncover[req] of them) is pending
+ * and joined; a request with one chunk left to its read is read whole,
+ * so its others go to side buffers as without a destination.  False
+ * when out of memory (then none does).
+ */
+static bool dst_users(const struct ckpt_meta *m, const struct want *wt,
+		      size_t nu, const uint32_t *ncover, size_t nreq,
+		      bool *use)
+{
+	uint32_t *cnt = calloc(nreq ? nreq : 1, sizeof(*cnt));
+	uint64_t start, stop;
+	size_t i;
+
+	if (!cnt)
+		return false;
+	for (i = 0; i < nu; i++) {
+		use[i] = wt[i].dst && join_range(m, &wt[i], &start, &stop);
+		if (use[i])
+			cnt[wt[i].req]++;
+	}
+	for (i = 0; i < nu; i++)
+		if (use[i] && cnt[wt[i].req] != ncover[wt[i].req])
+			use[i] = false;
+	free(cnt);
+	return true;
+}
+
+/*
  * Fetch, for wt[0..nu), the joined ranges and the windows locating needs
  * beside them, into a new registration (not yet in m): into side
  * buffers, except the middles that go straight into their destinations
- * (*dir, *ndir; caller frees *dir).  NULL when nothing is joined or the
- * fetch failed (then locating reads as usual).
+ * (*dir, *ndir; caller frees *dir: each chunk whose bytes go into its
+ * destination, len 0 when all of them come from side buffers).  NULL
+ * when nothing is joined or the fetch failed (then locating reads as
+ * usual).  ncover (NULL: no destinations) as from wanted(), over nreq
+ * requests.
  */
 static struct ckpt_joined *fetch_joined(struct ckpt_meta *m,
 					const struct want *wt, size_t nu,
+					const uint32_t *ncover, size_t nreq,
 					struct direct **dir, size_t *ndir)
 {
 	struct ckpt_joined *j = calloc(1, sizeof(*j));
 	struct ckpt_store_range *r = NULL;
 	struct direct *d = NULL;
+	bool *use = NULL;
 	uint64_t total = 0, maxlen = 0, at = 0, room = side_room(m);
-	size_t i, nj = 0, nd = 0, n;
+	size_t i, nj = 0, nd = 0, nr = 0, n;
 
 	/* The locating windows come out of the same room: at most two of
 	 * CKPT_LOCATE_WINDOW bytes a chunk; the joined ranges get the rest. */
@@ -375,25 +460,31 @@ static struct ckpt_joined *fetch_joined(struct ckpt_meta *m,
 		return NULL;
 	j->w = calloc(4 * nu + 1, sizeof(*j->w));
 	d = calloc(nu ? nu : 1, sizeof(*d));
-	if (!j->w || !d)
+	use = calloc(nu ? nu : 1, sizeof(*use));
+	if (!j->w || !d || !use)
 		goto out_free;
+	if (ncover && !dst_users(m, wt, nu, ncover, nreq, use))
+		memset(use, 0, nu * sizeof(*use));
 	for (i = 0; i < nu; i++) {
 		uint32_t file = m->chunks[wt[i].chunk].file;
 		uint64_t start, stop, s = 0, len = 0;
 
 		if (!join_range(m, &wt[i], &start, &stop))
 			continue;
-		if (!direct_part(m, &wt[i], start, stop, &s, &len)) {
+		if (!use[i] ||
+		    !direct_part(m, &wt[i], start, stop, &s, &len)) {
 			s = stop;
 			len = 0;
 		}
 		if ((stop - start) - len > room - total)
 			continue;
 		total += (stop - start) - len;
-		if (len) {
+		if (use[i])	/* its bytes are put in place from s, len */
 			d[nd++] = (struct direct){ wt[i].chunk, file, s, len,
 						   wt[i].a, wt[i].b - wt[i].a,
 						   wt[i].dst, wt[i].req };
+		if (len) {
+			nr++;
 			if (s + len < stop)
 				j->w[nj++] = (struct ckpt_fetched){
 					file, s + len, stop - (s + len), NULL };
@@ -413,7 +504,7 @@ static struct ckpt_joined *fetch_joined(struct ckpt_meta *m,
 	for (i = nj; i < n; i++)
 		total += j->w[i].len;	/* at most 2 KiB a chunk, as reserved */
 	j->mem = malloc(total ? total : 1);
-	r = calloc(n + nd, sizeof(*r));
+	r = calloc(n + nr, sizeof(*r));
 	if (!j->mem || !r)
 		goto out_free;
 	maxlen = 0;
@@ -426,23 +517,30 @@ static struct ckpt_joined *fetch_joined(struct ckpt_meta *m,
 		if (j->w[i].len > maxlen)
 			maxlen = j->w[i].len;
 	}
-	for (i = 0; i < nd; i++)
-		r[n + i] = (struct ckpt_store_range){
-			m->opened[d[i].file].id, d[i].s, d[i].len, d[i].dst };
+	for (i = 0, nr = 0; i < nd; i++)
+		if (d[i].len)
+			r[n + nr++] = (struct ckpt_store_range){
+				m->opened[d[i].file].id, d[i].s, d[i].len,
+				d[i].dst };
+	/* in file order: a record's side buffers and the middle between
+	 * them are one run of its file (a local store's one preadv) */
+	qsort(r, n + nr, sizeof(*r), cmp_range);
 	if (!charge_side(m, total))
 		goto out_free;
 	j->side = total;
-	if (ckpt_store_read(m->store, r, n + nd)) {
+	if (ckpt_store_read(m->store, r, n + nr)) {
 		release_side(m, j->side);
 		goto out_free;
 	}
 	free(r);
+	free(use);
 	qsort(j->w, n, sizeof(*j->w), cmp_fetched);
 	j->set = (struct ckpt_fetched_set){ j->w, n, maxlen, NULL };
 	*dir = d;
 	*ndir = nd;
 	return j;
 out_free:
+	free(use);
 	free(d);
 	free(r);
 	free(j->mem);
@@ -465,12 +563,13 @@ static bool all_ranges(const struct ckpt_joined *j, const struct direct *d,
 	if (!p)
 		return false;
 	memcpy(p, j->set.w, j->set.n * sizeof(*p));
+	*npre = j->set.n;
 	for (i = 0; i < nd; i++)
-		p[j->set.n + i] = (struct ckpt_fetched){ d[i].file, d[i].s,
-							 d[i].len, d[i].dst };
-	qsort(p, j->set.n + nd, sizeof(*p), cmp_fetched);
+		if (d[i].len)
+			p[(*npre)++] = (struct ckpt_fetched){
+				d[i].file, d[i].s, d[i].len, d[i].dst };
+	qsort(p, *npre, sizeof(*p), cmp_fetched);
 	*pre = p;
-	*npre = j->set.n + nd;
 	return true;
 }
 
@@ -527,13 +626,22 @@ struct ckpt_joined *ckpt_joined_locate(struct ckpt_meta *m,
 	struct ckpt_fetched *pre = NULL;
 	struct direct *d = NULL;
 	struct want *wt = NULL;
-	uint32_t *ci = NULL;
+	uint32_t *ci = NULL, *ncover = NULL, *nplaced = NULL;
+	uint64_t *placed = NULL;
 	size_t i, nd = 0, npre;
 	ssize_t nu;
 
 	if (!m->located)
 		return NULL;
-	nu = wanted(m, ents, box, join, n, done ? dst : NULL, len, &wt);
+	if (done) {
+		ncover = calloc(n ? n : 1, sizeof(*ncover));
+		nplaced = calloc(n ? n : 1, sizeof(*nplaced));
+		placed = calloc(n ? n : 1, sizeof(*placed));
+		if (!ncover || !nplaced || !placed)
+			done = NULL;	/* nothing goes into a destination */
+	}
+	nu = wanted(m, ents, box, join, n, done ? dst : NULL, len,
+		    done ? ncover : NULL, &wt);
 	if (nu <= 0)
 		goto out_free;
 	ci = malloc((size_t)nu * sizeof(*ci));
@@ -544,7 +652,8 @@ struct ckpt_joined *ckpt_joined_locate(struct ckpt_meta *m,
 	/* On every store: an object store's one GET, a local file's one
 	 * pread, instead of locating first and reading after. */
 	if (m->opened && m->store)
-		j = fetch_joined(m, wt, (size_t)nu, &d, &nd);
+		j = fetch_joined(m, wt, (size_t)nu, done ? ncover : NULL, n,
+				 &d, &nd);
 	/* Best effort: a record that fails is marked, and reported by the
 	 * read that needs it. */
 	if (j) {
@@ -557,7 +666,17 @@ struct ckpt_joined *ckpt_joined_locate(struct ckpt_meta *m,
 		/* The destinations are the caller's: never registered, so
 		 * no other batch reads them while they are moved. */
 		for (i = 0; i < nd; i++)
-			if (place(m, j, &d[i]))
+			if (place(m, j, &d[i])) {
+				nplaced[d[i].req]++;
+				placed[d[i].req] += d[i].n;
+			}
+		/* A request is read when every chunk its box meets was
+		 * put in place, and they filled it: chunks that overlap
+		 * (or one located before this batch) leave it to its
+		 * read, which reads it whole. */
+		for (i = 0; i < nd; i++)
+			if (ncover[d[i].req] == nplaced[d[i].req] &&
+			    placed[d[i].req] == len[d[i].req])
 				done[d[i].req] = true;
 		pthread_rwlock_wrlock(&m->fetched_lock);
 		j->set.next = m->fetched;
@@ -571,6 +690,9 @@ out_free:
 	free(d);
 	free(ci);
 	free(wt);
+	free(ncover);
+	free(nplaced);
+	free(placed);
 	return j;
 }
 

@@ -32,12 +32,16 @@ struct ckpt_joined;
  * them are served from memory.  Returns that registration (NULL when
  * there is none).  Thread-safe.
  *
- * With done non-NULL (a box batch: request i's len[i] bytes at dst[i],
- * done[i] false), a chunk that request i alone needs, whose needed bytes
- * are request i's whole destination, is fetched into dst[i] (but for the
- * zip structures beside it, and bytes that the record's position within
- * its archive moves past the range: those come from side buffers), then
- * put in place once located, and done[i] set: its bytes are read.
+ * With done non-NULL (a box batch: request i's len[i] bytes, box[i]
+ * row-major, at dst[i]; done[i] false), a chunk that request i alone
+ * needs, whose needed bytes are one run of request i's destination (the
+ * whole of it, or the rows it shares with a box of the same extent in
+ * every other dim: a split along dim 0), is fetched into that run (but
+ * for the zip structures beside it, and bytes that the record's
+ * position within its archive moves past the range: those come from
+ * side buffers), then put in place once located.  When every chunk box
+ * i meets was pending, joined and put in place, done[i] is set: its
+ * bytes are read.
  */
 struct ckpt_joined *ckpt_joined_locate(struct ckpt_meta *m,
 				       const struct ckpt_entry *const *ents,

@@ -95,10 +95,11 @@ teardown() { common_teardown; }
 	done
 }
 
-# side_gen KEY LARGE: a 2-rank checkpoint (torch_gen --large LARGE) in
-# $TMP/b/large, uploaded to ck-lazy/KEY.
+# side_gen KEY LARGE [DIM]: a 2-rank checkpoint (torch_gen --large LARGE,
+# sharded along DIM, default 0) in $TMP/b/large, uploaded to ck-lazy/KEY.
 side_gen() {
-	torch_gen "$TMP/b" --large "$2" --world 2 >"$TMP/gen.log" 2>&1 ||
+	rm -rf "$TMP/b"
+	torch_gen "$TMP/b" --large "$2" --world 2 --dim "${3:-0}" >"$TMP/gen.log" 2>&1 ||
 		{ tail -30 "$TMP/gen.log"; return 1; }
 	upload "$TMP/b/large" "ck-lazy/$1"
 }
@@ -128,13 +129,26 @@ side_run() {
 	done
 }
 
-@test "s3 lazy joined: side buffers count against the handle's cache_mb: at cache_mb=1 the most all batches hold at once is 1 MiB (the rest located first, then read), and the load equals the local one (W=4 R=1, W=5 R=2, W=8 R=3)" {
-	# records of about 150 KiB, some read in part: MBs of side buffers
+@test "s3 lazy joined: a rank whose rows span two saved chunks (a split along dim 0 of a dim-0 checkpoint) gets each chunk's rows fetched into their run of its tensor: side buffers under an eighth of the loaded bytes (W=4 R=1, W=5 R=2, W=8 R=3, W=3 R=1); bytes equal the local load" {
+	# records of about 150 KiB, most read in part
 	side_gen sidecap 0.06
-	for wr in "4 1" "5 2" "8 3"; do
+	for wr in "4 1" "5 2" "8 3" "3 1"; do
 		side_run sidecap $wr
+		[ "$DATA" -gt 4000000 ]
+		# (before: 26% at W=4 R=1, 105% at W=5 R=2: the rows of a
+		# tensor that two chunks fill went through side buffers)
+		[ $((8 * SIDE)) -lt "$DATA" ]
+	done
+}
+
+@test "s3 lazy joined: side buffers count against the handle's cache_mb: at cache_mb=1 the most all batches hold at once is 1 MiB (the rest located first, then read), and the load equals the local one (a dim-1 checkpoint: W=2 R=1, W=3 R=2, W=4 R=3)" {
+	# chunks of columns, read in rows from their ends: their bytes are
+	# no run of the rank's tensor, and go through side buffers (MBs)
+	side_gen sidecap1 0.06 1
+	for wr in "2 1" "3 2" "4 3"; do
+		side_run sidecap1 $wr
 		[ "$SIDE" -gt $((1 << 20)) ]	# the cap below does bind
-		side_run sidecap $wr 1
+		side_run sidecap1 $wr 1
 		[ "$SIDE" -gt 0 ]
 		[ "$SIDE" -le $((1 << 20)) ]
 	done

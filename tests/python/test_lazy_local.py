@@ -128,6 +128,24 @@ def test_a_lazy_open_reads_metadata_then_only_a_ranks_records(many):
         lazy["after"]["bytes_fetched"], (eager, lazy)
 
 
+def test_a_lazy_local_load_reads_a_records_run_in_one_request(many):
+    # W=3 R=1 reads 3,600 of the 8,000 records, most of them in part
+    # (each saved chunk's rows from one end): a record's head window,
+    # its rows (straight into the tensor) and its tail window follow one
+    # another in its file, and are one preadv, not three preads or one
+    # read into a buffer and copied.
+    w, r = 3, 1
+    share = lazy_check("share", many, w, r).split()
+    nrec, nbytes = int(share[1]), int(share[3])
+    lazy = json.loads(run_py(COUNT, many, w, r).stdout.splitlines()[-1])
+    got = lazy["after"]
+    reads = got["requests"] - lazy["open"]["requests"]
+    print("records", nrec, "bytes", nbytes, "; lazy", got)
+    # (before: 404 requests and 1.40x the records' bytes)
+    assert reads <= nrec / 10, (reads, nrec)
+    assert got["read_bytes_fetched"] <= 1.2 * nbytes, (got, nbytes)
+
+
 # One of 8 processes: wait for the start file, open CKPT with the index
 # cache given, load rank 1 of 4; its origin, the open's time and I/O, and
 # a digest of every file's bytes.

@@ -472,6 +472,44 @@ static void test_batch_and_stats(void)
 		CHECK(st.bytes_delivered - b4.bytes_delivered == 4 * 400);
 		CHECK(st.requests - b4.requests == 1);
 	}
+	{
+		/* A joined read: a record's head window, its bytes (into the
+		 * caller's tensor) and its tail window follow one another
+		 * exactly; one preadv into their own buffers, none shared
+		 * (an empty one among them too). */
+		static const uint64_t len[5] = { 100, 0, 1700, 1, 2199 };
+		struct ckpt_store_stats b4;
+		uint64_t off = 1000;
+
+		ckpt_store_stats(s, &b4);
+		memset(dst, 0xee, 4100);
+		for (i = 0, at = 0; i < 5; i++) {
+			r[i] = (struct ckpt_store_range){ id[2], off, len[i],
+							 dst + at + i };
+			off += len[i];
+			at += len[i];
+		}
+		CHECK(ckpt_store_read(s, r, 5) == 0);
+		for (i = 0, bad = 0; i < 5; i++) {
+			uint64_t j;
+
+			for (j = 0; j < r[i].len; j++)
+				bad += ((uint8_t *)r[i].dst)[j] !=
+				       pat(2, r[i].off + j);
+			/* the byte between two buffers is nobody's */
+			bad += ((uint8_t *)r[i].dst)[r[i].len] != 0xee;
+		}
+		CHECK(bad == 0);
+		ckpt_store_stats(s, &st);
+		CHECK(st.requests - b4.requests == 1);
+		CHECK(st.bytes_fetched - b4.bytes_fetched == 4000);
+		CHECK(st.bytes_delivered - b4.bytes_delivered == 4000);
+		/* the same run going past the file's end fails, naming it */
+		r[4].len = FSIZE;
+		ckpt_clear_last_error();
+		CHECK(ckpt_store_read(s, r, 5) == -EIO);
+		CHECK(strstr(ckpt_last_error(), "/f2: offset 1000: file ends 4000 bytes into a "));
+	}
 	/* a range past the end fails the batch, naming the file */
 	r[0] = (struct ckpt_store_range){ id[3], FSIZE - 10, 20, dst };
 	ckpt_clear_last_error();
@@ -479,6 +517,50 @@ static void test_batch_and_stats(void)
 	CHECK(strstr(ckpt_last_error(), "/f3: offset 4990: file ends 10 bytes into a 20-byte read"));
 	free(dst);
 	ckpt_store_free(s);
+	cd_remove(dir);
+}
+
+/* A joined read of a large record: its head window, 18 MiB of its bytes
+ * (straight into the caller's tensor) and its tail window, one run of
+ * its file: one request into the three buffers (one read of their union
+ * through a buffer of its own would be a copy of 18 MiB more; it did
+ * not merge runs past 16 MiB, and read them one by one). */
+static void test_adjacent_large(void)
+{
+	const uint64_t big = (uint64_t)18 << 20, size = (uint64_t)20 << 20;
+	char *dir = cd_new(), err[1024];
+	struct ckpt_store_range r[3];
+	struct ckpt_store_file_info fi;
+	struct ckpt_store_stats st;
+	struct ckpt_store *s;
+	uint8_t *mid = malloc(big), head[2048], tail[2048];
+	uint32_t id = 0;
+	uint64_t j;
+	int bad = 0;
+
+	CHECK(mid && put_pattern(dir, "rec", 5, size) == 0);
+	s = store(dir, false, 0);
+	CHECK(s && ckpt_store_open(s, "rec", &id, &fi, err, sizeof(err)) == 0);
+	if (!s || !mid)
+		goto out;
+	r[0] = (struct ckpt_store_range){ id, 1000, sizeof(head), head };
+	r[1] = (struct ckpt_store_range){ id, 1000 + sizeof(head), big, mid };
+	r[2] = (struct ckpt_store_range){ id, 1000 + sizeof(head) + big,
+					 sizeof(tail), tail };
+	CHECK(ckpt_store_read(s, r, 3) == 0);
+	for (j = 0; j < sizeof(head); j++)
+		bad += head[j] != pat(5, 1000 + j) ||
+		       tail[j] != pat(5, 1000 + sizeof(head) + big + j);
+	for (j = 0; j < big; j += 4093)
+		bad += mid[j] != pat(5, 1000 + sizeof(head) + j);
+	bad += mid[big - 1] != pat(5, 1000 + sizeof(head) + big - 1);
+	CHECK(bad == 0);
+	ckpt_store_stats(s, &st);
+	CHECK(st.requests == 1);
+	CHECK(st.bytes_fetched == big + 4096);
+out:
+	ckpt_store_free(s);
+	free(mid);
 	cd_remove(dir);
 }
 
@@ -714,6 +796,7 @@ int main(void)
 	TEST(test_short_file);
 	TEST(test_identity);
 	TEST(test_batch_and_stats);
+	TEST(test_adjacent_large);
 	TEST(test_fd_cap);
 	TEST(test_read_local);
 	TEST(test_direct_io);
