@@ -398,6 +398,38 @@ static bool direct_part(const struct ckpt_meta *m, const struct want *u,
 	return true;
 }
 
+/* The gap below which hint_ranges() hints two ranges as one. */
+#define HINT_GAP ((uint64_t)64 << 10)
+
+/*
+ * Hint r[0..n) (sorted by file and offset) to the store before reading
+ * them: a local store's reads then find their pages coming in (the
+ * kernel reads every range ahead at once) instead of waiting for each
+ * in turn; an object store ignores it.
+ */
+static void hint_ranges(struct ckpt_meta *m, const struct ckpt_store_range *r,
+			size_t n)
+{
+	uint64_t off = 0, end = 0;
+	uint32_t id = 0;
+	size_t i;
+
+	for (i = 0; i <= n; i++) {
+		if (i < n && end && r[i].id == id && r[i].off <= end + HINT_GAP) {
+			if (r[i].off + r[i].len > end)
+				end = r[i].off + r[i].len;
+			continue;
+		}
+		if (end)
+			ckpt_store_willneed(m->store, id, off, end - off);
+		if (i < n) {
+			id = r[i].id;
+			off = r[i].off;
+			end = r[i].off + r[i].len;
+		}
+	}
+}
+
 /*
  * Which of wt[0..nu) put their bytes into their destinations (use[i]):
  * those of requests whose every chunk (ncover[req] of them) is pending
@@ -527,6 +559,7 @@ static struct ckpt_joined *fetch_joined(struct ckpt_meta *m,
 	qsort(r, n + nr, sizeof(*r), cmp_range);
 	if (!charge_side(m, total))
 		goto out_free;
+	hint_ranges(m, r, n + nr);
 	j->side = total;
 	if (ckpt_store_read(m->store, r, n + nr)) {
 		release_side(m, j->side);
