@@ -228,11 +228,16 @@ static int parse_args(const struct tool *t, int argc, char **argv,
 	return 0;
 }
 
+/* open_view()'s data files: none, every format's, or only a PyTorch
+ * checkpoint's (whose records a lazy open locates through them). */
+enum view_files { FILES_NONE, FILES_ALL, FILES_TORCH };
+
 /* Open, validate and build the view; prints the error itself. */
-static int open_view(const struct tool_args *a, bool files,
+static int open_view(const struct tool_args *a, enum view_files files,
 		     struct ckpt_meta **m, struct ckpt_view **v)
 {
 	struct ckpt_view_opts o = { 0 };
+	struct ckpt_meta_info mi;
 	char err[1024];
 
 	*v = NULL;
@@ -240,9 +245,14 @@ static int open_view(const struct tool_args *a, bool files,
 		goto out_err;
 	if (ckpt_meta_warning(*m))
 		fprintf(stderr, "ckptfs: warning: %s\n", ckpt_meta_warning(*m));
+	if (files == FILES_TORCH) {
+		ckpt_meta_info(*m, &mi);
+		files = mi.format && !strncmp(mi.format, "torch", 5) ?
+			FILES_ALL : FILES_NONE;
+	}
 	/* A command of its own: every fd it can get, and huge pages for
 	 * extract's fresh buffers. */
-	if (files && ckpt_files_open(*m, CKPT_FILES_RAISE_NOFILE |
+	if (files == FILES_ALL && ckpt_files_open(*m, CKPT_FILES_RAISE_NOFILE |
 				     CKPT_FILES_HUGE_PAGES, a->max_open, err,
 				     sizeof(err)))
 		goto out_meta;
@@ -378,7 +388,7 @@ static int tool_info(const struct tool_args *a)
 	const char *fpath;
 	uint64_t fsize;
 
-	if (open_view(a, true, &m, &v))
+	if (open_view(a, FILES_ALL, &m, &v))
 		return 1;
 	ckpt_meta_info(m, &mi);
 	for (i = 0; ckpt_meta_key(m, i, &e) == 0; i++) {
@@ -451,7 +461,7 @@ static int tool_ls(const struct tool_args *a)
 	char path[4096];
 	uint32_t i;
 
-	if (open_view(a, false, &m, &v))
+	if (open_view(a, FILES_NONE, &m, &v))
 		return 1;
 	printf("path\tdtype\tglobal_shape\tchunks%s\n",
 	       a->has_rank ? "\tlocal_shape\tlocal_offset\tbytes" : "");
@@ -585,7 +595,9 @@ static int plan_one(const struct ckpt_view *v, uint32_t node)
 	rc = ckpt_view_plan(v, 0, node, 0, UINT64_MAX, plan_run, &p);
 	if (rc) {
 		fflush(stdout);
-		if (*ckpt_last_error())	/* names the file and the key */
+		/* -EIO: a record not located, the reason (file, key) just
+		 * set; anything else (-ENOMEM) may set none */
+		if (rc == -EIO && *ckpt_last_error())
 			fprintf(stderr, "ckptfs: cannot plan: %s\n",
 				ckpt_last_error());
 		else
@@ -621,10 +633,10 @@ static int tool_plan(const struct tool_args *a)
 	uint32_t i;
 	int bad = 0;
 
-	/* The data files too: a PyTorch checkpoint opened lazily has its
-	 * records located by the plan, as a read would (from the rank's
-	 * records only). */
-	if (open_view(a, true, &m, &v))
+	/* A PyTorch checkpoint's data files too: opened lazily, its records
+	 * are located by the plan, as a read would (the rank's only).
+	 * Other formats are planned from their metadata alone. */
+	if (open_view(a, FILES_TORCH, &m, &v))
 		return 1;
 	if (a->npos == 2) {
 		i = find_key(v, a->pos[1]);
@@ -694,7 +706,7 @@ static int tool_cat(const struct tool_args *a)
 	uint32_t i;
 	int rc;
 
-	if (open_view(a, true, &m, &v)) {
+	if (open_view(a, FILES_ALL, &m, &v)) {
 		ckpt_scratch_free(s);
 		return 1;
 	}
@@ -948,7 +960,7 @@ static int tool_extract(const struct tool_args *given)
 			      rl.rlim_cur > 64 + 2 * EXTRACT_FILES ?
 			      (uint32_t)rl.rlim_cur - 2 * EXTRACT_FILES : 16;
 	}
-	if (open_view(a, true, &m, &v)) {
+	if (open_view(a, FILES_ALL, &m, &v)) {
 		free(x);
 		return 1;
 	}
@@ -1072,7 +1084,7 @@ static int tool_stats(const struct tool_args *a)
 	int rc = 0, k;
 	uint32_t i;
 
-	if (!vals || !buf || !s || open_view(a, true, &m, &v)) {
+	if (!vals || !buf || !s || open_view(a, FILES_ALL, &m, &v)) {
 		free(vals);
 		free(buf);
 		ckpt_scratch_free(s);
@@ -1311,7 +1323,7 @@ static int tool_verify(const struct tool_args *a)
 	long index_bad = 0;
 	double secs;
 
-	if (open_view(a, true, &m, &v))
+	if (open_view(a, FILES_ALL, &m, &v))
 		return 1;
 	ckpt_meta_info(m, &mi);
 	if (mi.origin == CKPT_ORIGIN_TORCH_INDEX) {

@@ -393,7 +393,8 @@ def resume_worker(rank, world, port, ckpt, reader, q, threads=0):
     threads with LOCAL_WORLD_SIZE set as torchrun sets it), null (a
     FileSystemReader whose read_data resolves and commits every item and
     reads nothing: torch's own metadata, planning and collectives, the
-    floor for any reader), floor (no dcp.load: the rank preads its
+    floor for any reader; null-ckptfs: the same from ckptfs.StorageReader,
+    for s3:// and az://), floor (no dcp.load: the rank preads its
     1/world of the data files into a buffer allocated and zeroed the same
     way, the floor for the data)."""
     import time
@@ -407,14 +408,23 @@ def resume_worker(rank, world, port, ckpt, reader, q, threads=0):
     os.environ["LOCAL_WORLD_SIZE"] = str(world)
     storage_reader = ckptfs.StorageReader     # imported before the clock
 
+    def read_nothing(plan, planner):
+        for it in plan.items:
+            if it.type != dcp.planner.LoadItemType.BYTE_IO:
+                planner.commit_tensor(it, planner.resolve_tensor(it))
+        fut = Future()
+        fut.set_result(None)
+        return fut
+
     class NullReader(dcp.FileSystemReader):
         def read_data(self, plan, planner):
-            for it in plan.items:
-                if it.type != dcp.planner.LoadItemType.BYTE_IO:
-                    planner.commit_tensor(it, planner.resolve_tensor(it))
-            fut = Future()
-            fut.set_result(None)
-            return fut
+            return read_nothing(plan, planner)
+
+    class NullStorageReader(storage_reader):
+        """null for an object store: ckptfs.StorageReader's open and
+        metadata, torch's planning and collectives, no data read."""
+        def read_data(self, plan, planner):
+            return read_nothing(plan, planner)
 
     join_group(port, rank, world)
     mesh = init_device_mesh("cpu", (world,))
@@ -451,6 +461,7 @@ def resume_worker(rank, world, port, ckpt, reader, q, threads=0):
         r = {"fs": lambda: dcp.FileSystemReader(ckpt),
              "fsspec": lambda: FsspecReader(ckpt),
              "null": lambda: NullReader(ckpt),
+             "null-ckptfs": lambda: NullStorageReader(ckpt),
              "ckptfs": lambda: storage_reader(ckpt, threads=threads or None),
              "ckptfs-nocoop": lambda: storage_reader(
                  ckpt, threads=threads or None, cooperative=False),

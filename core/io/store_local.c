@@ -738,8 +738,6 @@ static int read_direct(struct local_store *ls, int fd,
 	return 0;
 }
 
-/* pread exactly r->len bytes of fd; -EIO with the reason in the last
- * error. */
 /* A pread of file f's [off, off + len) that gave n (< 0: errno) after
  * got bytes: -EIO, with the last error naming the file and offset. */
 static int read_failed(const struct local_store *ls, const struct lfile *f,
@@ -758,6 +756,8 @@ static int read_failed(const struct local_store *ls, const struct lfile *f,
 	return -EIO;
 }
 
+/* pread exactly r->len bytes of fd; -EIO with the reason in the last
+ * error. */
 static int read_range(struct local_store *ls, int fd,
 		      const struct ckpt_store_range *r)
 {
@@ -810,6 +810,8 @@ static int read_adjacent(struct local_store *ls, int fd,
 	ssize_t m;
 
 	*k = 0;
+	if (total > ADJACENT_BYTES)
+		return 0;
 	for (i = 1; i < n && i < ADJACENT_MAX && r[i].id == r[0].id &&
 		    r[i].off == r[i - 1].off + r[i - 1].len &&
 		    r[i].len <= ADJACENT_BYTES - total; i++)

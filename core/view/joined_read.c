@@ -84,6 +84,16 @@ static int cmp_fetched(const void *x, const void *y)
 	return p->off < q->off ? -1 : p->off > q->off;
 }
 
+/* By request, then destination. */
+static int cmp_direct(const void *x, const void *y)
+{
+	const struct direct *p = x, *q = y;
+
+	if (p->req != q->req)
+		return p->req < q->req ? -1 : 1;
+	return p->dst < q->dst ? -1 : p->dst > q->dst;
+}
+
 static int cmp_range(const void *x, const void *y)
 {
 	const struct ckpt_store_range *p = x, *q = y;
@@ -704,9 +714,15 @@ struct ckpt_joined *ckpt_joined_locate(struct ckpt_meta *m,
 				placed[d[i].req] += d[i].n;
 			}
 		/* A request is read when every chunk its box meets was
-		 * put in place, and they filled it: chunks that overlap
-		 * (or one located before this batch) leave it to its
-		 * read, which reads it whole. */
+		 * put in place, and they filled it, each its own part:
+		 * chunks that overlap (a rank-local checkpoint's tiling
+		 * is not checked) or one located before this batch leave
+		 * it to its read, which reads it whole. */
+		qsort(d, nd, sizeof(*d), cmp_direct);
+		for (i = 0; i + 1 < nd; i++)
+			if (d[i].req == d[i + 1].req &&
+			    d[i + 1].dst < d[i].dst + d[i].n)
+				nplaced[d[i].req] = 0;	/* overlap */
 		for (i = 0; i < nd; i++)
 			if (ncover[d[i].req] == nplaced[d[i].req] &&
 			    placed[d[i].req] == len[d[i].req])

@@ -15,7 +15,8 @@ the sid chroot, --wan-gib).  For each delay (--az-delays, default 20 ms):
   a node-local index cache (emptied first), against two ceilings of all
   ranks' ranges: one curl with PARALLEL in flight, and one curl per rank
   at once, each its rank's ranges with PARALLEL in flight (the ranks'
-  own connections, as the resume has them).  Torch's FsspecReader needs adlfs, which
+  own connections, as the resume has them); and the same resume with a
+  StorageReader whose read_data reads nothing (torch's share of it).  Torch's FsspecReader needs adlfs, which
   Debian does not package (bookworm nor sid), so there is no torch row.
 
 --quick leaves these rows out (Azurite's start and the torch checkpoint
@@ -179,6 +180,18 @@ def az_figures(args, t, lib_env):
             t.add(f"{tag}: ceiling for the resume's bytes, {w} curls at "
                   f"once, each one rank's ranges, {PARALLEL} in flight each",
                   [rk], unit="s")
+            # torch's share: a StorageReader whose read_data reads
+            # nothing (its open and .metadata, torch's planning and
+            # collectives), to tell the resume's reading from it
+            nulls = []
+            for _ in range(reps):
+                v, _, _, _ = wanbench.counted(px, lambda: wanbench.resume_once(
+                    root, w, "null-ckptfs", env))
+                nulls.append(v)
+            null = statistics.median(nulls)
+            t.add(f"{tag}: resume on {w} ranks, ckptfs.StorageReader whose "
+                  "read_data reads nothing (open, .metadata, torch's "
+                  "planning and collectives)", nulls, unit="s")
             cdir = "/tmp/ckptfs-bench-az-index-cache"    # inside the chroot
             for extra, what in (({}, "no index cache (every rank indexes)"),
                                 ({"CKPTFS_INDEX_CACHE": cdir},
@@ -197,7 +210,10 @@ def az_figures(args, t, lib_env):
                       f"ckptfs.StorageReader(\"az://...\"), {what}", res,
                       unit="s",
                       note=f"{ck / rs:.2f}x the one-curl ceiling's time, "
-                           f"{ck / rk:.2f}x the {w} curls'; requests: "
+                           f"{ck / rk:.2f}x the {w} curls'; less the "
+                           f"reader that reads nothing, "
+                           f"{(ck - null) / rk:.2f}x the {w} curls'; "
+                           "requests: "
                            f"{wanbench.methods(by)} (plan: {len(allr)} "
                            f"ranges, {(n - len(allr)) / w:+.1f} a rank); no "
                            "FsspecReader row: adlfs is not packaged in "

@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _args, _lib
 from ._args import IndexCacheArg, PathArg
-from .errors import CheckpointError, from_lib
+from .errors import CheckpointError, from_code, from_lib
 
 __all__ = ["Checkpoint", "CheckpointInfo", "KeyInfo", "PlanEntry", "PlanRun",
            "open"]
@@ -352,10 +352,14 @@ class Checkpoint:
                 # A lazily opened PyTorch checkpoint: the plan locates
                 # the records first, as a read would; one that cannot be
                 # located is the read's error, not an empty plan.
-                if e.kind == _lib.KIND_TENSOR and size and \
-                        _lib.lib.ckpt_view_plan(v.v, slot, node, 0, size,
-                                                cb, None):
+                rc = _lib.lib.ckpt_view_plan(v.v, slot, node, 0, size, cb,
+                                             None) \
+                    if e.kind == _lib.KIND_TENSOR and size else 0
+                if rc == -errno.EIO:    # the reason (file, key) just set
                     raise from_lib(_lib.last_error())
+                if rc:
+                    raise from_code(-rc, os.strerror(-rc),
+                                    key=_text(e.fqn))
                 out.append(PlanEntry(
                     rank=int(_lib.lib.ckpt_view_slot_rank(v.v, slot)),
                     key=_text(e.fqn), path="/".join(v.components(node)),
