@@ -410,28 +410,37 @@ static bool direct_part(const struct ckpt_meta *m, const struct want *u,
 
 /* The gap below which hint_ranges() hints two ranges as one. */
 #define HINT_GAP ((uint64_t)64 << 10)
+/* The most bytes hint_ranges() hints: a batch of a large load is read
+ * by the kernel's own read-ahead past that, rather than all of it
+ * brought in at once, where it could evict its own first pages. */
+#define HINT_MAX ((uint64_t)256 << 20)
 
 /*
  * Hint r[0..n) (sorted by file and offset) to the store before reading
- * them: a local store's reads then find their pages coming in (the
- * kernel reads every range ahead at once) instead of waiting for each
- * in turn; an object store ignores it.
+ * them, the first HINT_MAX bytes: a local store's reads then find their
+ * pages coming in (the kernel reads the ranges ahead at once) instead of
+ * waiting for each in turn; an object store ignores it.
  */
 static void hint_ranges(struct ckpt_meta *m, const struct ckpt_store_range *r,
 			size_t n)
 {
-	uint64_t off = 0, end = 0;
+	uint64_t off = 0, end = 0, hinted = 0;
 	uint32_t id = 0;
 	size_t i;
 
-	for (i = 0; i <= n; i++) {
+	for (i = 0; i <= n && hinted < HINT_MAX; i++) {
 		if (i < n && end && r[i].id == id && r[i].off <= end + HINT_GAP) {
 			if (r[i].off + r[i].len > end)
 				end = r[i].off + r[i].len;
 			continue;
 		}
-		if (end)
-			ckpt_store_willneed(m->store, id, off, end - off);
+		if (end) {
+			uint64_t len = end - off < HINT_MAX - hinted ?
+				       end - off : HINT_MAX - hinted;
+
+			ckpt_store_willneed(m->store, id, off, len);
+			hinted += len;
+		}
 		if (i < n) {
 			id = r[i].id;
 			off = r[i].off;
