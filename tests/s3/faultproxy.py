@@ -86,6 +86,9 @@ S3_CODES = {503: "SlowDown", 500: "InternalError", 429: "SlowDown",
             412: "PreconditionFailed"}
 
 
+# The request this thread serves: the statistics' epoch it began in.
+_REQUEST = threading.local()
+
 class State:
     def __init__(self):
         self.lock = threading.Lock()
@@ -103,6 +106,10 @@ class State:
         self.bytes_by_method = {}
         self.injected_headers = 0
         self.log = []
+        # Requests begun before a reset are another test's: their
+        # threads carry the epoch they began in (enter()), and record()
+        # drops them (one held by a 60 s delay ends long after its test).
+        self.epoch = getattr(self, "epoch", 0) + 1
         self.inflight = getattr(self, "inflight", 0)
         self.delayed = getattr(self, "delayed", 0)     # of them, held
         self.inflight_max = 0
@@ -158,6 +165,8 @@ class State:
                     signed = part[len("SignedHeaders="):]
             token = headers.get("x-amz-security-token") is not None
         with self.lock:
+            if getattr(_REQUEST, "epoch", self.epoch) != self.epoch:
+                return          # begun before the last reset
             self.bytes += nbytes
             self.by_status[str(status)] = self.by_status.get(str(status), 0) + 1
             kind = kind_of(method, path)
@@ -181,6 +190,7 @@ class State:
 
     def enter(self):
         with self.lock:
+            _REQUEST.epoch = self.epoch
             self.inflight += 1
             self.inflight_max = max(self.inflight_max, self.inflight)
 
