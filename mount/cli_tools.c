@@ -247,7 +247,10 @@ static int open_view(const struct tool_args *a, enum view_files files,
 		fprintf(stderr, "ckptfs: warning: %s\n", ckpt_meta_warning(*m));
 	if (files == FILES_TORCH) {
 		ckpt_meta_info(*m, &mi);
-		files = mi.format && !strncmp(mi.format, "torch", 5) ?
+		files = mi.origin == CKPT_ORIGIN_TORCH ||
+			mi.origin == CKPT_ORIGIN_TORCH_INDEX ||
+			mi.origin == CKPT_ORIGIN_TORCH_LOCAL ||
+			mi.origin == CKPT_ORIGIN_TORCH_INDEX_CACHE ?
 			FILES_ALL : FILES_NONE;
 	}
 	/* A command of its own: every fd it can get, and huge pages for

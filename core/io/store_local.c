@@ -806,7 +806,7 @@ static int read_adjacent(struct local_store *ls, int fd,
 	const struct lfile *f = file_at(ls, r[0].id);
 	struct iovec iov[ADJACENT_MAX];
 	uint64_t total = r[0].len, got = 0;
-	size_t i, first = 0;
+	size_t i, j, first = 0;
 	ssize_t m;
 
 	*k = 0;
@@ -818,9 +818,8 @@ static int read_adjacent(struct local_store *ls, int fd,
 		total += r[i].len;
 	if (i < 2 || wants_direct(ls, fd, r[0].off, total))
 		return 0;
-	for (first = 0; first < i; first++)
-		iov[first] = (struct iovec){ r[first].dst, r[first].len };
-	first = 0;
+	for (j = 0; j < i; j++)
+		iov[j] = (struct iovec){ r[j].dst, r[j].len };
 	while (got < total) {
 		m = preadv(fd, iov + first, (int)(i - first),
 			   (off_t)(r[0].off + got));

@@ -89,6 +89,7 @@ S3_CODES = {503: "SlowDown", 500: "InternalError", 429: "SlowDown",
 # The request this thread serves: the statistics' epoch it began in.
 _REQUEST = threading.local()
 
+
 class State:
     def __init__(self):
         self.lock = threading.Lock()
