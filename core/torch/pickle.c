@@ -15,6 +15,24 @@
 
 #include "common/errbuf.h"
 
+/* Released memory is poisoned under ASan, so a value used after its
+ * batch was released is reported, not read as whatever reused it. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#endif
+#endif
+#ifndef POISON
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 /* Blocks start small and double up to ARENA_MAX_BLOCK: a record's
  * data.pkl is a few hundred bytes, and a fixed 1 MiB block per record cost
  * an mmap, a munmap and the sanitizer's quarantine each (issue 31). */
@@ -36,14 +54,34 @@ _Static_assert(sizeof(struct pk_value) == 32, "a value is 32 bytes");
 struct pk_block {
 	struct pk_block *next;
 	size_t used, size;
+	uint64_t seq;		/* blocks of head: newer ones are higher */
 	max_align_t data[];
 };
 
+/*
+ * Values go into head's blocks, newest first.  A streamed batch's values
+ * are released back to where its MARK found the arena (arena_release()),
+ * so what must outlive a batch goes elsewhere: shared values and copies
+ * of the leaves a memo slot keeps go into the kept blocks, and anything
+ * else that something outside the batch may point at raises the
+ * machine's keep floor, below which nothing is released.
+ */
 struct pk_arena {
 	struct pk_block *head;
+	struct pk_block *kept;	/* never released before pk_free() */
+	struct pk_block *spare;	/* released, reused before new ones */
 	size_t total, cap;
 	size_t next_block;	/* size of the next block, before doubling */
+	size_t next_kept;	/* the same, of kept blocks */
+	uint64_t seq;		/* the last block's seq */
 	bool capped;		/* an allocation hit cap */
+};
+
+/* A point in head's blocks: b NULL (seq 0) is before the first. */
+struct arena_pos {
+	struct pk_block *b;
+	size_t used;
+	uint64_t seq;
 };
 
 struct machine {
@@ -55,7 +93,10 @@ struct machine {
 	struct pk_value **stack;
 	size_t sp, stack_cap;
 	size_t *marks;
+	struct arena_pos *amarks;	/* the arena at each MARK */
 	size_t nmarks, marks_cap;
+	const struct pk_stream *st;	/* or NULL */
+	struct arena_pos keep;	/* never released below this */
 	/* Memo: index i's slot is slot[rank of i among the indices a GET
 	 * reads] (memo_slot()); an index no GET reads is not kept. */
 	struct pk_value **memo;	/* [nread] */
@@ -88,49 +129,106 @@ static struct pk_block *block_new(size_t bs)
 	return p;
 }
 
-static void *arena_alloc(struct pk_arena *a, size_t size)
+/* size bytes from the newest block of *list (a->head or a->kept). */
+static void *list_alloc(struct pk_arena *a, struct pk_block **list,
+			size_t size)
 {
-	struct pk_block *b = a->head;
+	struct pk_block *b = *list;
 	void *p;
 
 	if (size > SIZE_MAX / 2)
 		return NULL;
 	size = (size + ARENA_ALIGN - 1) & ~(ARENA_ALIGN - 1);
 	if (!b || b->size - b->used < size) {
-		size_t bs = a->next_block ? a->next_block : ARENA_FIRST_BLOCK;
+		size_t *next = list == &a->kept ? &a->next_kept :
+			       &a->next_block;
+		size_t bs = *next ? *next : ARENA_FIRST_BLOCK;
 
-		if (bs < ARENA_MAX_BLOCK)
-			a->next_block = bs * 2;
-		if (bs < size)
-			bs = size;
-		if (bs > a->cap - a->total) {
-			a->capped = true;
-			return NULL;
+		if (list != &a->kept && a->spare && a->spare->size >= size) {
+			b = a->spare;	/* faulted in already */
+			a->spare = b->next;
+		} else {
+			if (bs < ARENA_MAX_BLOCK)
+				*next = bs * 2;
+			if (bs < size)
+				bs = size;
+			if (bs > a->cap - a->total) {
+				a->capped = true;
+				return NULL;
+			}
+			b = block_new(bs);
+			if (!b)
+				return NULL;
+			b->size = bs;
+			a->total += bs;
 		}
-		b = block_new(bs);
-		if (!b)
-			return NULL;
-		b->next = a->head;
+		b->next = *list;
 		b->used = 0;
-		b->size = bs;
-		a->head = b;
-		a->total += bs;
+		b->seq = ++a->seq;
+		*list = b;
 	}
 	p = (char *)b->data + b->used;
 	b->used += size;
+	UNPOISON(p, size);
 	return p;
+}
+
+static void *arena_alloc(struct pk_arena *a, size_t size)
+{
+	return list_alloc(a, &a->head, size);
+}
+
+static struct arena_pos arena_top(const struct pk_arena *a)
+{
+	struct arena_pos p = { 0 };
+
+	if (a->head)
+		p = (struct arena_pos){ a->head, a->head->used,
+					a->head->seq };
+	return p;
+}
+
+static bool pos_before(struct arena_pos x, struct arena_pos y)
+{
+	return x.seq < y.seq || (x.seq == y.seq && x.used < y.used);
+}
+
+/* Give back head's memory past p (which must be in it) to the spare
+ * list: everything allocated after p is gone. */
+static void arena_release(struct pk_arena *a, struct arena_pos p)
+{
+	while (a->head && a->head != p.b) {
+		struct pk_block *b = a->head;
+
+		a->head = b->next;
+		b->next = a->spare;
+		a->spare = b;
+		POISON(b->data, b->size);
+	}
+	if (a->head) {
+		a->head->used = p.used;
+		POISON((char *)a->head->data + p.used, a->head->size - p.used);
+	}
+}
+
+static void free_list(struct pk_block *b)
+{
+	struct pk_block *next;
+
+	for (; b; b = next) {
+		next = b->next;
+		UNPOISON(b->data, b->size);
+		free(b);
+	}
 }
 
 void pk_free(struct pk_arena *a)
 {
-	struct pk_block *b, *next;
-
 	if (!a)
 		return;
-	for (b = a->head; b; b = next) {
-		next = b->next;
-		free(b);
-	}
+	free_list(a->head);
+	free_list(a->kept);
+	free_list(a->spare);
 	free(a);
 }
 
@@ -230,6 +328,27 @@ static struct pk_value *new_value(struct machine *mc, enum pk_type t)
 	return v;
 }
 
+/* A value in the kept blocks (shared values, memo slots' leaves). */
+static struct pk_value *new_kept(struct machine *mc, enum pk_type t)
+{
+	struct pk_value *v = list_alloc(mc->a, &mc->a->kept, sizeof(*v));
+
+	if (v) {
+		memset(v, 0, sizeof(*v));
+		v->type = (uint8_t)t;
+		v->flags = PK_KEPT | PK_PINNED;
+	}
+	return v;
+}
+
+/* Nothing allocated so far is released: something that outlives the
+ * current batch may point at any of it. */
+static void keep_all(struct machine *mc)
+{
+	if (mc->st)
+		mc->keep = arena_top(mc->a);
+}
+
 static int push(struct machine *mc, struct pk_value *v)
 {
 	if (!v)
@@ -282,11 +401,8 @@ static int collect(struct machine *mc, enum pk_type t, size_t from)
 	struct pk_value *v;
 
 	if (n == 0 && t == PK_TUPLE) {	/* immutable: shared */
-		if (!mc->empty_tuple) {
-			mc->empty_tuple = new_value(mc, PK_TUPLE);
-			if (mc->empty_tuple)
-				mc->empty_tuple->flags = PK_PINNED;
-		}
+		if (!mc->empty_tuple)
+			mc->empty_tuple = new_kept(mc, PK_TUPLE);
 		return push(mc, mc->empty_tuple);
 	}
 	v = new_value(mc, t);
@@ -307,11 +423,58 @@ static int collect(struct machine *mc, enum pk_type t, size_t from)
 	return push(mc, v);
 }
 
-/* Append stack[from, sp) to the list or dict below from, and pop them. */
-static int extend(struct machine *mc, size_t from, enum pk_type want)
+/*
+ * The items stack[from, from + n) set into dict c, given to the stream
+ * when c is (or, on its first items, becomes) a streamed dict: 0 when
+ * they were, 1 when c is built as usual, or -errno.
+ */
+static int stream_items(struct machine *mc, struct pk_value *c, size_t from,
+			size_t n)
+{
+	const struct pk_stream *st = mc->st;
+	bool first = !(c->flags & PK_STREAMED);
+	unsigned r = 0;
+	int rc;
+
+	if (!st || (c->flags & PK_UNSTREAMED))
+		return 1;
+	if (first) {
+		const struct pk_value *k = from >= 2 ? mc->stack[from - 2] :
+				      NULL;
+
+		if (c->n || !k || k->type != PK_STR)
+			return 1;
+		while (r < st->nroles && !pk_str_is(k, st->roles[r]))
+			r++;
+		if (r == st->nroles)
+			return 1;
+	} else {
+		r = (unsigned)c->id;
+	}
+	rc = st->pairs(st->ctx, r, c,
+		       (const struct pk_value *const *)mc->stack + from, n / 2);
+	if (rc == 1 && first) {
+		c->flags |= PK_UNSTREAMED;
+		return 1;
+	}
+	if (rc == 1)
+		return fail(mc, -EINVAL, "a streamed dict declined part way");
+	if (rc)
+		return rc;
+	c->flags |= PK_STREAMED;
+	c->id = (int32_t)r;
+	mc->sp = from;
+	return 0;
+}
+
+/* Append stack[from, sp) to the list or dict below from, and pop them.
+ * mark: where the arena was at their MARK (SETITEMS, APPENDS), or NULL. */
+static int extend(struct machine *mc, size_t from, enum pk_type want,
+		  const struct arena_pos *mark)
 {
 	size_t n = mc->sp - from, need;
 	struct pk_value *c;
+	int rc;
 
 	if (from == 0 || from <= floor_sp(mc))
 		return fail(mc, -EINVAL, "stack underflow");
@@ -324,6 +487,17 @@ static int extend(struct machine *mc, size_t from, enum pk_type want)
 		return fail(mc, -EINVAL, "odd number of dict items");
 	if (n == 0)	/* an empty APPENDS / SETITEMS batch */
 		return 0;
+	if (want == PK_DICT && (rc = stream_items(mc, c, from, n)) <= 0) {
+		/* Their values are gone: give the batch's memory back, but
+		 * none that something kept may point at (keep). */
+		if (rc == 0 && mark) {
+			arena_release(mc->a, pos_before(*mark, mc->keep) ?
+					     mc->keep : *mark);
+			mc->free_vals = NULL;
+			mc->free_ones = NULL;
+		}
+		return rc;
+	}
 	need = (size_t)c->n + n;
 	if (need > UINT32_MAX / 2)
 		return fail(mc, -E2BIG, "container too large");
@@ -344,6 +518,8 @@ static int extend(struct machine *mc, size_t from, enum pk_type want)
 	memcpy(c->u.items + c->n, mc->stack + from, n * sizeof(*c->u.items));
 	c->n = (uint32_t)need;
 	mc->sp = from;
+	if (c->flags & PK_PINNED)	/* reachable from outside a batch */
+		keep_all(mc);
 	return 0;
 }
 
@@ -464,6 +640,38 @@ static size_t memo_slot(const struct machine *mc, uint64_t idx)
 	       (size_t)__builtin_popcountll(w & ((1ull << (idx % 64)) - 1));
 }
 
+/*
+ * v, about to be memoized for a GET, made to outlive any batch: a leaf
+ * (nothing else points at it yet: it was just pushed) is copied into the
+ * kept blocks, and the copy returned; anything else keeps all there is.
+ */
+static struct pk_value *keep_value(struct machine *mc, struct pk_value *v)
+{
+	struct pk_value *k;
+
+	switch (v->type) {
+	case PK_NONE: case PK_BOOL: case PK_INT: case PK_STR: case PK_GLOBAL:
+	case PK_DIMS:
+		break;
+	default:
+		keep_all(mc);
+		return v;
+	}
+	k = new_kept(mc, (enum pk_type)v->type);
+	if (!k)
+		return NULL;
+	*k = *v;
+	k->flags |= PK_KEPT | PK_PINNED;
+	if (v->type == PK_DIMS) {
+		k->u.dims = list_alloc(mc->a, &mc->a->kept,
+				       v->n * sizeof(*v->u.dims));
+		if (!k->u.dims)
+			return NULL;
+		memcpy(k->u.dims, v->u.dims, v->n * sizeof(*v->u.dims));
+	}
+	return k;
+}
+
 static int memo_put(struct machine *mc, uint64_t idx)
 {
 	size_t slot;
@@ -477,8 +685,16 @@ static int memo_put(struct machine *mc, uint64_t idx)
 		mc->nmemo = idx + 1;
 	slot = memo_slot(mc, idx);
 	if (slot != SIZE_MAX) {
-		mc->memo[slot] = mc->stack[mc->sp - 1];
-		mc->memo[slot]->flags |= PK_PINNED;
+		struct pk_value *v = mc->stack[mc->sp - 1];
+
+		if (mc->st && !(v->flags & PK_KEPT)) {
+			v = keep_value(mc, v);
+			if (!v)
+				return oom(mc);
+			mc->stack[mc->sp - 1] = v;
+		}
+		mc->memo[slot] = v;
+		v->flags |= PK_PINNED;
 	}
 	return 0;
 }
@@ -508,13 +724,11 @@ static int push_int(struct machine *mc, enum pk_type t, int64_t i)
 		shared = &mc->ints[i];
 	if (shared && *shared)
 		return push(mc, *shared);
-	v = new_value(mc, t);
+	v = shared ? new_kept(mc, t) : new_value(mc, t);
 	if (v)
 		v->u.i = i;
-	if (shared && v) {
-		v->flags = PK_PINNED;
+	if (shared && v)
 		*shared = v;
-	}
 	return push(mc, v);
 }
 
@@ -591,12 +805,18 @@ static int step(struct machine *mc, struct pk_value **root)
 		if (mc->nmarks == mc->marks_cap) {
 			size_t ncap = mc->marks_cap ? mc->marks_cap * 2 : 16;
 			size_t *nm = realloc(mc->marks, ncap * sizeof(*nm));
+			struct arena_pos *na;
 
 			if (!nm)
 				return oom(mc);
 			mc->marks = nm;
+			na = realloc(mc->amarks, ncap * sizeof(*na));
+			if (!na)
+				return oom(mc);
+			mc->amarks = na;
 			mc->marks_cap = ncap;
 		}
+		mc->amarks[mc->nmarks] = arena_top(mc->a);
 		mc->marks[mc->nmarks++] = mc->sp;
 		return 0;
 	case 0x94:	/* MEMOIZE */
@@ -652,11 +872,8 @@ static int step(struct machine *mc, struct pk_value **root)
 		return push_int(mc, PK_INT, (int64_t)v);
 	}
 	case 'N':
-		if (!mc->none) {
-			mc->none = new_value(mc, PK_NONE);
-			if (mc->none)
-				mc->none->flags = PK_PINNED;
-		}
+		if (!mc->none)
+			mc->none = new_kept(mc, PK_NONE);
 		return push(mc, mc->none);
 	case 0x89:
 	case 0x88:
@@ -681,16 +898,17 @@ static int step(struct machine *mc, struct pk_value **root)
 	case 'a':
 		if (mc->sp < floor_sp(mc) + 2)
 			return fail(mc, -EINVAL, "stack underflow");
-		return extend(mc, mc->sp - 1, PK_LIST);
+		return extend(mc, mc->sp - 1, PK_LIST, NULL);
 	case 's':
 		if (mc->sp < floor_sp(mc) + 3)
 			return fail(mc, -EINVAL, "stack underflow");
-		return extend(mc, mc->sp - 2, PK_DICT);
+		return extend(mc, mc->sp - 2, PK_DICT, NULL);
 	case 'e':
 	case 'u':
 		if ((rc = pop_mark(mc, &at)))
 			return rc;
-		return extend(mc, at, mc->op == 'e' ? PK_LIST : PK_DICT);
+		return extend(mc, at, mc->op == 'e' ? PK_LIST : PK_DICT,
+			      &mc->amarks[mc->nmarks]);
 	case 0x93:	/* STACK_GLOBAL */
 		if ((rc = pop(mc, &b)) || (rc = pop(mc, &a)))
 			return rc;
@@ -717,6 +935,8 @@ static int step(struct machine *mc, struct pk_value **root)
 		if (a->type != PK_CALL || a->u.call.state)
 			return fail(mc, -EINVAL, "BUILD of something not a new object");
 		a->u.call.state = b;
+		if (a->flags & PK_PINNED)	/* see extend() */
+			keep_all(mc);
 		return 0;
 	default:
 		return fail(mc, -EINVAL, "opcode not supported");
@@ -826,6 +1046,16 @@ int pk_load(const uint8_t *buf, size_t len, const struct pk_global *table,
 	    size_t n, const char *name, struct pk_value **root,
 	    struct pk_arena **arena, char *err, size_t errlen)
 {
+	return pk_load_stream(buf, len, table, n, NULL, name, root, arena,
+			      err, errlen);
+}
+
+int pk_load_stream(const uint8_t *buf, size_t len,
+		   const struct pk_global *table, size_t n,
+		   const struct pk_stream *st, const char *name,
+		   struct pk_value **root, struct pk_arena **arena, char *err,
+		   size_t errlen)
+{
 	struct machine mc = { 0 };
 	int rc;
 
@@ -838,6 +1068,7 @@ int pk_load(const uint8_t *buf, size_t len, const struct pk_global *table,
 	mc.ntable = n;
 	mc.err = err;
 	mc.errlen = errlen;
+	mc.st = st && st->nroles ? st : NULL;
 	mc.a = calloc(1, sizeof(*mc.a));
 	if (!mc.a)
 		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
@@ -862,6 +1093,7 @@ int pk_load(const uint8_t *buf, size_t len, const struct pk_global *table,
 out_machine:
 	free(mc.stack);
 	free(mc.marks);
+	free(mc.amarks);
 	free(mc.memo);
 	free(mc.read);
 	free(mc.rank);

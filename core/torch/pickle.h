@@ -45,6 +45,10 @@ enum pk_type {
 /* pk_value.flags */
 #define PK_PINNED 1	/* shared, or in a memo slot a GET reads */
 #define PK_DIMS_GLOBAL 2	/* PK_GLOBAL of a pk_global.dims entry */
+#define PK_KEPT 4	/* in the arena's kept blocks (never released) */
+#define PK_STREAMED 8	/* PK_DICT whose items went to a pk_stream: n is
+			 * 0, and id is the stream's role */
+#define PK_UNSTREAMED 16	/* PK_DICT a pk_stream declined: kept whole */
 
 /* The callable id of a BINPERSID node (args = the persistent id). */
 #define PK_PERSID_ID (-1)
@@ -98,6 +102,33 @@ struct pk_arena;
 int pk_load(const uint8_t *buf, size_t len, const struct pk_global *table,
 	    size_t n, const char *name, struct pk_value **root,
 	    struct pk_arena **arena, char *err, size_t errlen);
+
+/*
+ * Streaming: the items of a dict that is the value of a key named
+ * roles[r] are handed to pairs(ctx, r, dict, kv, npairs) as each
+ * SETITEM / SETITEMS fills them (kv: key, value, key, value, ...), and
+ * are not kept: the dict is marked PK_STREAMED with id r and stays empty.
+ * The values a batch built are released after the call unless something
+ * kept outside it still points at them, so a dict of a million items
+ * costs the memory of one batch.  The kv values are valid only during the
+ * call, and strings in them point into buf.  pairs returns 0; 1 to
+ * decline that dict for good (it is then built as usual, PK_UNSTREAMED);
+ * or -errno with the reason in the machine's err buffer.
+ */
+struct pk_stream {
+	const char *const *roles;
+	size_t nroles;
+	int (*pairs)(void *ctx, unsigned role, const struct pk_value *dict,
+		     const struct pk_value *const *kv, size_t npairs);
+	void *ctx;
+};
+
+/* pk_load(), streaming the dicts that st names (st may be NULL). */
+int pk_load_stream(const uint8_t *buf, size_t len,
+		   const struct pk_global *table, size_t n,
+		   const struct pk_stream *st, const char *name,
+		   struct pk_value **root, struct pk_arena **arena, char *err,
+		   size_t errlen);
 
 void pk_free(struct pk_arena *a);
 

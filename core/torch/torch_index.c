@@ -91,17 +91,53 @@ struct window {
 	uint8_t buf[2 * TZ_WINDOW];
 };
 
+/* A state_dict_metadata key, as its storage records need it; fqn points
+ * into the pickle.  A tensor's chunks are nchunks x (offsets, sizes), each
+ * ndim long, from tctx.kdims[dims]. */
+struct sdm_key {
+	const char *fqn;
+	uint32_t fqn_len;
+	uint32_t nchunks;
+	size_t dims;
+	bool tensor;
+	uint8_t dtype;		/* enum ckpt_dtype */
+	uint8_t ndim;
+};
+
+/* A relative_path the records name (into the pickle). */
+struct rel_path {
+	const char *s;
+	uint32_t len;
+};
+
+/* The image's parts, written as the pickle streams by (pk_stream) and
+ * joined at the end. */
+enum { ROLE_SDM, ROLE_PD, ROLE_SD, NROLES };
+
 struct tctx {
 	const char *dir, *name;	/* the store's root, .metadata's path */
 	struct ckpt_store *store;	/* NULL: no data files (fuzzing) */
 	char *err;
 	size_t errlen;
-	struct ckpt_mpout w;
-	const struct pk_value *sdm;	/* state_dict_metadata */
-	struct ckpt_strtab by_fqn;	/* pair number in sdm */
+	struct ckpt_mpout w;	/* header and stamp */
+	struct ckpt_mpout wk;	/* state_dict_metadata's entries */
+	struct ckpt_mpout wp;	/* planner_data's entries */
+	struct ckpt_mpout wr;	/* storage_data's records */
+	uint32_t npd, nrec;	/* entries in wp, records in wr */
+	uint32_t nseen;		/* storage_data items seen */
+	const struct pk_value *streamed[NROLES];	/* each role's dict */
+	bool keys_closed;	/* storage_data began */
+	struct sdm_key *keys;	/* state_dict_metadata, in order */
+	size_t nkeys, keys_cap;
+	uint64_t *kdims;
+	size_t nkdims, kdims_cap;
+	struct ckpt_strtab by_fqn;	/* index in keys */
+	size_t by_fqn_max;		/* what it is sized for */
+	struct rel_path *paths;	/* the records' relative paths, each */
+	size_t npaths, paths_cap;	/* once when consecutive */
 	bool has_file;			/* a data file is current: */
 	uint32_t fid;			/* its store id, */
-	const struct pk_value *fd_path;	/* its name */
+	struct rel_path fd_path;	/* its name */
 	uint64_t fsize;			/* and size */
 	/* SerializationFormat.SAFETENSORS: the open file's blob, parsed */
 	struct ckpt_st_set st;
@@ -239,15 +275,76 @@ static int props_of(const struct pk_value *p, enum ckpt_dtype *dt,
 	return 0;
 }
 
+static void fqn_key(const void *ctx, uint32_t idx, uint64_t *seed,
+		    const char **s, size_t *len);
+
+/* Room for n more in *arr (*cap of them, each size bytes): 0 or -ENOMEM. */
+static int grow_for(void **arr, size_t *cap, size_t have, size_t n,
+		    size_t size)
+{
+	size_t ncap = *cap ? *cap : 64;
+	void *na;
+
+	if (have + n <= *cap)
+		return 0;
+	while (ncap < have + n) {
+		if (ncap > SIZE_MAX / 2 / size)
+			return -ENOMEM;
+		ncap *= 2;
+	}
+	na = realloc(*arr, ncap * size);
+	if (!na)
+		return -ENOMEM;
+	*arr = na;
+	*cap = ncap;
+	return 0;
+}
+
+/* A new key fqn (a PK_STR), looked up by name from now on; the table is
+ * sized again as keys come (their number is known only at the end). */
+static int add_key(struct tctx *t, const struct pk_value *fqn,
+		   struct sdm_key **out)
+{
+	struct sdm_key *k;
+	uint32_t i;
+
+	if (t->nkeys >= UINT32_MAX - 1 ||
+	    grow_for((void **)&t->keys, &t->keys_cap, t->nkeys, 1,
+		     sizeof(*t->keys)))
+		return ckpt_errf(t->err, t->errlen, -ENOMEM, "out of memory");
+	if (t->nkeys + 1 > t->by_fqn_max) {
+		size_t max = t->by_fqn_max ? t->by_fqn_max * 2 : 1024;
+
+		ckpt_strtab_destroy(&t->by_fqn);
+		t->by_fqn_max = 0;
+		if (ckpt_strtab_init(&t->by_fqn, max, fqn_key, t))
+			return ckpt_errf(t->err, t->errlen, -ENOMEM,
+					 "out of memory");
+		t->by_fqn_max = max;
+		for (i = 0; i < t->nkeys; i++)
+			ckpt_strtab_insert(&t->by_fqn, i);
+	}
+	k = &t->keys[t->nkeys];
+	*k = (struct sdm_key){ .fqn = fqn->u.str.s,
+			       .fqn_len = fqn->u.str.len };
+	if (ckpt_strtab_insert(&t->by_fqn, (uint32_t)t->nkeys) != UINT32_MAX)
+		return fail(t, fqn, "appears twice in state_dict_metadata");
+	t->nkeys++;
+	*out = k;
+	return 0;
+}
+
 static int put_tensor_entry(struct tctx *t, const struct pk_value *fqn,
 			    const struct pk_value *st)
 {
 	const struct pk_value *chunks = pk_dict_get(st, "chunks");
-	uint64_t size[CKPT_MAX_DIMS], d[CKPT_MAX_DIMS];
+	uint64_t size[CKPT_MAX_DIMS], *d;
+	struct sdm_key *key;
 	enum ckpt_dtype dt;
 	bool rg;
 	unsigned n, k;
 	uint32_t i;
+	int rc;
 
 	if (props_of(pk_dict_get(st, "properties"), &dt, &rg))
 		return fail(t, fqn, "TensorStorageMetadata.properties is not a TensorProperties with a known dtype");
@@ -255,70 +352,70 @@ static int put_tensor_entry(struct tctx *t, const struct pk_value *fqn,
 		return fail(t, fqn, "TensorStorageMetadata.size is not a torch.Size of at most 16 dims");
 	if (!chunks || chunks->type != PK_LIST)
 		return fail(t, fqn, "TensorStorageMetadata.chunks is not a list");
-	msgpack_pack_map(&t->w.pk, 5);
-	ckpt_pack_cstr(&t->w.pk, "type");
-	ckpt_pack_cstr(&t->w.pk, "tensor");
-	ckpt_pack_cstr(&t->w.pk, "dtype");
-	ckpt_pack_cstr(&t->w.pk, ckpt_dtype_name(dt));
-	ckpt_pack_cstr(&t->w.pk, "requires_grad");
-	ckpt_pack_bool(&t->w.pk, rg);
-	ckpt_pack_cstr(&t->w.pk, "size");
-	ckpt_pack_dims(&t->w.pk, size, n);
-	ckpt_pack_cstr(&t->w.pk, "chunks");
-	msgpack_pack_array(&t->w.pk, chunks->n);
+	rc = add_key(t, fqn, &key);
+	if (rc)
+		return rc;
+	if (grow_for((void **)&t->kdims, &t->kdims_cap, t->nkdims,
+		     (size_t)chunks->n * 2 * n, sizeof(*t->kdims)))
+		return ckpt_errf(t->err, t->errlen, -ENOMEM, "out of memory");
+	key->tensor = true;
+	key->dtype = (uint8_t)dt;
+	key->ndim = (uint8_t)n;
+	key->dims = t->nkdims;
+	key->nchunks = chunks->n;
+	msgpack_pack_map(&t->wk.pk, 5);
+	ckpt_pack_cstr(&t->wk.pk, "type");
+	ckpt_pack_cstr(&t->wk.pk, "tensor");
+	ckpt_pack_cstr(&t->wk.pk, "dtype");
+	ckpt_pack_cstr(&t->wk.pk, ckpt_dtype_name(dt));
+	ckpt_pack_cstr(&t->wk.pk, "requires_grad");
+	ckpt_pack_bool(&t->wk.pk, rg);
+	ckpt_pack_cstr(&t->wk.pk, "size");
+	ckpt_pack_dims(&t->wk.pk, size, n);
+	ckpt_pack_cstr(&t->wk.pk, "chunks");
+	msgpack_pack_array(&t->wk.pk, chunks->n);
 	for (i = 0; i < chunks->n; i++) {
 		const struct pk_value *c = state_of(chunks->u.items[i],
 						    TG_CHUNK_MD);
 
 		if (!c)
 			return fail(t, fqn, "a chunk is not a ChunkStorageMetadata");
-		msgpack_pack_map(&t->w.pk, 2);
+		d = t->kdims + t->nkdims + (size_t)i * 2 * n;
+		msgpack_pack_map(&t->wk.pk, 2);
 		if (dims_of(pk_dict_get(c, "offsets"), d, &k) || k != n)
 			return fail(t, fqn, "a chunk's offsets are not a torch.Size of the tensor's rank");
-		ckpt_pack_cstr(&t->w.pk, "offsets");
-		ckpt_pack_dims(&t->w.pk, d, k);
-		if (dims_of(pk_dict_get(c, "sizes"), d, &k) || k != n)
+		ckpt_pack_cstr(&t->wk.pk, "offsets");
+		ckpt_pack_dims(&t->wk.pk, d, k);
+		if (dims_of(pk_dict_get(c, "sizes"), d + n, &k) || k != n)
 			return fail(t, fqn, "a chunk's sizes are not a torch.Size of the tensor's rank");
-		ckpt_pack_cstr(&t->w.pk, "sizes");
-		ckpt_pack_dims(&t->w.pk, d, k);
+		ckpt_pack_cstr(&t->wk.pk, "sizes");
+		ckpt_pack_dims(&t->wk.pk, d + n, k);
 	}
+	t->nkdims += (size_t)chunks->n * 2 * n;
 	return 0;
 }
 
-static int put_state_dict_metadata(struct tctx *t)
+/* One state_dict_metadata item: its entry into wk, its key into keys. */
+static int consume_key(struct tctx *t, const struct pk_value *k,
+		       const struct pk_value *v)
 {
-	const struct pk_value *sdm = t->sdm;
-	uint32_t i;
+	const struct pk_value *st;
+	struct sdm_key *key;
 	int rc;
 
-	ckpt_pack_cstr(&t->w.pk, "state_dict_metadata");
-	msgpack_pack_map(&t->w.pk, sdm->n / 2 + t->nside);
-	for (i = 0; i < t->nside; i++) {
-		ckpt_pack_cstr(&t->w.pk, t->side[i]);
-		msgpack_pack_map(&t->w.pk, 1);
-		ckpt_pack_cstr(&t->w.pk, "type");
-		ckpt_pack_cstr(&t->w.pk, "bytes");
-	}
-	for (i = 0; i + 1 < sdm->n; i += 2) {
-		const struct pk_value *k = sdm->u.items[i];
-		const struct pk_value *v = sdm->u.items[i + 1];
-		const struct pk_value *st;
-
-		if (k->type != PK_STR)
-			return fail(t, NULL, "state_dict_metadata has a key that is not a string");
-		put_key(&t->w, k);
-		if (pk_is_call(v, TG_BYTES_MD)) {
-			msgpack_pack_map(&t->w.pk, 1);
-			ckpt_pack_cstr(&t->w.pk, "type");
-			ckpt_pack_cstr(&t->w.pk, "bytes");
-		} else if ((st = state_of(v, TG_TENSOR_MD))) {
-			rc = put_tensor_entry(t, k, st);
-			if (rc)
-				return rc;
-		} else {
-			return fail(t, k, "value is neither TensorStorageMetadata nor BytesStorageMetadata");
-		}
-	}
+	if (k->type != PK_STR)
+		return fail(t, NULL, "state_dict_metadata has a key that is not a string");
+	msgpack_pack_str_with_body(&t->wk.pk, k->u.str.s, k->u.str.len);
+	if ((st = state_of(v, TG_TENSOR_MD)))
+		return put_tensor_entry(t, k, st);
+	if (!pk_is_call(v, TG_BYTES_MD))
+		return fail(t, k, "value is neither TensorStorageMetadata nor BytesStorageMetadata");
+	rc = add_key(t, k, &key);
+	if (rc)
+		return rc;
+	msgpack_pack_map(&t->wk.pk, 1);
+	ckpt_pack_cstr(&t->wk.pk, "type");
+	ckpt_pack_cstr(&t->wk.pk, "bytes");
 	return 0;
 }
 
@@ -337,45 +434,35 @@ static bool is_path(const struct pk_value *v)
 	return true;
 }
 
-/* planner_data (2.x: flat key -> path tuple; pd, a dict), passed on with
- * the entries of that shape; other entries are planner-private. */
-static void put_planner_data(struct tctx *t, const struct pk_value *pd)
+/* One planner_data item (2.x: flat key -> path tuple), into wp when it
+ * has that shape; other entries are planner-private. */
+static void consume_planner(struct tctx *t, const struct pk_value *k,
+			    const struct pk_value *p)
 {
-	uint32_t i, j, n = t->nside;
+	uint32_t j;
 
-	for (i = 0; pd && i + 1 < pd->n; i += 2)
-		n += pd->u.items[i]->type == PK_STR && is_path(pd->u.items[i + 1]);
-	ckpt_pack_cstr(&t->w.pk, "planner_data");
-	msgpack_pack_map(&t->w.pk, n);
-	for (i = 0; i < t->nside; i++) {
-		ckpt_pack_cstr(&t->w.pk, t->side[i]);
-		msgpack_pack_array(&t->w.pk, 1);
-		ckpt_pack_cstr(&t->w.pk, t->side[i]);
+	if (k->type != PK_STR || !is_path(p))
+		return;
+	put_key(&t->wp, k);
+	msgpack_pack_array(&t->wp.pk, p->n);
+	for (j = 0; j < p->n; j++) {
+		if (p->u.items[j]->type == PK_STR)
+			put_key(&t->wp, p->u.items[j]);
+		else
+			msgpack_pack_uint64(&t->wp.pk,
+					    (uint64_t)p->u.items[j]->u.i);
 	}
-	for (i = 0; pd && i + 1 < pd->n; i += 2) {
-		const struct pk_value *p = pd->u.items[i + 1];
-
-		if (pd->u.items[i]->type != PK_STR || !is_path(p))
-			continue;
-		put_key(&t->w, pd->u.items[i]);
-		msgpack_pack_array(&t->w.pk, p->n);
-		for (j = 0; j < p->n; j++) {
-			if (p->u.items[j]->type == PK_STR)
-				put_key(&t->w, p->u.items[j]);
-			else
-				msgpack_pack_uint64(&t->w.pk, (uint64_t)p->u.items[j]->u.i);
-		}
-	}
+	t->npd++;
 }
 
 static void fqn_key(const void *ctx, uint32_t idx, uint64_t *seed,
 		    const char **s, size_t *len)
 {
-	const struct pk_value *k = ((const struct pk_value *)ctx)->u.items[2 * idx];
+	const struct sdm_key *k = &((const struct tctx *)ctx)->keys[idx];
 
 	*seed = 0;
-	*s = k->u.str.s;
-	*len = k->u.str.len;
+	*s = k->fqn;
+	*len = k->fqn_len;
 }
 
 /* The prefetched window of file fid holding [off, off + len), or NULL. */
@@ -515,22 +602,22 @@ static void pf_add(struct prefetch *pf, size_t *n, uint32_t id, uint64_t off,
 						 TZ_WINDOW, NULL };
 }
 
-static void pf_load(struct tctx *t, const struct pk_value *sd, uint32_t first)
+/* The windows of storage_data items kv[0, 2 * npairs), at most
+ * PF_RECORDS of them. */
+static void pf_load(struct tctx *t, const struct pk_value *const *kv,
+		    size_t npairs)
 {
 	struct prefetch *pf = &t->pf;
-	uint32_t i, end = sd->n / 2;
-	size_t n = 0;
+	size_t i, n = 0;
 
 	pf_clear(pf);
 	if (!t->store)
 		return;
-	if (end - first > PF_RECORDS)
-		end = first + PF_RECORDS;
-	pf->w = calloc(2 * (size_t)(end - first) + 1, sizeof(*pf->w));
+	pf->w = calloc(2 * npairs + 1, sizeof(*pf->w));
 	if (!pf->w)
 		return;
-	for (i = first; i < end; i++) {
-		const struct pk_value *si = state_of(sd->u.items[2 * i + 1],
+	for (i = 0; i < npairs; i++) {
+		const struct pk_value *si = state_of(kv[2 * i + 1],
 						     TG_STORAGE_INFO);
 		const struct pk_value *path, *o, *l;
 		struct ckpt_store_file_info fi;
@@ -613,8 +700,8 @@ static int open_file(struct tctx *t, const struct pk_value *fqn,
 	char *p;
 	int rc;
 
-	if (t->has_file && t->fd_path->u.str.len == path->u.str.len &&
-	    !memcmp(t->fd_path->u.str.s, path->u.str.s, path->u.str.len))
+	if (t->has_file && t->fd_path.len == path->u.str.len &&
+	    !memcmp(t->fd_path.s, path->u.str.s, path->u.str.len))
 		return 0;
 	t->has_file = false;
 	ckpt_st_set_free(&t->st);
@@ -630,36 +717,36 @@ static int open_file(struct tctx *t, const struct pk_value *fqn,
 	if (rc)
 		return rc;
 	t->has_file = true;
-	t->fd_path = path;
+	t->fd_path = (struct rel_path){ path->u.str.s, path->u.str.len };
 	t->fsize = fi.size;
 	return 0;
 }
 
-/* The chunk of entry st whose offsets are off (n dims); *sizes set. */
-static int chunk_sizes(const struct pk_value *st, const uint64_t *off,
-		       unsigned n, int64_t hint, uint64_t *sizes)
+/* The chunk of key k whose offsets are off (n dims); *sizes set. */
+static int chunk_sizes(const struct tctx *t, const struct sdm_key *k,
+		       const uint64_t *off, unsigned n, int64_t hint,
+		       uint64_t *sizes)
 {
-	const struct pk_value *chunks = pk_dict_get(st, "chunks");
-	uint64_t d[CKPT_MAX_DIMS];
-	uint32_t i, k;
-	unsigned m;
+	uint32_t i, c;
 
-	for (k = 0; k <= chunks->n; k++) {
-		const struct pk_value *c;
+	if (n != k->ndim)
+		return -ENOENT;
+	for (c = 0; c <= k->nchunks; c++) {
+		const uint64_t *d;
 
 		/* Try the record's own index first. */
-		if (k == 0) {
-			if (hint < 0 || hint >= chunks->n)
+		if (c == 0) {
+			if (hint < 0 || hint >= k->nchunks)
 				continue;
 			i = (uint32_t)hint;
 		} else {
-			i = k - 1;
+			i = c - 1;
 		}
-		c = state_of(chunks->u.items[i], TG_CHUNK_MD);
-		if (dims_of(pk_dict_get(c, "offsets"), d, &m) || m != n ||
-		    memcmp(d, off, n * sizeof(*d)))
+		d = t->kdims + k->dims + (size_t)i * 2 * n;
+		if (memcmp(d, off, n * sizeof(*d)))
 			continue;
-		return dims_of(pk_dict_get(c, "sizes"), sizes, &m);
+		memcpy(sizes, d + n, n * sizeof(*sizes));
+		return 0;
 	}
 	return -ENOENT;
 }
@@ -895,22 +982,18 @@ static int locate_zip(struct tctx *t, const char *fqn, size_t fqn_len,
 		      const char *where, struct location *loc);
 
 static int locate_tensor(struct tctx *t, const struct pk_value *fqn,
-			 const struct pk_value *entry, const uint64_t *off,
+			 const struct sdm_key *key, const uint64_t *off,
 			 unsigned n, int64_t hint, const struct pk_value *path,
 			 uint64_t boff, uint64_t blen, struct location *loc)
 {
 	uint64_t sizes[CKPT_MAX_DIMS];
-	enum ckpt_dtype dt;
+	enum ckpt_dtype dt = (enum ckpt_dtype)key->dtype;
 	struct blob b;
 	char where[512], chunk[272];
-	bool rg;
 	int rc;
 
-	if (chunk_sizes(entry, off, n, hint, sizes))
+	if (chunk_sizes(t, key, off, n, hint, sizes))
 		return fail(t, fqn, "a storage record's offsets match no chunk");
-	/* Checked when state_dict_metadata was written out. */
-	if (props_of(pk_dict_get(entry, "properties"), &dt, &rg))
-		return fail(t, fqn, "TensorStorageMetadata.properties is not a TensorProperties with a known dtype");
 	memcpy(chunk, " chunk ", 7);
 	ckpt_fmt_dims(chunk + 7, sizeof(chunk) - 7, off, n);
 	rc = open_record(t, fqn, path, boff, blen, chunk, where, sizeof(where),
@@ -1002,19 +1085,16 @@ static int locate_zip(struct tctx *t, const char *fqn, size_t fqn_len,
  * inside when a read needs it.  Nothing is read now.
  */
 static int lazy_tensor(struct tctx *t, const struct pk_value *fqn,
-		       const struct pk_value *entry, const uint64_t *off,
+		       const struct sdm_key *key, const uint64_t *off,
 		       unsigned n, int64_t hint, const struct pk_value *path,
 		       uint64_t boff, uint64_t blen, struct location *loc)
 {
 	uint64_t sizes[CKPT_MAX_DIMS], bytes;
-	enum ckpt_dtype dt;
-	bool rg;
+	enum ckpt_dtype dt = (enum ckpt_dtype)key->dtype;
 	unsigned d;
 
-	if (chunk_sizes(entry, off, n, hint, sizes))
+	if (chunk_sizes(t, key, off, n, hint, sizes))
 		return fail(t, fqn, "a storage record's offsets match no chunk");
-	if (props_of(pk_dict_get(entry, "properties"), &dt, &rg))
-		return fail(t, fqn, "TensorStorageMetadata.properties is not a TensorProperties with a known dtype");
 	if (!ckpt_relpath_is_safe(path->u.str.s, path->u.str.len))
 		return fail(t, fqn, "relative_path must be relative, inside the checkpoint, without '..' or NUL");
 	bytes = ckpt_dtype_size(dt);
@@ -1106,12 +1186,35 @@ static int located_key(const struct pk_value *fqn, int rc)
 	return rc;
 }
 
+/* A record's relative_path, kept for the stamp's "files" (each once
+ * where records of one file come one after another, as torch writes
+ * them; put_file_stamps() sorts and removes the rest).  Unsafe paths are
+ * not kept: their records fail. */
+static int note_path(struct tctx *t, const struct pk_value *path)
+{
+	const struct rel_path *last = t->npaths ? &t->paths[t->npaths - 1] :
+				      NULL;
+
+	if (last && last->len == path->u.str.len &&
+	    !memcmp(last->s, path->u.str.s, last->len))
+		return 0;
+	if (!ckpt_relpath_is_safe(path->u.str.s, path->u.str.len))
+		return 0;
+	if (grow_for((void **)&t->paths, &t->paths_cap, t->npaths, 1,
+		     sizeof(*t->paths)))
+		return ckpt_errf(t->err, t->errlen, -ENOMEM, "out of memory");
+	t->paths[t->npaths++] = (struct rel_path){ path->u.str.s,
+						   path->u.str.len };
+	return 0;
+}
+
 static int put_record(struct tctx *t, const struct pk_value *key,
 		      const struct pk_value *val, uint32_t ri)
 {
 	const struct pk_value *mi = state_of(key, TG_INDEX);
 	const struct pk_value *si = state_of(val, TG_STORAGE_INFO);
-	const struct pk_value *fqn, *offv, *idx, *path, *o, *l, *td, *entry;
+	const struct pk_value *fqn, *offv, *idx, *path, *o, *l, *td;
+	const struct sdm_key *sk;
 	uint64_t off[CKPT_MAX_DIMS];
 	struct location loc = { .guard_len = 0 };
 	unsigned n = 0;
@@ -1143,8 +1246,11 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 	ei = ckpt_strtab_find(&t->by_fqn, 0, fqn->u.str.s, fqn->u.str.len);
 	if (ei == UINT32_MAX)
 		return fail(t, fqn, "storage record for a key not in state_dict_metadata");
-	entry = t->sdm->u.items[2 * ei + 1];
-	tensor = pk_is_call(entry, TG_TENSOR_MD);
+	sk = &t->keys[ei];
+	tensor = sk->tensor;
+	rc = note_path(t, path);
+	if (rc)
+		return rc;
 	if (tensor && (!offv || offv->type == PK_NONE ||
 		       dims_of(offv, off, &n)))
 		return fail(t, fqn, "MetadataIndex.offset of a tensor record is not a torch.Size");
@@ -1158,13 +1264,13 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 				   (uint64_t)l->u.i, &loc)) {
 		/* located by an open before: written as the eager pass */
 	} else if (tensor && t->lazy) {
-		rc = lazy_tensor(t, fqn, entry->u.call.state, off, n,
+		rc = lazy_tensor(t, fqn, sk, off, n,
 				 idx && idx->type == PK_INT ? idx->u.i : -1,
 				 path, (uint64_t)o->u.i, (uint64_t)l->u.i, &loc);
 		if (rc)
 			return located_key(fqn, rc);
 	} else if (tensor) {
-		rc = locate_tensor(t, fqn, entry->u.call.state, off, n,
+		rc = locate_tensor(t, fqn, sk, off, n,
 				   idx && idx->type == PK_INT ? idx->u.i : -1,
 				   path, (uint64_t)o->u.i, (uint64_t)l->u.i,
 				   &loc);
@@ -1176,97 +1282,87 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 		loc.strided = false;
 		loc.crc32 = 0;
 	}
-	msgpack_pack_map(&t->w.pk, 6 + loc.strided + (loc.crc32 != 0) +
+	msgpack_pack_map(&t->wr.pk, 6 + loc.strided + (loc.crc32 != 0) +
 			 (loc.guard_len != 0) + loc.archive +
 			 (loc.ntransforms ? 2 + !tensor : 0));
-	ckpt_pack_cstr(&t->w.pk, "fqn");
-	put_key(&t->w, fqn);
-	ckpt_pack_cstr(&t->w.pk, "index");
+	ckpt_pack_cstr(&t->wr.pk, "fqn");
+	put_key(&t->wr, fqn);
+	ckpt_pack_cstr(&t->wr.pk, "index");
 	if (idx && idx->type == PK_INT && idx->u.i >= 0)
-		msgpack_pack_uint64(&t->w.pk, (uint64_t)idx->u.i);
+		msgpack_pack_uint64(&t->wr.pk, (uint64_t)idx->u.i);
 	else
-		msgpack_pack_nil(&t->w.pk);
-	ckpt_pack_cstr(&t->w.pk, "relative_path");
-	put_key(&t->w, path);
-	ckpt_pack_cstr(&t->w.pk, "offsets");
+		msgpack_pack_nil(&t->wr.pk);
+	ckpt_pack_cstr(&t->wr.pk, "relative_path");
+	put_key(&t->wr, path);
+	ckpt_pack_cstr(&t->wr.pk, "offsets");
 	if (tensor)
-		ckpt_pack_dims(&t->w.pk, off, n);
+		ckpt_pack_dims(&t->wr.pk, off, n);
 	else
-		msgpack_pack_nil(&t->w.pk);
-	ckpt_pack_cstr(&t->w.pk, "offset");
-	msgpack_pack_uint64(&t->w.pk, loc.offset);
-	ckpt_pack_cstr(&t->w.pk, "length");
-	msgpack_pack_uint64(&t->w.pk, loc.length);
+		msgpack_pack_nil(&t->wr.pk);
+	ckpt_pack_cstr(&t->wr.pk, "offset");
+	msgpack_pack_uint64(&t->wr.pk, loc.offset);
+	ckpt_pack_cstr(&t->wr.pk, "length");
+	msgpack_pack_uint64(&t->wr.pk, loc.length);
 	if (loc.strided) {
-		ckpt_pack_cstr(&t->w.pk, "strides");
-		ckpt_pack_dims(&t->w.pk, loc.strides, n);
+		ckpt_pack_cstr(&t->wr.pk, "strides");
+		ckpt_pack_dims(&t->wr.pk, loc.strides, n);
 	}
 	if (loc.crc32) {
-		ckpt_pack_cstr(&t->w.pk, "crc32");
-		msgpack_pack_uint64(&t->w.pk, loc.crc32);
+		ckpt_pack_cstr(&t->wr.pk, "crc32");
+		msgpack_pack_uint64(&t->wr.pk, loc.crc32);
 	}
 	if (loc.guard_len) {
-		ckpt_pack_cstr(&t->w.pk, "zip_header");
-		msgpack_pack_array(&t->w.pk, 3);
-		msgpack_pack_uint64(&t->w.pk, loc.guard_off);
-		msgpack_pack_uint64(&t->w.pk, loc.guard_len);
-		msgpack_pack_uint64(&t->w.pk, loc.guard_xxh3);
+		ckpt_pack_cstr(&t->wr.pk, "zip_header");
+		msgpack_pack_array(&t->wr.pk, 3);
+		msgpack_pack_uint64(&t->wr.pk, loc.guard_off);
+		msgpack_pack_uint64(&t->wr.pk, loc.guard_len);
+		msgpack_pack_uint64(&t->wr.pk, loc.guard_xxh3);
 	}
 	if (loc.archive) {
-		ckpt_pack_cstr(&t->w.pk, "archive");
-		msgpack_pack_array(&t->w.pk, 2);
-		msgpack_pack_uint64(&t->w.pk, loc.offset);
-		msgpack_pack_uint64(&t->w.pk, loc.archive_len);
+		ckpt_pack_cstr(&t->wr.pk, "archive");
+		msgpack_pack_array(&t->wr.pk, 2);
+		msgpack_pack_uint64(&t->wr.pk, loc.offset);
+		msgpack_pack_uint64(&t->wr.pk, loc.archive_len);
 	}
 	if (loc.ntransforms) {
 		unsigned k;
 
-		ckpt_pack_cstr(&t->w.pk, "transforms");
-		msgpack_pack_array(&t->w.pk, loc.ntransforms);
+		ckpt_pack_cstr(&t->wr.pk, "transforms");
+		msgpack_pack_array(&t->wr.pk, loc.ntransforms);
 		for (k = 0; k < loc.ntransforms; k++)
-			ckpt_pack_cstr(&t->w.pk,
+			ckpt_pack_cstr(&t->wr.pk,
 				       ckpt_transform_name(loc.transforms[k]));
-		ckpt_pack_cstr(&t->w.pk, "payload");
-		ckpt_pack_cstr(&t->w.pk, tensor ? "torch.save" : "raw");
+		ckpt_pack_cstr(&t->wr.pk, "payload");
+		ckpt_pack_cstr(&t->wr.pk, tensor ? "torch.save" : "raw");
 		if (!tensor) {
-			ckpt_pack_cstr(&t->w.pk, "size");
-			msgpack_pack_uint64(&t->w.pk, loc.size);
+			ckpt_pack_cstr(&t->wr.pk, "size");
+			msgpack_pack_uint64(&t->wr.pk, loc.size);
 		}
 	}
+	t->nrec++;
 	return 0;
 }
 
-static int put_storage_data(struct tctx *t, const struct pk_value *sd)
+/* storage_data items kv[0, 2 * npairs): each record into wr, the
+ * windows of PF_RECORDS at a time fetched first when they are located
+ * now. */
+static int consume_records(struct tctx *t, const struct pk_value *const *kv,
+			   size_t npairs)
 {
-	uint32_t i;
+	size_t i;
 	int rc = 0;
 
-	ckpt_pack_cstr(&t->w.pk, "storage_data");
-	msgpack_pack_array(&t->w.pk, sd->n / 2 + t->nside);
-	for (i = 0; i < t->nside; i++) {
-		msgpack_pack_map(&t->w.pk, 6);
-		ckpt_pack_cstr(&t->w.pk, "fqn");
-		ckpt_pack_cstr(&t->w.pk, t->side[i]);
-		ckpt_pack_cstr(&t->w.pk, "index");
-		msgpack_pack_nil(&t->w.pk);
-		ckpt_pack_cstr(&t->w.pk, "relative_path");
-		ckpt_pack_cstr(&t->w.pk, t->side[i]);
-		ckpt_pack_cstr(&t->w.pk, "offsets");
-		msgpack_pack_nil(&t->w.pk);
-		ckpt_pack_cstr(&t->w.pk, "offset");
-		msgpack_pack_uint64(&t->w.pk, 0);
-		ckpt_pack_cstr(&t->w.pk, "length");
-		msgpack_pack_uint64(&t->w.pk, t->side_size[i]);
-	}
-	for (i = 0; i + 1 < sd->n; i += 2) {
+	t->keys_closed = true;
+	for (i = 0; i < npairs; i++) {
 		if (ckpt_is_cancelled()) {	/* between records */
 			rc = ckpt_errf(t->err, t->errlen, -ECANCELED,
 				       "%s: indexing cancelled", t->name);
 			break;
 		}
-		if ((i / 2) % PF_RECORDS == 0 && !t->lazy)
-			pf_load(t, sd, i / 2);
-		rc = put_record(t, sd->u.items[i], sd->u.items[i + 1], i / 2);
+		if (i % PF_RECORDS == 0 && !t->lazy)
+			pf_load(t, kv + 2 * i, npairs - i < PF_RECORDS ?
+					       npairs - i : PF_RECORDS);
+		rc = put_record(t, kv[2 * i], kv[2 * i + 1], t->nseen++);
 		if (rc)
 			break;
 	}
@@ -1274,15 +1370,12 @@ static int put_storage_data(struct tctx *t, const struct pk_value *sd)
 	return rc;
 }
 
-static int cmp_pk_str(const void *a, const void *b)
+static int cmp_path(const void *a, const void *b)
 {
-	const struct pk_value *x = *(const struct pk_value *const *)a;
-	const struct pk_value *y = *(const struct pk_value *const *)b;
-	size_t n = x->u.str.len < y->u.str.len ? x->u.str.len : y->u.str.len;
-	int c = memcmp(x->u.str.s, y->u.str.s, n);
+	const struct rel_path *x = a, *y = b;
+	int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
 
-	return c ? c : (x->u.str.len > y->u.str.len) -
-		       (x->u.str.len < y->u.str.len);
+	return c ? c : (x->len > y->len) - (x->len < y->len);
 }
 
 /* One "files" entry of the stamp: the file's name, and its size and
@@ -1316,37 +1409,22 @@ static void put_file_stamp(struct tctx *t, const char *name, size_t len)
  * mount can tell whether the index still describes the files that are
  * there (ckpt_torch_index_check()).
  */
-static int put_file_stamps(struct tctx *t, const struct pk_value *sd)
+static void put_file_stamps(struct tctx *t)
 {
-	const struct pk_value **paths;
-	size_t n = 0, u = 0, i;
+	size_t u = 0, i;
 
-	paths = malloc((sd->n / 2 + 1) * sizeof(*paths));
-	if (!paths)
-		return ckpt_errf(t->err, t->errlen, -ENOMEM, "out of memory");
-	for (i = 0; i + 1 < sd->n; i += 2) {
-		const struct pk_value *si = state_of(sd->u.items[i + 1],
-						     TG_STORAGE_INFO);
-		const struct pk_value *p = pk_dict_get(si, "relative_path");
-
-		if (p && p->type == PK_STR &&
-		    ckpt_relpath_is_safe(p->u.str.s, p->u.str.len))
-			paths[n++] = p;	/* the others fail in put_record() */
-	}
-	qsort(paths, n, sizeof(*paths), cmp_pk_str);
-	for (i = 0; i < n; i++)
-		if (!u || cmp_pk_str(&paths[u - 1], &paths[i]))
-			paths[u++] = paths[i];
+	qsort(t->paths, t->npaths, sizeof(*t->paths), cmp_path);
+	for (i = 0; i < t->npaths; i++)
+		if (!u || cmp_path(&t->paths[u - 1], &t->paths[i]))
+			t->paths[u++] = t->paths[i];
 	if (t->lazy && !t->known)	/* never stored (open.c) */
 		u = 0;
 	ckpt_pack_cstr(&t->w.pk, "files");
 	msgpack_pack_array(&t->w.pk, u + t->nside);
 	for (i = 0; i < u; i++)
-		put_file_stamp(t, paths[i]->u.str.s, paths[i]->u.str.len);
+		put_file_stamp(t, t->paths[i].s, t->paths[i].len);
 	for (i = 0; i < t->nside; i++)
 		put_file_stamp(t, t->side[i], strlen(t->side[i]));
-	free(paths);
-	return 0;
 }
 
 /* Big-endian v into the 8 bytes at p (a msgpack uint64's body). */
@@ -1356,6 +1434,158 @@ static void put_be64(uint8_t *p, uint64_t v)
 
 	for (i = 7; i >= 0; i--, v >>= 8)
 		p[i] = (uint8_t)v;
+}
+
+static const char *const stream_roles[NROLES] = {
+	"state_dict_metadata", "planner_data", "storage_data",
+};
+
+static int not_as_torch(struct tctx *t, unsigned role, const char *what)
+{
+	return ckpt_errf(t->err, t->errlen, -EINVAL,
+			 "%s: %s %s: not a Metadata as torch writes it",
+			 t->name, stream_roles[role], what);
+}
+
+/*
+ * The pickle's state_dict_metadata, planner_data and storage_data as they
+ * stream by (pk_stream), a SETITEMS batch at a time: nothing of them is
+ * kept but the image's parts and the keys' sizes.  Records need their
+ * keys, so a storage_data that comes first is declined (built whole and
+ * read at the end, as is any dict that does not stream).
+ */
+static int on_pairs(void *ctx, unsigned role, const struct pk_value *dict,
+		    const struct pk_value *const *kv, size_t npairs)
+{
+	struct tctx *t = ctx;
+	size_t i;
+	int rc = 0;
+
+	if (!t->streamed[role]) {
+		if (role == ROLE_SD && !t->streamed[ROLE_SDM])
+			return 1;
+		t->streamed[role] = dict;
+	} else if (t->streamed[role] != dict) {
+		return not_as_torch(t, role, "appears twice");
+	}
+	switch (role) {
+	case ROLE_SDM:
+		if (t->keys_closed)
+			return not_as_torch(t, role, "grows after storage_data began");
+		for (i = 0; i < npairs && !rc; i++)
+			rc = consume_key(t, kv[2 * i], kv[2 * i + 1]);
+		return rc;
+	case ROLE_PD:
+		for (i = 0; i < npairs; i++)
+			consume_planner(t, kv[2 * i], kv[2 * i + 1]);
+		return 0;
+	default:
+		return consume_records(t, kv, npairs);
+	}
+}
+
+/* The dicts that did not stream, read now from the tree: 0 or -errno. */
+static int consume_rest(struct tctx *t, const struct pk_value *const *v)
+{
+	unsigned r;
+	uint32_t i, n;
+	int rc = 0;
+
+	for (r = 0; r < NROLES; r++) {
+		if (t->streamed[r] && t->streamed[r] != v[r])
+			return not_as_torch(t, r, "is not the dict that streamed as it");
+		if (v[r] && (v[r]->flags & PK_STREAMED) &&
+		    v[r]->id != (int32_t)r)
+			return not_as_torch(t, r, "is another role's dict");
+	}
+	for (r = 0; r < NROLES && !rc; r++) {
+		if (!v[r] || (v[r]->flags & PK_STREAMED))
+			continue;
+		for (i = 0; i + 1 < v[r]->n && !rc; i += n) {
+			n = v[r]->n - i;
+			if (r == ROLE_SDM)
+				rc = consume_key(t, v[r]->u.items[i],
+						 v[r]->u.items[i + 1]);
+			else if (r == ROLE_PD)
+				consume_planner(t, v[r]->u.items[i],
+						v[r]->u.items[i + 1]);
+			else
+				rc = consume_records(t,
+					(const struct pk_value *const *)
+					v[r]->u.items + i, n / 2);
+			if (r != ROLE_SD)
+				n = 2;
+		}
+	}
+	return rc;
+}
+
+/* Megatron-Core's side files as bytes entries ("state_dict_metadata",
+ * "planner_data") or records (storage_data). */
+static void put_side_entries(struct tctx *t, struct ckpt_mpout *w,
+			     unsigned role)
+{
+	unsigned i;
+
+	for (i = 0; i < t->nside; i++) {
+		ckpt_pack_cstr(&w->pk, t->side[i]);
+		if (role == ROLE_PD) {
+			msgpack_pack_array(&w->pk, 1);
+			ckpt_pack_cstr(&w->pk, t->side[i]);
+			continue;
+		}
+		msgpack_pack_map(&w->pk, 1);
+		ckpt_pack_cstr(&w->pk, "type");
+		ckpt_pack_cstr(&w->pk, "bytes");
+	}
+}
+
+static void put_side_records(struct tctx *t, struct ckpt_mpout *w)
+{
+	unsigned i;
+
+	for (i = 0; i < t->nside; i++) {
+		msgpack_pack_map(&w->pk, 6);
+		ckpt_pack_cstr(&w->pk, "fqn");
+		ckpt_pack_cstr(&w->pk, t->side[i]);
+		ckpt_pack_cstr(&w->pk, "index");
+		msgpack_pack_nil(&w->pk);
+		ckpt_pack_cstr(&w->pk, "relative_path");
+		ckpt_pack_cstr(&w->pk, t->side[i]);
+		ckpt_pack_cstr(&w->pk, "offsets");
+		msgpack_pack_nil(&w->pk);
+		ckpt_pack_cstr(&w->pk, "offset");
+		msgpack_pack_uint64(&w->pk, 0);
+		ckpt_pack_cstr(&w->pk, "length");
+		msgpack_pack_uint64(&w->pk, t->side_size[i]);
+	}
+}
+
+/* parts[0, n) one after another into *img (caller frees), each part
+ * emptied as soon as it is copied, so the image and its parts are not
+ * all held at once. */
+static int join_parts(struct ckpt_mpout *const *parts, size_t n,
+		      uint8_t **img, size_t *imglen)
+{
+	size_t total = 0, at = 0, k;
+
+	for (k = 0; k < n; k++) {
+		if (parts[k]->failed)
+			return -ENOMEM;
+		total += parts[k]->sb.size;
+	}
+	*img = malloc(total ? total : 1);
+	if (!*img)
+		return -ENOMEM;
+	for (k = 0; k < n; k++) {
+		if (parts[k]->sb.size)
+			memcpy(*img + at, parts[k]->sb.data, parts[k]->sb.size);
+		at += parts[k]->sb.size;
+		ckpt_mpout_destroy(parts[k]);
+		ckpt_mpout_init(parts[k]);
+	}
+	*imglen = total;
+	return 0;
 }
 
 static int index_image(struct ckpt_store *s, const char *name,
@@ -1369,48 +1599,52 @@ static int index_image(struct ckpt_store *s, const char *name,
 			  .store = s, .err = err, .errlen = errlen,
 			  .lazy = lazy, .known = known,
 			  .known_guard = known_guard, .nknown = nknown };
-	const struct pk_value *root, *st, *sd, *pd;
-	struct pk_arena *arena;
+	struct pk_stream stream = { stream_roles, NROLES, on_pairs, &t };
+	const struct pk_value *root, *st, *v[NROLES];
+	struct ckpt_mpout hp, hs;
+	struct ckpt_mpout *parts[] = { &t.w, &t.wk, &hp, &t.wp, &hs, &t.wr };
+	struct pk_arena *arena = NULL;
 	size_t variants_at, hash_at, body_at;
-	uint32_t i;
+	bool has_pd;
 	int rc;
 
 	*img = NULL;
 	*imglen = 0;
 	ckpt_mpout_init(&t.w);
-	rc = pk_load(pkl, len, torch_metadata_globals, torch_metadata_nglobals,
-		     name, (struct pk_value **)&root, &arena, err, errlen);
-	if (rc)
-		return rc;
-	st = state_of(root, TG_METADATA);
-	t.sdm = pk_dict_get(st, "state_dict_metadata");
-	sd = pk_dict_get(st, "storage_data");
-	if (!st || !t.sdm || t.sdm->type != PK_DICT || !sd ||
-	    sd->type != PK_DICT) {
-		rc = fail(&t, NULL, "pickle is not a torch distributed checkpoint Metadata with state_dict_metadata and storage_data dicts");
-		goto out_arena;
-	}
-	if (ckpt_strtab_init(&t.by_fqn, t.sdm->n / 2, fqn_key, t.sdm)) {
+	ckpt_mpout_init(&t.wk);
+	ckpt_mpout_init(&t.wp);
+	ckpt_mpout_init(&t.wr);
+	ckpt_mpout_init(&hp);
+	ckpt_mpout_init(&hs);
+	if (ckpt_strtab_init(&t.by_fqn, 1024, fqn_key, &t)) {
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
-		goto out_arena;
+		goto out_parts;
 	}
-	for (i = 0; i + 1 < t.sdm->n; i += 2) {
-		if (t.sdm->u.items[i]->type != PK_STR) {
-			rc = fail(&t, NULL, "state_dict_metadata has a key that is not a string");
-			goto out_tab;
-		}
-		if (ckpt_strtab_insert(&t.by_fqn, i / 2) != UINT32_MAX) {
-			rc = fail(&t, t.sdm->u.items[i], "appears twice in state_dict_metadata");
-			goto out_tab;
-		}
+	t.by_fqn_max = 1024;
+	rc = pk_load_stream(pkl, len, torch_metadata_globals,
+			    torch_metadata_nglobals, &stream, name,
+			    (struct pk_value **)&root, &arena, err, errlen);
+	if (rc)
+		goto out_tab;
+	st = state_of(root, TG_METADATA);
+	v[ROLE_SDM] = pk_dict_get(st, "state_dict_metadata");
+	v[ROLE_SD] = pk_dict_get(st, "storage_data");
+	if (!st || !v[ROLE_SDM] || v[ROLE_SDM]->type != PK_DICT ||
+	    !v[ROLE_SD] || v[ROLE_SD]->type != PK_DICT) {
+		rc = fail(&t, NULL, "pickle is not a torch distributed checkpoint Metadata with state_dict_metadata and storage_data dicts");
+		goto out_tab;
 	}
-	pd = pk_dict_get(st, "planner_data");
-	if (pd && pd->type != PK_DICT)
-		pd = NULL;	/* None in 1.13; planner-private otherwise */
+	v[ROLE_PD] = pk_dict_get(st, "planner_data");
+	if (v[ROLE_PD] && v[ROLE_PD]->type != PK_DICT)
+		v[ROLE_PD] = NULL;	/* None in 1.13; planner-private otherwise */
+	rc = consume_rest(&t, v);
+	if (rc)
+		goto out_tab;
 	rc = find_side_files(&t);
 	if (rc)
 		goto out_tab;
-	msgpack_pack_map(&t.w.pk, pd || t.nside ? 6 : 5);
+	has_pd = v[ROLE_PD] || t.nside;
+	msgpack_pack_map(&t.w.pk, has_pd ? 6 : 5);
 	ckpt_pack_cstr(&t.w.pk, "format");
 	ckpt_pack_cstr(&t.w.pk, CKPT_FORMAT_NAME);
 	ckpt_pack_cstr(&t.w.pk, "version");
@@ -1435,23 +1669,24 @@ static int index_image(struct ckpt_store *s, const char *name,
 	msgpack_pack_uint64(&t.w.pk, CKPT_INDEX_GUARDS);
 	ckpt_pack_cstr(&t.w.pk, "variants");
 	variants_at = t.w.sb.size + 1;
-	msgpack_pack_fix_uint8(&t.w.pk, 0);
-	rc = put_file_stamps(&t, sd);
-	if (rc)
-		goto out_tab;
+	msgpack_pack_fix_uint8(&t.w.pk, t.variants);
+	put_file_stamps(&t);
 	ckpt_pack_cstr(&t.w.pk, "image_xxh3");
 	hash_at = t.w.sb.size + 1;
 	msgpack_pack_fix_uint64(&t.w.pk, 0);
 	body_at = t.w.sb.size;
-	rc = put_state_dict_metadata(&t);
-	if (rc)
-		goto out_tab;
-	if (pd || t.nside)
-		put_planner_data(&t, pd);
-	rc = put_storage_data(&t, sd);
-	if (rc)
-		goto out_tab;
-	rc = ckpt_mpout_finish(&t.w, img, imglen);
+	ckpt_pack_cstr(&t.w.pk, "state_dict_metadata");
+	msgpack_pack_map(&t.w.pk, (uint32_t)(t.nkeys + t.nside));
+	put_side_entries(&t, &t.w, ROLE_SDM);
+	if (has_pd) {
+		ckpt_pack_cstr(&hp.pk, "planner_data");
+		msgpack_pack_map(&hp.pk, t.npd + t.nside);
+		put_side_entries(&t, &hp, ROLE_PD);
+	}
+	ckpt_pack_cstr(&hs.pk, "storage_data");
+	msgpack_pack_array(&hs.pk, t.nrec + t.nside);
+	put_side_records(&t, &hs);
+	rc = join_parts(parts, sizeof(parts) / sizeof(parts[0]), img, imglen);
 	if (rc) {
 		ckpt_errf(err, errlen, rc, "%s: out of memory", name);
 	} else {
@@ -1461,10 +1696,18 @@ static int index_image(struct ckpt_store *s, const char *name,
 	}
 out_tab:
 	ckpt_strtab_destroy(&t.by_fqn);
-out_arena:
+out_parts:
 	ckpt_mpout_destroy(&t.w);
+	ckpt_mpout_destroy(&t.wk);
+	ckpt_mpout_destroy(&t.wp);
+	ckpt_mpout_destroy(&t.wr);
+	ckpt_mpout_destroy(&hp);
+	ckpt_mpout_destroy(&hs);
 	ckpt_st_set_free(&t.st);
 	pk_free(arena);
+	free(t.keys);
+	free(t.kdims);
+	free(t.paths);
 	return rc;
 }
 

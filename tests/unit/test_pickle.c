@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The strict pickle machine: what it builds, and what it refuses. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -227,6 +228,153 @@ static void test_dims(void)
 	pk_free(a);
 }
 
+/* What a pk_stream saw. */
+struct seen {
+	unsigned batches;
+	size_t pairs;
+	int64_t keys, vals;	/* sums */
+	bool shared_ok;		/* every value's string is "shared" */
+	const struct pk_value *dict;
+};
+
+static int count_pairs(void *ctx, unsigned role, const struct pk_value *dict,
+		       const struct pk_value *const *kv, size_t n)
+{
+	struct seen *s = ctx;
+	size_t i;
+
+	if (role != 0)
+		return -EINVAL;
+	s->batches++;
+	s->dict = dict;
+	for (i = 0; i < n; i++) {
+		const struct pk_value *v = kv[2 * i + 1];
+
+		s->pairs++;
+		s->keys += kv[2 * i]->u.i;
+		if (v->type != PK_TUPLE || v->n != 2) {
+			s->shared_ok = false;
+			continue;
+		}
+		s->vals += v->u.items[0]->u.i;
+		s->shared_ok = s->shared_ok &&
+			       pk_str_is(v->u.items[1], "shared");
+	}
+	return 0;
+}
+
+static void put_int(uint8_t **p, uint32_t v)
+{
+	*(*p)++ = 'J';
+	memcpy(*p, &v, 4);	/* little-endian machines only */
+	*p += 4;
+}
+
+/*
+ * {'s': {i: (i * 3, 'shared') for i in range(n)}, 't': 'shared'} as
+ * Python writes it (SETITEMS batches of 1000; 'shared' memoized in the
+ * first batch and read by GET in every later one and after the dict):
+ * streamed, the dict's items reach the stream batch by batch, cost the
+ * memory of a batch, and a value kept by the memo outlives its batch.
+ */
+static void test_stream(void)
+{
+	static const char *const roles[] = { "s" };
+	size_t n = 25000, i, len = 64 + n * 20;
+	uint8_t *b = malloc(len), *p = b;
+	struct seen seen = { .shared_ok = true };
+	struct pk_stream st = { roles, 1, count_pairs, &seen };
+	struct pk_value *v;
+	struct pk_arena *a, *whole;
+	char err[256];
+	int64_t keys = 0, vals = 0;
+
+	memcpy(p, "\x80\x04}(\x8c\x01s}", 8);
+	p += 8;
+	for (i = 0; i < n; i++) {
+		if (i % 1000 == 0)
+			*p++ = '(';
+		put_int(&p, (uint32_t)i);
+		put_int(&p, (uint32_t)(i * 3));
+		if (i == 0) {
+			memcpy(p, "\x8c\x06shared\x94", 9);	/* memo 0 */
+			p += 9;
+		} else {
+			memcpy(p, "h\x00", 2);
+			p += 2;
+		}
+		*p++ = 0x86;	/* TUPLE2 */
+		keys += (int64_t)i;
+		vals += (int64_t)i * 3;
+		if (i % 1000 == 999 || i == n - 1)
+			*p++ = 'u';
+	}
+	memcpy(p, "\x8c\x01th\x00u.", 7);
+	p += 7;
+	err[0] = '\0';
+	CHECK(pk_load_stream(b, (size_t)(p - b), table, 2, &st, "t", &v, &a,
+			     err, sizeof(err)) == 0);
+	CHECK(seen.batches == 25 && seen.pairs == n && seen.keys == keys &&
+	      seen.vals == vals && seen.shared_ok);
+	CHECK(v && v->type == PK_DICT && v->n == 4);
+	if (v && v->n == 4) {
+		const struct pk_value *d = pk_dict_get(v, "s");
+
+		CHECK(d == seen.dict && d->type == PK_DICT && d->n == 0 &&
+		      (d->flags & PK_STREAMED));
+		CHECK(pk_str_is(pk_dict_get(v, "t"), "shared"));
+	}
+	/* The same pickle unstreamed holds every item at once. */
+	CHECK(pk_load(b, (size_t)(p - b), table, 2, "t", &v, &whole, err,
+		      sizeof(err)) == 0);
+	if (!v)
+		fprintf(stderr, "  %s\n", err);
+	CHECK(v && pk_dict_get(v, "s") && pk_dict_get(v, "s")->n == 2 * n);
+	CHECK(pk_arena_bytes(a) * 8 < pk_arena_bytes(whole));
+	pk_free(whole);
+	pk_free(a);
+	free(b);
+}
+
+/*
+ * What a batch links into something older is not released with it:
+ * a list made before the streamed dict, fetched into a batch by GET and
+ * appended to there; a tuple memoized in a batch and read after it.
+ * Values built after the batch would overwrite them (and ASan reports the
+ * released memory).
+ */
+static void test_stream_keeps_links(void)
+{
+	static const char *const roles[] = { "s" };
+	struct seen seen = { .shared_ok = true };
+	struct pk_stream st = { roles, 1, count_pairs, &seen };
+	struct pk_value *v = NULL;
+	struct pk_arena *a = NULL;
+	char err[256];
+	const struct pk_value *l, *t;
+
+	/* {'L': ['new'], 's': {1: L, 2: T}, 'T': (7, 8), 'z': 'zzzz',
+	 *  'y': (9, 9)}: 'new' appended to L inside the batch, T made and
+	 * memoized (memo 1) inside it */
+	CHECK(pk_load_stream(P("\x80\x04}(\x8c\x01L]\x94"
+			       "\x8c\x01s}(K\x01h\x00\x8c\x03new" "a"
+			       "K\x02K\x07K\x08\x86\x94" "u"
+			       "\x8c\x01Th\x01"
+			       "\x8c\x01z\x8c\x04zzzz"
+			       "\x8c\x01yK\x09K\x09\x86" "u."),
+			     table, 2, &st, "t", &v, &a, err,
+			     sizeof(err)) == 0);
+	l = pk_dict_get(v, "L");
+	t = pk_dict_get(v, "T");
+	CHECK(seen.pairs == 2);
+	CHECK(l && l->type == PK_LIST && l->n == 1 &&
+	      pk_str_is(l->u.items[0], "new"));
+	CHECK(t && t->type == PK_TUPLE && t->n == 2 &&
+	      t->u.items[0]->u.i == 7 && t->u.items[1]->u.i == 8);
+	CHECK(pk_str_is(pk_dict_get(v, "z"), "zzzz"));
+	pk_free(a);
+}
+
 int main(void)
 {
 	TEST(test_values);
@@ -235,5 +383,7 @@ int main(void)
 	TEST(test_arena_small);
 	TEST(test_arena_large);
 	TEST(test_dims);
+	TEST(test_stream);
+	TEST(test_stream_keeps_links);
 	return TEST_REPORT();
 }
