@@ -16,8 +16,11 @@
  * only the memo slots that a GET reads are kept (a first pass over the
  * opcodes finds them), and a pk_global.dims call (torch.Size) is one
  * PK_DIMS value: a large .metadata costs about five times its size rather
- * than fifteen (59 MB for a 12 MB one of 81,000 chunks).  The machine is a loop over an explicit stack, so nesting
- * depth costs no C stack.  Values may share children (memo references) and
+ * than fifteen (59 MB for a 12 MB one of 81,000 chunks).  A caller that
+ * reads a large dict item by item streams it instead (pk_load_stream()):
+ * its items are handed over a batch at a time and not kept, so the whole
+ * tree is never built.  The machine is a loop over an explicit stack, so
+ * nesting depth costs no C stack.  Values may share children (memo references) and
  * may even be cyclic (a list appended to itself), so callers must walk them
  * by a fixed schema, never by unbounded recursion.
  */

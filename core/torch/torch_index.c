@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The pickled Metadata tree, walked by its fixed schema (see
+ * The pickled Metadata, read by its fixed schema (see
  * ../shared/torch-dcp-format.md, section 2):
  *
  *   Metadata {state_dict_metadata: {fqn: TensorStorageMetadata |
@@ -12,7 +12,9 @@
  * record per chunk whose offset/length are the raw tensor bytes inside the
  * .distcp file (found through each archive's central directory and
  * data.pkl), with strides when the saved tensor is not row-major.  Unknown
- * dataclass fields are ignored.
+ * dataclass fields are ignored.  The three large dicts are read as the
+ * pickle streams them (on_pairs()), a batch of items at a time, and the
+ * image is written in parts joined at the end.
  */
 #include "torch/torch_index.h"
 
