@@ -483,19 +483,30 @@ static void cache_replace(struct ckpt_store *s, const char *cdir,
 	ckpt_index_cache_close(&c);
 }
 
+/* A lazy open with an index cache keeps the pickle it opened to store
+ * what it locates (keep_for_cache()) when it comes from an object store,
+ * where reading it again would cost a GET; a local one is read again. */
+static bool keeps_pickle(struct ckpt_store *s, const struct ckpt_open_opts *o)
+{
+	return o && o->index_cache &&
+	       ckpt_store_root_is_remote(ckpt_store_root(s));
+}
+
 /*
- * A torch checkpoint with pickle pkl as .metadata (meta_path), parsed
- * into *m from its image (torch_image()).  A cached image that passes
- * its stamp check but does not parse is ignored, with a warning, and the
- * checkpoint indexed again.
+ * A torch checkpoint with pickle *pklp as .metadata (meta_path), parsed
+ * into *m from its image (torch_image()).  *pklp is freed (and NULL) as
+ * soon as nothing needs it, before the parse, unless keeps_pickle().  A
+ * cached image that passes its stamp check but does not parse is
+ * ignored, with a warning, and the checkpoint indexed again.
  */
 static int torch_meta(struct ckpt_store *s, const char *meta_path,
 		      const struct ckpt_open_opts *o, const char *mver,
-		      const uint8_t *pkl, size_t len, struct ckpt_meta **m,
+		      uint8_t **pklp, size_t len, struct ckpt_meta **m,
 		      uint8_t *origin, uint8_t *variants, char **warning,
 		      char *err, size_t errlen)
 {
 	struct cache_hold hold = { .held = false };
+	const uint8_t *pkl = *pklp;
 	uint8_t *img = NULL;
 	size_t imglen = 0;
 	int rc;
@@ -504,6 +515,12 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 			 origin, &hold, warning, err, errlen);
 	if (rc)
 		return rc;
+	if (*origin != CKPT_ORIGIN_TORCH_INDEX_CACHE && !keeps_pickle(s, o)) {
+		/* Not needed again: the image and the parsed checkpoint
+		 * need not share memory with it. */
+		free(*pklp);
+		*pklp = NULL;
+	}
 	*variants = ckpt_torch_index_variants(img, imglen);
 	rc = ckpt_meta_parse(img, imglen, meta_path, m, err, errlen);
 	store_held(&hold, s, rc ? NULL : *m, img, imglen, warning);
@@ -528,12 +545,14 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 
 /*
  * A lazy torch open with an index cache keeps what it needs to store the
- * records it locates (located_to_cache()): the pickle (*pkl, taken),
- * the .metadata version and the cache directory.  Out of memory: kept
- * nothing, and nothing is stored.
+ * records it locates (located_to_cache()): the pickle (*pkl, taken; NULL
+ * when torch_meta() freed it: read again then, if still len bytes of
+ * hash xxh3), the .metadata version and the cache directory.  Out of
+ * memory: kept nothing, and nothing is stored.
  */
 static void keep_for_cache(struct ckpt_meta *m, const char *cdir,
-			   const char *mver, uint8_t **pkl, size_t len)
+			   const char *mver, uint8_t **pkl, size_t len,
+			   uint64_t xxh3)
 {
 	m->index_cache = strdup(cdir);
 	m->torch_mver = strdup(mver);
@@ -545,6 +564,7 @@ static void keep_for_cache(struct ckpt_meta *m, const char *cdir,
 	}
 	m->torch_pkl = *pkl;
 	m->torch_pkl_len = len;
+	m->torch_pkl_xxh3 = xxh3;
 	*pkl = NULL;
 }
 
@@ -573,6 +593,7 @@ static void located_to_cache(struct ckpt_meta *m)
 		.store = m->store, .pkl = m->torch_pkl,
 		.pkl_len = m->torch_pkl_len,
 	};
+	uint8_t *pkl = NULL;	/* read again (keep_for_cache()) */
 	const struct ckpt_meta *known[2] = { m, NULL };
 	struct ckpt_meta *cached = NULL;
 	struct ckpt_index_cache c;
@@ -583,6 +604,18 @@ static void located_to_cache(struct ckpt_meta *m)
 
 	if (!has_located_now(m) || cache_key(m->store, m->torch_mver, hex))
 		return;
+	if (!ic.pkl) {
+		size_t len = 0;
+
+		if (ckpt_store_read_file(m->store, ".metadata",
+					 CKPT_META_MAX_BYTES, &pkl, &len, NULL,
+					 why, sizeof(why)))
+			return;
+		if (len != m->torch_pkl_len ||
+		    XXH3_64bits(pkl, len) != m->torch_pkl_xxh3)
+			goto out_pkl;	/* replaced since: not this open's */
+		ic.pkl = pkl;
+	}
 	if (ckpt_index_cache_open(m->index_cache, &c, why, sizeof(why)))
 		return;
 	if (ckpt_index_cache_lock_for(&c, hex, CKPT_INDEX_CACHE_MERGE_WAIT_MS,
@@ -596,7 +629,7 @@ static void located_to_cache(struct ckpt_meta *m)
 		img = NULL;
 	}
 	known[1] = cached;
-	if (!ckpt_torch_index_merged(m->store, m->meta_path, m->torch_pkl,
+	if (!ckpt_torch_index_merged(m->store, m->meta_path, ic.pkl,
 				     m->torch_pkl_len, known, cached ? 2 : 1,
 				     &img, &imglen, why, sizeof(why)))
 		ckpt_index_cache_write(&c, hex, img, imglen, why, sizeof(why));
@@ -605,6 +638,8 @@ static void located_to_cache(struct ckpt_meta *m)
 out_close:
 	ckpt_index_cache_close(&c);
 	free(warning);
+out_pkl:
+	free(pkl);
 }
 
 /*
@@ -1341,10 +1376,13 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	} else if (rc) {
 		goto out_path;
 	} else if (ckpt_torch_is_pickle(buf, len)) {
-		rc = torch_meta(s, path, o, mver, buf, len, &m, &origin,
+		uint64_t xxh3 = o && o->index_cache ? XXH3_64bits(buf, len) : 0;
+
+		rc = torch_meta(s, path, o, mver, &buf, len, &m, &origin,
 				&variants, &warning, err, errlen);
 		if (!rc && m->lazy && o && o->index_cache)
-			keep_for_cache(m, o->index_cache, mver, &buf, len);
+			keep_for_cache(m, o->index_cache, mver, &buf, len,
+				       xxh3);
 		free(buf);
 		if (rc)
 			goto out_path;

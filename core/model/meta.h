@@ -276,10 +276,13 @@ struct ckpt_meta {
 	uint32_t nlazy;			/* records that were pending */
 	/* What a lazy torch open keeps to store what it located in the
 	 * node-local index cache when it is freed (open.c): the .metadata
-	 * pickle, its version and the cache directory; all owned, NULL
-	 * when there is no cache. */
+	 * pickle (from an object store; a local one is read again then,
+	 * and must still be torch_pkl_len bytes hashing to torch_pkl_xxh3),
+	 * its version and the cache directory; all owned, NULL when there
+	 * is no cache. */
 	uint8_t *torch_pkl;
 	size_t torch_pkl_len;
+	uint64_t torch_pkl_xxh3;
 	char *torch_mver;
 	char *index_cache;
 	/* The same for a lazy rank-local open (its __R.metadata pickles,

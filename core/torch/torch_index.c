@@ -1188,18 +1188,23 @@ static int located_key(const struct pk_value *fqn, int rc)
 	return rc;
 }
 
-/* A record's relative_path, kept for the stamp's "files" (each once
- * where records of one file come one after another, as torch writes
- * them; put_file_stamps() sorts and removes the rest).  Unsafe paths are
- * not kept: their records fail. */
+/* A record's relative_path, kept for the stamp's "files": each once when
+ * it is among the last PATHS_SEEN kept (a checkpoint's records cycle
+ * through its few files), else put_file_stamps() removes the repeats.
+ * Unsafe paths are not kept: their records fail. */
+#define PATHS_SEEN 64
+
 static int note_path(struct tctx *t, const struct pk_value *path)
 {
-	const struct rel_path *last = t->npaths ? &t->paths[t->npaths - 1] :
-				      NULL;
+	size_t i;
 
-	if (last && last->len == path->u.str.len &&
-	    !memcmp(last->s, path->u.str.s, last->len))
-		return 0;
+	for (i = t->npaths; i > 0 && t->npaths - i < PATHS_SEEN; i--) {
+		const struct rel_path *p = &t->paths[i - 1];
+
+		if (p->len == path->u.str.len &&
+		    !memcmp(p->s, path->u.str.s, p->len))
+			return 0;
+	}
 	if (!ckpt_relpath_is_safe(path->u.str.s, path->u.str.len))
 		return 0;
 	if (grow_for((void **)&t->paths, &t->paths_cap, t->npaths, 1,
@@ -1563,29 +1568,40 @@ static void put_side_records(struct tctx *t, struct ckpt_mpout *w)
 	}
 }
 
-/* parts[0, n) one after another into *img (caller frees), each part
- * emptied as soon as it is copied, so the image and its parts are not
- * all held at once. */
+/*
+ * parts[0, n) one after another into *img (caller frees).  The last part
+ * (the records: most of the image) is grown in place to the whole and
+ * moved to its end, and the others copied in front of it, each emptied
+ * as soon as it is copied: the image is never held twice.
+ */
 static int join_parts(struct ckpt_mpout *const *parts, size_t n,
 		      uint8_t **img, size_t *imglen)
 {
-	size_t total = 0, at = 0, k;
+	struct ckpt_mpout *last = parts[n - 1];
+	size_t total = 0, at = 0, tail, k;
+	uint8_t *buf;
 
 	for (k = 0; k < n; k++) {
 		if (parts[k]->failed)
 			return -ENOMEM;
 		total += parts[k]->sb.size;
 	}
-	*img = malloc(total ? total : 1);
-	if (!*img)
+	tail = last->sb.size;
+	buf = realloc(last->sb.data, total ? total : 1);
+	if (!buf)
 		return -ENOMEM;
-	for (k = 0; k < n; k++) {
+	last->sb.data = NULL;	/* buf owns it now */
+	ckpt_mpout_destroy(last);
+	ckpt_mpout_init(last);
+	memmove(buf + total - tail, buf, tail);
+	for (k = 0; k + 1 < n; k++) {
 		if (parts[k]->sb.size)
-			memcpy(*img + at, parts[k]->sb.data, parts[k]->sb.size);
+			memcpy(buf + at, parts[k]->sb.data, parts[k]->sb.size);
 		at += parts[k]->sb.size;
 		ckpt_mpout_destroy(parts[k]);
 		ckpt_mpout_init(parts[k]);
 	}
+	*img = buf;
 	*imglen = total;
 	return 0;
 }

@@ -434,3 +434,69 @@ def test_default_cache_leaves_a_network_filesystem(tmp_path):
             subprocess.call(["fusermount3", "-uz", str(mnt)])
             proc.kill()
             proc.wait()
+
+
+# One process: open CKPT with cache directory CACHE, note the size of the
+# cache's image, load rank 1 of 2 (locating its records), close; print the
+# image's size at open and after the close, and the bytes the load read.
+LOAD_AND_CLOSE = r"""
+import json, os, sys
+import ckptfs
+ck, cache = sys.argv[1], sys.argv[2]
+def size():
+    return sum(os.path.getsize(os.path.join(cache, f))
+               for f in os.listdir(cache) if f.endswith(".ckptfs-index"))
+c = ckptfs.open(ck, index_cache=cache)
+origin, at_open, before = c.info().origin, size(), c.io_stats()
+c.load(2, 1)
+after = c.io_stats()
+c.close()
+print(json.dumps({"origin": origin, "at_open": at_open, "closed": size(),
+                  "load_bytes": after["bytes_fetched"] -
+                  before["bytes_fetched"]}))
+"""
+
+
+def test_a_local_lazy_open_stores_what_it_located_at_close(ckpt, tmp_path):
+    """A local lazy open does not keep the pickle for the cache (it reads
+    .metadata again at close, and stores nothing if it changed): what it
+    located still reaches the cache, and the next process's load reads
+    no locating window."""
+    cache = str(tmp_path / "cache")
+    os.mkdir(cache, 0o700)
+
+    def run():
+        return json.loads(run_py(LOAD_AND_CLOSE, ckpt,
+                                 cache).stdout.splitlines()[-1])
+
+    first = run()
+    assert first["origin"] == "torch", first
+    assert first["closed"] > first["at_open"], first
+    second = run()
+    assert second["origin"] == "torch-index-cache", second
+    assert second["closed"] == first["closed"], (first, second)
+    # no locating windows: only the records' bytes
+    assert second["load_bytes"] < first["load_bytes"], (first, second)
+    # .metadata replaced (same size, other bytes) while a process has it
+    # open: what that process located is not stored under the new one's
+    # entry, nor under its own (the pickle is not the one it opened).
+    shutil.rmtree(cache)
+    os.mkdir(cache, 0o700)
+    meta = os.path.join(ckpt, ".metadata")
+    swap = r"""
+import json, os, sys
+import ckptfs
+ck, cache, meta = sys.argv[1], sys.argv[2], sys.argv[3]
+c = ckptfs.open(ck, index_cache=cache)
+c.load(2, 1)
+with open(meta, "rb") as f:      # still a pickle, naming another file
+    b = f.read()
+with open(meta, "r+b") as f:
+    f.write(b.replace(b".distcp", b".distcq", 1))
+c.close()
+print(json.dumps(sorted(os.path.getsize(os.path.join(cache, f))
+                        for f in os.listdir(cache)
+                        if f.endswith(".ckptfs-index"))))
+"""
+    sizes = json.loads(run_py(swap, ckpt, cache, meta).stdout.splitlines()[-1])
+    assert sizes == [first["at_open"]], (sizes, first)
