@@ -43,11 +43,6 @@ int ckpt_mpout_finish(struct ckpt_mpout *o, uint8_t **buf, size_t *len)
 	return 0;
 }
 
-void ckpt_pack_cstr(msgpack_packer *pk, const char *s)
-{
-	msgpack_pack_str_with_body(pk, s, strlen(s));
-}
-
 void ckpt_pack_bool(msgpack_packer *pk, bool v)
 {
 	if (v)

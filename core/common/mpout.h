@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct ckpt_mpout {
 	msgpack_sbuffer sb;
@@ -27,8 +28,13 @@ void ckpt_mpout_destroy(struct ckpt_mpout *o);
  * or -ENOMEM when any write failed.  o is then empty. */
 int ckpt_mpout_finish(struct ckpt_mpout *o, uint8_t **buf, size_t *len);
 
-/* A NUL-terminated string, a bool, an array of n unsigned dims. */
-void ckpt_pack_cstr(msgpack_packer *pk, const char *s);
+/* A NUL-terminated string (inline: a literal's length is known when it
+ * is compiled), a bool, an array of n unsigned dims. */
+static inline void ckpt_pack_cstr(msgpack_packer *pk, const char *s)
+{
+	msgpack_pack_str_with_body(pk, s, strlen(s));
+}
+
 void ckpt_pack_bool(msgpack_packer *pk, bool v);
 void ckpt_pack_dims(msgpack_packer *pk, const uint64_t *d, unsigned n);
 

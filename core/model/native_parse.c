@@ -783,10 +783,16 @@ static int record_chunk(struct parser *ps, struct record *r, uint32_t ri,
 	int rc;
 
 	fmt_index(where, sizeof(where), "storage_data", ri);
-	/* Records of one key usually follow each other. */
+	/* Records of one key usually follow each other, or (torch's
+	 * storage_data: each saving rank's records in key order) the next
+	 * key's follows. */
 	if (*pe && (*pe)->fqn_len == r->fqn_len &&
 	    memcmp(m->strings + (*pe)->fqn, r->fqn, r->fqn_len) == 0)
 		idx = (uint32_t)(*pe - m->entries);
+	else if (*pe && *pe + 1 < m->entries + m->nentries &&
+		 (*pe)[1].fqn_len == r->fqn_len &&
+		 memcmp(m->strings + (*pe)[1].fqn, r->fqn, r->fqn_len) == 0)
+		idx = (uint32_t)(*pe + 1 - m->entries);
 	else
 		idx = ckpt_strtab_find(&m->by_fqn, 0, r->fqn, r->fqn_len);
 	if (idx == UINT32_MAX)

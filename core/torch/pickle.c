@@ -626,6 +626,16 @@ static int call(struct machine *mc, int id_from_persid)
 	return push(mc, v);
 }
 
+/* Set bits of w, without a call (the baseline x86-64 has no popcnt
+ * instruction, and libgcc's is a table walk). */
+static inline unsigned bits_set(uint64_t w)
+{
+	w = w - ((w >> 1) & 0x5555555555555555ull);
+	w = (w & 0x3333333333333333ull) + ((w >> 2) & 0x3333333333333333ull);
+	w = (w + (w >> 4)) & 0x0f0f0f0f0f0f0f0full;
+	return (unsigned)((w * 0x0101010101010101ull) >> 56);
+}
+
 /* The slot of memo index idx, or SIZE_MAX when no GET reads it. */
 static size_t memo_slot(const struct machine *mc, uint64_t idx)
 {
@@ -637,7 +647,7 @@ static size_t memo_slot(const struct machine *mc, uint64_t idx)
 	if (!(w >> (idx % 64) & 1))
 		return SIZE_MAX;
 	return mc->rank[idx / 64] +
-	       (size_t)__builtin_popcountll(w & ((1ull << (idx % 64)) - 1));
+	       (size_t)bits_set(w & ((1ull << (idx % 64)) - 1));
 }
 
 /*
@@ -1035,7 +1045,7 @@ static int scan_memo(struct machine *mc)
 out_rank:
 	for (w = 0; w < words; w++) {
 		mc->rank[w] = (uint32_t)total;
-		total += (size_t)__builtin_popcountll(mc->read[w]);
+		total += (size_t)bits_set(mc->read[w]);
 	}
 	mc->nread = total;
 	mc->memo = calloc(total ? total : 1, sizeof(*mc->memo));
@@ -1104,28 +1114,6 @@ out_machine:
 	}
 	*arena = mc.a;
 	return 0;
-}
-
-const struct pk_value *pk_dict_get(const struct pk_value *dict,
-				   const char *key)
-{
-	uint32_t i;
-
-	if (!dict || dict->type != PK_DICT)
-		return NULL;
-	for (i = 0; i + 1 < dict->n; i += 2) {
-		if (pk_str_is(dict->u.items[i], key))
-			return dict->u.items[i + 1];
-	}
-	return NULL;
-}
-
-bool pk_str_is(const struct pk_value *v, const char *lit)
-{
-	size_t n = strlen(lit);
-
-	return v && v->type == PK_STR && v->u.str.len == n &&
-	       memcmp(v->u.str.s, lit, n) == 0;
 }
 
 bool pk_is_call(const struct pk_value *v, int id)

@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum pk_type {
 	PK_NONE,
@@ -138,10 +139,30 @@ void pk_free(struct pk_arena *a);
 /* Bytes the arena holds from the allocator (its blocks' sizes). */
 size_t pk_arena_bytes(const struct pk_arena *a);
 
-/* Helpers for schema walks.  All return NULL / false on a type mismatch. */
-const struct pk_value *pk_dict_get(const struct pk_value *dict,
-				   const char *key);
-bool pk_str_is(const struct pk_value *v, const char *lit);
+/* Helpers for schema walks.  All return NULL / false on a type mismatch.
+ * Inline, so that a literal's length is known when it is compiled. */
+static inline bool pk_str_is(const struct pk_value *v, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return v && v->type == PK_STR && v->u.str.len == n &&
+	       memcmp(v->u.str.s, lit, n) == 0;
+}
+
+static inline const struct pk_value *pk_dict_get(const struct pk_value *dict,
+						 const char *key)
+{
+	uint32_t i;
+
+	if (!dict || dict->type != PK_DICT)
+		return NULL;
+	for (i = 0; i + 1 < dict->n; i += 2) {
+		if (pk_str_is(dict->u.items[i], key))
+			return dict->u.items[i + 1];
+	}
+	return NULL;
+}
+
 /* A call node of callable id with a state (BUILD) or args; NULL if not. */
 bool pk_is_call(const struct pk_value *v, int id);
 

@@ -135,6 +135,7 @@ struct tctx {
 	size_t nkdims, kdims_cap;
 	struct ckpt_strtab by_fqn;	/* index in keys */
 	size_t by_fqn_max;		/* what it is sized for */
+	uint32_t last_key;		/* the last record's */
 	struct rel_path *paths;	/* the records' relative paths, each */
 	size_t npaths, paths_cap;	/* once when consecutive */
 	bool has_file;			/* a data file is current: */
@@ -1250,9 +1251,16 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 	if (!path || path->type != PK_STR || !o || o->type != PK_INT ||
 	    o->u.i < 0 || !l || l->type != PK_INT || l->u.i < 0)
 		return fail(t, fqn, "_StorageInfo needs relative_path (str), offset and length (non-negative ints)");
-	ei = ckpt_strtab_find(&t->by_fqn, 0, fqn->u.str.s, fqn->u.str.len);
+	/* torch's storage_data: each saving rank's records in key order,
+	 * so the key after the last record's is tried first. */
+	ei = t->last_key + 1;
+	if (ei >= t->nkeys || t->keys[ei].fqn_len != fqn->u.str.len ||
+	    memcmp(t->keys[ei].fqn, fqn->u.str.s, fqn->u.str.len))
+		ei = ckpt_strtab_find(&t->by_fqn, 0, fqn->u.str.s,
+				      fqn->u.str.len);
 	if (ei == UINT32_MAX)
 		return fail(t, fqn, "storage record for a key not in state_dict_metadata");
+	t->last_key = ei;
 	sk = &t->keys[ei];
 	tensor = sk->tensor;
 	rc = note_path(t, path);
