@@ -1669,6 +1669,10 @@ static int index_image(struct ckpt_store *s, const char *name,
 	rc = find_side_files(&t);
 	if (rc)
 		goto out_tab;
+	/* The keys' sizes served the records: not held while the image's
+	 * parts are joined. */
+	free(t.kdims);
+	t.kdims = NULL;
 	has_pd = v[ROLE_PD] || t.nside;
 	msgpack_pack_map(&t.w.pk, has_pd ? 6 : 5);
 	ckpt_pack_cstr(&t.w.pk, "format");
