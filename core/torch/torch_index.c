@@ -28,6 +28,7 @@
 
 #include "common/cancel.h"
 #include "common/errbuf.h"
+#include "common/grow.h"
 #include "common/mpcursor.h"
 #include "common/mpout.h"
 #include "common/relpath.h"
@@ -281,28 +282,6 @@ static int props_of(const struct pk_value *p, enum ckpt_dtype *dt,
 static void fqn_key(const void *ctx, uint32_t idx, uint64_t *seed,
 		    const char **s, size_t *len);
 
-/* Room for n more in *arr (*cap of them, each size bytes): 0 or -ENOMEM. */
-static int grow_for(void **arr, size_t *cap, size_t have, size_t n,
-		    size_t size)
-{
-	size_t ncap = *cap ? *cap : 64;
-	void *na;
-
-	if (have + n <= *cap)
-		return 0;
-	while (ncap < have + n) {
-		if (ncap > SIZE_MAX / 2 / size)
-			return -ENOMEM;
-		ncap *= 2;
-	}
-	na = realloc(*arr, ncap * size);
-	if (!na)
-		return -ENOMEM;
-	*arr = na;
-	*cap = ncap;
-	return 0;
-}
-
 /* A new key fqn (a PK_STR), looked up by name from now on; the table is
  * sized again as keys come (their number is known only at the end). */
 static int add_key(struct tctx *t, const struct pk_value *fqn,
@@ -312,8 +291,8 @@ static int add_key(struct tctx *t, const struct pk_value *fqn,
 	uint32_t i;
 
 	if (t->nkeys >= UINT32_MAX - 1 ||
-	    grow_for((void **)&t->keys, &t->keys_cap, t->nkeys, 1,
-		     sizeof(*t->keys)))
+	    ckpt_grow((void **)&t->keys, &t->keys_cap, t->nkeys + 1,
+		      sizeof(*t->keys)))
 		return ckpt_errf(t->err, t->errlen, -ENOMEM, "out of memory");
 	if (t->nkeys + 1 > t->by_fqn_max) {
 		size_t max = t->by_fqn_max ? t->by_fqn_max * 2 : 1024;
@@ -358,8 +337,8 @@ static int put_tensor_entry(struct tctx *t, const struct pk_value *fqn,
 	rc = add_key(t, fqn, &key);
 	if (rc)
 		return rc;
-	if (grow_for((void **)&t->kdims, &t->kdims_cap, t->nkdims,
-		     (size_t)chunks->n * 2 * n, sizeof(*t->kdims)))
+	if (ckpt_grow((void **)&t->kdims, &t->kdims_cap,
+		      t->nkdims + (size_t)chunks->n * 2 * n, sizeof(*t->kdims)))
 		return ckpt_errf(t->err, t->errlen, -ENOMEM, "out of memory");
 	key->tensor = true;
 	key->dtype = (uint8_t)dt;
@@ -1208,8 +1187,8 @@ static int note_path(struct tctx *t, const struct pk_value *path)
 	}
 	if (!ckpt_relpath_is_safe(path->u.str.s, path->u.str.len))
 		return 0;
-	if (grow_for((void **)&t->paths, &t->paths_cap, t->npaths, 1,
-		     sizeof(*t->paths)))
+	if (ckpt_grow((void **)&t->paths, &t->paths_cap, t->npaths + 1,
+		      sizeof(*t->paths)))
 		return ckpt_errf(t->err, t->errlen, -ENOMEM, "out of memory");
 	t->paths[t->npaths++] = (struct rel_path){ path->u.str.s,
 						   path->u.str.len };
