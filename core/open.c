@@ -525,6 +525,10 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 	rc = ckpt_meta_parse(img, imglen, meta_path, m, err, errlen);
 	store_held(&hold, s, rc ? NULL : *m, img, imglen, warning);
 	free(img);
+	if (!rc && *pklp && !keeps_pickle(s, o)) {
+		free(*pklp);	/* a cached image parsed: not needed again */
+		*pklp = NULL;
+	}
 	if (!rc || *origin != CKPT_ORIGIN_TORCH_INDEX_CACHE)
 		return rc;
 	add_warning(warning,
@@ -604,23 +608,23 @@ static void located_to_cache(struct ckpt_meta *m)
 
 	if (!has_located_now(m) || cache_key(m->store, m->torch_mver, hex))
 		return;
+	if (ckpt_index_cache_open(m->index_cache, &c, why, sizeof(why)))
+		return;
+	if (ckpt_index_cache_lock_for(&c, hex, CKPT_INDEX_CACHE_MERGE_WAIT_MS,
+				      why, sizeof(why)))
+		goto out_close;
 	if (!ic.pkl) {
 		size_t len = 0;
 
 		if (ckpt_store_read_file(m->store, ".metadata",
 					 CKPT_META_MAX_BYTES, &pkl, &len, NULL,
 					 why, sizeof(why)))
-			return;
+			goto out_close;
 		if (len != m->torch_pkl_len ||
 		    XXH3_64bits(pkl, len) != m->torch_pkl_xxh3)
-			goto out_pkl;	/* replaced since: not this open's */
+			goto out_close;	/* replaced since: not this open's */
 		ic.pkl = pkl;
 	}
-	if (ckpt_index_cache_open(m->index_cache, &c, why, sizeof(why)))
-		return;
-	if (ckpt_index_cache_lock_for(&c, hex, CKPT_INDEX_CACHE_MERGE_WAIT_MS,
-				      why, sizeof(why)))
-		goto out_close;
 	if (!cache_hit(&c, hex, &ic, &img, &imglen, &warning)) {
 		if (ckpt_meta_parse(img, imglen, m->meta_path, &cached, why,
 				    sizeof(why)))
@@ -638,7 +642,6 @@ static void located_to_cache(struct ckpt_meta *m)
 out_close:
 	ckpt_index_cache_close(&c);
 	free(warning);
-out_pkl:
 	free(pkl);
 }
 

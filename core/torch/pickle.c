@@ -96,6 +96,7 @@ struct machine {
 	struct arena_pos *amarks;	/* the arena at each MARK */
 	size_t nmarks, marks_cap;
 	const struct pk_stream *st;	/* or NULL */
+	uint32_t nstreamed;	/* dicts streamed so far */
 	struct arena_pos keep;	/* never released below this */
 	/* Memo: index i's slot is slot[rank of i among the indices a GET
 	 * reads] (memo_slot()); an index no GET reads is not kept. */
@@ -424,34 +425,63 @@ static int collect(struct machine *mc, enum pk_type t, size_t from)
 }
 
 /*
- * The items stack[from, from + n) set into dict c, given to the stream
- * when c is (or, on its first items, becomes) a streamed dict: 0 when
- * they were, 1 when c is built as usual, or -errno.
+ * Is the dict at stack[at] the value of a role's key in the state of a
+ * parent object being built: the key at at - 1, and below them, inside
+ * the innermost MARK, only whole key-value pairs of that state, a dict
+ * right below the MARK, and the new parent object below it?  Returns the
+ * role, or st->nroles.
+ */
+static unsigned stream_role(const struct machine *mc, size_t at)
+{
+	const struct pk_stream *st = mc->st;
+	const struct pk_value *k, *sd, *obj;
+	size_t m = floor_sp(mc);
+	unsigned r = 0;
+
+	if (!mc->nmarks || at < m + 1 || (at - 1 - m) % 2 || m < 2)
+		return (unsigned)st->nroles;
+	k = mc->stack[at - 1];
+	sd = mc->stack[m - 1];
+	obj = mc->stack[m - 2];
+	if (k->type != PK_STR || sd->type != PK_DICT ||
+	    obj->type != PK_CALL || obj->id != st->parent_id ||
+	    obj->u.call.state)
+		return (unsigned)st->nroles;
+	while (r < st->nroles && !pk_str_is(k, st->roles[r]))
+		r++;
+	return r;
+}
+
+/*
+ * The items stack[from, from + n) set into dict c (at from - 1), given to
+ * the stream when c is (or, on its first items, becomes) a streamed dict:
+ * 0 when they were, 1 when c is built as usual, or -errno.  The role's
+ * context (stream_role()) is looked for below the items' own MARK, which
+ * SETITEMS has popped.
  */
 static int stream_items(struct machine *mc, struct pk_value *c, size_t from,
 			size_t n)
 {
 	const struct pk_stream *st = mc->st;
 	bool first = !(c->flags & PK_STREAMED);
-	unsigned r = 0;
+	uint32_t id;
+	unsigned r;
 	int rc;
 
 	if (!st || (c->flags & PK_UNSTREAMED))
 		return 1;
 	if (first) {
-		const struct pk_value *k = from >= 2 ? mc->stack[from - 2] :
-				      NULL;
-
-		if (c->n || !k || k->type != PK_STR)
+		if (c->n || mc->nstreamed == UINT32_MAX - 1)
 			return 1;
-		while (r < st->nroles && !pk_str_is(k, st->roles[r]))
-			r++;
+		r = stream_role(mc, from - 1);
 		if (r == st->nroles)
 			return 1;
+		id = mc->nstreamed + 1;
 	} else {
 		r = (unsigned)c->id;
+		id = c->cap;
 	}
-	rc = st->pairs(st->ctx, r, c,
+	rc = st->pairs(st->ctx, r, id,
 		       (const struct pk_value *const *)mc->stack + from, n / 2);
 	if (rc == 1 && first) {
 		c->flags |= PK_UNSTREAMED;
@@ -461,8 +491,12 @@ static int stream_items(struct machine *mc, struct pk_value *c, size_t from,
 		return fail(mc, -EINVAL, "a streamed dict declined part way");
 	if (rc)
 		return rc;
-	c->flags |= PK_STREAMED;
-	c->id = (int32_t)r;
+	if (first) {
+		c->flags |= PK_STREAMED;
+		c->id = (int32_t)r;
+		c->cap = id;
+		mc->nstreamed++;
+	}
 	mc->sp = from;
 	return 0;
 }

@@ -51,7 +51,7 @@ enum pk_type {
 #define PK_DIMS_GLOBAL 2	/* PK_GLOBAL of a pk_global.dims entry */
 #define PK_KEPT 4	/* in the arena's kept blocks (never released) */
 #define PK_STREAMED 8	/* PK_DICT whose items went to a pk_stream: n is
-			 * 0, and id is the stream's role */
+			 * 0, id is the stream's role and cap its number */
 #define PK_UNSTREAMED 16	/* PK_DICT a pk_stream declined: kept whole */
 
 /* The callable id of a BINPERSID node (args = the persistent id). */
@@ -109,23 +109,34 @@ int pk_load(const uint8_t *buf, size_t len, const struct pk_global *table,
 
 /*
  * Streaming: the items of a dict that is the value of a key named
- * roles[r] are handed to pairs(ctx, r, dict, kv, npairs) as each
- * SETITEM / SETITEMS fills them (kv: key, value, key, value, ...), and
- * are not kept: the dict is marked PK_STREAMED with id r and stays empty.
- * The values a batch built are released after the call unless something
- * kept outside it still points at them, so a dict of a million items
- * costs the memory of one batch.  The kv values are valid only during the
- * call, and strings in them point into buf.  pairs returns 0; 1 to
- * decline that dict for good (it is then built as usual, PK_UNSTREAMED);
- * or -errno with the reason in the machine's err buffer.
+ * roles[r] in the state (BUILD) of an object of callable id parent_id are
+ * handed to pairs(ctx, r, dict_id, kv, npairs) as each SETITEM / SETITEMS
+ * fills them (kv: key, value, key, value, ...), and are not kept: the dict
+ * is marked PK_STREAMED and stays empty.  dict_id is that dict's own
+ * number (pk_stream_id()), never reused within a load, so the caller can
+ * tell the dict it saw from another.  The values a batch built are
+ * released after the call unless something kept outside it still points
+ * at them, so a dict of a million items costs the memory of one batch.
+ * The kv values are valid only during the call, and strings in them point
+ * into buf.  pairs returns 0; 1 to decline that dict for good (it is then
+ * built as usual, PK_UNSTREAMED); or -errno with the reason in the
+ * machine's err buffer.
  */
 struct pk_stream {
+	int parent_id;
 	const char *const *roles;
 	size_t nroles;
-	int (*pairs)(void *ctx, unsigned role, const struct pk_value *dict,
+	int (*pairs)(void *ctx, unsigned role, uint32_t dict_id,
 		     const struct pk_value *const *kv, size_t npairs);
 	void *ctx;
 };
+
+/* A streamed dict's number (as pairs() was given it), else 0. */
+static inline uint32_t pk_stream_id(const struct pk_value *v)
+{
+	return v && v->type == PK_DICT && (v->flags & PK_STREAMED) ? v->cap :
+									0;
+}
 
 /* pk_load(), streaming the dicts that st names (st may be NULL). */
 int pk_load_stream(const uint8_t *buf, size_t len,

@@ -128,7 +128,7 @@ struct tctx {
 	struct ckpt_mpout wr;	/* storage_data's records */
 	uint32_t npd, nrec;	/* entries in wp, records in wr */
 	uint32_t nseen;		/* storage_data items seen */
-	const struct pk_value *streamed[NROLES];	/* each role's dict */
+	uint32_t streamed[NROLES];	/* each role's dict (pk_stream_id()) */
 	bool keys_closed;	/* storage_data began */
 	struct sdm_key *keys;	/* state_dict_metadata, in order */
 	size_t nkeys, keys_cap;
@@ -293,7 +293,8 @@ static int add_key(struct tctx *t, const struct pk_value *fqn,
 	if (t->nkeys >= UINT32_MAX - 1 ||
 	    ckpt_grow((void **)&t->keys, &t->keys_cap, t->nkeys + 1,
 		      sizeof(*t->keys)))
-		return ckpt_errf(t->err, t->errlen, -ENOMEM, "out of memory");
+		return ckpt_errf(t->err, t->errlen, -ENOMEM,
+				 "%s: out of memory", t->name);
 	if (t->nkeys + 1 > t->by_fqn_max) {
 		size_t max = t->by_fqn_max ? t->by_fqn_max * 2 : 1024;
 
@@ -301,7 +302,7 @@ static int add_key(struct tctx *t, const struct pk_value *fqn,
 		t->by_fqn_max = 0;
 		if (ckpt_strtab_init(&t->by_fqn, max, fqn_key, t))
 			return ckpt_errf(t->err, t->errlen, -ENOMEM,
-					 "out of memory");
+					 "%s: out of memory", t->name);
 		t->by_fqn_max = max;
 		for (i = 0; i < t->nkeys; i++)
 			ckpt_strtab_insert(&t->by_fqn, i);
@@ -337,9 +338,6 @@ static int put_tensor_entry(struct tctx *t, const struct pk_value *fqn,
 	rc = add_key(t, fqn, &key);
 	if (rc)
 		return rc;
-	if (ckpt_grow((void **)&t->kdims, &t->kdims_cap,
-		      t->nkdims + (size_t)chunks->n * 2 * n, sizeof(*t->kdims)))
-		return ckpt_errf(t->err, t->errlen, -ENOMEM, "out of memory");
 	key->tensor = true;
 	key->dtype = (uint8_t)dt;
 	key->ndim = (uint8_t)n;
@@ -362,6 +360,13 @@ static int put_tensor_entry(struct tctx *t, const struct pk_value *fqn,
 
 		if (!c)
 			return fail(t, fqn, "a chunk is not a ChunkStorageMetadata");
+		/* grown as chunks prove to be chunks, not for the list's
+		 * length at once; never NULL (a 0-dim tensor's are empty) */
+		if (ckpt_grow((void **)&t->kdims, &t->kdims_cap,
+			      t->nkdims + ((size_t)i + 1) * 2 * n + 1,
+			      sizeof(*t->kdims)))
+			return ckpt_errf(t->err, t->errlen, -ENOMEM,
+					 "%s: out of memory", t->name);
 		d = t->kdims + t->nkdims + (size_t)i * 2 * n;
 		msgpack_pack_map(&t->wk.pk, 2);
 		if (dims_of(pk_dict_get(c, "offsets"), d, &k) || k != n)
@@ -1448,7 +1453,7 @@ static int not_as_torch(struct tctx *t, unsigned role, const char *what)
  * keys, so a storage_data that comes first is declined (built whole and
  * read at the end, as is any dict that does not stream).
  */
-static int on_pairs(void *ctx, unsigned role, const struct pk_value *dict,
+static int on_pairs(void *ctx, unsigned role, uint32_t dict,
 		    const struct pk_value *const *kv, size_t npairs)
 {
 	struct tctx *t = ctx;
@@ -1486,10 +1491,9 @@ static int consume_rest(struct tctx *t, const struct pk_value *const *v)
 	int rc = 0;
 
 	for (r = 0; r < NROLES; r++) {
-		if (t->streamed[r] && t->streamed[r] != v[r])
+		if (t->streamed[r] && t->streamed[r] != pk_stream_id(v[r]))
 			return not_as_torch(t, r, "is not the dict that streamed as it");
-		if (v[r] && (v[r]->flags & PK_STREAMED) &&
-		    v[r]->id != (int32_t)r)
+		if (pk_stream_id(v[r]) && v[r]->id != (int32_t)r)
 			return not_as_torch(t, r, "is another role's dict");
 	}
 	for (r = 0; r < NROLES && !rc; r++) {
@@ -1604,7 +1608,8 @@ static int index_image(struct ckpt_store *s, const char *name,
 			  .store = s, .err = err, .errlen = errlen,
 			  .lazy = lazy, .known = known,
 			  .known_guard = known_guard, .nknown = nknown };
-	struct pk_stream stream = { stream_roles, NROLES, on_pairs, &t };
+	struct pk_stream stream = { TG_METADATA, stream_roles, NROLES,
+				    on_pairs, &t };
 	const struct pk_value *root, *st, *v[NROLES];
 	struct ckpt_mpout hp, hs;
 	struct ckpt_mpout *parts[] = { &t.w, &t.wk, &hp, &t.wp, &hs, &t.wr };

@@ -234,10 +234,10 @@ struct seen {
 	size_t pairs;
 	int64_t keys, vals;	/* sums */
 	bool shared_ok;		/* every value's string is "shared" */
-	const struct pk_value *dict;
+	uint32_t dict;
 };
 
-static int count_pairs(void *ctx, unsigned role, const struct pk_value *dict,
+static int count_pairs(void *ctx, unsigned role, uint32_t dict,
 		       const struct pk_value *const *kv, size_t n)
 {
 	struct seen *s = ctx;
@@ -270,12 +270,17 @@ static void put_int(uint8_t **p, uint32_t v)
 	*p += 4;
 }
 
+/* A torch.distributed Metadata object (table id 2) built by NEWOBJ; its
+ * BUILD state follows. */
+#define NEW_MD "\x80\x04" "ctorch.distributed.m\nMetadata\n" ")\x81"
+
 /*
- * {'s': {i: (i * 3, 'shared') for i in range(n)}, 't': 'shared'} as
- * Python writes it (SETITEMS batches of 1000; 'shared' memoized in the
- * first batch and read by GET in every later one and after the dict):
- * streamed, the dict's items reach the stream batch by batch, cost the
- * memory of a batch, and a value kept by the memo outlives its batch.
+ * A Metadata whose state is {'s': {i: (i * 3, 'shared') for i in
+ * range(n)}, 't': 'shared'} as Python writes it (SETITEMS batches of
+ * 1000; 'shared' memoized in the first batch and read by GET in every
+ * later one and after the dict): streamed, the dict's items reach the
+ * stream batch by batch, cost the memory of a batch, and a value kept by
+ * the memo outlives its batch.
  */
 static void test_stream(void)
 {
@@ -283,14 +288,15 @@ static void test_stream(void)
 	size_t n = 25000, i, len = 64 + n * 20;
 	uint8_t *b = malloc(len), *p = b;
 	struct seen seen = { .shared_ok = true };
-	struct pk_stream st = { roles, 1, count_pairs, &seen };
+	struct pk_stream st = { 2, roles, 1, count_pairs, &seen };
 	struct pk_value *v;
+	const struct pk_value *state;
 	struct pk_arena *a, *whole;
 	char err[256];
 	int64_t keys = 0, vals = 0;
 
-	memcpy(p, "\x80\x04}(\x8c\x01s}", 8);
-	p += 8;
+	memcpy(p, NEW_MD "}(\x8c\x01s}", sizeof(NEW_MD "}(\x8c\x01s}") - 1);
+	p += sizeof(NEW_MD "}(\x8c\x01s}") - 1;
 	for (i = 0; i < n; i++) {
 		if (i % 1000 == 0)
 			*p++ = '(';
@@ -309,27 +315,29 @@ static void test_stream(void)
 		if (i % 1000 == 999 || i == n - 1)
 			*p++ = 'u';
 	}
-	memcpy(p, "\x8c\x01th\x00u.", 7);
-	p += 7;
+	memcpy(p, "\x8c\x01th\x00ub.", 8);
+	p += 8;
 	err[0] = '\0';
 	CHECK(pk_load_stream(b, (size_t)(p - b), table, 2, &st, "t", &v, &a,
 			     err, sizeof(err)) == 0);
 	CHECK(seen.batches == 25 && seen.pairs == n && seen.keys == keys &&
 	      seen.vals == vals && seen.shared_ok);
-	CHECK(v && v->type == PK_DICT && v->n == 4);
-	if (v && v->n == 4) {
-		const struct pk_value *d = pk_dict_get(v, "s");
+	state = pk_is_call(v, 2) ? v->u.call.state : NULL;
+	CHECK(state && state->type == PK_DICT && state->n == 4);
+	if (state && state->n == 4) {
+		const struct pk_value *d = pk_dict_get(state, "s");
 
-		CHECK(d == seen.dict && d->type == PK_DICT && d->n == 0 &&
-		      (d->flags & PK_STREAMED));
-		CHECK(pk_str_is(pk_dict_get(v, "t"), "shared"));
+		CHECK(pk_stream_id(d) == seen.dict && seen.dict &&
+		      d->n == 0);
+		CHECK(pk_str_is(pk_dict_get(state, "t"), "shared"));
 	}
 	/* The same pickle unstreamed holds every item at once. */
 	CHECK(pk_load(b, (size_t)(p - b), table, 2, "t", &v, &whole, err,
 		      sizeof(err)) == 0);
 	if (!v)
 		fprintf(stderr, "  %s\n", err);
-	CHECK(v && pk_dict_get(v, "s") && pk_dict_get(v, "s")->n == 2 * n);
+	state = pk_is_call(v, 2) ? v->u.call.state : NULL;
+	CHECK(pk_dict_get(state, "s") && pk_dict_get(state, "s")->n == 2 * n);
 	CHECK(pk_arena_bytes(a) * 8 < pk_arena_bytes(whole));
 	pk_free(whole);
 	pk_free(a);
@@ -347,31 +355,73 @@ static void test_stream_keeps_links(void)
 {
 	static const char *const roles[] = { "s" };
 	struct seen seen = { .shared_ok = true };
-	struct pk_stream st = { roles, 1, count_pairs, &seen };
+	struct pk_stream st = { 2, roles, 1, count_pairs, &seen };
 	struct pk_value *v = NULL;
 	struct pk_arena *a = NULL;
 	char err[256];
-	const struct pk_value *l, *t;
+	const struct pk_value *l, *t, *state;
 
-	/* {'L': ['new'], 's': {1: L, 2: T}, 'T': (7, 8), 'z': 'zzzz',
-	 *  'y': (9, 9)}: 'new' appended to L inside the batch, T made and
-	 * memoized (memo 1) inside it */
-	CHECK(pk_load_stream(P("\x80\x04}(\x8c\x01L]\x94"
+	/* A Metadata of state {'L': ['new'], 's': {1: L, 2: T}, 'T': (7, 8),
+	 * 'z': 'zzzz', 'y': (9, 9)}: 'new' appended to L inside the batch, T
+	 * made and memoized (memo 1) inside it */
+	CHECK(pk_load_stream(P(NEW_MD "}(\x8c\x01L]\x94"
 			       "\x8c\x01s}(K\x01h\x00\x8c\x03new" "a"
 			       "K\x02K\x07K\x08\x86\x94" "u"
 			       "\x8c\x01Th\x01"
 			       "\x8c\x01z\x8c\x04zzzz"
-			       "\x8c\x01yK\x09K\x09\x86" "u."),
+			       "\x8c\x01yK\x09K\x09\x86" "ub."),
 			     table, 2, &st, "t", &v, &a, err,
 			     sizeof(err)) == 0);
-	l = pk_dict_get(v, "L");
-	t = pk_dict_get(v, "T");
+	state = pk_is_call(v, 2) ? v->u.call.state : NULL;
+	l = pk_dict_get(state, "L");
+	t = pk_dict_get(state, "T");
 	CHECK(seen.pairs == 2);
 	CHECK(l && l->type == PK_LIST && l->n == 1 &&
 	      pk_str_is(l->u.items[0], "new"));
 	CHECK(t && t->type == PK_TUPLE && t->n == 2 &&
 	      t->u.items[0]->u.i == 7 && t->u.items[1]->u.i == 8);
-	CHECK(pk_str_is(pk_dict_get(v, "z"), "zzzz"));
+	CHECK(pk_str_is(pk_dict_get(state, "z"), "zzzz"));
+	pk_free(a);
+}
+
+/*
+ * Only a role's dict in the parent's own state streams: not one under
+ * the same key deeper down ({'x': {'s': {3: 4}}}), nor one in a plain
+ * dict, nor in another class's state.
+ */
+static void test_stream_context(void)
+{
+	static const char *const roles[] = { "s" };
+	struct seen seen = { .shared_ok = true };
+	struct pk_stream st = { 2, roles, 1, count_pairs, &seen };
+	struct pk_value *v = NULL;
+	struct pk_arena *a = NULL;
+	char err[256];
+	const struct pk_value *state, *x;
+
+	CHECK(pk_load_stream(P(NEW_MD "}(\x8c\x01s}(K\x01K\x02"
+			       "\x8c\x06shared\x86u"
+			       "\x8c\x01x}(\x8c\x01s}(K\x03K\x04uu" "ub."),
+			     table, 2, &st, "t", &v, &a, err,
+			     sizeof(err)) == 0);
+	CHECK(seen.pairs == 1 && seen.batches == 1);
+	state = pk_is_call(v, 2) ? v->u.call.state : NULL;
+	CHECK(pk_stream_id(pk_dict_get(state, "s")) == seen.dict);
+	x = pk_dict_get(pk_dict_get(state, "x"), "s");
+	CHECK(x && !pk_stream_id(x) && x->n == 2);
+	pk_free(a);
+	/* a plain dict's 's', and the state of a torch.Size (id 1) */
+	seen.pairs = 0;
+	CHECK(pk_load_stream(P("\x80\x04}(\x8c\x01s}(K\x01K\x02uu."),
+			     table, 2, &st, "t", &v, &a, err,
+			     sizeof(err)) == 0);
+	CHECK(seen.pairs == 0 && pk_dict_get(v, "s")->n == 2);
+	pk_free(a);
+	CHECK(pk_load_stream(P("\x80\x04" "ctorch\nSize\n" ")\x81"
+			       "}(\x8c\x01s}(K\x01K\x02uub."),
+			     table, 2, &st, "t", &v, &a, err,
+			     sizeof(err)) == 0);
+	CHECK(seen.pairs == 0);
 	pk_free(a);
 }
 
@@ -385,5 +435,6 @@ int main(void)
 	TEST(test_dims);
 	TEST(test_stream);
 	TEST(test_stream_keeps_links);
+	TEST(test_stream_context);
 	return TEST_REPORT();
 }
