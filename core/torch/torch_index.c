@@ -1451,7 +1451,8 @@ static int not_as_torch(struct tctx *t, unsigned role, const char *what)
  * stream by (pk_stream), a SETITEMS batch at a time: nothing of them is
  * kept but the image's parts and the keys' sizes.  Records need their
  * keys, so a storage_data that comes first is declined (built whole and
- * read at the end, as is any dict that does not stream).
+ * read at the end, as is any dict that does not stream), as is every
+ * storage_data of the eager pass.
  */
 static int on_pairs(void *ctx, unsigned role, uint32_t dict,
 		    const struct pk_value *const *kv, size_t npairs)
@@ -1461,7 +1462,10 @@ static int on_pairs(void *ctx, unsigned role, uint32_t dict,
 	int rc = 0;
 
 	if (!t->streamed[role]) {
-		if (role == ROLE_SD && !t->streamed[ROLE_SDM])
+		/* The eager pass fetches the windows of PF_RECORDS records
+		 * at a time, more than a batch holds: it reads the records
+		 * from the whole tree, as before. */
+		if (role == ROLE_SD && (!t->streamed[ROLE_SDM] || !t->lazy))
 			return 1;
 		t->streamed[role] = dict;
 	} else if (t->streamed[role] != dict) {
