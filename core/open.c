@@ -507,6 +507,7 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 {
 	struct cache_hold hold = { .held = false };
 	const uint8_t *pkl = *pklp;
+	bool keep = keeps_pickle(s, o);
 	uint8_t *img = NULL;
 	size_t imglen = 0;
 	int rc;
@@ -515,7 +516,7 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 			 origin, &hold, warning, err, errlen);
 	if (rc)
 		return rc;
-	if (*origin != CKPT_ORIGIN_TORCH_INDEX_CACHE && !keeps_pickle(s, o)) {
+	if (*origin != CKPT_ORIGIN_TORCH_INDEX_CACHE && !keep) {
 		/* Not needed again: the image and the parsed checkpoint
 		 * need not share memory with it. */
 		free(*pklp);
@@ -525,7 +526,7 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 	rc = ckpt_meta_parse(img, imglen, meta_path, m, err, errlen);
 	store_held(&hold, s, rc ? NULL : *m, img, imglen, warning);
 	free(img);
-	if (!rc && *pklp && !keeps_pickle(s, o)) {
+	if (!rc && *pklp && !keep) {
 		free(*pklp);	/* a cached image parsed: not needed again */
 		*pklp = NULL;
 	}
@@ -1379,7 +1380,9 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 	} else if (rc) {
 		goto out_path;
 	} else if (ckpt_torch_is_pickle(buf, len)) {
-		uint64_t xxh3 = o && o->index_cache ? XXH3_64bits(buf, len) : 0;
+		/* what a pickle read again at close must hash to */
+		uint64_t xxh3 = o && o->index_cache && !keeps_pickle(s, o) ?
+				XXH3_64bits(buf, len) : 0;
 
 		rc = torch_meta(s, path, o, mver, &buf, len, &m, &origin,
 				&variants, &warning, err, errlen);

@@ -17,18 +17,18 @@
 
 /* Released memory is poisoned under ASan, so a value used after its
  * batch was released is reported, not read as whatever reused it. */
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
-#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
-#elif defined(__has_feature)
+#if defined(__SANITIZE_ADDRESS__)	/* gcc */
+#define PK_ASAN 1
+#elif defined(__has_feature)		/* clang */
 #if __has_feature(address_sanitizer)
+#define PK_ASAN 1
+#endif
+#endif
+#ifdef PK_ASAN
 #include <sanitizer/asan_interface.h>
 #define POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
 #define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
-#endif
-#endif
-#ifndef POISON
+#else
 #define POISON(p, n) ((void)(p), (void)(n))
 #define UNPOISON(p, n) ((void)(p), (void)(n))
 #endif

@@ -1194,7 +1194,8 @@ static int note_path(struct tctx *t, const struct pk_value *path)
 		return 0;
 	if (ckpt_grow((void **)&t->paths, &t->paths_cap, t->npaths + 1,
 		      sizeof(*t->paths)))
-		return ckpt_errf(t->err, t->errlen, -ENOMEM, "out of memory");
+		return ckpt_errf(t->err, t->errlen, -ENOMEM,
+				 "%s: out of memory", t->name);
 	t->paths[t->npaths++] = (struct rel_path){ path->u.str.s,
 						   path->u.str.len };
 	return 0;
@@ -1446,35 +1447,15 @@ static int not_as_torch(struct tctx *t, unsigned role, const char *what)
 			 t->name, stream_roles[role], what);
 }
 
-/*
- * The pickle's state_dict_metadata, planner_data and storage_data as they
- * stream by (pk_stream), a SETITEMS batch at a time: nothing of them is
- * kept but the image's parts and the keys' sizes.  Records need their
- * keys, so a storage_data that comes first is declined (built whole and
- * read at the end, as is any dict that does not stream), as is every
- * storage_data of the eager pass.
- */
-static int on_pairs(void *ctx, unsigned role, uint32_t dict,
-		    const struct pk_value *const *kv, size_t npairs)
+/* Items kv[0, 2 * npairs) of role's dict, each into its part. */
+static int consume(struct tctx *t, unsigned role,
+		   const struct pk_value *const *kv, size_t npairs)
 {
-	struct tctx *t = ctx;
 	size_t i;
 	int rc = 0;
 
-	if (!t->streamed[role]) {
-		/* The eager pass fetches the windows of PF_RECORDS records
-		 * at a time, more than a batch holds: it reads the records
-		 * from the whole tree, as before. */
-		if (role == ROLE_SD && (!t->streamed[ROLE_SDM] || !t->lazy))
-			return 1;
-		t->streamed[role] = dict;
-	} else if (t->streamed[role] != dict) {
-		return not_as_torch(t, role, "appears twice");
-	}
 	switch (role) {
 	case ROLE_SDM:
-		if (t->keys_closed)
-			return not_as_torch(t, role, "grows after storage_data began");
 		for (i = 0; i < npairs && !rc; i++)
 			rc = consume_key(t, kv[2 * i], kv[2 * i + 1]);
 		return rc;
@@ -1487,11 +1468,38 @@ static int on_pairs(void *ctx, unsigned role, uint32_t dict,
 	}
 }
 
+/*
+ * The pickle's state_dict_metadata, planner_data and storage_data as they
+ * stream by (pk_stream), a SETITEMS batch at a time: nothing of them is
+ * kept but the image's parts and the keys' sizes.  Records need their
+ * keys, so a storage_data that comes first is declined (built whole and
+ * read at the end, as is any dict that does not stream), as is every
+ * storage_data of the eager pass.
+ */
+static int on_pairs(void *ctx, unsigned role, uint32_t dict,
+		    const struct pk_value *const *kv, size_t npairs)
+{
+	struct tctx *t = ctx;
+
+	if (!t->streamed[role]) {
+		/* The eager pass fetches the windows of PF_RECORDS records
+		 * at a time, more than a batch holds: it reads the records
+		 * from the whole tree, as before. */
+		if (role == ROLE_SD && (!t->streamed[ROLE_SDM] || !t->lazy))
+			return 1;
+		t->streamed[role] = dict;
+	} else if (t->streamed[role] != dict) {
+		return not_as_torch(t, role, "appears twice");
+	}
+	if (role == ROLE_SDM && t->keys_closed)
+		return not_as_torch(t, role, "grows after storage_data began");
+	return consume(t, role, kv, npairs);
+}
+
 /* The dicts that did not stream, read now from the tree: 0 or -errno. */
 static int consume_rest(struct tctx *t, const struct pk_value *const *v)
 {
 	unsigned r;
-	uint32_t i, n;
 	int rc = 0;
 
 	for (r = 0; r < NROLES; r++) {
@@ -1500,25 +1508,10 @@ static int consume_rest(struct tctx *t, const struct pk_value *const *v)
 		if (pk_stream_id(v[r]) && v[r]->id != (int32_t)r)
 			return not_as_torch(t, r, "is another role's dict");
 	}
-	for (r = 0; r < NROLES && !rc; r++) {
-		if (!v[r] || (v[r]->flags & PK_STREAMED))
-			continue;
-		for (i = 0; i + 1 < v[r]->n && !rc; i += n) {
-			n = v[r]->n - i;
-			if (r == ROLE_SDM)
-				rc = consume_key(t, v[r]->u.items[i],
-						 v[r]->u.items[i + 1]);
-			else if (r == ROLE_PD)
-				consume_planner(t, v[r]->u.items[i],
-						v[r]->u.items[i + 1]);
-			else
-				rc = consume_records(t,
-					(const struct pk_value *const *)
-					v[r]->u.items + i, n / 2);
-			if (r != ROLE_SD)
-				n = 2;
-		}
-	}
+	for (r = 0; r < NROLES && !rc; r++)
+		if (v[r] && !(v[r]->flags & PK_STREAMED))
+			rc = consume(t, r, (const struct pk_value *const *)
+					   v[r]->u.items, v[r]->n / 2);
 	return rc;
 }
 
@@ -1618,7 +1611,7 @@ static int index_image(struct ckpt_store *s, const char *name,
 	struct ckpt_mpout hp, hs;
 	struct ckpt_mpout *parts[] = { &t.w, &t.wk, &hp, &t.wp, &hs, &t.wr };
 	struct pk_arena *arena = NULL;
-	size_t variants_at, hash_at, body_at;
+	size_t hash_at, body_at;
 	bool has_pd;
 	int rc;
 
@@ -1631,7 +1624,7 @@ static int index_image(struct ckpt_store *s, const char *name,
 	ckpt_mpout_init(&hp);
 	ckpt_mpout_init(&hs);
 	if (ckpt_strtab_init(&t.by_fqn, 1024, fqn_key, &t)) {
-		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		rc = ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory", name);
 		goto out_parts;
 	}
 	t.by_fqn_max = 1024;
@@ -1670,8 +1663,10 @@ static int index_image(struct ckpt_store *s, const char *name,
 	/* The stamp comes first, so a mount checks an index without walking
 	 * it: the pickle's size and hash, each data file's identity, and a
 	 * hash of every byte after the stamp (an edited record is caught).
-	 * Variants and that hash are known only at the end, so their
-	 * fixed-width values (0xcc, byte; 0xcf, 8 bytes) are filled in then.
+	 * That hash is known only once the image is joined, so its
+	 * fixed-width value (0xcf, 8 bytes) is filled in then; variants
+	 * (seen while the records were written) stay a fixed-width byte
+	 * (0xcc), as images have them.
 	 * docs/format.md describes it. */
 	ckpt_pack_cstr(&t.w.pk, "source");
 	msgpack_pack_map(&t.w.pk, 7);
@@ -1686,7 +1681,6 @@ static int index_image(struct ckpt_store *s, const char *name,
 	ckpt_pack_cstr(&t.w.pk, "guards");
 	msgpack_pack_uint64(&t.w.pk, CKPT_INDEX_GUARDS);
 	ckpt_pack_cstr(&t.w.pk, "variants");
-	variants_at = t.w.sb.size + 1;
 	msgpack_pack_fix_uint8(&t.w.pk, t.variants);
 	put_file_stamps(&t);
 	ckpt_pack_cstr(&t.w.pk, "image_xxh3");
@@ -1708,7 +1702,6 @@ static int index_image(struct ckpt_store *s, const char *name,
 	if (rc) {
 		ckpt_errf(err, errlen, rc, "%s: out of memory", name);
 	} else {
-		(*img)[variants_at] = t.variants;
 		put_be64(*img + hash_at, XXH3_64bits(*img + body_at,
 						     *imglen - body_at));
 	}
