@@ -129,7 +129,7 @@ print(sum(1 for e in log if e[0] == "GET" and "list-type=2" in e[1]
 	s3check conns
 }
 
-@test "s3: connections reused: 21 reads of 4 parts from one thread make at most 4 connections (io stats 'connects'; 84 without reuse); 64 threads at parallel=64 hold about 3 x parallel connections at most (4 x at a busy moment), 2 x parallel after" {
+@test "s3: connections reused: 21 reads of 4 parts from one thread make at most 4 connections (io stats 'connects'; 84 without reuse); 64 threads at parallel=64 hold at most 3 x parallel connections while they run, 2 x parallel after" {
 	s3check reuse
 }
 

@@ -14,6 +14,7 @@
  * engine's counters are read from struct ckpt_store.
  */
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -1526,20 +1527,94 @@ static void test_timeouts(void)
 	proxy_ctl("config", "{\"mode\":\"none\"}");
 }
 
-/* Established connections of this host to port (client side). */
+static int cmp_ino(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a;
+	unsigned long y = *(const unsigned long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The inodes of this process's sockets (its fds' "socket:[N]"), sorted;
+ * *n of them, NULL when none or out of memory.  Caller frees. */
+static unsigned long *own_sockets(size_t *n)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	unsigned long *ino = NULL, in, *t;
+	size_t cap = 0;
+	char path[300], link[64];
+	ssize_t k;
+
+	*n = 0;
+	while (d && (de = readdir(d))) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+		k = readlink(path, link, sizeof(link) - 1);
+		if (k <= 0)
+			continue;
+		link[k] = '\0';
+		if (sscanf(link, "socket:[%lu]", &in) != 1)
+			continue;
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 256;
+			t = realloc(ino, cap * sizeof(*ino));
+			if (!t)
+				break;
+			ino = t;
+		}
+		ino[(*n)++] = in;
+	}
+	if (d)
+		closedir(d);
+	if (ino)
+		qsort(ino, *n, sizeof(*ino), cmp_ino);
+	return ino;
+}
+
+/*
+ * This process's connections established to port (client side), each
+ * counted once.  /proc/net/tcp is no snapshot: it is read in pieces, and
+ * the kernel resumes its walk of the hash table by bucket and position,
+ * so while connections open and close the same socket can be listed
+ * twice (64 of 233 lines were repeats in one read beside 64 readers),
+ * and sockets closed and opened during the walk are both listed; it also
+ * lists every process's sockets.  So only sockets that are fds of this
+ * process, listed before the walk, are counted, each inode once: sockets
+ * that were all open at that moment.
+ */
 static unsigned conns_to(unsigned port)
 {
-	FILE *f = fopen("/proc/net/tcp", "r");
-	char line[512];
+	FILE *f;
+	char line[512], *seen;
+	unsigned long *own, in, *hit;
 	unsigned n = 0, rport, st;
+	size_t nown;
 
-	if (!f)
+	own = own_sockets(&nown);
+	seen = calloc(nown ? nown : 1, 1);
+	f = fopen("/proc/net/tcp", "r");
+	if (!f || !seen) {
+		if (f)
+			fclose(f);
+		free(seen);
+		free(own);
 		return UINT32_MAX;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%*u: %*x:%*x %*x:%x %x", &rport, &st) == 2 &&
-		    rport == port && st == 1)
+	}
+	/* sl local remote st tx:rx tr:when retrnsmt uid timeout inode */
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%*u: %*x:%*x %*x:%x %x %*x:%*x %*x:%*x %*x "
+			   "%*u %*u %lu", &rport, &st, &in) != 3 ||
+		    rport != port || st != 1 || !own)
+			continue;
+		hit = bsearch(&in, own, nown, sizeof(*own), cmp_ino);
+		if (hit && !seen[hit - own]) {
+			seen[hit - own] = 1;
 			n++;
+		}
+	}
 	fclose(f);
+	free(seen);
+	free(own);
 	return n;
 }
 
@@ -1702,10 +1777,12 @@ static void test_reuse(void)
 		sp.max, n, st1.connects);
 	CHECK(bad == 0);
 	/* The store trims its idle connections once they pass 3 x
-	 * parallel, so while readers run the count can pass that for a
-	 * moment (203 for parallel 64, seen once beside another test suite
-	 * on 2 cores); before the trim it grew to parallel^2. */
-	CHECK(sp.max <= 4 * 64);
+	 * parallel (its own count peaked at 134-141 over 13 runs, some
+	 * beside busy loops); with no bound the pool held 214-225 here, and
+	 * before the trim it grew to parallel^2.  (485 "at once" against
+	 * 480 made in all, once in CI on 2 cores, was the raw
+	 * /proc/net/tcp count's repeats: see conns_to().) */
+	CHECK(sp.max <= 3 * 64);
 	CHECK(n <= 2 * 64);
 	free(buf);
 	store_free(s);
