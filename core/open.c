@@ -152,23 +152,30 @@ static bool locate_lazily(void)
  * meta_path) as an open builds it now: lazy (ckpt_torch_index_lazy()),
  * or lazy with the stamp of its data files, so that it may be stored in
  * the node-local index cache (ckpt_torch_index_merged() of nothing
- * located), or eager (ckpt_torch_index()). */
+ * located), or eager (ckpt_torch_index()).  spend: pkl is torch_meta()'s
+ * own *pklp, which it only frees afterwards, so a lazy index gives its
+ * pages back as it goes (ckpt_torch_index_spend()). */
 static int build_image(struct ckpt_store *s, const char *meta_path,
 		       const uint8_t *pkl, size_t len, bool lazy,
-		       bool stamped, uint8_t **img, size_t *imglen, char *err,
-		       size_t errlen)
+		       bool stamped, bool spend, uint8_t **img, size_t *imglen,
+		       char *err, size_t errlen)
 {
 	const struct ckpt_meta *none[1] = { NULL };
 
 	if (!lazy)
 		return ckpt_torch_index(s, meta_path, pkl, len, img, imglen,
 					err, errlen);
+	/* The stamp opens every data file: on an object store, through
+	 * one listing of the root rather than a HEAD each. */
+	if (stamped)
+		ckpt_store_list_ahead(s, UINT32_MAX);
+	if (spend)
+		return ckpt_torch_index_spend(s, meta_path, (uint8_t *)pkl,
+					      len, stamped, img, imglen, err,
+					      errlen);
 	if (!stamped)
 		return ckpt_torch_index_lazy(s, meta_path, pkl, len, img,
 					     imglen, err, errlen);
-	/* The stamp opens every data file: on an object store, through
-	 * one listing of the root rather than a HEAD each. */
-	ckpt_store_list_ahead(s, UINT32_MAX);
 	return ckpt_torch_index_merged(s, meta_path, pkl, len, none, 0, img,
 				       imglen, err, errlen);
 }
@@ -275,20 +282,46 @@ static int cache_hit(const struct ckpt_index_cache *c, const char *hex,
 }
 
 /* A lazy image built under the cache key's lock (cached_image()), kept
- * locked until the open has parsed it (store_held()). */
+ * locked until the open has parsed it (stage_held(), store_held()). */
 struct cache_hold {
 	bool held;
 	struct ckpt_index_cache c;	/* locked on hex */
 	char hex[CKPT_INDEX_CACHE_KEY_HEX];
+	struct ckpt_index_staged staged;
 };
 
+/* Release h's lock and cache: the image is not stored. */
+static void drop_held(struct cache_hold *h)
+{
+	ckpt_index_cache_drop_lock(&h->c, h->hex);
+	ckpt_index_cache_close(&h->c);
+	h->held = false;
+}
+
+/* Write img, the lazy image built under h's lock, to a temp file of the
+ * cache before the parse spends it (ckpt_meta_parse_spend()); stored, or
+ * not, by store_held() once it is parsed. */
+static void stage_held(struct cache_hold *h, const uint8_t *img,
+		       size_t imglen, char **warning)
+{
+	char why[1024];
+
+	if (!h->held)
+		return;
+	if (ckpt_index_cache_stage(&h->c, h->hex, img, imglen, &h->staged,
+				   why, sizeof(why))) {
+		add_warning(warning, "index cache: %s (not cached)", why);
+		drop_held(h);
+	}
+}
+
 /*
- * Store img, the lazy image built under h's lock, when m (parsed from it)
- * is one the open keeps: each data file at least as long as its records
- * need, as ckpt_files_open() will require (a lazy image has read no data
- * file: a checkpoint that fails there is not cached, as one that fails
- * to index is not); m NULL: not parsed, not stored.  Then release the
- * lock: the node's other opens, waiting on it, read the image.
+ * Store the image staged under h's lock when m (parsed from it) is one
+ * the open keeps: each data file at least as long as its records need,
+ * as ckpt_files_open() will require (a lazy image has read no data file:
+ * a checkpoint that fails there is not cached, as one that fails to
+ * index is not); m NULL: not parsed, not stored.  Then release the lock:
+ * the node's other opens, waiting on it, read the image.
  */
 /* Whether each data file of m (as s has it open: the stamp opened
  * them) holds the records m needs of it, as ckpt_files_open() checks. */
@@ -306,19 +339,21 @@ static bool has_files_whole(struct ckpt_store *s, const struct ckpt_meta *m)
 }
 
 static void store_held(struct cache_hold *h, struct ckpt_store *s,
-		       const struct ckpt_meta *m, const uint8_t *img,
-		       size_t imglen, char **warning)
+		       const struct ckpt_meta *m, char **warning)
 {
 	char why[1024];
 
 	if (!h->held)
 		return;
 	if (!m || !has_files_whole(s, m)) {
-		ckpt_index_cache_drop_lock(&h->c, h->hex);
-	} else if (ckpt_index_cache_write(&h->c, h->hex, img, imglen, why,
-					  sizeof(why))) {
+		ckpt_index_cache_unstage(&h->c, &h->staged);
+		drop_held(h);
+		return;
+	}
+	if (ckpt_index_cache_commit(&h->c, &h->staged, why, sizeof(why))) {
 		add_warning(warning, "index cache: %s (not cached)", why);
-		ckpt_index_cache_drop_lock(&h->c, h->hex);
+		drop_held(h);
+		return;
 	}
 	ckpt_index_cache_close(&h->c);
 	h->held = false;
@@ -337,7 +372,7 @@ static void store_held(struct cache_hold *h, struct ckpt_store *s,
  */
 static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 			const char *cdir, const char *mver, bool lazy,
-			uint8_t **img,
+			bool spend, uint8_t **img,
 			size_t *imglen, uint8_t *origin,
 			struct cache_hold *hold, char **warning,
 			char *err, size_t errlen)
@@ -369,7 +404,7 @@ static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 		goto out_hit;
 	*origin = CKPT_ORIGIN_TORCH;
 	rc = build_image(s, ic->meta_path, ic->pkl, ic->pkl_len, lazy, true,
-			 img, imglen, err, errlen);
+			 spend, img, imglen, err, errlen);
 	if (!rc && lazy) {
 		hold->c = c;	/* closed by store_held() */
 		memcpy(hold->hex, hex, sizeof(hex));
@@ -394,7 +429,7 @@ out_close:
 out_index:
 	*origin = CKPT_ORIGIN_TORCH;
 	return build_image(s, ic->meta_path, ic->pkl, ic->pkl_len, lazy,
-			   false, img, imglen, err, errlen);
+			   false, spend, img, imglen, err, errlen);
 }
 
 /*
@@ -413,7 +448,7 @@ out_index:
  */
 static int torch_image(struct ckpt_store *s, const char *meta_path,
 		       const struct ckpt_open_opts *o, const char *mver,
-		       const uint8_t *pkl, size_t len, uint8_t **img,
+		       const uint8_t *pkl, size_t len, bool spend, uint8_t **img,
 		       size_t *imglen, uint8_t *origin,
 		       struct cache_hold *hold, char **warning,
 		       char *err, size_t errlen)
@@ -444,12 +479,13 @@ static int torch_image(struct ckpt_store *s, const char *meta_path,
 			ic.index_path = NULL;
 			if (o && o->index_cache)
 				return cached_image(s, &ic, o->index_cache,
-						    mver, lazy, img, imglen,
+						    mver, lazy, spend, img,
+						    imglen,
 						    origin, hold, warning,
 						    err, errlen);
 			*origin = CKPT_ORIGIN_TORCH;
 			return build_image(s, meta_path, pkl, len, lazy, false,
-					   img, imglen, err, errlen);
+					   spend, img, imglen, err, errlen);
 		}
 	}
 	if (!rc) {
@@ -512,8 +548,9 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 	size_t imglen = 0;
 	int rc;
 
-	rc = torch_image(s, meta_path, o, mver, pkl, len, &img, &imglen,
-			 origin, &hold, warning, err, errlen);
+	/* Not kept: its pages go back as the index streams it. */
+	rc = torch_image(s, meta_path, o, mver, pkl, len, !keep, &img,
+			 &imglen, origin, &hold, warning, err, errlen);
 	if (rc)
 		return rc;
 	if (*origin != CKPT_ORIGIN_TORCH_INDEX_CACHE && !keep) {
@@ -523,9 +560,12 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 		*pklp = NULL;
 	}
 	*variants = ckpt_torch_index_variants(img, imglen);
-	rc = ckpt_meta_parse(img, imglen, meta_path, m, err, errlen);
-	store_held(&hold, s, rc ? NULL : *m, img, imglen, warning);
+	stage_held(&hold, img, imglen, warning);
+	/* Its pages go back as it is parsed: the image, built or read
+	 * whole, and the checkpoint are not held whole at once. */
+	rc = ckpt_meta_parse_spend(img, imglen, meta_path, m, err, errlen);
 	free(img);
+	store_held(&hold, s, rc ? NULL : *m, warning);
 	if (!rc && *pklp && !keep) {
 		free(*pklp);	/* a cached image parsed: not needed again */
 		*pklp = NULL;
@@ -536,8 +576,8 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 		    "index cache: the cached index of %s does not parse (%s; ignored, indexed again)",
 		    meta_path, err ? err : "");
 	*origin = CKPT_ORIGIN_TORCH;
-	rc = build_image(s, meta_path, pkl, len, locate_lazily(), true, &img,
-			 &imglen, err, errlen);
+	rc = build_image(s, meta_path, pkl, len, locate_lazily(), true, false,
+			 &img, &imglen, err, errlen);
 	if (rc)
 		return rc;
 	*variants = ckpt_torch_index_variants(img, imglen);
@@ -1083,7 +1123,7 @@ static int rank_local_image(struct ckpt_store *s,
 			pre[i] = NULL;
 		}
 		rc = build_image(s, rf[i].path, rf[i].pkl, rf[i].len, lazy,
-				 store, &part, &plen, err, errlen);
+				 store, false, &part, &plen, err, errlen);
 		if (rc)
 			goto out_free;
 		rc = ckpt_meta_parse_part(part, plen, rf[i].path, &parts[i],
@@ -1395,7 +1435,7 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 		torch = true;
 	}
 	if (!torch) {
-		rc = ckpt_meta_parse(buf, len, path, &m, err, errlen);
+		rc = ckpt_meta_parse_spend(buf, len, path, &m, err, errlen);
 		free(buf);
 		if (rc)
 			goto out_path;

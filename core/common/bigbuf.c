@@ -5,6 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)	/* gcc */
+#define BIG_ASAN 1
+#elif defined(__has_feature)		/* clang */
+#if __has_feature(address_sanitizer)
+#define BIG_ASAN 1
+#endif
+#endif
+#ifdef BIG_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
 
 #define BIG ((size_t)128 << 10)	/* from here on, mmap */
 
@@ -52,4 +64,23 @@ void ckpt_big_free(void *p, size_t n)
 		free(p);
 	else
 		munmap(p, n);
+}
+
+void ckpt_give_back(const uint8_t **from, const uint8_t *to)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t page = pg > 0 ? (size_t)pg : 4096;
+	uintptr_t b, e, mask;
+
+	mask = ~(uintptr_t)(page - 1);
+	b = ((uintptr_t)*from + page - 1) & mask;
+	e = (uintptr_t)to & mask;
+	if (b >= e)
+		return;
+#ifdef BIG_ASAN
+	ASAN_POISON_MEMORY_REGION((void *)b, e - b);
+#else
+	(void)madvise((void *)b, e - b, MADV_DONTNEED);	/* a hint */
+#endif
+	*from = *from + (e - (uintptr_t)*from);
 }

@@ -11,6 +11,7 @@
 #define CKPT_BIGBUF_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* n bytes (1 when n is 0), uninitialized; NULL when out of memory.
  * Free with ckpt_big_free(p, n). */
@@ -22,5 +23,16 @@ void *ckpt_big_realloc(void *p, size_t old, size_t n);
 
 /* Free p of n bytes, as allocated or resized.  Accepts NULL. */
 void ckpt_big_free(void *p, size_t n);
+
+/*
+ * A buffer read once, front to back, given back to the system as it goes:
+ * the whole pages inside [*from, to) of memory the caller owns (malloc()'s
+ * or the above; not a shared mapping) are released (MADV_DONTNEED: they
+ * read as zeros after), and *from moves to the last page boundary at or
+ * before to, so the next call goes on from there.  Under ASan the pages
+ * are poisoned instead, so a read of them is reported.  The caller may
+ * still free the buffer as usual.
+ */
+void ckpt_give_back(const uint8_t **from, const uint8_t *to);
 
 #endif

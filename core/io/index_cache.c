@@ -675,50 +675,87 @@ static int make_temp(const struct ckpt_index_cache *c, const char *hex,
 	return -1;
 }
 
-int ckpt_index_cache_write(const struct ckpt_index_cache *c, const char *hex,
-			   const uint8_t *img, size_t len, char *err,
+_Static_assert(sizeof(((struct ckpt_index_staged *)0)->tmp) >=
+	       sizeof(TMP_PREFIX) + CKPT_INDEX_CACHE_KEY_HEX + 8 &&
+	       sizeof(((struct ckpt_index_staged *)0)->name) >=
+	       CKPT_INDEX_CACHE_KEY_HEX + sizeof(IMG_SUFFIX),
+	       "a staged image's names fit");
+
+int ckpt_index_cache_stage(const struct ckpt_index_cache *c,
+			   const char *hex, const uint8_t *img, size_t len,
+			   struct ckpt_index_staged *sg, char *err,
 			   size_t errlen)
 {
-	char name[CKPT_INDEX_CACHE_KEY_HEX + sizeof(IMG_SUFFIX)];
-	char tmp[sizeof(TMP_PREFIX) + CKPT_INDEX_CACHE_KEY_HEX + 8];
 	size_t put = 0;
-	int fd, rc = 0;
+	int rc = 0;
 
-	snprintf(name, sizeof(name), "%s%s", hex, IMG_SUFFIX);
-	fd = make_temp(c, hex, tmp, sizeof(tmp));
-	if (fd < 0)
+	snprintf(sg->name, sizeof(sg->name), "%s%s", hex, IMG_SUFFIX);
+	sg->fd = make_temp(c, hex, sg->tmp, sizeof(sg->tmp));
+	if (sg->fd < 0)
 		return ckpt_errf(err, errlen, -errno,
 				 "index cache %s: cannot create a file: %s",
 				 c->dir, strerror(errno));
 	while (put < len) {
-		ssize_t n = write(fd, img + put, len - put);
+		ssize_t n = write(sg->fd, img + put, len - put);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
 			rc = ckpt_errf(err, errlen, n < 0 ? -errno : -EIO,
-				       "%s/%s: cannot write: %s", c->dir, tmp,
-				       n < 0 ? strerror(errno) : "no progress");
-			goto out_unlink;
+				       "%s/%s: cannot write: %s", c->dir,
+				       sg->tmp, n < 0 ? strerror(errno) :
+				       "no progress");
+			goto out_unstage;
 		}
 		put += (size_t)n;
 	}
-	if (fsync(fd)) {
+	if (fsync(sg->fd)) {
 		rc = ckpt_errf(err, errlen, -errno, "%s/%s: cannot fsync: %s",
-			       c->dir, tmp, strerror(errno));
-		goto out_unlink;
+			       c->dir, sg->tmp, strerror(errno));
+		goto out_unstage;
 	}
-	if (renameat(c->dfd, tmp, c->dfd, name)) {
+	return 0;
+out_unstage:
+	ckpt_index_cache_unstage(c, sg);
+	return rc;
+}
+
+int ckpt_index_cache_commit(const struct ckpt_index_cache *c,
+			    struct ckpt_index_staged *sg, char *err,
+			    size_t errlen)
+{
+	int rc;
+
+	if (renameat(c->dfd, sg->tmp, c->dfd, sg->name)) {
 		rc = ckpt_errf(err, errlen, -errno,
-			       "%s/%s: cannot rename to %s: %s", c->dir, tmp,
-			       name, strerror(errno));
-		goto out_unlink;
+			       "%s/%s: cannot rename to %s: %s", c->dir,
+			       sg->tmp, sg->name, strerror(errno));
+		ckpt_index_cache_unstage(c, sg);
+		return rc;
 	}
-	close(fd);
+	close(sg->fd);
+	sg->fd = -1;
 	prune(c);
 	return 0;
-out_unlink:
-	close(fd);
-	(void)unlinkat(c->dfd, tmp, 0);
-	return rc;
+}
+
+void ckpt_index_cache_unstage(const struct ckpt_index_cache *c,
+			      struct ckpt_index_staged *sg)
+{
+	if (sg->fd < 0)
+		return;
+	close(sg->fd);
+	sg->fd = -1;
+	(void)unlinkat(c->dfd, sg->tmp, 0);
+}
+
+int ckpt_index_cache_write(const struct ckpt_index_cache *c, const char *hex,
+			   const uint8_t *img, size_t len, char *err,
+			   size_t errlen)
+{
+	struct ckpt_index_staged sg;
+	int rc;
+
+	rc = ckpt_index_cache_stage(c, hex, img, len, &sg, err, errlen);
+	return rc ? rc : ckpt_index_cache_commit(c, &sg, err, errlen);
 }

@@ -111,4 +111,28 @@ int ckpt_index_cache_write(const struct ckpt_index_cache *c, const char *hex,
 			   const uint8_t *img, size_t len, char *err,
 			   size_t errlen);
 
+/*
+ * ckpt_index_cache_write() in two steps, for a caller that must free or
+ * spend img before it knows whether to store it: stage writes img to a
+ * new temp file and fsyncs it (0, or -errno with err and nothing left);
+ * then exactly one of commit (renames it over hex's image and prunes, as
+ * the write does; on failure -errno with err, and the temp file removed)
+ * or unstage (removes it) ends *sg.
+ */
+struct ckpt_index_staged {
+	int fd;			/* the temp file, -1 once ended */
+	char tmp[64];		/* its name in the directory */
+	char name[64];		/* the image's name there */
+};
+
+int ckpt_index_cache_stage(const struct ckpt_index_cache *c,
+			   const char *hex, const uint8_t *img, size_t len,
+			   struct ckpt_index_staged *sg, char *err,
+			   size_t errlen);
+int ckpt_index_cache_commit(const struct ckpt_index_cache *c,
+			    struct ckpt_index_staged *sg, char *err,
+			    size_t errlen);
+void ckpt_index_cache_unstage(const struct ckpt_index_cache *c,
+			      struct ckpt_index_staged *sg);
+
 #endif

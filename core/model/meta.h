@@ -369,6 +369,16 @@ int ckpt_meta_build_index(const char *dir, bool follow, uint8_t **img,
 int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 		    struct ckpt_meta **out, char *err, size_t errlen);
 
+/*
+ * ckpt_meta_parse() of an image the caller is done with: its pages are
+ * given back to the system as the parse passes them (ckpt_give_back()),
+ * so the image and the checkpoint parsed from it are not held whole at
+ * once.  buf must be malloc()'d memory of the caller's; afterwards its
+ * bytes are undefined and the caller may only free it.
+ */
+int ckpt_meta_parse_spend(uint8_t *buf, size_t len, const char *name,
+			  struct ckpt_meta **out, char *err, size_t errlen);
+
 /* Close the data files, free the record cache and everything else
  * (core/open.c: the open handle owns its store and its record cache).
  * Accepts NULL. */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bigbuf.h"
 #include "common/errbuf.h"
 #include "common/escape.h"
 #include "common/grow.h"
@@ -31,7 +32,21 @@ struct parser {
 	char *err;
 	size_t errlen;
 	size_t cap_entries, cap_chunks, cap_dims, cap_comps, cap_strings;
+	/* ckpt_meta_parse_spend(): the image before spent is given back
+	 * (NULL: none is, or no more) */
+	const uint8_t *spent;
 };
+
+/* Give back the image's pages a step at a time (a system call each). */
+#define SPEND_STEP ((size_t)1 << 20)
+
+/* The parse has read the image up to p, and holds no cursor before it
+ * (ckpt_meta_parse_spend()): give back its pages before p. */
+static void spend_to(struct parser *ps, const uint8_t *p)
+{
+	if (ps->spent && (size_t)(p - ps->spent) >= SPEND_STEP)
+		ckpt_give_back(&ps->spent, p);
+}
 
 static int oom(struct parser *ps)
 {
@@ -138,9 +153,10 @@ static int read_dims(struct parser *ps, struct mp_cursor *c,
 	return 0;
 }
 
-/* "name[i]" into buf, without snprintf: the parse names every chunk and
- * record it passes, for messages only. */
-static void fmt_index(char *buf, size_t len, const char *name, uint32_t i)
+/* "name[i]" into buf, returned: a chunk's or record's name in a message,
+ * made only when one is written (the parse passes millions of them). */
+static const char *fmt_index(char *buf, size_t len, const char *name,
+			     uint32_t i)
 {
 	size_t at = 0;
 
@@ -149,7 +165,11 @@ static void fmt_index(char *buf, size_t len, const char *name, uint32_t i)
 	ckpt_msg_put(buf, len, &at, "[", 1);
 	ckpt_msg_put_u64(buf, len, &at, i);
 	ckpt_msg_put(buf, len, &at, "]", 1);
+	return buf;
 }
+
+/* "chunks[ci]", for a message of parse_chunk(). */
+#define CHUNK fmt_index(cw_buf, sizeof(cw_buf), "chunks", ci)
 
 /* {"offsets": [...], "sizes": [...]} of entry e. */
 static int parse_chunk(struct parser *ps, struct mp_cursor *c,
@@ -159,35 +179,45 @@ static int parse_chunk(struct parser *ps, struct mp_cursor *c,
 	uint32_t n, i, len, off_at = CKPT_NONE, size_at = CKPT_NONE;
 	struct ckpt_chunk *ch;
 	const char *k;
-	char cw[64];
+	char cw_buf[64];
 	int rc;
 
-	fmt_index(cw, sizeof(cw), "chunks", ci);
 	rc = mp_read_map(c, &n);
 	if (rc == -EPROTO)
-		return type_error(ps, where, cw, "map", c);
+		return type_error(ps, where, CHUNK, "map", c);
 	if (rc)
 		return corrupt(ps, where);
 	for (i = 0; i < n; i++) {
 		if (mp_read_str(c, &k, &len))
-			return type_error(ps, where, cw, "string keys", c);
+			return type_error(ps, where, CHUNK, "string keys",
+					  c);
 		if (str_is(k, len, "offsets") || str_is(k, len, "sizes")) {
 			bool is_off = k[0] == 'o';
 			uint32_t *slot = is_off ? &off_at : &size_at;
+			const char *f = is_off ? "offsets" : "sizes";
+			struct mp_cursor at_dims = *c;
 			char fw[80];
 			size_t at = 0;
 
 			if (*slot != CKPT_NONE)
 				return ckpt_errf(ps->err, ps->errlen, -EINVAL,
 						 "%s: %s: %s: field '%s' given twice",
-						 ps->name, where, cw,
+						 ps->name, where, CHUNK,
 						 is_off ? "offsets" : "sizes");
-			fw[0] = '\0';
-			ckpt_msg_put(fw, sizeof(fw), &at, cw, strlen(cw));
-			ckpt_msg_put(fw, sizeof(fw), &at,
-				     is_off ? ".offsets" : ".sizes",
-				     is_off ? 8 : 6);
-			rc = read_dims(ps, c, where, fw, e->ndim, slot, NULL);
+			rc = read_dims(ps, c, where, f, e->ndim, slot, NULL);
+			if (rc && rc != -ENOMEM) {
+				/* Read again for the message, with the
+				 * field's whole name: it fails the same. */
+				const char *cw = CHUNK;
+
+				fw[0] = '\0';
+				ckpt_msg_put(fw, sizeof(fw), &at, cw, strlen(cw));
+				ckpt_msg_put(fw, sizeof(fw), &at, ".", 1);
+				ckpt_msg_put(fw, sizeof(fw), &at, f, strlen(f));
+				*c = at_dims;
+				rc = read_dims(ps, c, where, fw, e->ndim, slot,
+					       NULL);
+			}
 			if (rc)
 				return rc;
 		} else if (mp_skip(c)) {
@@ -197,7 +227,7 @@ static int parse_chunk(struct parser *ps, struct mp_cursor *c,
 	if (off_at == CKPT_NONE || size_at == CKPT_NONE)
 		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
 				 "%s: %s: %s: missing field '%s'", ps->name,
-				 where, cw,
+				 where, CHUNK,
 				 off_at == CKPT_NONE ? "offsets" : "sizes");
 	/* Keep offsets and sizes adjacent in the pool. */
 	if (size_at != off_at + e->ndim) {
@@ -221,6 +251,8 @@ static int parse_chunk(struct parser *ps, struct mp_cursor *c,
 	ch->strides_at = CKPT_NONE;
 	return 0;
 }
+
+#undef CHUNK
 
 /* A tensor entry's shape and chunks must agree: bounds, sizes, overflow. */
 static int check_tensor_geometry(struct parser *ps, struct ckpt_entry *e,
@@ -458,6 +490,7 @@ static int parse_state_dict_metadata(struct parser *ps, struct mp_cursor *c)
 	for (i = 0; i < n; i++) {
 		struct ckpt_entry *e = &m->entries[i];
 
+		spend_to(ps, c->p);
 		rc = mp_read_str(c, &k, &len);
 		if (rc == -EPROTO)
 			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
@@ -640,76 +673,80 @@ static int read_transforms(struct parser *ps, struct mp_cursor *c,
 	return 0;
 }
 
+/* "storage_data[ri]", for a message of read_record() or record_chunk(). */
+#define REC fmt_index(where_buf, sizeof(where_buf), "storage_data", ri)
+
 static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 		       struct record *r)
 {
+	struct mp_cursor at_map;
 	const char *k;
 	uint32_t n, i, len;
-	char where[64];
-	int rc;
+	char where_buf[64];
 
-	fmt_index(where, sizeof(where), "storage_data", ri);
 	memset(r, 0, sizeof(*r));
 	r->payload = -1;
-	rc = open_map(ps, c, where, &n);
-	if (rc)
-		return rc;
+	at_map = *c;
+	if (mp_read_map(c, &n)) {
+		*c = at_map;	/* read again, for the message */
+		return open_map(ps, c, REC, &n);
+	}
 	for (i = 0; i < n; i++) {
 		if (mp_read_str(c, &k, &len))
-			return type_error(ps, where, "(key)", "string", c);
+			return type_error(ps, REC, "(key)", "string", c);
 		if (str_is(k, len, "fqn")) {
 			if (mp_read_str(c, &r->fqn, &r->fqn_len))
-				return type_error(ps, where, "fqn", "string", c);
+				return type_error(ps, REC, "fqn", "string", c);
 		} else if (str_is(k, len, "relative_path")) {
 			if (mp_read_str(c, &r->path, &r->path_len))
-				return type_error(ps, where, "relative_path",
+				return type_error(ps, REC, "relative_path",
 						  "string", c);
 		} else if (str_is(k, len, "offsets")) {
 			r->offsets = *c;
 			r->has_offsets = !mp_take_nil(c);
 			if (r->has_offsets && mp_skip(c))
-				return corrupt(ps, where);
+				return corrupt(ps, REC);
 		} else if (str_is(k, len, "strides")) {
 			r->strides = *c;
 			r->has_strides = true;
 			if (mp_skip(c))
-				return corrupt(ps, where);
+				return corrupt(ps, REC);
 		} else if (str_is(k, len, "crc32")) {
 			if (mp_read_uint(c, &r->crc32) || r->crc32 > UINT32_MAX)
-				return type_error(ps, where, "crc32",
+				return type_error(ps, REC, "crc32",
 						  "unsigned 32-bit integer", c);
 			r->has_crc32 = true;
 		} else if (str_is(k, len, "transforms")) {
 			r->transforms_at = *c;
 			r->has_transforms = true;
 			if (mp_skip(c))
-				return corrupt(ps, where);
+				return corrupt(ps, REC);
 		} else if (str_is(k, len, "payload")) {
 			const char *p;
 			uint32_t pl;
 
 			if (mp_read_str(c, &p, &pl))
-				return type_error(ps, where, "payload", "string", c);
+				return type_error(ps, REC, "payload", "string", c);
 			r->payload = ckpt_payload_parse(p, pl);
 			if (r->payload < 0)
 				return ckpt_errf(ps->err, ps->errlen, -EINVAL,
 						 "%s: %s: payload '%.*s' is not raw or torch.save",
-						 ps->name, where,
+						 ps->name, REC,
 						 (int)(pl > 40 ? 40 : pl), p);
 		} else if (str_is(k, len, "size")) {
 			if (mp_read_uint(c, &r->size))
-				return type_error(ps, where, "size",
+				return type_error(ps, REC, "size",
 						  "unsigned integer", c);
 			r->has_size = true;
 		} else if (str_is(k, len, "zip_header")) {
 			uint32_t gn, gi;
 
 			if (mp_read_array(c, &gn) || gn != 3)
-				return type_error(ps, where, "zip_header",
+				return type_error(ps, REC, "zip_header",
 						  "[offset, length, xxh3]", c);
 			for (gi = 0; gi < 3; gi++)
 				if (mp_read_uint(c, &r->guard[gi]))
-					return type_error(ps, where,
+					return type_error(ps, REC,
 							  "zip_header",
 							  "[offset, length, xxh3]",
 							  c);
@@ -718,11 +755,11 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 			uint32_t an, ai;
 
 			if (mp_read_array(c, &an) || an != 2)
-				return type_error(ps, where, "archive",
+				return type_error(ps, REC, "archive",
 						  "[offset, length]", c);
 			for (ai = 0; ai < 2; ai++)
 				if (mp_read_uint(c, &r->archive[ai]))
-					return type_error(ps, where, "archive",
+					return type_error(ps, REC, "archive",
 							  "[offset, length]",
 							  c);
 			r->has_archive = true;
@@ -730,7 +767,7 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 			uint64_t ignored;
 
 			if (!mp_take_nil(c) && mp_read_uint(c, &ignored))
-				return type_error(ps, where, "index",
+				return type_error(ps, REC, "index",
 						  "unsigned integer or nil", c);
 		} else if (str_is(k, len, "offset") ||
 			   str_is(k, len, "length") ||
@@ -741,7 +778,7 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 					k[0] == 'l' ? "length" : "xxh3";
 
 			if (mp_read_uint(c, v))
-				return type_error(ps, where, f,
+				return type_error(ps, REC, f,
 						  "unsigned integer", c);
 			if (k[0] == 'o')
 				r->has_offset = true;
@@ -750,23 +787,23 @@ static int read_record(struct parser *ps, struct mp_cursor *c, uint32_t ri,
 			else
 				r->has_xxh3 = true;
 		} else if (mp_skip(c)) {
-			return corrupt(ps, where);
+			return corrupt(ps, REC);
 		}
 	}
 	if (!r->fqn || !r->path || !r->has_offset || !r->has_length)
 		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
-				 "%s: %s: missing field '%s'", ps->name, where,
+				 "%s: %s: missing field '%s'", ps->name, REC,
 				 !r->fqn ? "fqn" : !r->path ? "relative_path" :
 				 !r->has_offset ? "offset" : "length");
 	if (!r->has_transforms && (r->payload >= 0 || r->has_size))
 		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
 				 "%s: %s: '%s' is only for a record with transforms",
-				 ps->name, where,
+				 ps->name, REC,
 				 r->payload >= 0 ? "payload" : "size");
 	if (r->has_transforms && r->has_strides)
 		return ckpt_errf(ps->err, ps->errlen, -EINVAL,
 				 "%s: %s: a record with transforms has no strides (its payload gives them)",
-				 ps->name, where);
+				 ps->name, REC);
 	return 0;
 }
 
@@ -778,11 +815,10 @@ static int record_chunk(struct parser *ps, struct record *r, uint32_t ri,
 	uint64_t off[CKPT_MAX_DIMS];
 	struct ckpt_entry *e;
 	struct ckpt_chunk *c;
-	char where[64], a[256];
+	char where_buf[64], a[256];
 	uint32_t n, d, idx;
 	int rc;
 
-	fmt_index(where, sizeof(where), "storage_data", ri);
 	/* Records of one key usually follow each other, or (torch's
 	 * storage_data: each saving rank's records in key order) the next
 	 * key's follows. */
@@ -799,7 +835,7 @@ static int record_chunk(struct parser *ps, struct record *r, uint32_t ri,
 		return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
 				     r->fqn, r->fqn_len,
 				     "%s: %s: record for unknown key '%.*s'",
-				     ps->name, where,
+				     ps->name, REC,
 				     (int)(r->fqn_len > 96 ? 96 : r->fqn_len), r->fqn);
 	e = &m->entries[idx];
 	if (e->kind == CKPT_KIND_BYTES) {
@@ -814,23 +850,23 @@ static int record_chunk(struct parser *ps, struct record *r, uint32_t ri,
 			return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
 					     ckpt_entry_fqn(m, e), SIZE_MAX,
 					     "%s: key '%s': %s: tensor record has no offsets",
-					     ps->name, ckpt_entry_fqn(m, e), where);
+					     ps->name, ckpt_entry_fqn(m, e), REC);
 		rc = mp_read_array(&r->offsets, &n);
 		if (rc == -EPROTO)
-			return type_error(ps, where, "offsets", "array or nil",
+			return type_error(ps, REC, "offsets", "array or nil",
 					  &r->offsets);
 		if (rc)
-			return corrupt(ps, where);
+			return corrupt(ps, REC);
 		if (n != e->ndim)
 			return ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
 					     ckpt_entry_fqn(m, e), SIZE_MAX,
 					     "%s: key '%s': %s: offsets have %" PRIu32
 					     " dims, the tensor has %u",
-					     ps->name, ckpt_entry_fqn(m, e), where, n,
+					     ps->name, ckpt_entry_fqn(m, e), REC, n,
 					     e->ndim);
 		for (d = 0; d < n; d++) {
 			if (mp_read_uint(&r->offsets, &off[d]))
-				return type_error(ps, where, "offsets",
+				return type_error(ps, REC, "offsets",
 						  "array of unsigned integers",
 						  &r->offsets);
 		}
@@ -846,6 +882,8 @@ static int record_chunk(struct parser *ps, struct record *r, uint32_t ri,
 	*pc = c;
 	return 0;
 }
+
+#undef REC
 
 static uint64_t chunk_bytes(const struct ckpt_meta *m,
 			    const struct ckpt_entry *e,
@@ -1072,6 +1110,7 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 		struct ckpt_chunk *ch = NULL;
 		uint64_t end, want, decoded = 0;
 
+		spend_to(ps, c->p);
 		rc = read_record(ps, c, i, &r);
 		if (rc)
 			goto out_files;
@@ -1258,6 +1297,7 @@ static int parse_planner_data(struct parser *ps, struct mp_cursor *c)
 	for (i = 0; i < n; i++) {
 		struct ckpt_entry *e = NULL;
 
+		spend_to(ps, c->p);
 		if (mp_read_str(c, &k, &len))
 			return ckpt_errf(ps->err, ps->errlen, -EINVAL,
 					 "%s: planner_data: key %" PRIu32
@@ -1391,23 +1431,29 @@ static int parse_pending(struct parser *ps, struct sections *s, bool header_ok)
 }
 
 static int parse(const uint8_t *buf, size_t len, const char *name,
-		 bool partial, struct ckpt_meta **out, char *err,
+		 bool partial, bool spend, struct ckpt_meta **out, char *err,
 		 size_t errlen);
 
 int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
 		    struct ckpt_meta **out, char *err, size_t errlen)
 {
-	return parse(buf, len, name, false, out, err, errlen);
+	return parse(buf, len, name, false, false, out, err, errlen);
+}
+
+int ckpt_meta_parse_spend(uint8_t *buf, size_t len, const char *name,
+			  struct ckpt_meta **out, char *err, size_t errlen)
+{
+	return parse(buf, len, name, false, true, out, err, errlen);
 }
 
 int ckpt_meta_parse_part(const uint8_t *buf, size_t len, const char *name,
 			 struct ckpt_meta **out, char *err, size_t errlen)
 {
-	return parse(buf, len, name, true, out, err, errlen);
+	return parse(buf, len, name, true, false, out, err, errlen);
 }
 
 static int parse(const uint8_t *buf, size_t len, const char *name,
-		 bool partial, struct ckpt_meta **out, char *err,
+		 bool partial, bool spend, struct ckpt_meta **out, char *err,
 		 size_t errlen)
 {
 	struct mp_cursor c = { buf, buf + len };
@@ -1425,6 +1471,7 @@ static int parse(const uint8_t *buf, size_t len, const char *name,
 		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory", name);
 	ps.m = m;
 	ps.partial = partial;
+	ps.spent = spend ? buf : NULL;
 	ps.name = name;
 	ps.err = err;
 	ps.errlen = errlen;
@@ -1515,6 +1562,8 @@ static int parse(const uint8_t *buf, size_t len, const char *name,
 				continue;
 			}
 		}
+		if (which <= SEC_PD)
+			ps.spent = NULL;	/* read later: kept from here */
 		if (mp_skip(&c)) {
 			rc = ckpt_errf(err, errlen, -EBADMSG,
 				       "%s: top-level field '%.*s': truncated or malformed msgpack (a length or count runs past the end)",

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/bigbuf.h"
 #include "common/errbuf.h"
 
 /* Released memory is poisoned under ASan, so a value used after its
@@ -77,11 +78,15 @@ struct pk_arena {
 	bool capped;		/* an allocation hit cap */
 };
 
-/* A point in head's blocks: b NULL (seq 0) is before the first. */
+/* A point in head's blocks: b NULL (seq 0) is before the first.  in_at:
+ * the input's offset then (the values allocated before it read only the
+ * bytes before it); nstr: the machine's nstr then. */
 struct arena_pos {
 	struct pk_block *b;
 	size_t used;
 	uint64_t seq;
+	size_t in_at;
+	uint64_t nstr;
 };
 
 struct machine {
@@ -113,6 +118,10 @@ struct machine {
 	struct pk_value *free_vals;
 	void *free_ones;
 	size_t op_at;		/* offset of the current opcode */
+	const uint8_t *spent;	/* input before it given back (spend) */
+	/* Strings made (the only values that point into the input), and
+	 * how many there were at the last release (spend) */
+	uint64_t nstr, nstr_released;
 	uint8_t op;
 	char *err;
 	size_t errlen;
@@ -185,7 +194,7 @@ static struct arena_pos arena_top(const struct pk_arena *a)
 
 	if (a->head)
 		p = (struct arena_pos){ a->head, a->head->used,
-					a->head->seq };
+					a->head->seq, 0, 0 };
 	return p;
 }
 
@@ -346,8 +355,34 @@ static struct pk_value *new_kept(struct machine *mc, enum pk_type t)
  * current batch may point at any of it. */
 static void keep_all(struct machine *mc)
 {
-	if (mc->st)
+	if (mc->st) {
 		mc->keep = arena_top(mc->a);
+		mc->keep.in_at = (size_t)(mc->p - mc->buf);
+		mc->keep.nstr = mc->nstr;
+	}
+}
+
+/*
+ * A batch's values were released (spend), back to its MARK or the keep
+ * floor; p is whichever of the two was taken later.  The input's bytes
+ * from p's offset to the current opcode are read by no value left: what
+ * was made before p read only bytes before it, what was made since is
+ * released or unreachable, unless the memo keeps it (a copy:
+ * keep_value()) or something kept links to it (keep_all() then moved the
+ * floor).  This goes by when values were made, not where they lie: one
+ * remade from the free lists lies below the MARK though made after it.
+ * Give those bytes' pages back.
+ */
+static void spend_input(struct machine *mc, struct arena_pos p)
+{
+	/* Unless no string was made since the last release (only opcodes
+	 * between two batches, such as SETITEMS then MARK), the bytes
+	 * since then may be read by values kept below p. */
+	if (p.nstr != mc->nstr_released &&
+	    p.in_at > (size_t)(mc->spent - mc->buf))
+		mc->spent = mc->buf + p.in_at;
+	mc->nstr_released = mc->nstr;
+	ckpt_give_back(&mc->spent, mc->buf + mc->op_at);
 }
 
 static int push(struct machine *mc, struct pk_value *v)
@@ -525,10 +560,15 @@ static int extend(struct machine *mc, size_t from, enum pk_type want,
 		/* Their values are gone: give the batch's memory back, but
 		 * none that something kept may point at (keep). */
 		if (rc == 0 && mark) {
-			arena_release(mc->a, pos_before(*mark, mc->keep) ?
-					     mc->keep : *mark);
+			struct arena_pos to = pos_before(*mark, mc->keep) ?
+					      mc->keep : *mark;
+
+			arena_release(mc->a, to);
 			mc->free_vals = NULL;
 			mc->free_ones = NULL;
+			if (mc->st->spend)
+				spend_input(mc, mc->keep.in_at > mark->in_at ?
+						mc->keep : *mark);
 		}
 		return rc;
 	}
@@ -712,6 +752,14 @@ static struct pk_value *keep_value(struct machine *mc, struct pk_value *v)
 		if (!k->u.dims)
 			return NULL;
 		memcpy(k->u.dims, v->u.dims, v->n * sizeof(*v->u.dims));
+	} else if (v->type == PK_STR && mc->st->spend) {
+		char *s = list_alloc(mc->a, &mc->a->kept,
+				     v->u.str.len ? v->u.str.len : 1);
+
+		if (!s)
+			return NULL;
+		memcpy(s, v->u.str.s, v->u.str.len);
+		k->u.str.s = s;	/* buf's page may be given back */
 	}
 	return k;
 }
@@ -795,6 +843,7 @@ static int push_str(struct machine *mc, unsigned lenbytes)
 	v = new_value(mc, PK_STR);
 	if (!v)
 		return oom(mc);
+	mc->nstr++;
 	v->u.str.s = (const char *)s;
 	v->u.str.len = (uint32_t)n;
 	return push(mc, v);
@@ -861,6 +910,8 @@ static int step(struct machine *mc, struct pk_value **root)
 			mc->marks_cap = ncap;
 		}
 		mc->amarks[mc->nmarks] = arena_top(mc->a);
+		mc->amarks[mc->nmarks].in_at = mc->op_at;
+		mc->amarks[mc->nmarks].nstr = mc->nstr;
 		mc->marks[mc->nmarks++] = mc->sp;
 		return 0;
 	case 0x94:	/* MEMOIZE */
@@ -1113,6 +1164,7 @@ int pk_load_stream(const uint8_t *buf, size_t len,
 	mc.err = err;
 	mc.errlen = errlen;
 	mc.st = st && st->nroles ? st : NULL;
+	mc.spent = buf;
 	mc.a = calloc(1, sizeof(*mc.a));
 	if (!mc.a)
 		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",

@@ -121,6 +121,15 @@ int pk_load(const uint8_t *buf, size_t len, const struct pk_global *table,
  * into buf.  pairs returns 0; 1 to decline that dict for good (it is then
  * built as usual, PK_UNSTREAMED); or -errno with the reason in the
  * machine's err buffer.
+ *
+ * spend: the caller is done with buf once the load returns, so buf's
+ * whole pages behind a released batch are given back to the system
+ * (madvise(MADV_DONTNEED); poisoned under ASan) as the load goes, and
+ * the pickle and what the caller builds from it are not held whole at
+ * once.  buf must then be writable memory of the caller's (malloc()'s),
+ * whose bytes are undefined after the load: the caller may only free it.
+ * Strings the memo keeps across batches are copied to the arena; the
+ * values the load returns point only into pages it kept.
  */
 struct pk_stream {
 	int parent_id;
@@ -129,6 +138,7 @@ struct pk_stream {
 	int (*pairs)(void *ctx, unsigned role, uint32_t dict_id,
 		     const struct pk_value *const *kv, size_t npairs);
 	void *ctx;
+	bool spend;
 };
 
 /* A streamed dict's number (as pairs() was given it), else 0. */

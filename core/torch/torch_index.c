@@ -98,7 +98,7 @@ struct window {
  * into the pickle.  A tensor's chunks are nchunks x (offsets, sizes), each
  * ndim long, from tctx.kdims[dims]. */
 struct sdm_key {
-	const char *fqn;
+	size_t fqn_at;		/* its name, at tctx.fqns + fqn_at */
 	uint32_t fqn_len;
 	uint32_t nchunks;
 	size_t dims;
@@ -107,9 +107,9 @@ struct sdm_key {
 	uint8_t ndim;
 };
 
-/* A relative_path the records name (into the pickle). */
+/* A relative_path the records name (a copy: the pickle may be spent). */
 struct rel_path {
-	const char *s;
+	char *s;
 	uint32_t len;
 };
 
@@ -132,6 +132,8 @@ struct tctx {
 	bool keys_closed;	/* storage_data began */
 	struct sdm_key *keys;	/* state_dict_metadata, in order */
 	size_t nkeys, keys_cap;
+	char *fqns;		/* their names, copied (NUL-terminated) */
+	size_t nfqns, fqns_cap;
 	uint64_t *kdims;
 	size_t nkdims, kdims_cap;
 	struct ckpt_strtab by_fqn;	/* index in keys */
@@ -141,7 +143,7 @@ struct tctx {
 	size_t npaths, paths_cap;	/* once when consecutive */
 	bool has_file;			/* a data file is current: */
 	uint32_t fid;			/* its store id, */
-	struct rel_path fd_path;	/* its name */
+	struct rel_path fd_path;	/* its name (owned) */
 	uint64_t fsize;			/* and size */
 	/* SerializationFormat.SAFETENSORS: the open file's blob, parsed */
 	struct ckpt_st_set st;
@@ -307,9 +309,16 @@ static int add_key(struct tctx *t, const struct pk_value *fqn,
 		for (i = 0; i < t->nkeys; i++)
 			ckpt_strtab_insert(&t->by_fqn, i);
 	}
+	if (ckpt_grow((void **)&t->fqns, &t->fqns_cap,
+		      t->nfqns + fqn->u.str.len + 1, 1))
+		return ckpt_errf(t->err, t->errlen, -ENOMEM,
+				 "%s: out of memory", t->name);
+	memcpy(t->fqns + t->nfqns, fqn->u.str.s, fqn->u.str.len);
+	t->fqns[t->nfqns + fqn->u.str.len] = '\0';
 	k = &t->keys[t->nkeys];
-	*k = (struct sdm_key){ .fqn = fqn->u.str.s,
+	*k = (struct sdm_key){ .fqn_at = t->nfqns,
 			       .fqn_len = fqn->u.str.len };
+	t->nfqns += (size_t)fqn->u.str.len + 1;
 	if (ckpt_strtab_insert(&t->by_fqn, (uint32_t)t->nkeys) != UINT32_MAX)
 		return fail(t, fqn, "appears twice in state_dict_metadata");
 	t->nkeys++;
@@ -445,10 +454,11 @@ static void consume_planner(struct tctx *t, const struct pk_value *k,
 static void fqn_key(const void *ctx, uint32_t idx, uint64_t *seed,
 		    const char **s, size_t *len)
 {
-	const struct sdm_key *k = &((const struct tctx *)ctx)->keys[idx];
+	const struct tctx *t = ctx;
+	const struct sdm_key *k = &t->keys[idx];
 
 	*seed = 0;
-	*s = k->fqn;
+	*s = t->fqns + k->fqn_at;
 	*len = k->fqn_len;
 }
 
@@ -700,11 +710,13 @@ static int open_file(struct tctx *t, const struct pk_value *fqn,
 		return ckpt_errf(t->err, t->errlen, -ENOMEM, "out of memory");
 	rc = ckpt_files_open_one(t->store, p, fqn->u.str.s, fqn->u.str.len,
 				 &t->fid, &fi, t->err, t->errlen);
-	free(p);
-	if (rc)
+	if (rc) {
+		free(p);
 		return rc;
+	}
 	t->has_file = true;
-	t->fd_path = (struct rel_path){ path->u.str.s, path->u.str.len };
+	free(t->fd_path.s);
+	t->fd_path = (struct rel_path){ p, path->u.str.len };
 	t->fsize = fi.size;
 	return 0;
 }
@@ -1182,6 +1194,7 @@ static int located_key(const struct pk_value *fqn, int rc)
 static int note_path(struct tctx *t, const struct pk_value *path)
 {
 	size_t i;
+	char *s;
 
 	for (i = t->npaths; i > 0 && t->npaths - i < PATHS_SEEN; i--) {
 		const struct rel_path *p = &t->paths[i - 1];
@@ -1193,11 +1206,11 @@ static int note_path(struct tctx *t, const struct pk_value *path)
 	if (!ckpt_relpath_is_safe(path->u.str.s, path->u.str.len))
 		return 0;
 	if (ckpt_grow((void **)&t->paths, &t->paths_cap, t->npaths + 1,
-		      sizeof(*t->paths)))
+		      sizeof(*t->paths)) ||
+	    !(s = strndup(path->u.str.s, path->u.str.len)))
 		return ckpt_errf(t->err, t->errlen, -ENOMEM,
 				 "%s: out of memory", t->name);
-	t->paths[t->npaths++] = (struct rel_path){ path->u.str.s,
-						   path->u.str.len };
+	t->paths[t->npaths++] = (struct rel_path){ s, path->u.str.len };
 	return 0;
 }
 
@@ -1240,7 +1253,8 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 	 * so the key after the last record's is tried first. */
 	ei = t->last_key + 1;
 	if (ei >= t->nkeys || t->keys[ei].fqn_len != fqn->u.str.len ||
-	    memcmp(t->keys[ei].fqn, fqn->u.str.s, fqn->u.str.len))
+	    memcmp(t->fqns + t->keys[ei].fqn_at, fqn->u.str.s,
+		   fqn->u.str.len))
 		ei = ckpt_strtab_find(&t->by_fqn, 0, fqn->u.str.s,
 				      fqn->u.str.len);
 	if (ei == UINT32_MAX)
@@ -1413,10 +1427,14 @@ static void put_file_stamps(struct tctx *t)
 {
 	size_t u = 0, i;
 
-	qsort(t->paths, t->npaths, sizeof(*t->paths), cmp_path);
+	if (t->npaths)	/* NULL with none: qsort's is nonnull */
+		qsort(t->paths, t->npaths, sizeof(*t->paths), cmp_path);
 	for (i = 0; i < t->npaths; i++)
 		if (!u || cmp_path(&t->paths[u - 1], &t->paths[i]))
 			t->paths[u++] = t->paths[i];
+		else
+			free(t->paths[i].s);
+	t->npaths = u;
 	if (t->lazy && !t->known)	/* never stored (open.c) */
 		u = 0;
 	ckpt_pack_cstr(&t->w.pk, "files");
@@ -1595,7 +1613,7 @@ static int join_parts(struct ckpt_mpout *const *parts, size_t n,
 }
 
 static int index_image(struct ckpt_store *s, const char *name,
-		       const uint8_t *pkl, size_t len, bool lazy,
+		       const uint8_t *pkl, size_t len, bool lazy, bool spend,
 		       const struct ckpt_meta *const *known,
 		       uint32_t **known_guard, size_t nknown,
 		       uint8_t **img, size_t *imglen, char *err,
@@ -1606,12 +1624,13 @@ static int index_image(struct ckpt_store *s, const char *name,
 			  .lazy = lazy, .known = known,
 			  .known_guard = known_guard, .nknown = nknown };
 	struct pk_stream stream = { TG_METADATA, stream_roles, NROLES,
-				    on_pairs, &t };
+				    on_pairs, &t, spend };
 	const struct pk_value *root, *st, *v[NROLES];
 	struct ckpt_mpout hp, hs;
 	struct ckpt_mpout *parts[] = { &t.w, &t.wk, &hp, &t.wp, &hs, &t.wr };
 	struct pk_arena *arena = NULL;
-	size_t hash_at, body_at;
+	uint64_t pkl_xxh3 = XXH3_64bits(pkl, len);	/* before it is spent */
+	size_t hash_at, body_at, i;
 	bool has_pd;
 	int rc;
 
@@ -1675,7 +1694,7 @@ static int index_image(struct ckpt_store *s, const char *name,
 	ckpt_pack_cstr(&t.w.pk, "metadata_size");
 	msgpack_pack_uint64(&t.w.pk, len);
 	ckpt_pack_cstr(&t.w.pk, "metadata_xxh3");
-	msgpack_pack_uint64(&t.w.pk, XXH3_64bits(pkl, len));
+	msgpack_pack_uint64(&t.w.pk, pkl_xxh3);
 	/* Every tensor record in a torch.save archive has its zip_header:
 	 * an index without this was written before, and is not used. */
 	ckpt_pack_cstr(&t.w.pk, "guards");
@@ -1717,8 +1736,12 @@ out_parts:
 	ckpt_st_set_free(&t.st);
 	pk_free(arena);
 	free(t.keys);
+	free(t.fqns);
 	free(t.kdims);
+	for (i = 0; i < t.npaths; i++)
+		free(t.paths[i].s);
 	free(t.paths);
+	free(t.fd_path.s);
 	return rc;
 }
 
@@ -1726,16 +1749,29 @@ int ckpt_torch_index(struct ckpt_store *s, const char *name,
 		     const uint8_t *pkl, size_t len, uint8_t **img,
 		     size_t *imglen, char *err, size_t errlen)
 {
-	return index_image(s, name, pkl, len, false, NULL, NULL, 0, img,
-			   imglen, err, errlen);
+	return index_image(s, name, pkl, len, false, false, NULL, NULL, 0,
+			   img, imglen, err, errlen);
 }
 
 int ckpt_torch_index_lazy(struct ckpt_store *s, const char *name,
 			  const uint8_t *pkl, size_t len, uint8_t **img,
 			  size_t *imglen, char *err, size_t errlen)
 {
-	return index_image(s, name, pkl, len, true, NULL, NULL, 0, img,
-			   imglen, err, errlen);
+	return index_image(s, name, pkl, len, true, false, NULL, NULL, 0,
+			   img, imglen, err, errlen);
+}
+
+int ckpt_torch_index_spend(struct ckpt_store *s, const char *name,
+			   uint8_t *pkl, size_t len, bool stamped,
+			   uint8_t **img, size_t *imglen, char *err,
+			   size_t errlen)
+{
+	static const struct ckpt_meta *const none[1] = { NULL };
+	uint32_t *no_guards[1] = { NULL };
+
+	return index_image(s, name, pkl, len, true, true,
+			   stamped ? none : NULL, stamped ? no_guards : NULL,
+			   0, img, imglen, err, errlen);
 }
 
 int ckpt_torch_index_merged(struct ckpt_store *s, const char *name,
@@ -1767,8 +1803,8 @@ int ckpt_torch_index_merged(struct ckpt_store *s, const char *name,
 			if (km->guards[g].chunk < km->nchunks)
 				gmap[k][km->guards[g].chunk] = g;
 	}
-	rc = index_image(s, name, pkl, len, true, known, gmap, nknown, img,
-			 imglen, err, errlen);
+	rc = index_image(s, name, pkl, len, true, false, known, gmap, nknown,
+			 img, imglen, err, errlen);
 out_free:
 	for (k = 0; k < nknown; k++)
 		free(gmap[k]);

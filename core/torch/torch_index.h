@@ -55,6 +55,19 @@ int ckpt_torch_index_lazy(struct ckpt_store *s, const char *name,
 			  const uint8_t *pkl, size_t len, uint8_t **img,
 			  size_t *imglen, char *err, size_t errlen);
 
+/*
+ * ckpt_torch_index_lazy() (stamped: ckpt_torch_index_merged() with
+ * nothing known) for a caller done with pkl: the pickle's pages are given
+ * back to the system as it streams by (pk_stream.spend), so the pickle
+ * and the image are not held whole at once.  pkl must be malloc()'d
+ * memory of the caller's; afterwards its bytes are undefined and the
+ * caller may only free it.
+ */
+int ckpt_torch_index_spend(struct ckpt_store *s, const char *name,
+			   uint8_t *pkl, size_t len, bool stamped,
+			   uint8_t **img, size_t *imglen, char *err,
+			   size_t errlen);
+
 struct ckpt_meta;
 struct ckpt_fetched;
 

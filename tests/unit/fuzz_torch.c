@@ -6,6 +6,10 @@
  *   even: the rest is a .metadata pickle, indexed with no data files
  *         (every tensor record's file fails to open: a clean error); an
  *         image that comes out is parsed and validated like a mount's;
+ *         and indexed lazily as an open does, spending a copy of the
+ *         pickle and then the image (their pages given back as they are
+ *         read; poisoned under ASan): the same image and checkpoint as
+ *         unspent, or the same refusal;
  *   odd:  the rest is one .distcp record (a torch.save archive), located
  *         through an in-memory read callback; a record said to lie
  *         outside the buffer aborts.
@@ -36,6 +40,45 @@ static int mem_read(void *ctx, uint64_t off, void *buf, size_t len)
 	return 0;
 }
 
+/* The lazy index of pkl, unspent and spent, and their parses, agree. */
+static void spend_agrees(const uint8_t *pkl, size_t n)
+{
+	uint8_t *img = NULL, *simg = NULL, *copy = malloc(n ? n : 1);
+	struct ckpt_meta *m = NULL, *sm = NULL;
+	size_t len = 0, slen = 0;
+	char err[1024] = "", serr[1024] = "";
+	int rc, src;
+
+	if (!copy)
+		return;
+	memcpy(copy, pkl, n);
+	rc = ckpt_torch_index_lazy(NULL, "fuzz/.metadata", pkl, n, &img,
+				   &len, err, sizeof(err));
+	src = ckpt_torch_index_spend(NULL, "fuzz/.metadata", copy, n, false,
+				     &simg, &slen, serr, sizeof(serr));
+	free(copy);
+	if (rc != src || (rc && strcmp(err, serr)) ||
+	    (!rc && (len != slen || memcmp(img, simg, len))))
+		abort();	/* spending changed what came out */
+	if (!rc) {
+		rc = ckpt_meta_parse(img, len, "fuzz", &m, err, sizeof(err));
+		src = ckpt_meta_parse_spend(simg, slen, "fuzz", &sm, serr,
+					    sizeof(serr));
+		if (rc != src || (rc && strcmp(err, serr)) ||
+		    (!rc && (m->nentries != sm->nentries ||
+			     m->nchunks != sm->nchunks ||
+			     m->strings_len != sm->strings_len ||
+			     (m->strings_len &&
+			      memcmp(m->strings, sm->strings,
+				     m->strings_len)))))
+			abort();
+	}
+	ckpt_meta_free(m);
+	ckpt_meta_free(sm);
+	free(img);
+	free(simg);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char err[1024] = "";
@@ -60,6 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		} else if (!err[0]) {
 			abort();	/* every refusal says why */
 		}
+		spend_agrees(data + 1, size - 1);
 	} else {
 		struct mem mm = { data + 1, size - 1 };
 		struct torch_tensor_rec t;

@@ -6,6 +6,17 @@
 #include <string.h>
 
 #include "torch/pickle.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define PK_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PK_TEST_ASAN 1
+#endif
+#endif
+#ifdef PK_TEST_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
 #include "testhelp.h"
 
 static const struct pk_global table[] = {
@@ -275,34 +286,42 @@ static void put_int(uint8_t **p, uint32_t v)
 #define NEW_MD "\x80\x04" "ctorch.distributed.m\nMetadata\n" ")\x81"
 
 /*
- * A Metadata whose state is {'s': {i: (i * 3, 'shared') for i in
- * range(n)}, 't': 'shared'} as Python writes it (SETITEMS batches of
- * 1000; 'shared' memoized in the first batch and read by GET in every
- * later one and after the dict): streamed, the dict's items reach the
- * stream batch by batch, cost the memory of a batch, and a value kept by
- * the memo outlives its batch.
+ * A Metadata whose state is {'L': 'x' * lead (when lead), 's': {i:
+ * (i * 3, 'shared') for i in range(n)}, 't': 'shared'} as Python writes
+ * it (SETITEMS batches of 1000; 'shared' memoized at item memo_at and
+ * read by GET in every later one and after the dict, the items before
+ * it with their own), into a new buffer (*len bytes; the caller frees
+ * it), with the sums of its keys and values.
  */
-static void test_stream(void)
+static uint8_t *shared_pickle(size_t n, size_t memo_at, size_t lead,
+			      size_t *len, int64_t *keys, int64_t *vals)
 {
-	static const char *const roles[] = { "s" };
-	size_t n = 25000, i, len = 64 + n * 20;
-	uint8_t *b = malloc(len), *p = b;
-	struct seen seen = { .shared_ok = true };
-	struct pk_stream st = { 2, roles, 1, count_pairs, &seen };
-	struct pk_value *v;
-	const struct pk_value *state;
-	struct pk_arena *a, *whole;
-	char err[256];
-	int64_t keys = 0, vals = 0;
+	uint8_t *b = malloc(64 + lead + n * 20), *p = b;
+	size_t i;
 
-	memcpy(p, NEW_MD "}(\x8c\x01s}", sizeof(NEW_MD "}(\x8c\x01s}") - 1);
-	p += sizeof(NEW_MD "}(\x8c\x01s}") - 1;
+	*keys = *vals = 0;
+	if (!b)
+		return NULL;
+	memcpy(p, NEW_MD "}(", sizeof(NEW_MD "}(") - 1);
+	p += sizeof(NEW_MD "}(") - 1;
+	if (lead) {
+		memcpy(p, "\x8c\x01LX", 4);	/* BINUNICODE */
+		p += 4;
+		memcpy(p, &(uint32_t){ (uint32_t)lead }, 4);
+		memset(p + 4, 'x', lead);
+		p += 4 + lead;
+	}
+	memcpy(p, "\x8c\x01s}", 4);
+	p += 4;
 	for (i = 0; i < n; i++) {
 		if (i % 1000 == 0)
 			*p++ = '(';
 		put_int(&p, (uint32_t)i);
 		put_int(&p, (uint32_t)(i * 3));
-		if (i == 0) {
+		if (i < memo_at) {
+			memcpy(p, "\x8c\x06shared", 8);
+			p += 8;
+		} else if (i == memo_at) {
 			memcpy(p, "\x8c\x06shared\x94", 9);	/* memo 0 */
 			p += 9;
 		} else {
@@ -310,16 +329,36 @@ static void test_stream(void)
 			p += 2;
 		}
 		*p++ = 0x86;	/* TUPLE2 */
-		keys += (int64_t)i;
-		vals += (int64_t)i * 3;
+		*keys += (int64_t)i;
+		*vals += (int64_t)i * 3;
 		if (i % 1000 == 999 || i == n - 1)
 			*p++ = 'u';
 	}
 	memcpy(p, "\x8c\x01th\x00ub.", 8);
 	p += 8;
+	*len = (size_t)(p - b);
+	return b;
+}
+
+/* shared_pickle() streamed: the dict's items reach the stream batch by
+ * batch, cost the memory of a batch, and a value kept by the memo
+ * outlives its batch. */
+static void test_stream(void)
+{
+	static const char *const roles[] = { "s" };
+	size_t n = 25000, len;
+	struct seen seen = { .shared_ok = true };
+	struct pk_stream st = { 2, roles, 1, count_pairs, &seen, false };
+	struct pk_value *v;
+	const struct pk_value *state;
+	struct pk_arena *a, *whole;
+	char err[256];
+	int64_t keys, vals;
+	uint8_t *b = shared_pickle(n, 0, 0, &len, &keys, &vals);
+
 	err[0] = '\0';
-	CHECK(pk_load_stream(b, (size_t)(p - b), table, 2, &st, "t", &v, &a,
-			     err, sizeof(err)) == 0);
+	CHECK(b && pk_load_stream(b, len, table, 2, &st, "t", &v, &a, err,
+				  sizeof(err)) == 0);
 	CHECK(seen.batches == 25 && seen.pairs == n && seen.keys == keys &&
 	      seen.vals == vals && seen.shared_ok);
 	state = pk_is_call(v, 2) ? v->u.call.state : NULL;
@@ -332,7 +371,7 @@ static void test_stream(void)
 		CHECK(pk_str_is(pk_dict_get(state, "t"), "shared"));
 	}
 	/* The same pickle unstreamed holds every item at once. */
-	CHECK(pk_load(b, (size_t)(p - b), table, 2, "t", &v, &whole, err,
+	CHECK(pk_load(b, len, table, 2, "t", &v, &whole, err,
 		      sizeof(err)) == 0);
 	if (!v)
 		fprintf(stderr, "  %s\n", err);
@@ -344,6 +383,136 @@ static void test_stream(void)
 	free(b);
 }
 
+/* Whether the page at p was given back: poisoned under ASan, else all
+ * zeros (no page of shared_pickle() is). */
+static bool given_back(const uint8_t *p)
+{
+#ifdef PK_TEST_ASAN
+	return __asan_address_is_poisoned(p);
+#else
+	size_t i;
+
+	for (i = 0; i < 4096; i++)
+		if (p[i])
+			return false;
+	return true;
+#endif
+}
+
+/*
+ * Streamed with spend: the same items, and the input's pages behind each
+ * batch are given back as the load goes (nearly all of the dict's), but
+ * none that a value kept is read from: 'shared', memoized in the sixth
+ * batch and read by GET in the later ones and after the dict, is a copy;
+ * the long string made before the dict is read whole after it.  (Either
+ * rule removed fails this test.)
+ */
+static void test_stream_spend(void)
+{
+	static const char *const roles[] = { "s" };
+	size_t n = 25000, lead = 3 * 4096, len, pg, given = 0, pages = 0;
+	struct seen seen = { .shared_ok = true };
+	struct pk_stream st = { 2, roles, 1, count_pairs, &seen, true };
+	struct pk_value *v = NULL;
+	const struct pk_value *state;
+	struct pk_arena *a = NULL;
+	char err[256];
+	int64_t keys, vals;
+	uint8_t *b = shared_pickle(n, 5500, lead, &len, &keys, &vals);
+	const struct pk_value *l;
+	char *want = malloc(lead);
+
+	err[0] = '\0';
+	CHECK(b && want && pk_load_stream(b, len, table, 2, &st, "t", &v, &a,
+					  err, sizeof(err)) == 0);
+	if (err[0])
+		fprintf(stderr, "  %s\n", err);
+	CHECK(seen.batches == 25 && seen.pairs == n && seen.keys == keys &&
+	      seen.vals == vals && seen.shared_ok);
+	state = pk_is_call(v, 2) ? v->u.call.state : NULL;
+	CHECK(state && pk_str_is(pk_dict_get(state, "t"), "shared"));
+	l = state ? pk_dict_get(state, "L") : NULL;
+	if (want)
+		memset(want, 'x', lead);
+	CHECK(l && l->type == PK_STR && l->u.str.len == lead && want &&
+	      memcmp(l->u.str.s, want, lead) == 0);
+	/* the dict's pages: those after the long string */
+	for (pg = ((uintptr_t)b + lead + 64 + 4095) & ~(uintptr_t)4095;
+	     b && pg + 4096 <= (uintptr_t)b + len; pg += 4096, pages++)
+		given += given_back((const uint8_t *)pg);
+	fprintf(stderr, "  %zu of %zu whole pages given back\n", given,
+		pages);
+	CHECK(pages > 50 && given * 10 >= pages * 9);
+	pk_free(a);
+	free(want);
+	free(b);
+}
+
+/*
+ * Spent, values remade from the free lists sit below the batch's MARK in
+ * the arena, though made after it: a string S of three pages and T =
+ * (S,), memoized (which keeps everything so far), made after a
+ * torch.Size's compaction freed values, leave the arena where the MARK
+ * found it.  S is still read whole after the dict through T (its pages
+ * were given back once: what is given back goes by when values were
+ * made, not where they lie).
+ */
+static void test_stream_spend_reuse(void)
+{
+	static const struct pk_global sized[] = {
+		{ "torch", "Size", 1, true },
+		{ "torch.distributed.*", "Metadata", 2, false },
+	};
+	static const char *const roles[] = { "s" };
+	struct seen seen = { .shared_ok = true };
+	struct pk_stream st = { 2, roles, 1, count_pairs, &seen, true };
+	size_t slen = 3 * 4096, n = 0, i;
+	uint8_t *b = malloc(slen + 256);
+	struct pk_value *v = NULL;
+	const struct pk_value *state, *t = NULL;
+	struct pk_arena *a = NULL;
+	char err[256] = "";
+	bool whole = false;
+
+	if (!b) {
+		CHECK(b != NULL);
+		return;
+	}
+#define PUT(s) (memcpy(b + n, s, sizeof(s) - 1), n += sizeof(s) - 1)
+	PUT(NEW_MD "}(\x8c\x01z" "ctorch\nSize\n(");
+	for (i = 0; i < 8; i++) {	/* ints of 1024 and more: not shared */
+		b[n++] = 'M';
+		b[n++] = 0;
+		b[n++] = (uint8_t)(4 + i);
+	}
+	PUT("t\x85R" "\x8c\x01s}(K\x01X");
+	memcpy(b + n, &(uint32_t){ (uint32_t)slen }, 4);
+	memset(b + n + 4, 'A', slen);
+	n += 4 + slen;
+	PUT("\x85q\x00u" "\x8c\x01th\x00ub.");
+#undef PUT
+	CHECK(pk_load_stream(b, n, sized, 2, &st, "t", &v, &a, err,
+			     sizeof(err)) == 0);
+	if (err[0])
+		fprintf(stderr, "  %s\n", err);
+	state = pk_is_call(v, 2) ? v->u.call.state : NULL;
+	if (state)
+		t = pk_dict_get(state, "t");
+	CHECK(seen.pairs == 1 && t && t->type == PK_TUPLE && t->n == 1 &&
+	      t->u.items[0]->type == PK_STR &&
+	      t->u.items[0]->u.str.len == slen);
+	if (t && t->n == 1 && t->u.items[0]->u.str.len == slen) {
+		const char *s = t->u.items[0]->u.str.s;
+
+		for (i = 0; i < slen && s[i] == 'A'; i++)
+			;
+		whole = i == slen;
+	}
+	CHECK(whole);
+	pk_free(a);
+	free(b);
+}
+
 /* The pickle b[0, n) loaded with role "s" streaming in a Metadata's state
  * (counted into *seen); that state, or NULL. */
 static const struct pk_value *load_s(const uint8_t *b, size_t n,
@@ -351,7 +520,7 @@ static const struct pk_value *load_s(const uint8_t *b, size_t n,
 				     struct pk_arena **a)
 {
 	static const char *const roles[] = { "s" };
-	struct pk_stream st = { 2, roles, 1, count_pairs, seen };
+	struct pk_stream st = { 2, roles, 1, count_pairs, seen, false };
 	char err[256];
 
 	*v = NULL;
@@ -443,6 +612,8 @@ int main(void)
 	TEST(test_arena_large);
 	TEST(test_dims);
 	TEST(test_stream);
+	TEST(test_stream_spend);
+	TEST(test_stream_spend_reuse);
 	TEST(test_stream_keeps_links);
 	TEST(test_stream_context);
 	return TEST_REPORT();

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/meta.h"
 #include "torch/torch_index.h"
 #include "testhelp.h"
 
@@ -108,10 +109,82 @@ static void test_scalars_only(void)
 	free(img);
 }
 
+/* The parsed checkpoints a and b hold the same entries, chunks, dims and
+ * strings. */
+static bool same_meta(const struct ckpt_meta *a, const struct ckpt_meta *b)
+{
+	uint32_t i;
+
+	if (a->nentries != b->nentries || a->nchunks != b->nchunks ||
+	    a->ndims != b->ndims || a->strings_len != b->strings_len ||
+	    a->nfiles != b->nfiles ||
+	    (a->ndims &&
+	     memcmp(a->dims, b->dims, a->ndims * sizeof(*a->dims))) ||
+	    (a->strings_len &&
+	     memcmp(a->strings, b->strings, a->strings_len)))
+		return false;
+	for (i = 0; i < a->nchunks; i++)
+		if (a->chunks[i].file != b->chunks[i].file ||
+		    a->chunks[i].foff != b->chunks[i].foff ||
+		    a->chunks[i].len != b->chunks[i].len ||
+		    a->chunks[i].dims_at != b->chunks[i].dims_at)
+			return false;
+	for (i = 0; i < a->nentries; i++)
+		if (a->entries[i].fqn != b->entries[i].fqn ||
+		    a->entries[i].dtype != b->entries[i].dtype ||
+		    a->entries[i].nchunks != b->entries[i].nchunks)
+			return false;
+	return true;
+}
+
+/*
+ * Spent (the open's way: the pickle's and the image's pages given back
+ * as they are read): every corpus pickle that indexes gives the image it
+ * gives unspent, and that image parses spent as it does unspent.
+ */
+static void test_spend_same(void)
+{
+	static const char *const names[] = {
+		"metadata", "proto2_meta", "memo", "size_forms", "size_shared",
+		"stream_decoy_in_planner_data", "stream_decoy_late",
+		"stream_saveplan_planner_data", "stream_scalar",
+	};
+	size_t i, n, len, slen;
+	unsigned indexed = 0;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		uint8_t *pkl, *img = NULL, *simg = NULL;
+		struct ckpt_meta *m = NULL, *sm = NULL;
+		char err[512] = "";
+		int rc;
+
+		if (index_case(names[i], &img, &len))
+			continue;
+		n = read_case(names[i], &pkl);
+		rc = ckpt_torch_index_spend(NULL, ".metadata", pkl, n, false,
+					    &simg, &slen, err, sizeof(err));
+		free(pkl);
+		CHECK(rc == 0 && slen == len && !memcmp(img, simg, len));
+		CHECK(ckpt_meta_parse(img, len, "x", &m, err,
+				      sizeof(err)) == 0);
+		if (simg)
+			CHECK(ckpt_meta_parse_spend(simg, slen, "x", &sm, err,
+						    sizeof(err)) == 0);
+		CHECK(m && sm && same_meta(m, sm));
+		indexed++;
+		ckpt_meta_free(m);
+		ckpt_meta_free(sm);
+		free(img);
+		free(simg);
+	}
+	CHECK(indexed >= 5);
+}
+
 int main(void)
 {
 	TEST(test_decoy_in_planner_data);
 	TEST(test_saveplan_planner_data);
 	TEST(test_scalars_only);
+	TEST(test_spend_same);
 	return TEST_REPORT();
 }
