@@ -7,16 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__)	/* gcc */
-#define BIG_ASAN 1
-#elif defined(__has_feature)		/* clang */
-#if __has_feature(address_sanitizer)
-#define BIG_ASAN 1
-#endif
-#endif
-#ifdef BIG_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
+#include "common/asan.h"
 
 #define BIG ((size_t)128 << 10)	/* from here on, mmap */
 
@@ -77,8 +68,8 @@ void ckpt_give_back(const uint8_t **from, const uint8_t *to)
 	e = (uintptr_t)to & mask;
 	if (b >= e)
 		return;
-#ifdef BIG_ASAN
-	ASAN_POISON_MEMORY_REGION((void *)b, e - b);
+#ifdef CKPT_ASAN
+	CKPT_POISON((void *)b, e - b);
 #else
 	(void)madvise((void *)b, e - b, MADV_DONTNEED);	/* a hint */
 #endif

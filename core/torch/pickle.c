@@ -13,26 +13,14 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/asan.h"
 #include "common/bigbuf.h"
 #include "common/errbuf.h"
 
 /* Released memory is poisoned under ASan, so a value used after its
  * batch was released is reported, not read as whatever reused it. */
-#if defined(__SANITIZE_ADDRESS__)	/* gcc */
-#define PK_ASAN 1
-#elif defined(__has_feature)		/* clang */
-#if __has_feature(address_sanitizer)
-#define PK_ASAN 1
-#endif
-#endif
-#ifdef PK_ASAN
-#include <sanitizer/asan_interface.h>
-#define POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
-#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
-#else
-#define POISON(p, n) ((void)(p), (void)(n))
-#define UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
+#define POISON(p, n) CKPT_POISON(p, n)
+#define UNPOISON(p, n) CKPT_UNPOISON(p, n)
 
 /* Blocks start small and double up to ARENA_MAX_BLOCK: a record's
  * data.pkl is a few hundred bytes, and a fixed 1 MiB block per record cost

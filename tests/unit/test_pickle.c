@@ -5,18 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/asan.h"
 #include "torch/pickle.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define PK_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PK_TEST_ASAN 1
-#endif
-#endif
-#ifdef PK_TEST_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
 #include "testhelp.h"
 
 static const struct pk_global table[] = {
@@ -387,7 +377,7 @@ static void test_stream(void)
  * zeros (no page of shared_pickle() is). */
 static bool given_back(const uint8_t *p)
 {
-#ifdef PK_TEST_ASAN
+#ifdef CKPT_ASAN
 	return __asan_address_is_poisoned(p);
 #else
 	size_t i;
