@@ -25,6 +25,7 @@
 #include "io/datafiles.h"
 #include "io/index_cache.h"
 #include "io/store.h"
+#include "model/meta_parsed.h"
 #include "records/record_cache.h"
 #include "safetensors/st_index.h"
 #include "torch/torch_index.h"
@@ -250,7 +251,7 @@ static void cache_ignored(char **warning, char *why)
  * (-ENOENT: none), with one line in *warning when there was one that is
  * not used (its file, why, and that it is rebuilt).
  */
-static int cache_hit(const struct ckpt_index_cache *c, const char *hex,
+static int image_hit(const struct ckpt_index_cache *c, const char *hex,
 		     struct ckpt_index_check *ic, uint8_t **img,
 		     size_t *imglen, char **warning)
 {
@@ -282,12 +283,18 @@ static int cache_hit(const struct ckpt_index_cache *c, const char *hex,
 }
 
 /* A lazy image built under the cache key's lock (cached_image()), kept
- * locked until the open has parsed it (stage_held(), store_held()). */
+ * locked until the open has parsed it (stage_held(), store_held()); or a
+ * cached image with no parsed form to take, whose form is stored once
+ * the open has parsed it (store_held()). */
 struct cache_hold {
-	bool held;
-	struct ckpt_index_cache c;	/* locked on hex */
+	bool held;		/* c locked on hex, the image to stage */
+	bool form;		/* c open (unlocked): store a parsed form */
+	struct ckpt_index_cache c;
 	char hex[CKPT_INDEX_CACHE_KEY_HEX];
 	struct ckpt_index_staged staged;
+	uint64_t tag;		/* the hash of the image's records (its
+				 * stamp's): its parsed form's tag */
+	bool has_tag;
 };
 
 /* Release h's lock and cache: the image is not stored. */
@@ -296,6 +303,125 @@ static void drop_held(struct cache_hold *h)
 	ckpt_index_cache_drop_lock(&h->c, h->hex);
 	ckpt_index_cache_close(&h->c);
 	h->held = false;
+}
+
+/* The most a parsed form may hold (it is about the size of its image). */
+#define PARSED_MAX_BYTES (2 * CKPT_META_MAX_BYTES)
+
+/*
+ * The checkpoint parsed from the cached image of key hex in c that hashes
+ * to tag, taken back from its parsed form (model/meta_parsed.h) into
+ * *parsed; left NULL when there is none that fits (a form of another
+ * image or build is replaced once the image is parsed; one that fails
+ * its checks also leaves a warning).
+ */
+static void parsed_hit(const struct ckpt_index_cache *c, const char *hex,
+		       uint64_t tag, struct ckpt_meta **parsed,
+		       char **warning)
+{
+	char why[1024], name[PATH_MAX];
+	uint8_t *buf;
+	size_t len;
+	int rc;
+
+	*parsed = NULL;
+	rc = ckpt_index_cache_map_parsed(c, hex, PARSED_MAX_BYTES, &buf, &len,
+					 why, sizeof(why));
+	if (rc == -ENOENT)
+		return;
+	if (!rc) {
+		snprintf(name, sizeof(name), "%s/%s.ckptfs-parsed", c->dir, hex);
+		rc = ckpt_meta_parsed_load(buf, len, tag, name, parsed, why,
+					   sizeof(why));
+	}
+	if (rc && rc != -ESTALE)
+		add_warning(warning, "index cache: %s (ignored, parsed again)",
+			    why);
+}
+
+/* Bytes read of a cached image whose parsed form is taken: enough for
+ * the stamp of a checkpoint of a few thousand data files (one with more
+ * reads the whole image). */
+#define IMAGE_HEAD_BYTES ((size_t)256 << 10)
+
+/*
+ * The checkpoint parsed from hex's cached image, from its parsed form,
+ * with only the image's head read: its stamp checked as image_hit()
+ * checks it, but for the hash of its records, which the form stands in
+ * for.  Returns 0 with *parsed and *img (the head, which says the
+ * image's variants; caller frees), or -errno when the whole image is to
+ * be read (no form that fits, a stamp beyond the head, or stale).
+ */
+static int form_hit(const struct ckpt_index_cache *c, const char *hex,
+		    struct ckpt_index_check *ic, uint8_t **img,
+		    size_t *imglen, struct ckpt_meta **parsed,
+		    char **warning)
+{
+	char why[1024], path[PATH_MAX];
+	uint64_t tag;
+	int rc;
+
+	rc = ckpt_index_cache_read_head(c, hex, IMAGE_HEAD_BYTES, img, imglen,
+					why, sizeof(why));
+	if (rc)
+		return rc;
+	snprintf(path, sizeof(path), "%s/%s.ckptfs-index", c->dir, hex);
+	ic->index_path = path;
+	ic->strict = true;
+	rc = ckpt_torch_index_check_head(ic, *img, *imglen, &tag, why,
+					 sizeof(why));
+	ic->index_path = NULL;
+	ic->strict = false;
+	if (!rc) {
+		parsed_hit(c, hex, tag, parsed, warning);
+		if (!*parsed)
+			rc = -ENOENT;
+	}
+	if (rc) {
+		free(*img);
+		*img = NULL;
+		return rc;
+	}
+	ckpt_index_cache_touch(c, hex);	/* kept by use */
+	return 0;
+}
+
+/*
+ * A cached image of key hex in c that ic accepts: 0 with *parsed, the
+ * checkpoint from its parsed form (form_hit()), or else *img and
+ * hold's tag, what a form of it is to be tagged with; or -errno
+ * (-ENOENT: none), as image_hit().
+ */
+static int cache_hit(const struct ckpt_index_cache *c, const char *hex,
+		     struct ckpt_index_check *ic, uint8_t **img,
+		     size_t *imglen, struct ckpt_meta **parsed,
+		     struct cache_hold *hold, char **warning)
+{
+	int rc;
+
+	*parsed = NULL;
+	if (!form_hit(c, hex, ic, img, imglen, parsed, warning))
+		return 0;
+	rc = image_hit(c, hex, ic, img, imglen, warning);
+	if (!rc)
+		hold->has_tag = ckpt_torch_index_image_hash(*img, *imglen,
+							    &hold->tag);
+	return rc;
+}
+
+/* Store m, parsed from h's image, as that image's parsed form: best
+ * effort (a failure leaves a warning, and the next open parses). */
+static void parsed_store(struct cache_hold *h, const struct ckpt_meta *m,
+			 char **warning)
+{
+	struct ckpt_parsed_iov pv;
+	char why[1024];
+
+	if (!h->has_tag || ckpt_meta_parsed_pack(m, h->tag, &pv))
+		return;
+	if (ckpt_index_cache_write_parsed(&h->c, h->hex, pv.iov, pv.n, why,
+					  sizeof(why)))
+		add_warning(warning, "index cache: %s (not cached)", why);
 }
 
 /* Write img, the lazy image built under h's lock, to a temp file of the
@@ -308,6 +434,7 @@ static void stage_held(struct cache_hold *h, const uint8_t *img,
 
 	if (!h->held)
 		return;
+	h->has_tag = ckpt_torch_index_image_hash(img, imglen, &h->tag);
 	if (ckpt_index_cache_stage(&h->c, h->hex, img, imglen, &h->staged,
 				   why, sizeof(why))) {
 		add_warning(warning, "index cache: %s (not cached)", why);
@@ -320,8 +447,10 @@ static void stage_held(struct cache_hold *h, const uint8_t *img,
  * the open keeps: each data file at least as long as its records need,
  * as ckpt_files_open() will require (a lazy image has read no data file:
  * a checkpoint that fails there is not cached, as one that fails to
- * index is not); m NULL: not parsed, not stored.  Then release the lock:
- * the node's other opens, waiting on it, read the image.
+ * index is not); m NULL: not parsed, not stored.  With the image, m as
+ * its parsed form.  Then release the lock: the node's other opens,
+ * waiting on it, read the image and take the form.  Or, for a cached
+ * image that had no form (h->form), store m as its form.
  */
 /* Whether each data file of m (as s has it open: the stamp opened
  * them) holds the records m needs of it, as ckpt_files_open() checks. */
@@ -343,6 +472,12 @@ static void store_held(struct cache_hold *h, struct ckpt_store *s,
 {
 	char why[1024];
 
+	if (h->form) {
+		if (m)
+			parsed_store(h, m, warning);
+		ckpt_index_cache_close(&h->c);
+		h->form = false;
+	}
 	if (!h->held)
 		return;
 	if (!m || !has_files_whole(s, m)) {
@@ -355,6 +490,7 @@ static void store_held(struct cache_hold *h, struct ckpt_store *s,
 		drop_held(h);
 		return;
 	}
+	parsed_store(h, m, warning);
 	ckpt_index_cache_close(&h->c);
 	h->held = false;
 }
@@ -367,18 +503,23 @@ static void store_held(struct cache_hold *h, struct ckpt_store *s,
  * the same checkpoint at once parse its .metadata once: the first to take
  * the lock builds and stores the image, the others wait for the lock and
  * read that.  A lazy image is stored once parsed (store_held()): *hold
- * keeps the lock until then.  Whatever goes wrong with the cache leaves a
- * warning and indexes in memory; only indexing itself can fail.
+ * keeps the lock until then, and the image's parsed form is stored with
+ * it.  A cached image comes with its parsed form into *parsed when that
+ * fits it (parsed_hit()); else *hold keeps the cache open to store the
+ * form once the image is parsed.  Whatever goes wrong with the cache
+ * leaves a warning and indexes in memory; only indexing itself can fail.
  */
 static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 			const char *cdir, const char *mver, bool lazy,
 			bool spend, uint8_t **img,
 			size_t *imglen, uint8_t *origin,
-			struct cache_hold *hold, char **warning,
-			char *err, size_t errlen)
+			struct cache_hold *hold, struct ckpt_meta **parsed,
+			char **warning, char *err, size_t errlen)
 {
 	struct ckpt_index_cache c;
 	char hex[CKPT_INDEX_CACHE_KEY_HEX], why[1024];
+	bool again = false;
+	char *ignored;
 	int rc;
 
 	if (cache_key(s, mver, hex))
@@ -387,8 +528,9 @@ static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 		add_warning(warning, "%s", why);
 		goto out_index;
 	}
-	if (!cache_hit(&c, hex, ic, img, imglen, warning))
+	if (!cache_hit(&c, hex, ic, img, imglen, parsed, hold, warning))
 		goto out_hit;
+lock:
 	rc = ckpt_index_cache_lock(&c, hex, why, sizeof(why));
 	if (rc == -ECANCELED) {
 		ckpt_index_cache_close(&c);
@@ -399,8 +541,22 @@ static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 			    why);
 		goto out_close;
 	}
-	/* Whoever held the lock may have written it meanwhile. */
-	if (!cache_hit(&c, hex, ic, img, imglen, warning))
+	/* Whoever held the lock may have written it meanwhile: read
+	 * outside the lock, so that the node's other opens waiting on it
+	 * read theirs at the same time, not one after another.  Should it
+	 * not do, read again under the lock (and say why then). */
+	if (!again && ckpt_index_cache_has_image(&c, hex)) {
+		ckpt_index_cache_unlock(&c);
+		ignored = NULL;
+		rc = cache_hit(&c, hex, ic, img, imglen, parsed, hold,
+			       &ignored);
+		free(ignored);
+		if (!rc)
+			goto out_hit;
+		again = true;
+		goto lock;
+	}
+	if (!cache_hit(&c, hex, ic, img, imglen, parsed, hold, warning))
 		goto out_hit;
 	*origin = CKPT_ORIGIN_TORCH;
 	rc = build_image(s, ic->meta_path, ic->pkl, ic->pkl_len, lazy, true,
@@ -421,8 +577,15 @@ static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 	ckpt_index_cache_close(&c);
 	return rc;
 out_hit:
-	ckpt_index_cache_close(&c);
 	*origin = CKPT_ORIGIN_TORCH_INDEX_CACHE;
+	if (*parsed) {
+		ckpt_index_cache_close(&c);
+		return 0;
+	}
+	ckpt_index_cache_unlock(&c);	/* stores the form unlocked */
+	hold->c = c;	/* closed by store_held() */
+	memcpy(hold->hex, hex, sizeof(hex));
+	hold->form = true;
 	return 0;
 out_close:
 	ckpt_index_cache_close(&c);
@@ -450,8 +613,8 @@ static int torch_image(struct ckpt_store *s, const char *meta_path,
 		       const struct ckpt_open_opts *o, const char *mver,
 		       const uint8_t *pkl, size_t len, bool spend, uint8_t **img,
 		       size_t *imglen, uint8_t *origin,
-		       struct cache_hold *hold, char **warning,
-		       char *err, size_t errlen)
+		       struct cache_hold *hold, struct ckpt_meta **parsed,
+		       char **warning, char *err, size_t errlen)
 {
 	struct ckpt_index_check ic = {
 		.dir = ckpt_store_root(s), .meta_path = meta_path, .store = s,
@@ -480,9 +643,9 @@ static int torch_image(struct ckpt_store *s, const char *meta_path,
 			if (o && o->index_cache)
 				return cached_image(s, &ic, o->index_cache,
 						    mver, lazy, spend, img,
-						    imglen,
-						    origin, hold, warning,
-						    err, errlen);
+						    imglen, origin, hold,
+						    parsed, warning, err,
+						    errlen);
 			*origin = CKPT_ORIGIN_TORCH;
 			return build_image(s, meta_path, pkl, len, lazy, false,
 					   spend, img, imglen, err, errlen);
@@ -542,6 +705,7 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 		      char *err, size_t errlen)
 {
 	struct cache_hold hold = { .held = false };
+	struct ckpt_meta *parsed = NULL;
 	const uint8_t *pkl = *pklp;
 	bool keep = keeps_pickle(s, o);
 	uint8_t *img = NULL;
@@ -550,9 +714,20 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 
 	/* Not kept: its pages go back as the index streams it. */
 	rc = torch_image(s, meta_path, o, mver, pkl, len, !keep, &img,
-			 &imglen, origin, &hold, warning, err, errlen);
+			 &imglen, origin, &hold, &parsed, warning, err,
+			 errlen);
 	if (rc)
 		return rc;
+	if (parsed) {	/* a cached image's parsed form */
+		*variants = ckpt_torch_index_variants(img, imglen);
+		free(img);
+		if (!keep) {
+			free(*pklp);
+			*pklp = NULL;
+		}
+		*m = parsed;
+		return 0;
+	}
 	if (*origin != CKPT_ORIGIN_TORCH_INDEX_CACHE && !keep) {
 		/* Not needed again: the image and the parsed checkpoint
 		 * need not share memory with it. */
@@ -624,6 +799,27 @@ static bool has_located_now(const struct ckpt_meta *m)
 	return false;
 }
 
+/* Store the parsed form of img, just stored as hex's image in c (locked),
+ * so that the next opens take it rather than parse the image: best
+ * effort. */
+static void merged_form(const struct ckpt_index_cache *c, const char *hex,
+			uint8_t *img, size_t imglen, const char *name)
+{
+	struct cache_hold h = { .c = *c };
+	struct ckpt_meta *m;
+	char why[1024];
+	char *ignored = NULL;
+
+	memcpy(h.hex, hex, sizeof(h.hex));
+	h.has_tag = ckpt_torch_index_image_hash(img, imglen, &h.tag);
+	if (!h.has_tag ||
+	    ckpt_meta_parse(img, imglen, name, &m, why, sizeof(why)))
+		return;
+	parsed_store(&h, m, &ignored);
+	free(ignored);
+	ckpt_meta_free(m);
+}
+
 /*
  * Store what a lazy open located in the node-local index cache, merged
  * with what the cached image there (when it passes its stamp check, as
@@ -640,6 +836,7 @@ static void located_to_cache(struct ckpt_meta *m)
 	};
 	uint8_t *pkl = NULL;	/* read again (keep_for_cache()) */
 	const struct ckpt_meta *known[2] = { m, NULL };
+	struct cache_hold hold = { .held = false };
 	struct ckpt_meta *cached = NULL;
 	struct ckpt_index_cache c;
 	char hex[CKPT_INDEX_CACHE_KEY_HEX], why[1024];
@@ -666,20 +863,22 @@ static void located_to_cache(struct ckpt_meta *m)
 			goto out_close;	/* replaced since: not this open's */
 		ic.pkl = pkl;
 	}
-	if (!cache_hit(&c, hex, &ic, &img, &imglen, &warning)) {
-		if (ckpt_meta_parse(img, imglen, m->meta_path, &cached, why,
-				    sizeof(why)))
-			cached = NULL;
-		free(img);
-		img = NULL;
-	}
+	/* What the cached image located: from its parsed form, or parsed */
+	if (!cache_hit(&c, hex, &ic, &img, &imglen, &cached, &hold,
+		       &warning) && !cached &&
+	    ckpt_meta_parse(img, imglen, m->meta_path, &cached, why,
+			    sizeof(why)))
+		cached = NULL;
+	free(img);
+	img = NULL;
 	known[1] = cached;
 	if (!ckpt_torch_index_merged(m->store, m->meta_path, ic.pkl,
 				     m->torch_pkl_len, known, cached ? 2 : 1,
-				     &img, &imglen, why, sizeof(why)))
-		ckpt_index_cache_write(&c, hex, img, imglen, why, sizeof(why));
+				     &img, &imglen, why, sizeof(why)) &&
+	    !ckpt_index_cache_write(&c, hex, img, imglen, why, sizeof(why)))
+		merged_form(&c, hex, img, imglen, m->meta_path);
 	free(img);
-	ckpt_meta_free_parsed(cached);
+	ckpt_meta_free(cached);
 out_close:
 	ckpt_index_cache_close(&c);
 	free(warning);

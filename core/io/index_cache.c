@@ -16,18 +16,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include "ckptfs.h"
 #include "common/cancel.h"
+#include "common/bigbuf.h"
 #include "common/errbuf.h"
 #include "common/grow.h"
 
 #define IMG_SUFFIX ".ckptfs-index"
+#define PARSED_SUFFIX ".ckptfs-parsed"
 #define LOCK_SUFFIX ".lock"
 #define TMP_PREFIX ".tmp-"
 #define TMP_MAX_AGE 3600	/* s: a temp file older is a crash's leftover */
@@ -307,7 +311,7 @@ static void beat_stop(struct ckpt_index_beat *b)
 	free(b);
 }
 
-void ckpt_index_cache_close(struct ckpt_index_cache *c)
+void ckpt_index_cache_unlock(struct ckpt_index_cache *c)
 {
 	beat_stop(c->beat);
 	c->beat = NULL;
@@ -317,6 +321,11 @@ void ckpt_index_cache_close(struct ckpt_index_cache *c)
 		close(c->lock_fd);
 	}
 	c->lock_fd = -1;
+}
+
+void ckpt_index_cache_close(struct ckpt_index_cache *c)
+{
+	ckpt_index_cache_unlock(c);
 	if (c->dfd >= 0)
 		close(c->dfd);
 	c->dfd = -1;
@@ -342,24 +351,23 @@ void ckpt_index_cache_touch(const struct ckpt_index_cache *c,
 	(void)utimensat(c->dfd, name, NULL, AT_SYMLINK_NOFOLLOW);
 }
 
-int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
-			  size_t max, uint8_t **buf, size_t *len, char *err,
-			  size_t errlen)
+/* Open c's file <hex><suffix> as ckpt_index_cache_read() says, and
+ * check it: *fd (caller closes) and *size, at most max (with head: its
+ * first max bytes at most), or -errno with err (-ENOENT: none). */
+static int open_own(const struct ckpt_index_cache *c, const char *hex,
+		    const char *suffix, size_t max, bool head, int *fd,
+		    size_t *size, char *name, size_t namelen, char *err,
+		    size_t errlen)
 {
-	char name[CKPT_INDEX_CACHE_KEY_HEX + sizeof(IMG_SUFFIX)];
 	const char *why;
-	uint8_t *b = NULL;
 	struct stat st;
-	size_t got = 0;
-	int fd, rc = 0;
+	int rc;
 
-	*buf = NULL;
-	*len = 0;
-	snprintf(name, sizeof(name), "%s%s", hex, IMG_SUFFIX);
+	snprintf(name, namelen, "%s%s", hex, suffix);
 	/* O_NONBLOCK: a FIFO put there must not block the open. */
-	fd = openat(c->dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
-		    O_NONBLOCK);
-	if (fd < 0) {
+	*fd = openat(c->dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
+		     O_NONBLOCK);
+	if (*fd < 0) {
 		rc = -errno;
 		if (rc == -ENOENT)
 			return rc;
@@ -367,7 +375,7 @@ int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
 				 c->dir, name, rc == -ELOOP ?
 				 "a symlink (not followed)" : strerror(-rc));
 	}
-	if (fstat(fd, &st)) {
+	if (fstat(*fd, &st)) {
 		rc = ckpt_errf(err, errlen, -errno, "%s/%s: %s", c->dir, name,
 			       strerror(errno));
 		goto out_close;
@@ -378,20 +386,47 @@ int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
 			       c->dir, name, why);
 		goto out_close;
 	}
+	if (head && (uint64_t)st.st_size > max)
+		st.st_size = (off_t)max;
 	if ((uint64_t)st.st_size > max) {
 		rc = ckpt_errf(err, errlen, -EFBIG,
 			       "%s/%s: %lld bytes, more than the %zu-byte metadata limit",
 			       c->dir, name, (long long)st.st_size, max);
 		goto out_close;
 	}
-	b = malloc(st.st_size ? (size_t)st.st_size : 1);
+	*size = (size_t)st.st_size;
+	return 0;
+out_close:
+	close(*fd);
+	*fd = -1;
+	return rc;
+}
+
+/* Read c's file <hex><suffix> as ckpt_index_cache_read() says; with
+ * head, only its first max bytes at most. */
+static int read_own(const struct ckpt_index_cache *c, const char *hex,
+		    const char *suffix, size_t max, bool head,
+		    uint8_t **buf, size_t *len, char *err, size_t errlen)
+{
+	char name[CKPT_INDEX_CACHE_KEY_HEX + 32];
+	size_t size = 0, got = 0;
+	uint8_t *b;
+	int fd, rc;
+
+	*buf = NULL;
+	*len = 0;
+	rc = open_own(c, hex, suffix, max, head, &fd, &size, name,
+		      sizeof(name), err, errlen);
+	if (rc)
+		return rc;
+	b = malloc(size ? size : 1);
 	if (!b) {
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 		goto out_close;
 	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = pread(fd, b + got, (size_t)st.st_size - got,
-				  (off_t)got);
+	ckpt_hint_huge(b, size);
+	while (got < size) {
+		ssize_t n = pread(fd, b + got, size - got, (off_t)got);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -409,6 +444,61 @@ int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
 out_close:
 	close(fd);
 	return rc;
+}
+
+bool ckpt_index_cache_has_image(const struct ckpt_index_cache *c,
+				const char *hex)
+{
+	char name[CKPT_INDEX_CACHE_KEY_HEX + sizeof(IMG_SUFFIX)];
+	struct stat st;
+
+	snprintf(name, sizeof(name), "%s%s", hex, IMG_SUFFIX);
+	return !fstatat(c->dfd, name, &st, AT_SYMLINK_NOFOLLOW);
+}
+
+int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
+			  size_t max, uint8_t **buf, size_t *len, char *err,
+			  size_t errlen)
+{
+	return read_own(c, hex, IMG_SUFFIX, max, false, buf, len, err, errlen);
+}
+
+int ckpt_index_cache_read_head(const struct ckpt_index_cache *c,
+			       const char *hex, size_t max, uint8_t **buf,
+			       size_t *len, char *err, size_t errlen)
+{
+	return read_own(c, hex, IMG_SUFFIX, max, true, buf, len, err, errlen);
+}
+
+int ckpt_index_cache_map_parsed(const struct ckpt_index_cache *c,
+				const char *hex, size_t max, uint8_t **map,
+				size_t *len, char *err, size_t errlen)
+{
+	char name[CKPT_INDEX_CACHE_KEY_HEX + 32];
+	size_t size = 0;
+	void *p;
+	int fd, rc;
+
+	*map = NULL;
+	*len = 0;
+	rc = open_own(c, hex, PARSED_SUFFIX, max, false, &fd, &size, name,
+		      sizeof(name), err, errlen);
+	if (rc)
+		return rc;
+	if (!size) {
+		close(fd);
+		return ckpt_errf(err, errlen, -EINVAL, "%s/%s: empty", c->dir,
+				 name);
+	}
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	rc = p == MAP_FAILED ? -errno : 0;
+	close(fd);
+	if (rc)
+		return ckpt_errf(err, errlen, rc, "%s/%s: cannot map: %s",
+				 c->dir, name, strerror(-rc));
+	*map = p;
+	*len = size;
+	return 0;
 }
 
 static uint64_t mono_ms(void)
@@ -583,10 +673,23 @@ static void remove_own(const struct ckpt_index_cache *c, const char *name)
 		(void)unlinkat(c->dfd, name, 0);
 }
 
+/* Remove parsed form name (<hex>.ckptfs-parsed) when hex has no image. */
+static void remove_orphan(const struct ckpt_index_cache *c, const char *name)
+{
+	char img[CKPT_INDEX_CACHE_KEY_HEX + sizeof(IMG_SUFFIX)];
+	struct stat st;
+
+	snprintf(img, sizeof(img), "%.*s%s", CKPT_INDEX_CACHE_KEY_HEX - 1,
+		 name, IMG_SUFFIX);
+	if (fstatat(c->dfd, img, &st, AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
+		remove_own(c, name);
+}
+
 /* Remove the oldest images beyond CKPT_INDEX_CACHE_MAX (and their lock
  * files), and temp files a crashed writer left: only regular files of
  * the euid's own whose names are the cache's own (<32 hex>.ckptfs-index,
- * <32 hex>.lock, .tmp-<32 hex>.<base 36>).  Best effort. */
+ * <32 hex>.ckptfs-parsed, <32 hex>.lock, .tmp-<32 hex>.<base 36>), and
+ * parsed forms whose image is gone.  Best effort. */
 static void prune(const struct ckpt_index_cache *c)
 {
 	struct entry *e = NULL;
@@ -608,6 +711,10 @@ static void prune(const struct ckpt_index_cache *c)
 		bool tmp = !img && is_tmp_name(d->d_name);
 		struct stat st;
 
+		if (!img && !tmp && is_key_name(d->d_name, PARSED_SUFFIX)) {
+			remove_orphan(c, d->d_name);
+			continue;
+		}
 		if ((!img && !tmp) ||
 		    fstatat(c->dfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
 		    !S_ISREG(st.st_mode) || st.st_uid != geteuid())
@@ -634,8 +741,11 @@ static void prune(const struct ckpt_index_cache *c)
 			char lock[NAME_MAX + 1];
 
 			remove_own(c, e[i].name);
-			if (k + sizeof(LOCK_SUFFIX) <= sizeof(lock)) {
+			if (k + sizeof(PARSED_SUFFIX) <= sizeof(lock)) {
 				memcpy(lock, e[i].name, k);
+				memcpy(lock + k, PARSED_SUFFIX,
+				       sizeof(PARSED_SUFFIX));
+				remove_own(c, lock);
 				memcpy(lock + k, LOCK_SUFFIX,
 				       sizeof(LOCK_SUFFIX));
 				remove_own(c, lock);
@@ -758,4 +868,65 @@ int ckpt_index_cache_write(const struct ckpt_index_cache *c, const char *hex,
 
 	rc = ckpt_index_cache_stage(c, hex, img, len, &sg, err, errlen);
 	return rc ? rc : ckpt_index_cache_commit(c, &sg, err, errlen);
+}
+
+/* Write iov[0..n) whole to fd (n at most CKPT_PARSED_IOV_MAX-like small
+ * counts).  Returns 0 or -errno. */
+static int write_all_iov(int fd, const struct iovec *iov, int n)
+{
+	struct iovec v[32];
+	int i = 0;
+
+	if (n > 32)
+		return -EINVAL;
+	memcpy(v, iov, (size_t)n * sizeof(*v));
+	while (i < n) {
+		ssize_t got = writev(fd, v + i, n - i);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return got < 0 ? -errno : -EIO;
+		while (i < n && (size_t)got >= v[i].iov_len)
+			got -= (ssize_t)v[i++].iov_len;
+		if (i < n) {
+			v[i].iov_base = (uint8_t *)v[i].iov_base + got;
+			v[i].iov_len -= (size_t)got;
+		}
+	}
+	return 0;
+}
+
+int ckpt_index_cache_write_parsed(const struct ckpt_index_cache *c,
+				  const char *hex, const struct iovec *iov,
+				  int n, char *err, size_t errlen)
+{
+	char tmp[sizeof(TMP_PREFIX) + CKPT_INDEX_CACHE_KEY_HEX + 16];
+	char name[CKPT_INDEX_CACHE_KEY_HEX + sizeof(PARSED_SUFFIX)];
+	int fd, rc;
+
+	snprintf(name, sizeof(name), "%s%s", hex, PARSED_SUFFIX);
+	fd = make_temp(c, hex, tmp, sizeof(tmp));
+	if (fd < 0)
+		return ckpt_errf(err, errlen, -errno,
+				 "index cache %s: cannot create a file: %s",
+				 c->dir, strerror(errno));
+	rc = write_all_iov(fd, iov, n);
+	if (rc) {
+		rc = ckpt_errf(err, errlen, rc, "%s/%s: cannot write: %s",
+			       c->dir, tmp, strerror(-rc));
+		goto out_unlink;
+	}
+	if (renameat(c->dfd, tmp, c->dfd, name)) {
+		rc = ckpt_errf(err, errlen, -errno,
+			       "%s/%s: cannot rename to %s: %s", c->dir, tmp,
+			       name, strerror(errno));
+		goto out_unlink;
+	}
+	close(fd);
+	return 0;
+out_unlink:
+	close(fd);
+	(void)unlinkat(c->dfd, tmp, 0);
+	return rc;
 }

@@ -5,14 +5,19 @@
  * as <hex>.ckptfs-index files named by a key of the checkpoint's root and
  * .metadata version, written atomically, bounded in count, with a
  * <hex>.lock file per key so that the processes of a node index a
- * checkpoint once.  What a cached image is worth is decided above (the
- * index's own stamp check); here only files, locks and trust.
+ * checkpoint once; beside each image, the checkpoint parsed from it
+ * (<hex>.ckptfs-parsed), which the node's next opens take instead of
+ * parsing the image again.  What a cached image is worth is decided
+ * above (the index's own stamp check); here only files, locks and
+ * trust.
  */
 #ifndef CKPT_INDEX_CACHE_H
 #define CKPT_INDEX_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #define CKPT_INDEX_CACHE_KEY_HEX 33	/* 32 hex digits and a NUL */
 
@@ -41,6 +46,9 @@ struct ckpt_index_cache {
 int ckpt_index_cache_open(const char *dir, struct ckpt_index_cache *c,
 			  char *err, size_t errlen);
 
+/* Unlock if locked; c stays open.  Accepts an unlocked *c. */
+void ckpt_index_cache_unlock(struct ckpt_index_cache *c);
+
 /* Unlock if locked, close.  Accepts a zeroed or closed *c once opened. */
 void ckpt_index_cache_close(struct ckpt_index_cache *c);
 
@@ -63,13 +71,49 @@ int ckpt_index_cache_read(const struct ckpt_index_cache *c, const char *hex,
 			  size_t max, uint8_t **buf, size_t *len, char *err,
 			  size_t errlen);
 
+/* ckpt_index_cache_read() of the first max bytes at most of hex's image
+ * (its head: what its stamp needs). */
+int ckpt_index_cache_read_head(const struct ckpt_index_cache *c,
+			       const char *hex, size_t max, uint8_t **buf,
+			       size_t *len, char *err, size_t errlen);
+
+/* Whether c holds an image file of key hex (not whether it is good). */
+bool ckpt_index_cache_has_image(const struct ckpt_index_cache *c,
+				const char *hex);
+
+/*
+ * Map hex's parsed form (<hex>.ckptfs-parsed, model/meta_parsed.h),
+ * checked as ckpt_index_cache_read() checks an image, privately
+ * (MAP_PRIVATE, writable: a write is the process's own): the node's
+ * processes that take it share its pages in the page cache rather than
+ * each filling memory of its own.  The cache replaces a file only by
+ * rename, so a mapping stays whole; one truncated in place by hand while
+ * mapped faults the process, as any mapped file does.  Returns 0 with
+ * *map (caller unmaps with munmap(*map, *len)) and *len, or -errno with
+ * err (-ENOENT: none).
+ */
+int ckpt_index_cache_map_parsed(const struct ckpt_index_cache *c,
+				const char *hex, size_t max, uint8_t **map,
+				size_t *len, char *err, size_t errlen);
+
+/*
+ * Store iov[0..n) (n at most 32) as hex's parsed form: written to a new
+ * temp file in the directory and renamed into place, not fsynced (one
+ * torn by a crash fails its own hash, and the image is parsed instead).
+ * Removed with hex's image when that is pruned.  Returns 0 or -errno with
+ * err (nothing left behind).
+ */
+int ckpt_index_cache_write_parsed(const struct ckpt_index_cache *c,
+				  const char *hex, const struct iovec *iov,
+				  int n, char *err, size_t errlen);
+
 /* How long a process waits for another that indexes the same checkpoint
  * without a sign of life from it (ms); the environment's
  * CKPTFS_INDEX_CACHE_WAIT_MS, when a number, replaces it. */
 #define CKPT_INDEX_CACHE_WAIT_MS 120000u
 /* How often the waiters poll the lock (ms): a holder that dies releases
  * its flock, and the next poll takes it. */
-#define CKPT_INDEX_CACHE_POLL_MS 20u
+#define CKPT_INDEX_CACHE_POLL_MS 5u
 
 /*
  * Take hex's lock (flock(LOCK_EX) on <hex>.lock, created 0600), waiting

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +29,19 @@ void ckpt_meta_free_parsed(struct ckpt_meta *m)
 		pthread_mutex_destroy(&m->locate_lock);
 		pthread_cond_destroy(&m->located_cv);
 		pthread_rwlock_destroy(&m->fetched_lock);
+	}
+	if (m->blob) {
+		m->lazy = NULL;
+		m->located = NULL;
+		m->zrecs = NULL;
+		m->guards = NULL;
+		m->entries = NULL;
+		m->chunks = NULL;
+		m->dims = NULL;
+		m->comps = NULL;
+		m->files = NULL;
+		m->strings = NULL;
+		munmap(m->blob, m->blob_len);
 	}
 	free(m->torch_pkl);
 	free(m->torch_mver);
@@ -48,6 +62,16 @@ void ckpt_meta_free_parsed(struct ckpt_meta *m)
 	free(m->meta_path);
 	free(m->warning);
 	free(m);
+}
+
+void ckpt_meta_fqn_key(const void *ctx, uint32_t idx, uint64_t *seed,
+		       const char **s, size_t *len)
+{
+	const struct ckpt_meta *m = ctx;
+
+	*seed = 0;
+	*s = m->strings + m->entries[idx].fqn;
+	*len = m->entries[idx].fqn_len;
 }
 
 /* Before a fork: no other thread holds the locate or fetched lock across

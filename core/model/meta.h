@@ -243,6 +243,12 @@ struct ckpt_meta {
 	struct ckpt_record_cache *records;
 	char *strings;
 	size_t strings_len;
+	/* The parsed form the arrays above (and lazy, located) point into
+	 * when the meta was taken back from one (model/meta_parsed.h):
+	 * owned (a private mapping of blob_len bytes), unmapped in their
+	 * place; NULL: each is its own allocation. */
+	void *blob;
+	size_t blob_len;
 
 	struct ckpt_strtab by_fqn;	/* FQN -> entry */
 
@@ -420,6 +426,11 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
  * transforms add +zstd by themselves. */
 void ckpt_meta_set_origin(struct ckpt_meta *m, uint8_t origin,
 			  uint8_t variants);
+
+/* The key of entry idx in m (const struct ckpt_meta *ctx) for m->by_fqn,
+ * a ckpt_strtab_key_fn. */
+void ckpt_meta_fqn_key(const void *ctx, uint32_t idx, uint64_t *seed,
+		       const char **s, size_t *len);
 
 /* Find an entry by FQN; NULL when absent.  Borrowed from m. */
 const struct ckpt_entry *ckpt_meta_find(const struct ckpt_meta *m,

@@ -434,16 +434,6 @@ static int parse_entry(struct parser *ps, struct mp_cursor *c,
 	return check_tensor_geometry(ps, e, fqn);
 }
 
-static void fqn_key(const void *ctx, uint32_t idx, uint64_t *seed,
-		    const char **s, size_t *len)
-{
-	const struct ckpt_meta *m = ctx;
-
-	*seed = 0;
-	*s = m->strings + m->entries[idx].fqn;
-	*len = m->entries[idx].fqn_len;
-}
-
 /*
  * Keys become file names, xattrs, JSON (view.json, view.safetensors) and
  * Python str: each must be valid UTF-8.  The message shows the string
@@ -485,7 +475,7 @@ static int parse_state_dict_metadata(struct parser *ps, struct mp_cursor *c)
 		return oom(ps);
 	/* The strings are not written yet: the table's key function reads
 	 * them through m, which stays valid while the pool grows. */
-	if (ckpt_strtab_init(&m->by_fqn, n, fqn_key, m))
+	if (ckpt_strtab_init(&m->by_fqn, n, ckpt_meta_fqn_key, m))
 		return oom(ps);
 	for (i = 0; i < n; i++) {
 		struct ckpt_entry *e = &m->entries[i];

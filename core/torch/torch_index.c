@@ -2125,9 +2125,12 @@ bad:
 			 ic->index_path, ic->dir);
 }
 
-int ckpt_torch_index_check(const struct ckpt_index_check *ic,
-			   const uint8_t *img, size_t imglen, char *err,
-			   size_t errlen)
+/* ckpt_torch_index_check(), and with whole false, of an image's head
+ * (what its stamp needs: not its body's hash); the image hash its stamp
+ * records into *image_hash. */
+static int check_stamp(const struct ckpt_index_check *ic, const uint8_t *img,
+		       size_t imglen, bool whole, uint64_t *image_hash,
+		       char *err, size_t errlen)
 {
 	uint64_t want;
 	struct source src;
@@ -2150,12 +2153,41 @@ int ckpt_torch_index_check(const struct ckpt_index_check *ic,
 		return ckpt_errf(err, errlen, -ESTALE,
 				 "%s: written by an older ckptfs, before records carried their zip_header (the check that a record has not moved in its archive); rebuild it with 'ckptfs index %s'",
 				 ic->index_path, ic->dir);
-	want = XXH3_64bits(img + src.body_at, imglen - src.body_at);
+	want = whole ? XXH3_64bits(img + src.body_at, imglen - src.body_at) :
+		       src.image_hash;
 	if (want != src.image_hash)
 		return ckpt_errf(err, errlen, -ESTALE,
 				 "%s: edited: its records hash to %016" PRIx64 ", not to the %016" PRIx64 " its stamp recorded; run 'ckptfs index %s' again",
 				 ic->index_path, want, src.image_hash, ic->dir);
+	if (image_hash)
+		*image_hash = src.image_hash;
 	return check_files(ic, src.files, err, errlen);
+}
+
+int ckpt_torch_index_check(const struct ckpt_index_check *ic,
+			   const uint8_t *img, size_t imglen, char *err,
+			   size_t errlen)
+{
+	return check_stamp(ic, img, imglen, true, NULL, err, errlen);
+}
+
+int ckpt_torch_index_check_head(const struct ckpt_index_check *ic,
+				const uint8_t *head, size_t len,
+				uint64_t *image_hash, char *err,
+				size_t errlen)
+{
+	return check_stamp(ic, head, len, false, image_hash, err, errlen);
+}
+
+bool ckpt_torch_index_image_hash(const uint8_t *img, size_t imglen,
+				 uint64_t *image_hash)
+{
+	struct source src;
+
+	if (!read_source(img, imglen, &src) || !src.has_image_hash)
+		return false;
+	*image_hash = src.image_hash;
+	return true;
 }
 
 uint8_t ckpt_torch_index_variants(const uint8_t *img, size_t imglen)

@@ -130,6 +130,24 @@ int ckpt_torch_index_check(const struct ckpt_index_check *ic,
 			   const uint8_t *img, size_t imglen, char *err,
 			   size_t errlen);
 
+/*
+ * ckpt_torch_index_check() of the first len bytes of an index (its head,
+ * which holds its stamp), for a caller that uses what was parsed from the
+ * index, not its records (the index cache's parsed form): every check but
+ * the hash of the records, whose hash the stamp records goes into
+ * *image_hash.  A head too short to hold the whole stamp fails as an
+ * index without one does (-ESTALE): read the whole index then.
+ */
+int ckpt_torch_index_check_head(const struct ckpt_index_check *ic,
+				const uint8_t *head, size_t len,
+				uint64_t *image_hash, char *err,
+				size_t errlen);
+
+/* The hash of its records that index img's stamp records, into
+ * *image_hash; false when it has none. */
+bool ckpt_torch_index_image_hash(const uint8_t *img, size_t imglen,
+				 uint64_t *image_hash);
+
 /* The CKPT_VARIANT_* flags an index records (model/meta.h): whether the
  * .distcp files hold safetensors blobs.  0 when it says nothing. */
 uint8_t ckpt_torch_index_variants(const uint8_t *img, size_t imglen);

@@ -78,11 +78,35 @@ def images(cache):
     return sorted(f for f in os.listdir(cache) if f.endswith(".ckptfs-index"))
 
 
+def forms(cache):
+    return sorted(f for f in os.listdir(cache)
+                  if f.endswith(".ckptfs-parsed"))
+
+
+def damage_file(f, damage):
+    with open(f, "r+b") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if damage == "flip":
+            fh.seek(size - 40)
+            b = fh.read(1)
+            fh.seek(size - 40)
+            fh.write(bytes([b[0] ^ 0x55]))
+        elif damage == "truncate":
+            fh.truncate(size // 2)
+        else:
+            fh.seek(0)
+            fh.write(b"\xde\xad\xbe\xef" * 64)
+
+
 def test_second_process_reuses_the_first_ones_index(ckpt, tmp_path):
     cache = str(tmp_path / "cache")
     first = open_once(ckpt, cache)
     assert first["origin"] == "torch" and first["warnings"] == []
     assert len(images(cache)) == 1
+    # ... and beside it the checkpoint parsed from it, which the next
+    # opens take instead of parsing the image
+    assert [f.replace(".ckptfs-parsed", ".ckptfs-index")
+            for f in forms(cache)] == images(cache)
     assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
     second = open_once(ckpt, cache)
     assert second["origin"] == "torch-index-cache", second
@@ -133,23 +157,50 @@ def test_a_damaged_cache_file_is_ignored_with_a_warning(ckpt, tmp_path,
                                                        damage):
     cache = str(tmp_path / "cache")
     open_once(ckpt, cache)
+    # (Its parsed form, which stands in for the image's records, gone.)
+    os.remove(os.path.join(cache, forms(cache)[0]))
     f = os.path.join(cache, images(cache)[0])
-    with open(f, "r+b") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if damage == "flip":
-            fh.seek(size - 40)
-            b = fh.read(1)
-            fh.seek(size - 40)
-            fh.write(bytes([b[0] ^ 0x55]))
-        elif damage == "truncate":
-            fh.truncate(size // 2)
-        else:
-            fh.seek(0)
-            fh.write(b"\xde\xad\xbe\xef" * 64)
+    damage_file(f, damage)
     r = open_once(ckpt, cache)
     assert r["origin"] == "torch", r
     assert len(r["warnings"]) == 1 and f in r["warnings"][0], r
     assert open_once(ckpt, cache)["origin"] == "torch-index-cache"
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage"])
+def test_a_damaged_parsed_form_is_ignored_with_a_warning(ckpt, tmp_path,
+                                                        damage):
+    """The image is parsed instead (the tensors are checked), and the
+    form written again: the next open takes it silently."""
+    cache = str(tmp_path / "cache")
+    open_once(ckpt, cache)
+    f = os.path.join(cache, forms(cache)[0])
+    damage_file(f, damage)
+    r = open_once(ckpt, cache)
+    assert r["origin"] == "torch-index-cache", r
+    assert len(r["warnings"]) == 1 and f in r["warnings"][0], r
+    assert "parsed again" in r["warnings"][0], r
+    r = open_once(ckpt, cache)
+    assert r["origin"] == "torch-index-cache" and r["warnings"] == [], r
+
+
+def test_a_parsed_form_of_another_image_is_replaced(ckpt, tmp_path):
+    """A form tagged for another image (the image rewritten since, as a
+    close that stores what it located does) is not taken: the image is
+    parsed, and its own form written."""
+    cache = str(tmp_path / "cache")
+    other = str(tmp_path / "other")
+    open_once(ckpt, cache)
+    # The same checkpoint's form, made for an eager image: same key,
+    # another image.
+    open_once(ckpt, other, env={"CKPTFS_EAGER_INDEX": "1"})
+    open_once(ckpt, other, env={"CKPTFS_EAGER_INDEX": "1"})
+    (name,) = forms(cache)
+    shutil.copy(os.path.join(other, name), os.path.join(cache, name))
+    before = open(os.path.join(cache, name), "rb").read()
+    r = open_once(ckpt, cache)
+    assert r["origin"] == "torch-index-cache" and r["warnings"] == [], r
+    assert open(os.path.join(cache, name), "rb").read() != before
 
 
 def test_an_untrusted_cache_is_not_used(ckpt, tmp_path):

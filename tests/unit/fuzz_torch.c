@@ -9,7 +9,8 @@
  *         and indexed lazily as an open does, spending a copy of the
  *         pickle and then the image (their pages given back as they are
  *         read; poisoned under ASan): the same image and checkpoint as
- *         unspent, or the same refusal;
+ *         unspent, or the same refusal; and that checkpoint comes back
+ *         the same from its parsed form (the index cache's);
  *   odd:  the rest is one .distcp record (a torch.save archive), located
  *         through an in-memory read callback; a record said to lie
  *         outside the buffer aborts.
@@ -22,6 +23,7 @@
 #include "model/meta.h"
 #include "torch/torch_index.h"
 #include "torch/torch_record.h"
+#include "parsedform.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -38,6 +40,22 @@ static int mem_read(void *ctx, uint64_t off, void *buf, size_t len)
 		abort();	/* tz_* must bounds-check before reading */
 	memcpy(buf, m->p + off, len);
 	return 0;
+}
+
+/* m comes back from its parsed form (the index cache's) the same. */
+static void form_agrees(const struct ckpt_meta *m)
+{
+	struct ckpt_meta *back = NULL;
+	char err[1024];
+	uint8_t *form;
+	size_t len;
+
+	if (!pf_map(m, 7, &form, &len))
+		return;		/* out of memory */
+	if (ckpt_meta_parsed_load(form, len, 7, "fuzz", &back, err,
+				  sizeof(err)) || !pf_same(m, back))
+		abort();
+	ckpt_meta_free(back);
 }
 
 /* The lazy index of pkl, unspent and spent, and their parses, agree. */
@@ -72,6 +90,8 @@ static void spend_agrees(const uint8_t *pkl, size_t n)
 			      memcmp(m->strings, sm->strings,
 				     m->strings_len)))))
 			abort();
+		if (!rc)
+			form_agrees(m);
 	}
 	ckpt_meta_free(m);
 	ckpt_meta_free(sm);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -163,6 +164,61 @@ static void test_read_write_lock(void)
 	ckpt_index_cache_close(&c);
 }
 
+/* A parsed form: written whole from pieces, mapped privately (a write
+ * to the mapping stays the process's), trusted as an image is; one whose
+ * image is gone is removed with the next prune. */
+static void test_parsed_form_files(void)
+{
+	static char a[] = "parsed ", b[] = "form";
+	struct iovec iov[2] = { { a, 7 }, { b, 4 } };
+	struct ckpt_index_cache c;
+	char d[256], p[512], err[512], hex[CKPT_INDEX_CACHE_KEY_HEX];
+	char other[CKPT_INDEX_CACHE_KEY_HEX];
+	uint8_t *map, *buf;
+	struct stat st;
+	size_t len;
+
+	sub(d, sizeof(d), "parsed");
+	ckpt_index_cache_key("/p", "1", hex);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == 0);
+	CHECK(ckpt_index_cache_map_parsed(&c, hex, 1 << 20, &map, &len, err,
+					  sizeof(err)) == -ENOENT);
+	CHECK(ckpt_index_cache_write_parsed(&c, hex, iov, 2, err,
+					    sizeof(err)) == 0);
+	CHECK(ckpt_index_cache_map_parsed(&c, hex, 1 << 20, &map, &len, err,
+					  sizeof(err)) == 0);
+	CHECK(len == 11 && !memcmp(map, "parsed form", 11));
+	map[0] = 'P';
+	munmap(map, len);
+	CHECK(ckpt_index_cache_map_parsed(&c, hex, 1 << 20, &map, &len, err,
+					  sizeof(err)) == 0);
+	CHECK(len == 11 && map[0] == 'p');
+	munmap(map, len);
+	CHECK(ckpt_index_cache_map_parsed(&c, hex, 4, &map, &len, err,
+					  sizeof(err)) == -EFBIG);
+	snprintf(p, sizeof(p), "%s/%s.ckptfs-parsed", d, hex);
+	CHECK(chmod(p, 0620) == 0);
+	CHECK(ckpt_index_cache_map_parsed(&c, hex, 1 << 20, &map, &len, err,
+					  sizeof(err)) == -EPERM);
+	CHECK(strstr(err, p) != NULL);
+	CHECK(unlink(p) == 0 && symlink("/etc/passwd", p) == 0);
+	CHECK(ckpt_index_cache_map_parsed(&c, hex, 1 << 20, &map, &len, err,
+					  sizeof(err)) == -ELOOP);
+	CHECK(unlink(p) == 0);
+	close(open(p, O_CREAT | O_WRONLY, 0600));
+	CHECK(ckpt_index_cache_map_parsed(&c, hex, 1 << 20, &map, &len, err,
+					  sizeof(err)) == -EINVAL);
+	/* hex has no image: its form goes when another image is written */
+	ckpt_index_cache_key("/p", "2", other);
+	CHECK(ckpt_index_cache_write(&c, other, (const uint8_t *)"i", 1, err,
+				     sizeof(err)) == 0);
+	CHECK(stat(p, &st) == -1 && errno == ENOENT);
+	CHECK(ckpt_index_cache_read(&c, other, 64, &buf, &len, err,
+				    sizeof(err)) == 0);
+	free(buf);
+	ckpt_index_cache_close(&c);
+}
+
 /* Everything a write makes is in the directory opened, never where its
  * path leads now: here the directory was renamed and its name taken by a
  * symlink to a place of another user's choosing (as a user may do in a
@@ -235,6 +291,13 @@ static void test_bound(void)
 		CHECK(ckpt_index_cache_write(&c, hex, (const uint8_t *)v,
 					     strlen(v), err,
 					     sizeof(err)) == 0);
+		if (i == 0 || i == CKPT_INDEX_CACHE_MAX) {
+			struct iovec iov = { v, strlen(v) };
+
+			CHECK(ckpt_index_cache_write_parsed(&c, hex, &iov, 1,
+							    err,
+							    sizeof(err)) == 0);
+		}
 		/* Older than every later one, whatever the clock's grain. */
 		snprintf(p, sizeof(p), "%s/%s.ckptfs-index", d, hex);
 		{
@@ -250,6 +313,11 @@ static void test_bound(void)
 				    sizeof(err)) == -ENOENT);
 	snprintf(p, sizeof(p), "%s/%s.lock", d, first);
 	CHECK(stat(p, &st) == -1 && errno == ENOENT);
+	/* its parsed form went with it; the newest's stays */
+	snprintf(p, sizeof(p), "%s/%s.ckptfs-parsed", d, first);
+	CHECK(stat(p, &st) == -1 && errno == ENOENT);
+	snprintf(p, sizeof(p), "%s/%s.ckptfs-parsed", d, hex);
+	CHECK(stat(p, &st) == 0);
 	CHECK(stat(leftover, &st) == -1 && errno == ENOENT);
 	for (i = 0; i < (geteuid() == 0 ? 5 : 3); i++)
 		CHECK(stat(foreign[i], &st) == 0);
@@ -386,6 +454,7 @@ int main(void)
 	TEST(test_dir_trust);
 	TEST(test_symlink_in_the_middle);
 	TEST(test_read_write_lock);
+	TEST(test_parsed_form_files);
 	TEST(test_fork_does_not_keep_the_lock);
 	TEST(test_write_stays_in_the_opened_dir);
 	TEST(test_bound);
