@@ -339,9 +339,9 @@ static void parsed_hit(const struct ckpt_index_cache *c, const char *hex,
 			    why);
 }
 
-/* Bytes read of a cached image whose parsed form is taken: enough for
- * the stamp of a checkpoint of a few thousand data files (one with more
- * reads the whole image). */
+/* Bytes read first of a cached image whose parsed form is taken: enough
+ * for the stamp of a checkpoint of a few thousand data files (one with
+ * more reads 8 times more until its stamp is whole). */
 #define IMAGE_HEAD_BYTES ((size_t)256 << 10)
 
 /*
@@ -358,13 +358,21 @@ static int form_hit(const struct ckpt_index_cache *c, const char *hex,
 		    char **warning)
 {
 	char why[1024], path[PATH_MAX];
+	size_t head = IMAGE_HEAD_BYTES;
 	uint64_t tag;
 	int rc;
 
-	rc = ckpt_index_cache_read_head(c, hex, IMAGE_HEAD_BYTES, img, imglen,
-					why, sizeof(why));
-	if (rc)
-		return rc;
+	for (;;) {
+		rc = ckpt_index_cache_read_head(c, hex, head, img, imglen, why,
+						sizeof(why));
+		if (rc)
+			return rc;
+		if (ckpt_torch_index_has_stamp(*img, *imglen) ||
+		    *imglen < head || head >= CKPT_META_MAX_BYTES)
+			break;
+		free(*img);	/* a stamp longer than the head */
+		head *= 8;
+	}
 	snprintf(path, sizeof(path), "%s/%s.ckptfs-index", c->dir, hex);
 	ic->index_path = path;
 	ic->strict = true;

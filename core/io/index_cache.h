@@ -87,8 +87,10 @@ bool ckpt_index_cache_has_image(const struct ckpt_index_cache *c,
  * (MAP_PRIVATE, writable: a write is the process's own): the node's
  * processes that take it share its pages in the page cache rather than
  * each filling memory of its own.  The cache replaces a file only by
- * rename, so a mapping stays whole; one truncated in place by hand while
- * mapped faults the process, as any mapped file does.  Returns 0 with
+ * rename, so a mapping stays as it was checked; one written over in
+ * place by hand while mapped changes under it (its pages not yet
+ * written to), and one truncated faults the process, as for any mapped
+ * file.  Returns 0 with
  * *map (caller unmaps with munmap(*map, *len)) and *len, or -errno with
  * err (-ENOENT: none).
  */

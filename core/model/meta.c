@@ -74,6 +74,16 @@ void ckpt_meta_fqn_key(const void *ctx, uint32_t idx, uint64_t *seed,
 	*len = m->entries[idx].fqn_len;
 }
 
+void ckpt_meta_path_key(const void *ctx, uint32_t idx, uint64_t *seed,
+			const char **s, size_t *len)
+{
+	const struct ckpt_meta *m = ctx;
+
+	*seed = 0;
+	*s = m->strings + m->files[idx].path;
+	*len = strlen(*s);
+}
+
 /* Before a fork: no other thread holds the locate or fetched lock across
  * it (neither nests in the other). */
 static void locate_fork_prepare(void *arg)

@@ -432,6 +432,11 @@ void ckpt_meta_set_origin(struct ckpt_meta *m, uint8_t origin,
 void ckpt_meta_fqn_key(const void *ctx, uint32_t idx, uint64_t *seed,
 		       const char **s, size_t *len);
 
+/* The relative path of data file idx in m, the same for a table of
+ * m->files. */
+void ckpt_meta_path_key(const void *ctx, uint32_t idx, uint64_t *seed,
+			const char **s, size_t *len);
+
 /* Find an entry by FQN; NULL when absent.  Borrowed from m. */
 const struct ckpt_entry *ckpt_meta_find(const struct ckpt_meta *m,
 					const char *fqn, size_t len);

@@ -20,6 +20,7 @@
 #include <xxhash.h>
 
 #include "common/errbuf.h"
+#include "common/escape.h"
 #include "common/relpath.h"
 #include "common/strides.h"
 #include "model/tiling.h"
@@ -164,7 +165,28 @@ struct loader {
 	const char *name;
 	char *err;
 	size_t errlen;
+	uint8_t *seen;		/* check_rest(): a bit per chunk */
 };
+
+/* Set bit i of b: whether it was set already. */
+static bool bit_set(uint8_t *b, uint64_t i)
+{
+	uint8_t mask = (uint8_t)(1u << (i % 8));
+	bool was = b[i / 8] & mask;
+
+	b[i / 8] |= mask;
+	return was;
+}
+
+/* Set bits [at, at + n) of b: whether any was set already. */
+static bool range_set(uint8_t *b, uint64_t at, uint64_t n)
+{
+	bool any = false;
+
+	while (n--)
+		any |= bit_set(b, at++);
+	return any;
+}
 
 __attribute__((format(printf, 2, 3)))
 static int corrupt(struct loader *ld, const char *fmt, ...)
@@ -209,13 +231,19 @@ static int check_chunk(struct loader *ld, const struct ckpt_entry *e,
 	const struct ckpt_meta *m = ld->m;
 	const struct ckpt_chunk *c = &m->chunks[ci];
 	uint64_t end, want = ckpt_dtype_size(e->dtype), span, bytes;
-	bool pending = m->lazy && m->located[ci] == CKPT_LOC_PENDING;
+	uint8_t loc = m->lazy ? m->located[ci] : CKPT_LOC_DONE;
 	const uint64_t *off, *sz;
 	unsigned d;
 
 	if ((uint64_t)c->dims_at + 2u * e->ndim > m->ndims ||
 	    !is_bool(&c->has_xxh3) || !is_bool(&c->has_crc32))
 		return corrupt(ld, "chunk %" PRIu32 ": dims or flags", ci);
+	/* Located or to be, nothing between; only a locate fills a lazy
+	 * record's guard. */
+	if ((loc != CKPT_LOC_DONE && loc != CKPT_LOC_PENDING) ||
+	    (m->lazy && (m->lazy[ci].guard_len || m->lazy[ci].guard_off ||
+			 m->lazy[ci].guard_xxh3)))
+		return corrupt(ld, "chunk %" PRIu32 ": located state", ci);
 	off = ckpt_chunk_offsets(m, c);
 	sz = ckpt_chunk_sizes(m, e, c);
 	for (d = 0; d < e->ndim; d++) {
@@ -234,18 +262,24 @@ static int check_chunk(struct loader *ld, const struct ckpt_entry *e,
 	if (ckpt_is_zrec(c->file)) {
 		uint32_t z = c->file & ~CKPT_ZREC;
 
+		/* a bytes record's is raw: only a tensor's is an archive */
 		if (z >= m->nzrecs || m->zrecs[z].chunk != ci ||
-		    c->foff || c->len != want || c->strides_at != CKPT_NONE)
+		    loc != CKPT_LOC_DONE || c->foff || c->len != want ||
+		    c->strides_at != CKPT_NONE ||
+		    (m->zrecs[z].payload != CKPT_PAYLOAD_RAW &&
+		     e->kind != CKPT_KIND_TENSOR))
 			return corrupt(ld, "chunk %" PRIu32
 				       ": record with transforms", ci);
 		return 0;
 	}
 	if (c->file >= m->nfiles)
 		return corrupt(ld, "chunk %" PRIu32 ": file index", ci);
-	if (m->lazy && m->located[ci] != CKPT_LOC_DONE) {
+	if (loc == CKPT_LOC_PENDING) {
 		const struct ckpt_lazy *l = &m->lazy[ci];
 
-		if (!pending || e->kind != CKPT_KIND_TENSOR || l->guard_len ||
+		/* its strides' own dims: check_dims() */
+		if (e->kind != CKPT_KIND_TENSOR ||
+		    c->strides_at != CKPT_NONE ||
 		    __builtin_add_overflow(l->boff, l->blen, &end) ||
 		    end > INT64_MAX ||
 		    (l->strides_at != CKPT_NONE &&
@@ -278,7 +312,10 @@ static int check_entry(struct loader *ld, uint32_t i, uint64_t *next,
 	unsigned d;
 	int rc;
 
-	if (!has_string(m, e->fqn, e->fqn_len) || !is_bool(&e->requires_grad) ||
+	if (!has_string(m, e->fqn, e->fqn_len) ||
+	    memchr(m->strings + e->fqn, '\0', e->fqn_len) ||
+	    !ckpt_utf8_is_valid(m->strings + e->fqn, e->fqn_len) ||
+	    !is_bool(&e->requires_grad) ||
 	    (e->kind != CKPT_KIND_TENSOR && e->kind != CKPT_KIND_BYTES) ||
 	    e->ndim > CKPT_MAX_DIMS ||
 	    (uint64_t)e->size_at + e->ndim > m->ndims ||
@@ -321,6 +358,100 @@ static int check_entry(struct loader *ld, uint32_t i, uint64_t *next,
 	return ckpt_tiling_check(m, e, ld->name, ld->err, ld->errlen);
 }
 
+static int oom(struct loader *ld)
+{
+	return ckpt_errf(ld->err, ld->errlen, -ENOMEM, "%s: out of memory",
+			 ld->name);
+}
+
+/* The dims a locate writes (a pending record's strides) are that
+ * record's own: no shape, offsets, sizes or strides, nor another pending
+ * record's, lie there (the parser reserves them apart). */
+static int check_dims(struct loader *ld)
+{
+	const struct ckpt_meta *m = ld->m;
+	uint8_t *b = calloc((size_t)m->ndims / 8 + 1, 1);
+	uint32_t i, j;
+	int rc = 0;
+
+	if (!b)
+		return oom(ld);
+	for (i = 0; i < m->nentries; i++) {
+		const struct ckpt_entry *e = &m->entries[i];
+
+		range_set(b, e->size_at, e->ndim);
+		for (j = 0; j < e->nchunks; j++) {
+			const struct ckpt_chunk *c = &m->chunks[e->chunk_first + j];
+
+			range_set(b, c->dims_at, 2u * e->ndim);
+			if (c->strides_at != CKPT_NONE)
+				range_set(b, c->strides_at, e->ndim);
+		}
+	}
+	for (i = 0; m->lazy && !rc && i < m->nentries; i++) {
+		const struct ckpt_entry *e = &m->entries[i];
+
+		for (j = 0; !rc && j < e->nchunks; j++) {
+			uint32_t ci = e->chunk_first + j;
+			uint32_t at = m->lazy[ci].strides_at;
+
+			if (m->located[ci] == CKPT_LOC_PENDING &&
+			    at != CKPT_NONE && range_set(b, at, e->ndim))
+				rc = corrupt(ld, "chunk %" PRIu32
+					     ": its strides' dims are another's",
+					     ci);
+		}
+	}
+	free(b);
+	return rc;
+}
+
+/* Each data file named once, as long as its records need. */
+static int check_files(struct loader *ld)
+{
+	const struct ckpt_meta *m = ld->m;
+	uint64_t *need = calloc((size_t)m->nfiles + 1, sizeof(*need));
+	struct ckpt_strtab paths;
+	uint32_t i, f;
+	int rc = 0;
+
+	if (!need)
+		return oom(ld);
+	for (i = 0; i < m->nchunks; i++) {
+		const struct ckpt_chunk *c = &m->chunks[i];
+		uint64_t end = c->foff + c->len;	/* checked */
+
+		if (ckpt_is_zrec(c->file)) {
+			const struct ckpt_zrec *z = ckpt_chunk_zrec(m, c);
+
+			f = z->file;
+			end = z->off + z->len;
+		} else {
+			f = c->file;
+			if (m->lazy && m->located[i] == CKPT_LOC_PENDING &&
+			    m->lazy[i].boff + m->lazy[i].blen > end)
+				end = m->lazy[i].boff + m->lazy[i].blen;
+		}
+		if (end > need[f])
+			need[f] = end;
+	}
+	for (i = 0; !rc && i < m->nfiles; i++)
+		if (m->files[i].need < need[i])
+			rc = corrupt(ld, "data file %" PRIu32
+				     ": shorter than its records", i);
+	free(need);
+	if (rc)
+		return rc;
+	if (ckpt_strtab_init(&paths, m->nfiles, ckpt_meta_path_key, m))
+		return oom(ld);
+	for (i = 0; !rc && i < m->nfiles; i++)
+		if (ckpt_strtab_insert(&paths, i) != UINT32_MAX)
+			rc = corrupt(ld, "data file %" PRIu32 ": named twice",
+				     i);
+	ckpt_strtab_destroy(&paths);
+	return rc;
+}
+
 /* Everything else the arrays refer to. */
 static int check_rest(struct loader *ld)
 {
@@ -328,11 +459,14 @@ static int check_rest(struct loader *ld)
 	uint64_t end;
 	uint32_t i;
 	unsigned t;
+	int rc;
 
 	if (m->strings_len && m->strings[m->strings_len - 1] != '\0')
 		return corrupt(ld, "strings end without a NUL");
 	for (i = 0; i < m->ncomps; i++)
-		if (!has_string(m, m->comps[i].str, m->comps[i].len))
+		if (!has_string(m, m->comps[i].str, m->comps[i].len) ||
+		    !ckpt_utf8_is_valid(m->strings + m->comps[i].str,
+				     m->comps[i].len))
 			return corrupt(ld, "path component %" PRIu32, i);
 	for (i = 0; i < m->nfiles; i++) {
 		const struct ckpt_file *f = &m->files[i];
@@ -341,8 +475,7 @@ static int check_rest(struct loader *ld)
 		    !ckpt_relpath_is_safe(m->strings + f->path,
 					  (uint32_t)strlen(m->strings +
 							   f->path)) ||
-		    (f->need_entry && f->need_entry >= m->nentries) ||
-		    f->need > INT64_MAX)
+		    f->need_entry >= m->nentries || f->need > INT64_MAX)
 			return corrupt(ld, "data file %" PRIu32, i);
 	}
 	for (i = 0; i < m->nzrecs; i++) {
@@ -351,7 +484,7 @@ static int check_rest(struct loader *ld)
 		if (z->file >= m->nfiles || z->chunk >= m->nchunks ||
 		    m->chunks[z->chunk].file != (CKPT_ZREC | i) ||
 		    z->payload > CKPT_PAYLOAD_TORCH_SAVE ||
-		    z->ntransforms > CKPT_MAX_TRANSFORMS ||
+		    !z->ntransforms || z->ntransforms > CKPT_MAX_TRANSFORMS ||
 		    __builtin_add_overflow(z->off, z->len, &end) ||
 		    end > INT64_MAX)
 			return corrupt(ld, "record with transforms %" PRIu32, i);
@@ -360,16 +493,32 @@ static int check_rest(struct loader *ld)
 				return corrupt(ld, "record with transforms %"
 					       PRIu32, i);
 	}
+	/* A guard: the zip local header before a located plain record's
+	 * bytes, one per record at most, naming its record's key. */
+	ld->seen = calloc((size_t)m->nchunks / 8 + 1, 1);
+	if (!ld->seen)
+		return oom(ld);
 	for (i = 0; i < m->nguards; i++) {
 		const struct ckpt_guard *g = &m->guards[i];
+		const struct ckpt_chunk *c;
 
-		if (g->chunk >= m->nchunks || g->entry >= m->nentries ||
-		    g->len > CKPT_GUARD_MAX ||
-		    __builtin_add_overflow(g->off, (uint64_t)g->len, &end) ||
-		    end > INT64_MAX)
+		if (g->chunk >= m->nchunks)
 			return corrupt(ld, "guard %" PRIu32, i);
+		c = &m->chunks[g->chunk];
+		if (c->file >= m->nfiles ||
+		    (m->lazy && m->located[g->chunk] != CKPT_LOC_DONE) ||
+		    g->entry >= m->nentries ||
+		    ckpt_meta_chunk_entry(m, g->chunk) !=
+		    &m->entries[g->entry] || !g->len || g->len > CKPT_GUARD_MAX ||
+		    __builtin_add_overflow(g->off, (uint64_t)g->len, &end) ||
+		    end > c->foff || bit_set(ld->seen, g->chunk)) {
+			free(ld->seen);
+			return corrupt(ld, "guard %" PRIu32, i);
+		}
 	}
-	return 0;
+	free(ld->seen);
+	rc = check_dims(ld);
+	return rc ? rc : check_files(ld);
 }
 
 /* The FQN index, the lazy records' locks: what the parser makes beside
@@ -380,8 +529,7 @@ static int finish(struct loader *ld)
 	uint32_t i;
 
 	if (ckpt_strtab_init(&m->by_fqn, m->nentries, ckpt_meta_fqn_key, m))
-		return ckpt_errf(ld->err, ld->errlen, -ENOMEM,
-				 "%s: out of memory", ld->name);
+		return oom(ld);
 	for (i = 0; i < m->nentries; i++)
 		if (ckpt_strtab_insert(&m->by_fqn, i) != UINT32_MAX)
 			return corrupt(ld, "entry %" PRIu32
@@ -391,8 +539,7 @@ static int finish(struct loader *ld)
 	m->locate_err = calloc(m->nchunks, sizeof(*m->locate_err));
 	if (!m->locate_err) {
 		m->lazy = NULL;		/* no locks to destroy */
-		return ckpt_errf(ld->err, ld->errlen, -ENOMEM,
-				 "%s: out of memory", ld->name);
+		return oom(ld);
 	}
 	pthread_mutex_init(&m->locate_lock, NULL);
 	pthread_cond_init(&m->located_cv, NULL);

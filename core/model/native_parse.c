@@ -601,16 +601,6 @@ static int order_and_tile(struct parser *ps)
 	return 0;
 }
 
-static void file_key(const void *ctx, uint32_t idx, uint64_t *seed,
-		     const char **s, size_t *len)
-{
-	const struct ckpt_meta *m = ctx;
-
-	*seed = 0;
-	*s = m->strings + m->files[idx].path;
-	*len = strlen(*s);
-}
-
 struct record {
 	const char *fqn, *path;
 	uint32_t fqn_len, path_len;
@@ -1094,7 +1084,7 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 		return type_error(ps, "top level", "storage_data", "array", c);
 	if (rc)
 		return corrupt(ps, "storage_data");
-	if (ckpt_strtab_init(&files, n, file_key, m))
+	if (ckpt_strtab_init(&files, n, ckpt_meta_path_key, m))
 		return oom(ps);
 	for (i = 0; i < n; i++) {
 		struct ckpt_chunk *ch = NULL;

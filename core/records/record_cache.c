@@ -386,7 +386,18 @@ static int from_archive(const struct ckpt_meta *m, const struct ckpt_zrec *z,
 		return 0;
 	}
 	if (ckpt_strides_row_major(sz, r.stride, e->ndim)) {
-		out->data = out->buf + r.data_off + r.storage_offset * isz;
+		uint64_t at;
+
+		/* (the locate bounds the storage; the chunk's length is the
+		 * metadata's, which must fit in it too) */
+		if (__builtin_mul_overflow(r.storage_offset, (uint64_t)isz,
+					   &at) ||
+		    __builtin_add_overflow(at, r.data_off, &at) ||
+		    at > out->bytes || c->len > out->bytes - at)
+			return ckpt_errf(why, whylen, -EBADMSG,
+					 "decoded tensor's %" PRIu64 " bytes run past the archive's %" PRIu64,
+					 c->len, out->bytes);
+		out->data = out->buf + at;
 		return 0;
 	}
 	rc = budget->take(budget->ctx, c->len);

@@ -2179,6 +2179,13 @@ int ckpt_torch_index_check_head(const struct ckpt_index_check *ic,
 	return check_stamp(ic, head, len, false, image_hash, err, errlen);
 }
 
+bool ckpt_torch_index_has_stamp(const uint8_t *img, size_t imglen)
+{
+	struct source src;
+
+	return read_source(img, imglen, &src);
+}
+
 bool ckpt_torch_index_image_hash(const uint8_t *img, size_t imglen,
 				 uint64_t *image_hash)
 {

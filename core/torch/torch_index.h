@@ -143,6 +143,10 @@ int ckpt_torch_index_check_head(const struct ckpt_index_check *ic,
 				uint64_t *image_hash, char *err,
 				size_t errlen);
 
+/* Whether img (an index, or its first imglen bytes) holds its whole
+ * stamp. */
+bool ckpt_torch_index_has_stamp(const uint8_t *img, size_t imglen);
+
 /* The hash of its records that index img's stamp records, into
  * *image_hash; false when it has none. */
 bool ckpt_torch_index_image_hash(const uint8_t *img, size_t imglen,

@@ -244,28 +244,108 @@ static void e_twice(struct ckpt_meta *m)
 	m->entries[2].fqn = m->entries[1].fqn;
 	m->entries[2].fqn_len = m->entries[1].fqn_len;
 }
-
-static void test_restamped_edits_refused(void)
+static void e_key_nul(struct ckpt_meta *m)
 {
-	static const struct {
-		const char *name;
-		edit_fn fn;
-	} edits[] = {
-		{ "fqn", e_fqn }, { "ndim", e_ndim }, { "kind", e_kind },
-		{ "size_at", e_size_at }, { "chunk_first", e_chunk_first },
-		{ "nbytes", e_nbytes }, { "file", e_file },
-		{ "dims_at", e_dims_at }, { "bool", e_bool },
-		{ "strings_end", e_strings_end }, { "path", e_path },
-		{ "lazy_strides", e_lazy_strides },
-		{ "outside_shape", e_outside_shape }, { "twice", e_twice },
-	};
-	struct ckpt_meta *m = sample(), *ed, *back;
+	m->strings[m->entries[1].fqn] = '\0';
+}
+static void e_key_utf8(struct ckpt_meta *m)
+{
+	m->strings[m->entries[1].fqn] = (char)0xff;
+}
+/* a pending record's strides over its tensor's shape: a locate would
+ * rewrite the shape after it was checked */
+static void e_strides_alias(struct ckpt_meta *m)
+{
+	uint32_t i;
+
+	for (i = 0; i < m->nentries; i++) {
+		const struct ckpt_entry *e = &m->entries[i];
+
+		if (e->ndim && e->nchunks &&
+		    m->lazy[e->chunk_first].strides_at != CKPT_NONE) {
+			m->lazy[e->chunk_first].strides_at = e->size_at;
+			return;
+		}
+	}
+}
+static void e_need(struct ckpt_meta *m)
+{
+	m->files[0].need = 0;
+}
+static void e_file_twice(struct ckpt_meta *m)
+{
+	m->files[1].path = m->files[0].path;
+}
+
+/* Edits of a checkpoint with zstd records: a bytes entry's record is
+ * raw (a torch.save archive of a 0-d tensor would be read past as the
+ * entry's bytes), and a guard is only a plain record's. */
+static void e_zrec_bytes_archive(struct ckpt_meta *m)
+{
+	uint32_t i;
+
+	for (i = 0; i < m->nzrecs; i++)
+		m->zrecs[i].payload = CKPT_PAYLOAD_TORCH_SAVE;
+}
+static void e_zrec_no_transform(struct ckpt_meta *m)
+{
+	m->zrecs[0].ntransforms = 0;
+}
+static struct ckpt_guard guard;	/* the edits' own guards array */
+static void guard_of(struct ckpt_meta *m, uint32_t ci, uint32_t len,
+		     uint64_t off)
+{
+	guard.chunk = ci;
+	guard.entry = (uint32_t)(ckpt_meta_chunk_entry(m, ci) - m->entries);
+	guard.len = len;
+	guard.off = off;
+	m->guards = &guard;	/* not freed: the meta's arrays are a form's */
+	m->nguards = 1;
+}
+static void e_guard_zrec(struct ckpt_meta *m)
+{
+	guard_of(m, m->zrecs[0].chunk, 30, 0);
+}
+static uint32_t plain_chunk(const struct ckpt_meta *m)
+{
+	uint32_t i;
+
+	for (i = 0; i < m->nchunks; i++)
+		if (!ckpt_is_zrec(m->chunks[i].file) &&
+		    m->chunks[i].foff >= 64)
+			return i;
+	return 0;
+}
+static void e_guard_len0(struct ckpt_meta *m)
+{
+	guard_of(m, plain_chunk(m), 0, 0);
+}
+static void e_guard_past(struct ckpt_meta *m)
+{
+	uint32_t ci = plain_chunk(m);
+
+	guard_of(m, ci, 30, m->chunks[ci].foff - 10);
+}
+static void e_guard_entry(struct ckpt_meta *m)
+{
+	guard_of(m, plain_chunk(m), 30, 0);
+	guard.entry = guard.entry ? 0 : 1;
+}
+
+struct edit {
+	const char *name;
+	edit_fn fn;
+};
+
+/* Each of edits[0..n) of m is refused once restamped. */
+static void refuse_each(const struct ckpt_meta *m, const struct edit *edits,
+			size_t n)
+{
+	struct ckpt_meta *ed, *back;
 	char err[1024];
 	size_t i;
 
-	if (!m)
-		return;
-	for (i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+	for (i = 0; i < n; i++) {
 		/* a copy whose arrays lie in a writable mapping */
 		CHECK(round_trip(m, TAG, &ed, err, sizeof(err)) == 0);
 		if (!ed)
@@ -281,6 +361,65 @@ static void test_restamped_edits_refused(void)
 		ckpt_meta_free(back);
 		ckpt_meta_free(ed);
 	}
+}
+
+static void test_restamped_zrec_and_guard_edits_refused(void)
+{
+	static const struct edit edits[] = {
+		{ "zrec_bytes_archive", e_zrec_bytes_archive },
+		{ "zrec_no_transform", e_zrec_no_transform },
+		{ "guard_zrec", e_guard_zrec }, { "guard_len0", e_guard_len0 },
+		{ "guard_past", e_guard_past },
+		{ "guard_entry", e_guard_entry },
+	};
+	struct ckpt_meta *m = corpus_meta(NATIVE_CORPUS "/zstd-records", false);
+	struct ckpt_meta *back;
+	char err[1024];
+	uint32_t i, bytes = 0;
+
+	CHECK(m && m->nzrecs > 1 && plain_chunk(m));
+	if (!m)
+		return;
+	for (i = 0; i < m->nzrecs; i++)
+		bytes += ckpt_meta_chunk_entry(m, m->zrecs[i].chunk)->kind ==
+			 CKPT_KIND_BYTES;
+	CHECK(bytes > 0);
+	/* unedited, with a guard that fits: taken */
+	CHECK(round_trip(m, TAG, &back, err, sizeof(err)) == 0);
+	if (back) {
+		struct ckpt_meta *again;
+
+		guard_of(back, plain_chunk(back), 30, 0);
+		CHECK(round_trip(back, TAG, &again, err, sizeof(err)) == 0);
+		CHECK(again && again->nguards == 1);
+		ckpt_meta_free(again);
+		ckpt_meta_free(back);
+	}
+	refuse_each(m, edits, sizeof(edits) / sizeof(edits[0]));
+	ckpt_meta_free(m);
+}
+
+static void test_restamped_edits_refused(void)
+{
+	static const struct edit edits[] = {
+		{ "fqn", e_fqn }, { "ndim", e_ndim }, { "kind", e_kind },
+		{ "size_at", e_size_at }, { "chunk_first", e_chunk_first },
+		{ "nbytes", e_nbytes }, { "file", e_file },
+		{ "dims_at", e_dims_at }, { "bool", e_bool },
+		{ "strings_end", e_strings_end }, { "path", e_path },
+		{ "lazy_strides", e_lazy_strides },
+		{ "outside_shape", e_outside_shape }, { "twice", e_twice },
+		{ "key_nul", e_key_nul }, { "key_utf8", e_key_utf8 },
+		{ "strides_alias", e_strides_alias }, { "need", e_need },
+		{ "file_twice", e_file_twice },
+	};
+	struct ckpt_meta *m = sample(), *ed;
+	char err[1024];
+
+	if (!m)
+		return;
+	CHECK(m->nfiles > 1);
+	refuse_each(m, edits, sizeof(edits) / sizeof(edits[0]));
 	/* A form is made only before anything is located. */
 	CHECK(round_trip(m, TAG, &ed, err, sizeof(err)) == 0);
 	if (ed) {
@@ -323,16 +462,14 @@ static void walk(struct ckpt_meta *m)
 		ckpt_view_free(v);
 }
 
-static void test_random_edits_stay_inside(void)
+static void random_edits(const struct ckpt_meta *m)
 {
-	struct ckpt_meta *m = sample(), *back;
 	unsigned i, k, loaded = 0;
+	struct ckpt_meta *back;
 	char err[1024];
 	uint8_t *form;
 	size_t len;
 
-	if (!m)
-		return;
 	for (i = 0; i < 3000; i++) {
 		if (!pf_map(m, TAG, &form, &len)) {
 			CHECK(0);
@@ -355,7 +492,22 @@ static void test_random_edits_stay_inside(void)
 		}
 	}
 	CHECK(loaded < 3000);	/* the edits were seen */
+}
+
+/* A lazily indexed torch checkpoint, and a native one with zstd records
+ * (bytes entries' among them), each edited at random. */
+static void test_random_edits_stay_inside(void)
+{
+	struct ckpt_meta *m = sample();
+	struct ckpt_meta *z = corpus_meta(NATIVE_CORPUS "/zstd-records", false);
+
+	CHECK(m && z);
+	if (m)
+		random_edits(m);
+	if (z)
+		random_edits(z);
 	ckpt_meta_free(m);
+	ckpt_meta_free(z);
 }
 
 int main(void)
@@ -363,6 +515,7 @@ int main(void)
 	TEST(test_corpus_round_trip);
 	TEST(test_other_tag_build_or_damage);
 	TEST(test_restamped_edits_refused);
+	TEST(test_restamped_zrec_and_guard_edits_refused);
 	TEST(test_random_edits_stay_inside);
 	return TEST_REPORT();
 }
