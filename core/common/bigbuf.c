@@ -2,7 +2,6 @@
 /* Large buffers from mmap: see bigbuf.h. */
 #include "common/bigbuf.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -56,20 +55,6 @@ void ckpt_big_free(void *p, size_t n)
 		free(p);
 	else
 		munmap(p, n);
-}
-
-#define HUGE_PAGE ((size_t)2 << 20)
-
-void ckpt_hint_huge(void *p, size_t n)
-{
-	uintptr_t b, e;
-
-	if (n < 2 * HUGE_PAGE)
-		return;
-	b = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-	e = ((uintptr_t)p + n) & ~(uintptr_t)(HUGE_PAGE - 1);
-	if (e > b)
-		(void)madvise((void *)b, e - b, MADV_HUGEPAGE);	/* a hint */
 }
 
 void ckpt_give_back(const uint8_t **from, const uint8_t *to)

@@ -24,12 +24,6 @@ void *ckpt_big_realloc(void *p, size_t old, size_t n);
 /* Free p of n bytes, as allocated or resized.  Accepts NULL. */
 void ckpt_big_free(void *p, size_t n);
 
-/* Of n bytes at p, memory of the caller's own not yet touched (a large
- * malloc() to be filled at once), ask for the whole huge pages inside to
- * be faulted in as such (madvise(MADV_HUGEPAGE)): a hint; nothing for a
- * few MiB or less. */
-void ckpt_hint_huge(void *p, size_t n);
-
 /*
  * A buffer read once, front to back, given back to the system as it goes:
  * the whole pages inside [*from, to) of memory the caller owns (malloc()'s

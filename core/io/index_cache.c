@@ -26,7 +26,6 @@
 
 #include "ckptfs.h"
 #include "common/cancel.h"
-#include "common/bigbuf.h"
 #include "common/errbuf.h"
 #include "common/grow.h"
 
@@ -424,7 +423,6 @@ static int read_own(const struct ckpt_index_cache *c, const char *hex,
 		rc = ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 		goto out_close;
 	}
-	ckpt_hint_huge(b, size);
 	while (got < size) {
 		ssize_t n = pread(fd, b + got, size - got, (off_t)got);
 

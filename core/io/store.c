@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/bigbuf.h"
 #include "common/errbuf.h"
 #include "common/relpath.h"
 #include "io/az_config.h"
@@ -198,7 +197,6 @@ int ckpt_store_read_file(struct ckpt_store *s, const char *name, size_t max,
 	if (!b)
 		return ckpt_errf(err, errlen, -ENOMEM, "%s/%s: out of memory",
 				 s->root, name);
-	ckpt_hint_huge(b, (size_t)fi.size);
 	ckpt_clear_last_error();
 	rc = ckpt_store_pread(s, id, b, (size_t)fi.size, 0);
 	if (rc) {

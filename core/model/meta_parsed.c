@@ -166,7 +166,23 @@ struct loader {
 	char *err;
 	size_t errlen;
 	uint8_t *seen;		/* check_rest(): a bit per chunk */
+	bool ascii;		/* every string is ASCII: valid UTF-8 */
 };
+
+/* Whether s[0..n) is ASCII, a word at a time. */
+static bool is_ascii(const char *s, size_t n)
+{
+	uint64_t w, any = 0;
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		memcpy(&w, s + i, 8);
+		any |= w;
+	}
+	for (; i < n; i++)
+		any |= (uint8_t)s[i];
+	return !(any & 0x8080808080808080ull);
+}
 
 /* Set bit i of b: whether it was set already. */
 static bool bit_set(uint8_t *b, uint64_t i)
@@ -314,7 +330,8 @@ static int check_entry(struct loader *ld, uint32_t i, uint64_t *next,
 
 	if (!has_string(m, e->fqn, e->fqn_len) ||
 	    memchr(m->strings + e->fqn, '\0', e->fqn_len) ||
-	    !ckpt_utf8_is_valid(m->strings + e->fqn, e->fqn_len) ||
+	    !(ld->ascii ||
+	      ckpt_utf8_is_valid(m->strings + e->fqn, e->fqn_len)) ||
 	    !is_bool(&e->requires_grad) ||
 	    (e->kind != CKPT_KIND_TENSOR && e->kind != CKPT_KIND_BYTES) ||
 	    e->ndim > CKPT_MAX_DIMS ||
@@ -465,8 +482,9 @@ static int check_rest(struct loader *ld)
 		return corrupt(ld, "strings end without a NUL");
 	for (i = 0; i < m->ncomps; i++)
 		if (!has_string(m, m->comps[i].str, m->comps[i].len) ||
-		    !ckpt_utf8_is_valid(m->strings + m->comps[i].str,
-				     m->comps[i].len))
+		    !(ld->ascii ||
+		      ckpt_utf8_is_valid(m->strings + m->comps[i].str,
+					 m->comps[i].len)))
 			return corrupt(ld, "path component %" PRIu32, i);
 	for (i = 0; i < m->nfiles; i++) {
 		const struct ckpt_file *f = &m->files[i];
@@ -640,6 +658,7 @@ int ckpt_meta_parsed_load(uint8_t *buf, size_t len, uint64_t tag,
 	ld.m->blob = buf;
 	ld.m->blob_len = len;
 	rc = place(&ld, &h, buf + sizeof(h), len - sizeof(h));
+	ld.ascii = !rc && is_ascii(ld.m->strings, ld.m->strings_len);
 	for (i = 0; !rc && i < ld.m->nentries; i++)
 		rc = check_entry(&ld, i, &next, &pending);
 	if (!rc && (next != ld.m->nchunks || pending != h.nlazy))
