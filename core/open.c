@@ -247,6 +247,29 @@ static void cache_ignored(char **warning, char *why)
 }
 
 /*
+ * ic's stamp check of hex's cached image in c, img[0..len): the whole
+ * image (tag NULL), or its head, the hash of its records into *tag
+ * (ckpt_torch_index_check_head()).  Strict: each data file's ident must
+ * match too.  Returns 0 or -errno with why.
+ */
+static int check_cached(const struct ckpt_index_cache *c, const char *hex,
+			struct ckpt_index_check *ic, const uint8_t *img,
+			size_t len, uint64_t *tag, char *why, size_t whylen)
+{
+	char path[PATH_MAX];
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/%s.ckptfs-index", c->dir, hex);
+	ic->index_path = path;
+	ic->strict = true;
+	rc = tag ? ckpt_torch_index_check_head(ic, img, len, tag, why, whylen) :
+		   ckpt_torch_index_check(ic, img, len, why, whylen);
+	ic->index_path = NULL;
+	ic->strict = false;
+	return rc;
+}
+
+/*
  * A cached image of key hex in c that ic accepts: 0 and *img, or -errno
  * (-ENOENT: none), with one line in *warning when there was one that is
  * not used (its file, why, and that it is rebuilt).
@@ -255,7 +278,7 @@ static int image_hit(const struct ckpt_index_cache *c, const char *hex,
 		     struct ckpt_index_check *ic, uint8_t **img,
 		     size_t *imglen, char **warning)
 {
-	char why[1024], path[PATH_MAX];
+	char why[1024];
 	int rc;
 
 	rc = ckpt_index_cache_read(c, hex, CKPT_META_MAX_BYTES, img, imglen,
@@ -263,13 +286,8 @@ static int image_hit(const struct ckpt_index_cache *c, const char *hex,
 	if (rc == -ENOENT)
 		return rc;
 	if (!rc) {
-		snprintf(path, sizeof(path), "%s/%s.ckptfs-index", c->dir, hex);
-		ic->index_path = path;
-		ic->strict = true;
-		rc = ckpt_torch_index_check(ic, *img, *imglen, why,
-					    sizeof(why));
-		ic->index_path = NULL;
-		ic->strict = false;
+		rc = check_cached(c, hex, ic, *img, *imglen, NULL, why,
+				  sizeof(why));
 		if (rc) {
 			free(*img);
 			*img = NULL;
@@ -357,7 +375,7 @@ static int form_hit(const struct ckpt_index_cache *c, const char *hex,
 		    size_t *imglen, struct ckpt_meta **parsed,
 		    char **warning)
 {
-	char why[1024], path[PATH_MAX];
+	char why[1024];
 	size_t head = IMAGE_HEAD_BYTES;
 	uint64_t tag;
 	int rc;
@@ -373,13 +391,7 @@ static int form_hit(const struct ckpt_index_cache *c, const char *hex,
 		free(*img);	/* a stamp longer than the head */
 		head *= 8;
 	}
-	snprintf(path, sizeof(path), "%s/%s.ckptfs-index", c->dir, hex);
-	ic->index_path = path;
-	ic->strict = true;
-	rc = ckpt_torch_index_check_head(ic, *img, *imglen, &tag, why,
-					 sizeof(why));
-	ic->index_path = NULL;
-	ic->strict = false;
+	rc = check_cached(c, hex, ic, *img, *imglen, &tag, why, sizeof(why));
 	if (!rc) {
 		parsed_hit(c, hex, tag, parsed, warning);
 		if (!*parsed)
@@ -396,53 +408,50 @@ static int form_hit(const struct ckpt_index_cache *c, const char *hex,
 
 /*
  * A cached image of key hex in c that ic accepts: 0 with *parsed, the
- * checkpoint from its parsed form (form_hit()), or else *img and
- * hold's tag, what a form of it is to be tagged with; or -errno
- * (-ENOENT: none), as image_hit().
+ * checkpoint from its parsed form (form_hit()), or else *img, the whole
+ * image; or -errno (-ENOENT: none), as image_hit().
  */
 static int cache_hit(const struct ckpt_index_cache *c, const char *hex,
 		     struct ckpt_index_check *ic, uint8_t **img,
 		     size_t *imglen, struct ckpt_meta **parsed,
-		     struct cache_hold *hold, char **warning)
+		     char **warning)
 {
-	int rc;
-
 	*parsed = NULL;
 	if (!form_hit(c, hex, ic, img, imglen, parsed, warning))
 		return 0;
-	rc = image_hit(c, hex, ic, img, imglen, warning);
-	if (!rc)
-		hold->has_tag = ckpt_torch_index_image_hash(*img, *imglen,
-							    &hold->tag);
-	return rc;
+	return image_hit(c, hex, ic, img, imglen, warning);
 }
 
-/* Store m, parsed from h's image, as that image's parsed form: best
- * effort (a failure leaves a warning, and the next open parses). */
-static void parsed_store(struct cache_hold *h, const struct ckpt_meta *m,
+/* Store m, parsed from hex's image in c whose records hash to tag, as
+ * that image's parsed form: best effort (a failure leaves a warning, and
+ * the next open parses). */
+static void parsed_store(const struct ckpt_index_cache *c, const char *hex,
+			 uint64_t tag, const struct ckpt_meta *m,
 			 char **warning)
 {
 	struct ckpt_parsed_iov pv;
 	char why[1024];
 
-	if (!h->has_tag || ckpt_meta_parsed_pack(m, h->tag, &pv))
+	if (ckpt_meta_parsed_pack(m, tag, &pv))
 		return;
-	if (ckpt_index_cache_write_parsed(&h->c, h->hex, pv.iov, pv.n, why,
+	if (ckpt_index_cache_write_parsed(c, hex, pv.iov, pv.n, why,
 					  sizeof(why)))
 		add_warning(warning, "index cache: %s (not cached)", why);
 }
 
-/* Write img, the lazy image built under h's lock, to a temp file of the
- * cache before the parse spends it (ckpt_meta_parse_spend()); stored, or
- * not, by store_held() once it is parsed. */
+/* Before the parse spends img (ckpt_meta_parse_spend()): note the tag of
+ * its parsed form, and write the lazy image built under h's lock to a
+ * temp file of the cache; stored, or not, by store_held() once it is
+ * parsed. */
 static void stage_held(struct cache_hold *h, const uint8_t *img,
 		       size_t imglen, char **warning)
 {
 	char why[1024];
 
+	if (h->held || h->form)
+		h->has_tag = ckpt_torch_index_image_hash(img, imglen, &h->tag);
 	if (!h->held)
 		return;
-	h->has_tag = ckpt_torch_index_image_hash(img, imglen, &h->tag);
 	if (ckpt_index_cache_stage(&h->c, h->hex, img, imglen, &h->staged,
 				   why, sizeof(why))) {
 		add_warning(warning, "index cache: %s (not cached)", why);
@@ -481,8 +490,8 @@ static void store_held(struct cache_hold *h, struct ckpt_store *s,
 	char why[1024];
 
 	if (h->form) {
-		if (m)
-			parsed_store(h, m, warning);
+		if (m && h->has_tag)
+			parsed_store(&h->c, h->hex, h->tag, m, warning);
 		ckpt_index_cache_close(&h->c);
 		h->form = false;
 	}
@@ -498,7 +507,8 @@ static void store_held(struct cache_hold *h, struct ckpt_store *s,
 		drop_held(h);
 		return;
 	}
-	parsed_store(h, m, warning);
+	if (h->has_tag)
+		parsed_store(&h->c, h->hex, h->tag, m, warning);
 	ckpt_index_cache_close(&h->c);
 	h->held = false;
 }
@@ -536,7 +546,7 @@ static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 		add_warning(warning, "%s", why);
 		goto out_index;
 	}
-	if (!cache_hit(&c, hex, ic, img, imglen, parsed, hold, warning))
+	if (!cache_hit(&c, hex, ic, img, imglen, parsed, warning))
 		goto out_hit;
 lock:
 	rc = ckpt_index_cache_lock(&c, hex, why, sizeof(why));
@@ -556,15 +566,14 @@ lock:
 	if (!again && ckpt_index_cache_has_image(&c, hex)) {
 		ckpt_index_cache_unlock(&c);
 		ignored = NULL;
-		rc = cache_hit(&c, hex, ic, img, imglen, parsed, hold,
-			       &ignored);
+		rc = cache_hit(&c, hex, ic, img, imglen, parsed, &ignored);
 		free(ignored);
 		if (!rc)
 			goto out_hit;
 		again = true;
 		goto lock;
 	}
-	if (!cache_hit(&c, hex, ic, img, imglen, parsed, hold, warning))
+	if (!cache_hit(&c, hex, ic, img, imglen, parsed, warning))
 		goto out_hit;
 	*origin = CKPT_ORIGIN_TORCH;
 	rc = build_image(s, ic->meta_path, ic->pkl, ic->pkl_len, lazy, true,
@@ -813,17 +822,15 @@ static bool has_located_now(const struct ckpt_meta *m)
 static void merged_form(const struct ckpt_index_cache *c, const char *hex,
 			uint8_t *img, size_t imglen, const char *name)
 {
-	struct cache_hold h = { .c = *c };
 	struct ckpt_meta *m;
 	char why[1024];
 	char *ignored = NULL;
+	uint64_t tag;
 
-	memcpy(h.hex, hex, sizeof(h.hex));
-	h.has_tag = ckpt_torch_index_image_hash(img, imglen, &h.tag);
-	if (!h.has_tag ||
+	if (!ckpt_torch_index_image_hash(img, imglen, &tag) ||
 	    ckpt_meta_parse(img, imglen, name, &m, why, sizeof(why)))
 		return;
-	parsed_store(&h, m, &ignored);
+	parsed_store(c, hex, tag, m, &ignored);
 	free(ignored);
 	ckpt_meta_free(m);
 }
@@ -844,7 +851,6 @@ static void located_to_cache(struct ckpt_meta *m)
 	};
 	uint8_t *pkl = NULL;	/* read again (keep_for_cache()) */
 	const struct ckpt_meta *known[2] = { m, NULL };
-	struct cache_hold hold = { .held = false };
 	struct ckpt_meta *cached = NULL;
 	struct ckpt_index_cache c;
 	char hex[CKPT_INDEX_CACHE_KEY_HEX], why[1024];
@@ -872,8 +878,8 @@ static void located_to_cache(struct ckpt_meta *m)
 		ic.pkl = pkl;
 	}
 	/* What the cached image located: from its parsed form, or parsed */
-	if (!cache_hit(&c, hex, &ic, &img, &imglen, &cached, &hold,
-		       &warning) && !cached &&
+	if (!cache_hit(&c, hex, &ic, &img, &imglen, &cached, &warning) &&
+	    !cached &&
 	    ckpt_meta_parse(img, imglen, m->meta_path, &cached, why,
 			    sizeof(why)))
 		cached = NULL;

@@ -786,51 +786,74 @@ static int make_temp(const struct ckpt_index_cache *c, const char *hex,
 _Static_assert(sizeof(((struct ckpt_index_staged *)0)->tmp) >=
 	       sizeof(TMP_PREFIX) + CKPT_INDEX_CACHE_KEY_HEX + 8 &&
 	       sizeof(((struct ckpt_index_staged *)0)->name) >=
-	       CKPT_INDEX_CACHE_KEY_HEX + sizeof(IMG_SUFFIX),
-	       "a staged image's names fit");
+	       CKPT_INDEX_CACHE_KEY_HEX + sizeof(IMG_SUFFIX) &&
+	       sizeof(((struct ckpt_index_staged *)0)->name) >=
+	       CKPT_INDEX_CACHE_KEY_HEX + sizeof(PARSED_SUFFIX),
+	       "a staged file's names fit");
 
-int ckpt_index_cache_stage(const struct ckpt_index_cache *c,
-			   const char *hex, const uint8_t *img, size_t len,
-			   struct ckpt_index_staged *sg, char *err,
-			   size_t errlen)
+/* Write iov[0..n) (n at most 32) whole to fd, c's temp file tmp.
+ * Returns 0 or -errno with err. */
+static int write_temp(const struct ckpt_index_cache *c, int fd,
+		      const char *tmp, const struct iovec *iov, int n,
+		      char *err, size_t errlen)
 {
-	size_t put = 0;
-	int rc = 0;
+	struct iovec v[32];
+	int i = 0;
 
-	snprintf(sg->name, sizeof(sg->name), "%s%s", hex, IMG_SUFFIX);
+	if (n > 32)
+		return ckpt_errf(err, errlen, -EINVAL,
+				 "%s/%s: %d pieces to write, more than 32",
+				 c->dir, tmp, n);
+	memcpy(v, iov, (size_t)n * sizeof(*v));
+	while (i < n) {
+		ssize_t got = writev(fd, v + i, n - i);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return ckpt_errf(err, errlen, got < 0 ? -errno : -EIO,
+					 "%s/%s: cannot write: %s", c->dir,
+					 tmp, got < 0 ? strerror(errno) :
+					 "no progress");
+		while (i < n && (size_t)got >= v[i].iov_len)
+			got -= (ssize_t)v[i++].iov_len;
+		if (i < n) {
+			v[i].iov_base = (uint8_t *)v[i].iov_base + got;
+			v[i].iov_len -= (size_t)got;
+		}
+	}
+	return 0;
+}
+
+/* iov[0..n) written to a new temp file of c, to be <hex><suffix>, and
+ * with sync fsynced: 0 and *sg, or -errno with err and nothing left. */
+static int stage_iov(const struct ckpt_index_cache *c, const char *hex,
+		     const char *suffix, const struct iovec *iov, int n,
+		     bool sync, struct ckpt_index_staged *sg, char *err,
+		     size_t errlen)
+{
+	int rc;
+
+	snprintf(sg->name, sizeof(sg->name), "%s%s", hex, suffix);
 	sg->fd = make_temp(c, hex, sg->tmp, sizeof(sg->tmp));
 	if (sg->fd < 0)
 		return ckpt_errf(err, errlen, -errno,
 				 "index cache %s: cannot create a file: %s",
 				 c->dir, strerror(errno));
-	while (put < len) {
-		ssize_t n = write(sg->fd, img + put, len - put);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = ckpt_errf(err, errlen, n < 0 ? -errno : -EIO,
-				       "%s/%s: cannot write: %s", c->dir,
-				       sg->tmp, n < 0 ? strerror(errno) :
-				       "no progress");
-			goto out_unstage;
-		}
-		put += (size_t)n;
-	}
-	if (fsync(sg->fd)) {
+	rc = write_temp(c, sg->fd, sg->tmp, iov, n, err, errlen);
+	if (!rc && sync && fsync(sg->fd))
 		rc = ckpt_errf(err, errlen, -errno, "%s/%s: cannot fsync: %s",
 			       c->dir, sg->tmp, strerror(errno));
-		goto out_unstage;
-	}
-	return 0;
-out_unstage:
-	ckpt_index_cache_unstage(c, sg);
+	if (rc)
+		ckpt_index_cache_unstage(c, sg);
 	return rc;
 }
 
-int ckpt_index_cache_commit(const struct ckpt_index_cache *c,
-			    struct ckpt_index_staged *sg, char *err,
-			    size_t errlen)
+/* Rename sg's temp file into place (on failure -errno with err, and the
+ * temp file removed); sg is ended either way. */
+static int rename_staged(const struct ckpt_index_cache *c,
+			 struct ckpt_index_staged *sg, char *err,
+			 size_t errlen)
 {
 	int rc;
 
@@ -843,8 +866,28 @@ int ckpt_index_cache_commit(const struct ckpt_index_cache *c,
 	}
 	close(sg->fd);
 	sg->fd = -1;
-	prune(c);
 	return 0;
+}
+
+int ckpt_index_cache_stage(const struct ckpt_index_cache *c,
+			   const char *hex, const uint8_t *img, size_t len,
+			   struct ckpt_index_staged *sg, char *err,
+			   size_t errlen)
+{
+	struct iovec iov = { (void *)img, len };
+
+	return stage_iov(c, hex, IMG_SUFFIX, &iov, 1, true, sg, err, errlen);
+}
+
+int ckpt_index_cache_commit(const struct ckpt_index_cache *c,
+			    struct ckpt_index_staged *sg, char *err,
+			    size_t errlen)
+{
+	int rc = rename_staged(c, sg, err, errlen);
+
+	if (!rc)
+		prune(c);
+	return rc;
 }
 
 void ckpt_index_cache_unstage(const struct ckpt_index_cache *c,
@@ -868,63 +911,13 @@ int ckpt_index_cache_write(const struct ckpt_index_cache *c, const char *hex,
 	return rc ? rc : ckpt_index_cache_commit(c, &sg, err, errlen);
 }
 
-/* Write iov[0..n) whole to fd (n at most CKPT_PARSED_IOV_MAX-like small
- * counts).  Returns 0 or -errno. */
-static int write_all_iov(int fd, const struct iovec *iov, int n)
-{
-	struct iovec v[32];
-	int i = 0;
-
-	if (n > 32)
-		return -EINVAL;
-	memcpy(v, iov, (size_t)n * sizeof(*v));
-	while (i < n) {
-		ssize_t got = writev(fd, v + i, n - i);
-
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return got < 0 ? -errno : -EIO;
-		while (i < n && (size_t)got >= v[i].iov_len)
-			got -= (ssize_t)v[i++].iov_len;
-		if (i < n) {
-			v[i].iov_base = (uint8_t *)v[i].iov_base + got;
-			v[i].iov_len -= (size_t)got;
-		}
-	}
-	return 0;
-}
-
 int ckpt_index_cache_write_parsed(const struct ckpt_index_cache *c,
 				  const char *hex, const struct iovec *iov,
 				  int n, char *err, size_t errlen)
 {
-	char tmp[sizeof(TMP_PREFIX) + CKPT_INDEX_CACHE_KEY_HEX + 16];
-	char name[CKPT_INDEX_CACHE_KEY_HEX + sizeof(PARSED_SUFFIX)];
-	int fd, rc;
+	struct ckpt_index_staged sg;
+	int rc;
 
-	snprintf(name, sizeof(name), "%s%s", hex, PARSED_SUFFIX);
-	fd = make_temp(c, hex, tmp, sizeof(tmp));
-	if (fd < 0)
-		return ckpt_errf(err, errlen, -errno,
-				 "index cache %s: cannot create a file: %s",
-				 c->dir, strerror(errno));
-	rc = write_all_iov(fd, iov, n);
-	if (rc) {
-		rc = ckpt_errf(err, errlen, rc, "%s/%s: cannot write: %s",
-			       c->dir, tmp, strerror(-rc));
-		goto out_unlink;
-	}
-	if (renameat(c->dfd, tmp, c->dfd, name)) {
-		rc = ckpt_errf(err, errlen, -errno,
-			       "%s/%s: cannot rename to %s: %s", c->dir, tmp,
-			       name, strerror(errno));
-		goto out_unlink;
-	}
-	close(fd);
-	return 0;
-out_unlink:
-	close(fd);
-	(void)unlinkat(c->dfd, tmp, 0);
-	return rc;
+	rc = stage_iov(c, hex, PARSED_SUFFIX, iov, n, false, &sg, err, errlen);
+	return rc ? rc : rename_staged(c, &sg, err, errlen);
 }

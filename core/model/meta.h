@@ -465,6 +465,19 @@ static inline const uint64_t *ckpt_entry_shape(const struct ckpt_meta *m,
 	return m->dims + e->size_at;
 }
 
+/* Lexicographic order of two n-dim positions (chunk offsets): < 0, 0 or
+ * > 0. */
+static inline int ckpt_dims_cmp(const uint64_t *a, const uint64_t *b,
+				unsigned n)
+{
+	unsigned d;
+
+	for (d = 0; d < n; d++)
+		if (a[d] != b[d])
+			return a[d] < b[d] ? -1 : 1;
+	return 0;
+}
+
 static inline const uint64_t *ckpt_chunk_offsets(const struct ckpt_meta *m,
 						 const struct ckpt_chunk *c)
 {

@@ -165,7 +165,6 @@ struct loader {
 	const char *name;
 	char *err;
 	size_t errlen;
-	uint8_t *seen;		/* check_rest(): a bit per chunk */
 	bool ascii;		/* every string is ASCII: valid UTF-8 */
 };
 
@@ -227,16 +226,6 @@ static bool has_string(const struct ckpt_meta *m, uint64_t off, uint64_t len)
 static bool is_bool(const void *p)
 {
 	return *(const unsigned char *)p <= 1;
-}
-
-static int cmp_offsets(const uint64_t *a, const uint64_t *b, unsigned ndim)
-{
-	unsigned d;
-
-	for (d = 0; d < ndim; d++)
-		if (a[d] != b[d])
-			return a[d] < b[d] ? -1 : 1;
-	return 0;
 }
 
 /* Chunk ci of entry e, as the parser leaves it: inside the shape, its
@@ -364,9 +353,9 @@ static int check_entry(struct loader *ld, uint32_t i, uint64_t *next,
 			return rc;
 		if (m->lazy && m->located[ci] == CKPT_LOC_PENDING)
 			(*pending)++;
-		if (j && cmp_offsets(ckpt_chunk_offsets(m, &m->chunks[ci - 1]),
-				     ckpt_chunk_offsets(m, &m->chunks[ci]),
-				     e->ndim) >= 0)
+		if (j && ckpt_dims_cmp(ckpt_chunk_offsets(m, &m->chunks[ci - 1]),
+				       ckpt_chunk_offsets(m, &m->chunks[ci]),
+				       e->ndim) >= 0)
 			return corrupt(ld, "entry %" PRIu32
 				       ": chunks out of order", i);
 	}
@@ -473,6 +462,7 @@ static int check_files(struct loader *ld)
 static int check_rest(struct loader *ld)
 {
 	const struct ckpt_meta *m = ld->m;
+	uint8_t *seen;		/* a bit per chunk: has a guard */
 	uint64_t end;
 	uint32_t i;
 	unsigned t;
@@ -513,8 +503,8 @@ static int check_rest(struct loader *ld)
 	}
 	/* A guard: the zip local header before a located plain record's
 	 * bytes, one per record at most, naming its record's key. */
-	ld->seen = calloc((size_t)m->nchunks / 8 + 1, 1);
-	if (!ld->seen)
+	seen = calloc((size_t)m->nchunks / 8 + 1, 1);
+	if (!seen)
 		return oom(ld);
 	for (i = 0; i < m->nguards; i++) {
 		const struct ckpt_guard *g = &m->guards[i];
@@ -529,12 +519,12 @@ static int check_rest(struct loader *ld)
 		    ckpt_meta_chunk_entry(m, g->chunk) !=
 		    &m->entries[g->entry] || !g->len || g->len > CKPT_GUARD_MAX ||
 		    __builtin_add_overflow(g->off, (uint64_t)g->len, &end) ||
-		    end > c->foff || bit_set(ld->seen, g->chunk)) {
-			free(ld->seen);
+		    end > c->foff || bit_set(seen, g->chunk)) {
+			free(seen);
 			return corrupt(ld, "guard %" PRIu32, i);
 		}
 	}
-	free(ld->seen);
+	free(seen);
 	rc = check_dims(ld);
 	return rc ? rc : check_files(ld);
 }

@@ -526,16 +526,9 @@ struct sort_ctx {
 static int cmp_chunk_r(const void *a, const void *b, void *ctx)
 {
 	const struct sort_ctx *sc = ctx;
-	const struct ckpt_chunk *x = a, *y = b;
-	const uint64_t *ox = sc->m->dims + x->dims_at;
-	const uint64_t *oy = sc->m->dims + y->dims_at;
-	unsigned d;
 
-	for (d = 0; d < sc->ndim; d++) {
-		if (ox[d] != oy[d])
-			return ox[d] < oy[d] ? -1 : 1;
-	}
-	return 0;
+	return ckpt_dims_cmp(ckpt_chunk_offsets(sc->m, a),
+			     ckpt_chunk_offsets(sc->m, b), sc->ndim);
 }
 
 /* Binary search an entry's sorted chunks for these offsets. */
@@ -544,16 +537,13 @@ static struct ckpt_chunk *find_chunk(struct ckpt_meta *m,
 				     const uint64_t *off)
 {
 	uint32_t lo = 0, hi = e->nchunks;
-	unsigned d;
 
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		struct ckpt_chunk *c = &m->chunks[e->chunk_first + mid];
-		const uint64_t *co = ckpt_chunk_offsets(m, c);
-		int cmp = 0;
+		int cmp = ckpt_dims_cmp(ckpt_chunk_offsets(m, c), off,
+					e->ndim);
 
-		for (d = 0; d < e->ndim && !cmp; d++)
-			cmp = co[d] < off[d] ? -1 : co[d] > off[d] ? 1 : 0;
 		if (cmp == 0)
 			return c;
 		if (cmp < 0)
