@@ -15,9 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <xxhash.h>
 
+#include "common/asan.h"
 #include "common/cancel.h"
 #include "common/errbuf.h"
 #include "common/escape.h"
@@ -300,20 +302,35 @@ static int image_hit(const struct ckpt_index_cache *c, const char *hex,
 	return rc;
 }
 
-/* A lazy image built under the cache key's lock (cached_image()), kept
- * locked until the open has parsed it (stage_held(), store_held()); or a
- * cached image with no parsed form to take, whose form is stored once
- * the open has parsed it (store_held()). */
+/* A lazy image built under the cache key's lock and staged
+ * (build_staged()), kept locked until the open has parsed it
+ * (store_held()); or a cached image with no parsed form to take, whose
+ * form is stored once the open has parsed it (store_held()). */
 struct cache_hold {
-	bool held;		/* c locked on hex, the image to stage */
+	bool held;		/* c locked on hex, the image staged */
 	bool form;		/* c open (unlocked): store a parsed form */
 	struct ckpt_index_cache c;
 	char hex[CKPT_INDEX_CACHE_KEY_HEX];
 	struct ckpt_index_staged staged;
+	const uint8_t *map;	/* the staged image mapped, or NULL */
+	size_t maplen;
 	uint64_t tag;		/* the hash of the image's records (its
 				 * stamp's): its parsed form's tag */
 	bool has_tag;
 };
+
+/* An image the open is done with: the staged one h mapped (it outlives
+ * h's lock), or one in memory. */
+static void release_image(struct cache_hold *h, uint8_t *img)
+{
+	if (!img || img != h->map) {
+		free(img);
+		return;
+	}
+	CKPT_UNPOISON((void *)h->map, h->maplen);	/* spent: poisoned */
+	munmap((void *)h->map, h->maplen);
+	h->map = NULL;
+}
 
 /* Release h's lock and cache: the image is not stored. */
 static void drop_held(struct cache_hold *h)
@@ -440,23 +457,12 @@ static void parsed_store(const struct ckpt_index_cache *c, const char *hex,
 }
 
 /* Before the parse spends img (ckpt_meta_parse_spend()): note the tag of
- * its parsed form, and write the lazy image built under h's lock to a
- * temp file of the cache; stored, or not, by store_held() once it is
- * parsed. */
-static void stage_held(struct cache_hold *h, const uint8_t *img,
-		       size_t imglen, char **warning)
+ * its parsed form, for store_held(). */
+static void note_tag(struct cache_hold *h, const uint8_t *img,
+		     size_t imglen)
 {
-	char why[1024];
-
 	if (h->held || h->form)
 		h->has_tag = ckpt_torch_index_image_hash(img, imglen, &h->tag);
-	if (!h->held)
-		return;
-	if (ckpt_index_cache_stage(&h->c, h->hex, img, imglen, &h->staged,
-				   why, sizeof(why))) {
-		add_warning(warning, "index cache: %s (not cached)", why);
-		drop_held(h);
-	}
 }
 
 /*
@@ -511,6 +517,66 @@ static void store_held(struct cache_hold *h, struct ckpt_store *s,
 		parsed_store(&h->c, h->hex, h->tag, m, warning);
 	ckpt_index_cache_close(&h->c);
 	h->held = false;
+}
+
+/*
+ * The lazy image of ic (stamped) built under c's lock on hex, and staged
+ * in the cache as the index gives it, in pieces: neither the image nor a
+ * joined copy of it is held in memory beside what the parse builds.
+ * *img is the staged file mapped (hold->map: its pages are the page
+ * cache's, and the parse gives back those it has read), held by *hold
+ * (c's now) until store_held().  Should staging fail, a warning, the
+ * lock dropped and the image joined into *img in memory: not stored;
+ * should mapping fail, joined in memory but still stored.  Returns 0, or
+ * -errno with err when the index fails (the lock dropped, c closed).
+ */
+static int build_staged(struct ckpt_store *s,
+			const struct ckpt_index_check *ic,
+			struct ckpt_index_cache *c, const char *hex,
+			bool spend, struct cache_hold *hold, uint8_t **img,
+			size_t *imglen, char **warning, char *err,
+			size_t errlen)
+{
+	struct ckpt_torch_pieces pc;
+	char why[1024];
+	int rc;
+
+	/* The stamp opens every data file: on an object store, through
+	 * one listing of the root rather than a HEAD each. */
+	ckpt_store_list_ahead(s, UINT32_MAX);
+	rc = ckpt_torch_index_pieces(s, ic->meta_path, (uint8_t *)ic->pkl,
+				     ic->pkl_len, spend, &pc, err, errlen);
+	if (rc) {
+		ckpt_index_cache_drop_lock(c, hex);
+		ckpt_index_cache_close(c);
+		return rc;
+	}
+	hold->c = *c;	/* closed by store_held() */
+	memcpy(hold->hex, hex, sizeof(hold->hex));
+	hold->held = true;
+	if (ckpt_index_cache_stage(c, hex, pc.iov, pc.n, &hold->staged, why,
+				   sizeof(why))) {
+		add_warning(warning, "index cache: %s (not cached)", why);
+		drop_held(hold);
+	} else if (!ckpt_index_cache_map_staged(c, &hold->staged, pc.len,
+						&hold->map, why,
+						sizeof(why))) {
+		hold->maplen = *imglen = pc.len;
+		*img = (uint8_t *)hold->map;
+		ckpt_torch_pieces_free(&pc);
+		return 0;
+	} else {
+		add_warning(warning, "index cache: %s (parsed from memory)",
+			    why);
+	}
+	if (ckpt_torch_pieces_join(&pc, img, imglen)) {
+		if (hold->held) {
+			ckpt_index_cache_unstage(&hold->c, &hold->staged);
+			drop_held(hold);
+		}
+		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+	}
+	return 0;
 }
 
 /*
@@ -576,14 +642,11 @@ lock:
 	if (!cache_hit(&c, hex, ic, img, imglen, parsed, warning))
 		goto out_hit;
 	*origin = CKPT_ORIGIN_TORCH;
+	if (lazy)
+		return build_staged(s, ic, &c, hex, spend, hold, img, imglen,
+				    warning, err, errlen);
 	rc = build_image(s, ic->meta_path, ic->pkl, ic->pkl_len, lazy, true,
 			 spend, img, imglen, err, errlen);
-	if (!rc && lazy) {
-		hold->c = c;	/* closed by store_held() */
-		memcpy(hold->hex, hex, sizeof(hex));
-		hold->held = true;
-		return 0;
-	}
 	if (rc) {
 		ckpt_index_cache_drop_lock(&c, hex);
 	} else if (ckpt_index_cache_write(&c, hex, *img, *imglen, why,
@@ -752,11 +815,12 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 		*pklp = NULL;
 	}
 	*variants = ckpt_torch_index_variants(img, imglen);
-	stage_held(&hold, img, imglen, warning);
+	note_tag(&hold, img, imglen);
 	/* Its pages go back as it is parsed: the image, built or read
-	 * whole, and the checkpoint are not held whole at once. */
+	 * whole (or mapped from where it is staged), and the checkpoint are
+	 * not held whole at once. */
 	rc = ckpt_meta_parse_spend(img, imglen, meta_path, m, err, errlen);
-	free(img);
+	release_image(&hold, img);
 	store_held(&hold, s, rc ? NULL : *m, warning);
 	if (!rc && *pklp && !keep) {
 		free(*pklp);	/* a cached image parsed: not needed again */

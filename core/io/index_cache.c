@@ -775,7 +775,7 @@ static int make_temp(const struct ckpt_index_cache *c, const char *hex,
 		for (i = (unsigned)strlen(tmp); i + 1 < tmplen && r; r /= 36)
 			tmp[i++] = digits[r % 36];
 		tmp[i] = '\0';
-		fd = openat(c->dfd, tmp, O_WRONLY | O_CREAT | O_EXCL |
+		fd = openat(c->dfd, tmp, O_RDWR | O_CREAT | O_EXCL |
 			    O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0 || errno != EEXIST)
 			return fd;
@@ -870,13 +870,31 @@ static int rename_staged(const struct ckpt_index_cache *c,
 }
 
 int ckpt_index_cache_stage(const struct ckpt_index_cache *c,
-			   const char *hex, const uint8_t *img, size_t len,
+			   const char *hex, const struct iovec *iov, int n,
 			   struct ckpt_index_staged *sg, char *err,
 			   size_t errlen)
 {
-	struct iovec iov = { (void *)img, len };
+	return stage_iov(c, hex, IMG_SUFFIX, iov, n, true, sg, err, errlen);
+}
 
-	return stage_iov(c, hex, IMG_SUFFIX, &iov, 1, true, sg, err, errlen);
+int ckpt_index_cache_map_staged(const struct ckpt_index_cache *c,
+				const struct ckpt_index_staged *sg, size_t len,
+				const uint8_t **map, char *err, size_t errlen)
+{
+	void *p;
+
+	*map = NULL;
+	if (sg->fd < 0 || !len)
+		return ckpt_errf(err, errlen, -EINVAL,
+				 "index cache %s: nothing staged to map",
+				 c->dir);
+	p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, sg->fd, 0);
+	if (p == MAP_FAILED)
+		return ckpt_errf(err, errlen, -errno,
+				 "%s/%s: cannot map: %s", c->dir, sg->tmp,
+				 strerror(errno));
+	*map = p;
+	return 0;
 }
 
 int ckpt_index_cache_commit(const struct ckpt_index_cache *c,
@@ -904,10 +922,11 @@ int ckpt_index_cache_write(const struct ckpt_index_cache *c, const char *hex,
 			   const uint8_t *img, size_t len, char *err,
 			   size_t errlen)
 {
+	struct iovec iov = { (void *)img, len };
 	struct ckpt_index_staged sg;
 	int rc;
 
-	rc = ckpt_index_cache_stage(c, hex, img, len, &sg, err, errlen);
+	rc = ckpt_index_cache_stage(c, hex, &iov, 1, &sg, err, errlen);
 	return rc ? rc : ckpt_index_cache_commit(c, &sg, err, errlen);
 }
 

@@ -159,11 +159,15 @@ int ckpt_index_cache_write(const struct ckpt_index_cache *c, const char *hex,
 
 /*
  * ckpt_index_cache_write() in two steps, for a caller that must free or
- * spend img before it knows whether to store it: stage writes img to a
- * new temp file and fsyncs it (0, or -errno with err and nothing left);
- * then exactly one of commit (renames it over hex's image and prunes, as
- * the write does; on failure -errno with err, and the temp file removed)
- * or unstage (removes it) ends *sg.
+ * spend the image before it knows whether to store it: stage writes the
+ * image, iov[0..n) one after another (n at most 32), to a new temp file
+ * and fsyncs it (0, or -errno with err and nothing left); then exactly
+ * one of commit (renames it over hex's image and prunes, as the write
+ * does; on failure -errno with err, and the temp file removed) or
+ * unstage (removes it) ends *sg.  Meanwhile map_staged maps the staged
+ * image read-only and private (*map, the caller's: munmap(*map, len)),
+ * so it can be read without a copy in memory; 0, or -errno with err.
+ * The mapping outlives the end of *sg.
  */
 struct ckpt_index_staged {
 	int fd;			/* the temp file, -1 once ended */
@@ -172,9 +176,12 @@ struct ckpt_index_staged {
 };
 
 int ckpt_index_cache_stage(const struct ckpt_index_cache *c,
-			   const char *hex, const uint8_t *img, size_t len,
+			   const char *hex, const struct iovec *iov, int n,
 			   struct ckpt_index_staged *sg, char *err,
 			   size_t errlen);
+int ckpt_index_cache_map_staged(const struct ckpt_index_cache *c,
+				const struct ckpt_index_staged *sg, size_t len,
+				const uint8_t **map, char *err, size_t errlen);
 int ckpt_index_cache_commit(const struct ckpt_index_cache *c,
 			    struct ckpt_index_staged *sg, char *err,
 			    size_t errlen);

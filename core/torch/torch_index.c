@@ -1574,6 +1574,87 @@ static void put_side_records(struct tctx *t, struct ckpt_mpout *w)
 	}
 }
 
+/* The hash of the image in parts[0, n) from body_at of the first on
+ * (the stamp's "image_xxh3"), written into the first at hash_at. */
+static int hash_parts(struct ckpt_mpout *const *parts, size_t n,
+		      size_t hash_at, size_t body_at)
+{
+	XXH3_state_t *st = XXH3_createState();
+	size_t k;
+
+	if (!st)
+		return -ENOMEM;
+	for (k = 0; k < n; k++)
+		if (parts[k]->failed)
+			goto out_nomem;
+	(void)XXH3_64bits_reset(st);
+	(void)XXH3_64bits_update(st, parts[0]->sb.data + body_at,
+				 parts[0]->sb.size - body_at);
+	for (k = 1; k < n; k++)
+		if (parts[k]->sb.size)
+			(void)XXH3_64bits_update(st, parts[k]->sb.data,
+						 parts[k]->sb.size);
+	put_be64((uint8_t *)parts[0]->sb.data + hash_at,
+		 XXH3_64bits_digest(st));
+	XXH3_freeState(st);
+	return 0;
+out_nomem:
+	XXH3_freeState(st);
+	return -ENOMEM;
+}
+
+/* parts[0, n) as *pc's pieces, each taken from its part (the empty ones
+ * left out). */
+static void take_pieces(struct ckpt_mpout *const *parts, size_t n,
+			struct ckpt_torch_pieces *pc)
+{
+	size_t k;
+
+	memset(pc, 0, sizeof(*pc));
+	for (k = 0; k < n; k++) {
+		if (parts[k]->sb.size) {
+			pc->iov[pc->n].iov_base = parts[k]->sb.data;
+			pc->iov[pc->n].iov_len = parts[k]->sb.size;
+			pc->len += parts[k]->sb.size;
+			pc->n++;
+			parts[k]->sb.data = NULL;	/* pc's now */
+		}
+		ckpt_mpout_destroy(parts[k]);
+		ckpt_mpout_init(parts[k]);
+	}
+}
+
+void ckpt_torch_pieces_free(struct ckpt_torch_pieces *pc)
+{
+	int k;
+
+	for (k = 0; k < pc->n; k++)
+		free(pc->iov[k].iov_base);
+	memset(pc, 0, sizeof(*pc));
+}
+
+int ckpt_torch_pieces_join(struct ckpt_torch_pieces *pc, uint8_t **img,
+			   size_t *imglen)
+{
+	size_t at = 0;
+	int k;
+
+	*img = malloc(pc->len ? pc->len : 1);
+	if (!*img) {
+		ckpt_torch_pieces_free(pc);
+		return -ENOMEM;
+	}
+	for (k = 0; k < pc->n; k++) {
+		memcpy(*img + at, pc->iov[k].iov_base, pc->iov[k].iov_len);
+		at += pc->iov[k].iov_len;
+		free(pc->iov[k].iov_base);
+		pc->iov[k].iov_base = NULL;
+	}
+	*imglen = pc->len;
+	memset(pc, 0, sizeof(*pc));
+	return 0;
+}
+
 /*
  * parts[0, n) one after another into *img (caller frees).  The last part
  * (the records: most of the image) is grown in place to the whole and
@@ -1616,8 +1697,8 @@ static int index_image(struct ckpt_store *s, const char *name,
 		       const uint8_t *pkl, size_t len, bool lazy, bool spend,
 		       const struct ckpt_meta *const *known,
 		       uint32_t **known_guard, size_t nknown,
-		       uint8_t **img, size_t *imglen, char *err,
-		       size_t errlen)
+		       struct ckpt_torch_pieces *pieces, uint8_t **img,
+		       size_t *imglen, char *err, size_t errlen)
 {
 	struct tctx t = { .dir = s ? ckpt_store_root(s) : ".", .name = name,
 			  .store = s, .err = err, .errlen = errlen,
@@ -1634,8 +1715,10 @@ static int index_image(struct ckpt_store *s, const char *name,
 	bool has_pd;
 	int rc;
 
-	*img = NULL;
-	*imglen = 0;
+	if (pieces)
+		memset(pieces, 0, sizeof(*pieces));
+	else
+		*img = NULL, *imglen = 0;
 	ckpt_mpout_init(&t.w);
 	ckpt_mpout_init(&t.wk);
 	ckpt_mpout_init(&t.wp);
@@ -1717,13 +1800,15 @@ static int index_image(struct ckpt_store *s, const char *name,
 	ckpt_pack_cstr(&hs.pk, "storage_data");
 	msgpack_pack_array(&hs.pk, t.nrec + t.nside);
 	put_side_records(&t, &hs);
-	rc = join_parts(parts, sizeof(parts) / sizeof(parts[0]), img, imglen);
-	if (rc) {
+	rc = hash_parts(parts, sizeof(parts) / sizeof(parts[0]), hash_at,
+			body_at);
+	if (!rc && pieces)
+		take_pieces(parts, sizeof(parts) / sizeof(parts[0]), pieces);
+	else if (!rc)
+		rc = join_parts(parts, sizeof(parts) / sizeof(parts[0]), img,
+				imglen);
+	if (rc)
 		ckpt_errf(err, errlen, rc, "%s: out of memory", name);
-	} else {
-		put_be64(*img + hash_at, XXH3_64bits(*img + body_at,
-						     *imglen - body_at));
-	}
 out_tab:
 	ckpt_strtab_destroy(&t.by_fqn);
 out_parts:
@@ -1750,7 +1835,7 @@ int ckpt_torch_index(struct ckpt_store *s, const char *name,
 		     size_t *imglen, char *err, size_t errlen)
 {
 	return index_image(s, name, pkl, len, false, false, NULL, NULL, 0,
-			   img, imglen, err, errlen);
+			   NULL, img, imglen, err, errlen);
 }
 
 int ckpt_torch_index_lazy(struct ckpt_store *s, const char *name,
@@ -1758,7 +1843,7 @@ int ckpt_torch_index_lazy(struct ckpt_store *s, const char *name,
 			  size_t *imglen, char *err, size_t errlen)
 {
 	return index_image(s, name, pkl, len, true, false, NULL, NULL, 0,
-			   img, imglen, err, errlen);
+			   NULL, img, imglen, err, errlen);
 }
 
 int ckpt_torch_index_spend(struct ckpt_store *s, const char *name,
@@ -1771,7 +1856,19 @@ int ckpt_torch_index_spend(struct ckpt_store *s, const char *name,
 
 	return index_image(s, name, pkl, len, true, true,
 			   stamped ? none : NULL, stamped ? no_guards : NULL,
-			   0, img, imglen, err, errlen);
+			   0, NULL, img, imglen, err, errlen);
+}
+
+int ckpt_torch_index_pieces(struct ckpt_store *s, const char *name,
+			    uint8_t *pkl, size_t len, bool spend,
+			    struct ckpt_torch_pieces *pieces, char *err,
+			    size_t errlen)
+{
+	static const struct ckpt_meta *const none[1] = { NULL };
+	uint32_t *no_guards[1] = { NULL };
+
+	return index_image(s, name, pkl, len, true, spend, none, no_guards,
+			   0, pieces, NULL, NULL, err, errlen);
 }
 
 int ckpt_torch_index_merged(struct ckpt_store *s, const char *name,
@@ -1804,7 +1901,7 @@ int ckpt_torch_index_merged(struct ckpt_store *s, const char *name,
 				gmap[k][km->guards[g].chunk] = g;
 	}
 	rc = index_image(s, name, pkl, len, true, false, known, gmap, nknown,
-			 img, imglen, err, errlen);
+			 NULL, img, imglen, err, errlen);
 out_free:
 	for (k = 0; k < nknown; k++)
 		free(gmap[k]);

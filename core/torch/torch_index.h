@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 /* True when a .metadata image is a pickle (protocol 2-5), not msgpack. */
 bool ckpt_torch_is_pickle(const uint8_t *buf, size_t len);
@@ -67,6 +68,36 @@ int ckpt_torch_index_spend(struct ckpt_store *s, const char *name,
 			   uint8_t *pkl, size_t len, bool stamped,
 			   uint8_t **img, size_t *imglen, char *err,
 			   size_t errlen);
+
+/*
+ * An image as the index wrote it, in pieces: iov[0, n) one after another
+ * are its len bytes, each iov_base malloc()'d and the holder's.  So the
+ * image is written where it goes (the node-local index cache's temp
+ * file: ckpt_index_cache_stage()) without being joined in memory first.
+ */
+#define CKPT_TORCH_PIECES 6
+struct ckpt_torch_pieces {
+	struct iovec iov[CKPT_TORCH_PIECES];
+	int n;
+	size_t len;
+};
+
+/*
+ * ckpt_torch_index_merged() with nothing known (the lazy image with the
+ * stamp, for the node-local index cache), into *pieces (the caller's:
+ * ckpt_torch_pieces_free()).  spend: as ckpt_torch_index_spend(), pkl's
+ * pages are given back as it streams by (then its bytes are undefined
+ * and the caller may only free it); else pkl is only read.
+ */
+int ckpt_torch_index_pieces(struct ckpt_store *s, const char *name,
+			    uint8_t *pkl, size_t len, bool spend,
+			    struct ckpt_torch_pieces *pieces, char *err,
+			    size_t errlen);
+/* pc joined into *img (the caller's) and *imglen; 0, or -ENOMEM.  pc is
+ * freed (and emptied) either way. */
+int ckpt_torch_pieces_join(struct ckpt_torch_pieces *pc, uint8_t **img,
+			   size_t *imglen);
+void ckpt_torch_pieces_free(struct ckpt_torch_pieces *pc);
 
 struct ckpt_meta;
 struct ckpt_fetched;

@@ -219,6 +219,53 @@ static void test_parsed_form_files(void)
 	ckpt_index_cache_close(&c);
 }
 
+/* An image staged from pieces is mapped read-only from its temp file,
+ * which holds them one after another; the mapping outlives the commit
+ * (and an unstage), and the committed image is those bytes. */
+static void test_staged_map(void)
+{
+	static char a[] = "staged ", b[] = "in ", e[] = "pieces";
+	struct iovec iov[3] = { { a, 7 }, { b, 3 }, { e, 6 } };
+	struct ckpt_index_staged sg;
+	struct ckpt_index_cache c;
+	char d[256], err[512], hex[CKPT_INDEX_CACHE_KEY_HEX];
+	const uint8_t *map, *map2;
+	uint8_t *buf;
+	size_t len;
+
+	sub(d, sizeof(d), "staged");
+	ckpt_index_cache_key("/s", "1", hex);
+	CHECK(ckpt_index_cache_open(d, &c, err, sizeof(err)) == 0);
+	CHECK(ckpt_index_cache_lock(&c, hex, err, sizeof(err)) == 0);
+	CHECK(ckpt_index_cache_stage(&c, hex, iov, 3, &sg, err,
+				     sizeof(err)) == 0);
+	CHECK(ckpt_index_cache_map_staged(&c, &sg, 16, &map, err,
+					  sizeof(err)) == 0);
+	CHECK(!memcmp(map, "staged in pieces", 16));
+	CHECK(ckpt_index_cache_map_staged(&c, &sg, 16, &map2, err,
+					  sizeof(err)) == 0);
+	CHECK(ckpt_index_cache_commit(&c, &sg, err, sizeof(err)) == 0);
+	CHECK(!memcmp(map, "staged in pieces", 16));
+	CHECK(ckpt_index_cache_map_staged(&c, &sg, 16, &map, err,
+					  sizeof(err)) == -EINVAL);
+	CHECK(map == NULL && strstr(err, "nothing staged") != NULL);
+	CHECK(ckpt_index_cache_read(&c, hex, 64, &buf, &len, err,
+				    sizeof(err)) == 0);
+	CHECK(len == 16 && !memcmp(buf, "staged in pieces", 16));
+	free(buf);
+	munmap((void *)map2, 16);
+	/* unstaged: the mapping still reads the bytes staged */
+	CHECK(ckpt_index_cache_stage(&c, hex, iov + 1, 2, &sg, err,
+				     sizeof(err)) == 0);
+	CHECK(ckpt_index_cache_map_staged(&c, &sg, 9, &map, err,
+					  sizeof(err)) == 0);
+	ckpt_index_cache_unstage(&c, &sg);
+	CHECK(!memcmp(map, "in pieces", 9));
+	munmap((void *)map, 9);
+	ckpt_index_cache_unlock(&c);
+	ckpt_index_cache_close(&c);
+}
+
 /* Everything a write makes is in the directory opened, never where its
  * path leads now: here the directory was renamed and its name taken by a
  * symlink to a place of another user's choosing (as a user may do in a
@@ -455,6 +502,7 @@ int main(void)
 	TEST(test_symlink_in_the_middle);
 	TEST(test_read_write_lock);
 	TEST(test_parsed_form_files);
+	TEST(test_staged_map);
 	TEST(test_fork_does_not_keep_the_lock);
 	TEST(test_write_stays_in_the_opened_dir);
 	TEST(test_bound);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "model/meta.h"
 #include "torch/torch_index.h"
@@ -180,11 +181,81 @@ static void test_spend_same(void)
 	CHECK(indexed >= 5);
 }
 
+/* Whether the stamp's image_xxh3 (a fixed-width 0xcf value) is the
+ * XXH3 of every byte after it, computed here on the image whole. */
+static bool hash_holds(const uint8_t *img, size_t len)
+{
+	const uint8_t *at = memmem(img, len, "image_xxh3", 10);
+	uint64_t want;
+	size_t body;
+
+	if (!at || !ckpt_torch_index_image_hash(img, len, &want))
+		return false;
+	body = (size_t)(at - img) + 10 + 9;
+	return at[10] == 0xcf && body <= len &&
+	       XXH3_64bits(img + body, len - body) == want;
+}
+
+/*
+ * The image an open stages in the node-local index cache, in pieces
+ * (ckpt_torch_index_pieces(), spent or not), is byte for byte the one
+ * ckpt_torch_index_merged() builds with nothing located: the same
+ * stamp, the same hash of what follows it.
+ */
+static void test_pieces_same(void)
+{
+	static const char *const names[] = {
+		"metadata", "proto2_meta", "stream_decoy_in_planner_data",
+		"stream_decoy_late", "stream_saveplan_planner_data",
+		"stream_scalar",
+	};
+	static const struct ckpt_meta *const none[1] = { NULL };
+	size_t i, n, len, plen;
+	unsigned indexed = 0;
+	int spend;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		for (spend = 0; spend < 2; spend++) {
+			struct ckpt_torch_pieces pc;
+			uint8_t *pkl, *img = NULL, *pimg = NULL;
+			char err[512] = "";
+			int rc;
+
+			n = read_case(names[i], &pkl);
+			if (!n)
+				continue;
+			rc = ckpt_torch_index_merged(NULL, ".metadata", pkl, n,
+						     none, 0, &img, &len, err,
+						     sizeof(err));
+			CHECK(rc == 0);
+			if (rc) {
+				free(pkl);
+				continue;
+			}
+			CHECK(ckpt_torch_index_pieces(NULL, ".metadata", pkl,
+						      n, spend, &pc, err,
+						      sizeof(err)) == 0);
+			free(pkl);
+			CHECK(pc.n > 1 && pc.n <= CKPT_TORCH_PIECES &&
+			      pc.len == len);
+			CHECK(ckpt_torch_pieces_join(&pc, &pimg, &plen) == 0);
+			CHECK(pc.n == 0 && plen == len &&
+			      !memcmp(img, pimg, len));
+			CHECK(hash_holds(pimg, plen));
+			indexed++;
+			free(img);
+			free(pimg);
+		}
+	}
+	CHECK(indexed == 12);
+}
+
 int main(void)
 {
 	TEST(test_decoy_in_planner_data);
 	TEST(test_saveplan_planner_data);
 	TEST(test_scalars_only);
 	TEST(test_spend_same);
+	TEST(test_pieces_same);
 	return TEST_REPORT();
 }
