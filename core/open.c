@@ -151,6 +151,15 @@ static bool locate_lazily(void)
 	return !(eager && eager[0] == '1');
 }
 
+/* An image to build when the pickle given back before a parsed form was
+ * taken could not be read again as it was (pickle_again()). */
+static int pickle_gone(const char *meta_path, char *err, size_t errlen)
+{
+	return ckpt_errf(err, errlen, -ESTALE,
+			 "%s: changed while it was being opened; open it again",
+			 meta_path);
+}
+
 /* The image of the torch checkpoint of s with pickle pkl (.metadata at
  * meta_path) as an open builds it now: lazy (ckpt_torch_index_lazy()),
  * or lazy with the stamp of its data files, so that it may be stored in
@@ -165,6 +174,8 @@ static int build_image(struct ckpt_store *s, const char *meta_path,
 {
 	const struct ckpt_meta *none[1] = { NULL };
 
+	if (!pkl)
+		return pickle_gone(meta_path, err, errlen);
 	if (!lazy)
 		return ckpt_torch_index(s, meta_path, pkl, len, img, imglen,
 					err, errlen);
@@ -343,18 +354,66 @@ static void drop_held(struct cache_hold *h)
 /* The most a parsed form may hold (it is about the size of its image). */
 #define PARSED_MAX_BYTES (2 * CKPT_META_MAX_BYTES)
 
+/* .metadata of s read again: the buffer (the caller's), or NULL when it
+ * cannot be read or is not len bytes of hash xxh3 any more. */
+static uint8_t *read_pickle_as(struct ckpt_store *s, size_t len,
+			       uint64_t xxh3)
+{
+	uint8_t *pkl = NULL;
+	size_t n = 0;
+	char why[256];
+
+	if (ckpt_store_read_file(s, ".metadata", CKPT_META_MAX_BYTES, &pkl,
+				 &n, NULL, why, sizeof(why)))
+		return NULL;
+	if (n != len || XXH3_64bits(pkl, n) != xxh3) {
+		free(pkl);	/* replaced since: not this open's */
+		return NULL;
+	}
+	return pkl;
+}
+
+/* Before a parsed form is loaded (it is about the size of the pickle):
+ * the pickle *drop, which ic checked the image's stamp against, given
+ * back (ic->pkl NULL then; its hash stays), when the open needs it no
+ * more (drop not NULL: torch_meta()). */
+static void give_pickle_back(struct ckpt_index_check *ic, uint8_t **drop)
+{
+	if (!drop || !*drop || !ic->has_pkl_xxh3)
+		return;
+	free(*drop);
+	*drop = NULL;
+	ic->pkl = NULL;
+}
+
+/* The pickle given back (give_pickle_back()) read again, as the open
+ * read it (ic->pkl_len bytes of hash ic->pkl_xxh3), into *drop and
+ * ic->pkl; left NULL if it is not that any more or cannot be read (an
+ * index to build then fails: pickle_gone()). */
+static void pickle_again(struct ckpt_index_check *ic, uint8_t **drop)
+{
+	if (!drop || *drop || !ic->has_pkl_xxh3)
+		return;
+	*drop = read_pickle_as(ic->store, ic->pkl_len, ic->pkl_xxh3);
+	ic->pkl = *drop;
+}
+
 /*
  * The checkpoint parsed from the cached image of key hex in c that hashes
  * to tag, taken back from its parsed form (model/meta_parsed.h) into
  * *parsed; left NULL when there is none that fits (a form of another
  * image or build is replaced once the image is parsed; one that fails
- * its checks also leaves a warning).
+ * its checks also leaves a warning).  A form of this build and image
+ * takes the pickle *drop's place in memory (give_pickle_back(); read
+ * again should it then fail its checks).
  */
 static void parsed_hit(const struct ckpt_index_cache *c, const char *hex,
-		       uint64_t tag, struct ckpt_meta **parsed,
+		       uint64_t tag, struct ckpt_index_check *ic,
+		       uint8_t **drop, struct ckpt_meta **parsed,
 		       char **warning)
 {
 	char why[1024], name[PATH_MAX];
+	bool fits = false;
 	uint8_t *buf;
 	size_t len;
 	int rc;
@@ -365,10 +424,15 @@ static void parsed_hit(const struct ckpt_index_cache *c, const char *hex,
 	if (rc == -ENOENT)
 		return;
 	if (!rc) {
+		fits = ckpt_meta_parsed_fits(buf, len, tag);
+		if (fits)
+			give_pickle_back(ic, drop);
 		snprintf(name, sizeof(name), "%s/%s.ckptfs-parsed", c->dir, hex);
 		rc = ckpt_meta_parsed_load(buf, len, tag, name, parsed, why,
 					   sizeof(why));
 	}
+	if (rc && fits)
+		pickle_again(ic, drop);
 	if (rc && rc != -ESTALE)
 		add_warning(warning, "index cache: %s (ignored, parsed again)",
 			    why);
@@ -388,8 +452,8 @@ static void parsed_hit(const struct ckpt_index_cache *c, const char *hex,
  * be read (no form that fits, a stamp beyond the head, or stale).
  */
 static int form_hit(const struct ckpt_index_cache *c, const char *hex,
-		    struct ckpt_index_check *ic, uint8_t **img,
-		    size_t *imglen, struct ckpt_meta **parsed,
+		    struct ckpt_index_check *ic, uint8_t **drop,
+		    uint8_t **img, size_t *imglen, struct ckpt_meta **parsed,
 		    char **warning)
 {
 	char why[1024];
@@ -410,7 +474,7 @@ static int form_hit(const struct ckpt_index_cache *c, const char *hex,
 	}
 	rc = check_cached(c, hex, ic, *img, *imglen, &tag, why, sizeof(why));
 	if (!rc) {
-		parsed_hit(c, hex, tag, parsed, warning);
+		parsed_hit(c, hex, tag, ic, drop, parsed, warning);
 		if (!*parsed)
 			rc = -ENOENT;
 	}
@@ -426,15 +490,16 @@ static int form_hit(const struct ckpt_index_cache *c, const char *hex,
 /*
  * A cached image of key hex in c that ic accepts: 0 with *parsed, the
  * checkpoint from its parsed form (form_hit()), or else *img, the whole
- * image; or -errno (-ENOENT: none), as image_hit().
+ * image; or -errno (-ENOENT: none), as image_hit().  drop (or NULL): the
+ * pickle to give back before the form is loaded (give_pickle_back()).
  */
 static int cache_hit(const struct ckpt_index_cache *c, const char *hex,
-		     struct ckpt_index_check *ic, uint8_t **img,
-		     size_t *imglen, struct ckpt_meta **parsed,
+		     struct ckpt_index_check *ic, uint8_t **drop,
+		     uint8_t **img, size_t *imglen, struct ckpt_meta **parsed,
 		     char **warning)
 {
 	*parsed = NULL;
-	if (!form_hit(c, hex, ic, img, imglen, parsed, warning))
+	if (!form_hit(c, hex, ic, drop, img, imglen, parsed, warning))
 		return 0;
 	return image_hit(c, hex, ic, img, imglen, warning);
 }
@@ -541,16 +606,17 @@ static int build_staged(struct ckpt_store *s,
 	char why[1024];
 	int rc;
 
+	if (!ic->pkl) {
+		rc = pickle_gone(ic->meta_path, err, errlen);
+		goto out_drop;
+	}
 	/* The stamp opens every data file: on an object store, through
 	 * one listing of the root rather than a HEAD each. */
 	ckpt_store_list_ahead(s, UINT32_MAX);
 	rc = ckpt_torch_index_pieces(s, ic->meta_path, (uint8_t *)ic->pkl,
 				     ic->pkl_len, spend, &pc, err, errlen);
-	if (rc) {
-		ckpt_index_cache_drop_lock(c, hex);
-		ckpt_index_cache_close(c);
-		return rc;
-	}
+	if (rc)
+		goto out_drop;
 	hold->c = *c;	/* closed by store_held() */
 	memcpy(hold->hex, hex, sizeof(hold->hex));
 	hold->held = true;
@@ -577,6 +643,10 @@ static int build_staged(struct ckpt_store *s,
 		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
 	}
 	return 0;
+out_drop:
+	ckpt_index_cache_drop_lock(c, hex);
+	ckpt_index_cache_close(c);
+	return rc;
 }
 
 /*
@@ -595,7 +665,7 @@ static int build_staged(struct ckpt_store *s,
  */
 static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 			const char *cdir, const char *mver, bool lazy,
-			bool spend, uint8_t **img,
+			bool spend, uint8_t **drop, uint8_t **img,
 			size_t *imglen, uint8_t *origin,
 			struct cache_hold *hold, struct ckpt_meta **parsed,
 			char **warning, char *err, size_t errlen)
@@ -612,7 +682,7 @@ static int cached_image(struct ckpt_store *s, struct ckpt_index_check *ic,
 		add_warning(warning, "%s", why);
 		goto out_index;
 	}
-	if (!cache_hit(&c, hex, ic, img, imglen, parsed, warning))
+	if (!cache_hit(&c, hex, ic, drop, img, imglen, parsed, warning))
 		goto out_hit;
 lock:
 	rc = ckpt_index_cache_lock(&c, hex, why, sizeof(why));
@@ -632,14 +702,15 @@ lock:
 	if (!again && ckpt_index_cache_has_image(&c, hex)) {
 		ckpt_index_cache_unlock(&c);
 		ignored = NULL;
-		rc = cache_hit(&c, hex, ic, img, imglen, parsed, &ignored);
+		rc = cache_hit(&c, hex, ic, drop, img, imglen, parsed,
+			       &ignored);
 		free(ignored);
 		if (!rc)
 			goto out_hit;
 		again = true;
 		goto lock;
 	}
-	if (!cache_hit(&c, hex, ic, img, imglen, parsed, warning))
+	if (!cache_hit(&c, hex, ic, drop, img, imglen, parsed, warning))
 		goto out_hit;
 	*origin = CKPT_ORIGIN_TORCH;
 	if (lazy)
@@ -691,14 +762,16 @@ out_index:
  */
 static int torch_image(struct ckpt_store *s, const char *meta_path,
 		       const struct ckpt_open_opts *o, const char *mver,
-		       const uint8_t *pkl, size_t len, bool spend, uint8_t **img,
+		       const uint8_t *pkl, size_t len, bool spend,
+		       uint8_t **drop, const uint64_t *xxh3, uint8_t **img,
 		       size_t *imglen, uint8_t *origin,
 		       struct cache_hold *hold, struct ckpt_meta **parsed,
 		       char **warning, char *err, size_t errlen)
 {
 	struct ckpt_index_check ic = {
 		.dir = ckpt_store_root(s), .meta_path = meta_path, .store = s,
-		.pkl = pkl, .pkl_len = len,
+		.pkl = pkl, .pkl_len = len, .pkl_xxh3 = xxh3 ? *xxh3 : 0,
+		.has_pkl_xxh3 = xxh3 != NULL,
 	};
 	bool lazy = locate_lazily();
 	char *ipath = NULL;
@@ -722,10 +795,10 @@ static int torch_image(struct ckpt_store *s, const char *meta_path,
 			ic.index_path = NULL;
 			if (o && o->index_cache)
 				return cached_image(s, &ic, o->index_cache,
-						    mver, lazy, spend, img,
-						    imglen, origin, hold,
-						    parsed, warning, err,
-						    errlen);
+						    mver, lazy, spend, drop,
+						    img, imglen, origin,
+						    hold, parsed, warning,
+						    err, errlen);
 			*origin = CKPT_ORIGIN_TORCH;
 			return build_image(s, meta_path, pkl, len, lazy, false,
 					   spend, img, imglen, err, errlen);
@@ -780,22 +853,24 @@ static bool keeps_pickle(struct ckpt_store *s, const struct ckpt_open_opts *o)
  */
 static int torch_meta(struct ckpt_store *s, const char *meta_path,
 		      const struct ckpt_open_opts *o, const char *mver,
-		      uint8_t **pklp, size_t len, struct ckpt_meta **m,
-		      uint8_t *origin, uint8_t *variants, char **warning,
-		      char *err, size_t errlen)
+		      uint8_t **pklp, size_t len, const uint64_t *xxh3,
+		      struct ckpt_meta **m, uint8_t *origin, uint8_t *variants,
+		      char **warning, char *err, size_t errlen)
 {
 	struct cache_hold hold = { .held = false };
 	struct ckpt_meta *parsed = NULL;
-	const uint8_t *pkl = *pklp;
+	const uint8_t *pkl;
 	bool keep = keeps_pickle(s, o);
 	uint8_t *img = NULL;
 	size_t imglen = 0;
 	int rc;
 
-	/* Not kept: its pages go back as the index streams it. */
-	rc = torch_image(s, meta_path, o, mver, pkl, len, !keep, &img,
-			 &imglen, origin, &hold, &parsed, warning, err,
-			 errlen);
+	/* Not kept: its pages go back as the index streams it, or before a
+	 * parsed form is loaded (read again should that not do). */
+	rc = torch_image(s, meta_path, o, mver, *pklp, len, !keep,
+			 keep || !xxh3 ? NULL : pklp, xxh3, &img, &imglen,
+			 origin, &hold, &parsed, warning, err, errlen);
+	pkl = *pklp;
 	if (rc)
 		return rc;
 	if (parsed) {	/* a cached image's parsed form */
@@ -930,19 +1005,15 @@ static void located_to_cache(struct ckpt_meta *m)
 				      why, sizeof(why)))
 		goto out_close;
 	if (!ic.pkl) {
-		size_t len = 0;
-
-		if (ckpt_store_read_file(m->store, ".metadata",
-					 CKPT_META_MAX_BYTES, &pkl, &len, NULL,
-					 why, sizeof(why)))
+		pkl = read_pickle_as(m->store, m->torch_pkl_len,
+				     m->torch_pkl_xxh3);
+		if (!pkl)
 			goto out_close;
-		if (len != m->torch_pkl_len ||
-		    XXH3_64bits(pkl, len) != m->torch_pkl_xxh3)
-			goto out_close;	/* replaced since: not this open's */
 		ic.pkl = pkl;
 	}
 	/* What the cached image located: from its parsed form, or parsed */
-	if (!cache_hit(&c, hex, &ic, &img, &imglen, &cached, &warning) &&
+	if (!cache_hit(&c, hex, &ic, NULL, &img, &imglen, &cached,
+		       &warning) &&
 	    !cached &&
 	    ckpt_meta_parse(img, imglen, m->meta_path, &cached, why,
 			    sizeof(why)))
@@ -1701,8 +1772,10 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 		uint64_t xxh3 = o && o->index_cache && !keeps_pickle(s, o) ?
 				XXH3_64bits(buf, len) : 0;
 
-		rc = torch_meta(s, path, o, mver, &buf, len, &m, &origin,
-				&variants, &warning, err, errlen);
+		rc = torch_meta(s, path, o, mver, &buf, len,
+				o && o->index_cache && !keeps_pickle(s, o) ?
+				&xxh3 : NULL, &m, &origin, &variants, &warning,
+				err, errlen);
 		if (!rc && m->lazy && o && o->index_cache)
 			keep_for_cache(m, o->index_cache, mver, &buf, len,
 				       xxh3);

@@ -610,6 +610,16 @@ static int place(struct loader *ld, const struct head *h, uint8_t *p,
 	return 0;
 }
 
+bool ckpt_meta_parsed_fits(const uint8_t *buf, size_t len, uint64_t tag)
+{
+	struct head h;
+
+	if (len < sizeof(h) || memcmp(buf, MAGIC, sizeof(h.magic)))
+		return false;
+	memcpy(&h, buf, sizeof(h));
+	return h.layout == layout_id() && h.tag == tag;
+}
+
 int ckpt_meta_parsed_load(uint8_t *buf, size_t len, uint64_t tag,
 			  const char *name, struct ckpt_meta **out, char *err,
 			  size_t errlen)

@@ -54,6 +54,11 @@ int ckpt_meta_parsed_load(uint8_t *buf, size_t len, uint64_t tag,
 			  const char *name, struct ckpt_meta **out, char *err,
 			  size_t errlen);
 
+/* Whether buf[0..len) has the head of a parsed form made by this build
+ * with tag tag: what ckpt_meta_parsed_load() checks first, before it
+ * reads further (its bytes' hash and every bound still to come). */
+bool ckpt_meta_parsed_fits(const uint8_t *buf, size_t len, uint64_t tag);
+
 /* Stamp buf[0..len), a parsed form of any build, edited or not, as this
  * build's with tag tag and a hash of its bytes as they are: for tests and
  * the fuzz target, which check that ckpt_meta_parsed_load() refuses what

@@ -2236,7 +2236,8 @@ static int check_stamp(const struct ckpt_index_check *ic, const uint8_t *img,
 		return ckpt_errf(err, errlen, -ESTALE,
 				 "%s: not a ckptfs index of a torch checkpoint (no source stamp); run 'ckptfs index %s' again",
 				 ic->index_path, ic->dir);
-	want = XXH3_64bits(ic->pkl, ic->pkl_len);
+	want = ic->has_pkl_xxh3 ? ic->pkl_xxh3 :
+				  XXH3_64bits(ic->pkl, ic->pkl_len);
 	if (src.size != ic->pkl_len || src.hash != want)
 		return ckpt_errf(err, errlen, -ESTALE,
 				 "%s: index was not built from %s as it is now (it was built from %" PRIu64 " bytes with xxh3 %016" PRIx64 ", the file has %zu bytes with xxh3 %016" PRIx64 "); run 'ckptfs index %s' again",

@@ -141,8 +141,11 @@ struct ckpt_index_check {
 	const char *dir;	/* the checkpoint's root, for messages */
 	const char *meta_path;	/* its .metadata */
 	struct ckpt_store *store;	/* the checkpoint's store */
-	const uint8_t *pkl;	/* .metadata's bytes now */
+	const uint8_t *pkl;	/* .metadata's bytes now (NULL with
+				 * has_pkl_xxh3: given back already) */
 	size_t pkl_len;
+	uint64_t pkl_xxh3;	/* with has_pkl_xxh3: their XXH3, known */
+	bool has_pkl_xxh3;
 	bool strict;		/* the node-local index cache's image: each
 				 * file's "ident" (ckpt_store_file_info) must
 				 * match too, not only its size and version */

@@ -184,6 +184,26 @@ def test_a_damaged_parsed_form_is_ignored_with_a_warning(ckpt, tmp_path,
     assert r["origin"] == "torch-index-cache" and r["warnings"] == [], r
 
 
+def test_a_damaged_form_and_image_index_the_pickle_read_again(ckpt,
+                                                              tmp_path):
+    """A form of this image (its head fits) takes the pickle's place in
+    memory before it is checked; when it then fails, and the image too,
+    the pickle is read again to index it (the tensors are checked)."""
+    cache = str(tmp_path / "cache")
+    open_once(ckpt, cache)
+    form = os.path.join(cache, forms(cache)[0])
+    image = os.path.join(cache, images(cache)[0])
+    damage_file(form, "flip")
+    damage_file(image, "flip")
+    r = open_once(ckpt, cache)
+    assert r["origin"] == "torch", r
+    # (an open keeps its first warning: the form's)
+    assert len(r["warnings"]) == 1, r
+    assert form in r["warnings"][0] and "parsed again" in r["warnings"][0]
+    r = open_once(ckpt, cache)
+    assert r["origin"] == "torch-index-cache" and r["warnings"] == [], r
+
+
 def test_a_parsed_form_of_another_image_is_replaced(ckpt, tmp_path):
     """A form tagged for another image (the image rewritten since, as a
     close that stores what it located does) is not taken: the image is
