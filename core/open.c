@@ -156,7 +156,7 @@ static bool locate_lazily(void)
 static int pickle_gone(const char *meta_path, char *err, size_t errlen)
 {
 	return ckpt_errf(err, errlen, -ESTALE,
-			 "%s: changed while it was being opened; open it again",
+			 "%s: changed (or became unreadable) while it was being opened; open it again",
 			 meta_path);
 }
 
@@ -640,7 +640,8 @@ static int build_staged(struct ckpt_store *s,
 			ckpt_index_cache_unstage(&hold->c, &hold->staged);
 			drop_held(hold);
 		}
-		return ckpt_errf(err, errlen, -ENOMEM, "out of memory");
+		return ckpt_errf(err, errlen, -ENOMEM, "%s: out of memory",
+				 ic->meta_path);
 	}
 	return 0;
 out_drop:

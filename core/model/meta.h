@@ -379,8 +379,10 @@ int ckpt_meta_parse(const uint8_t *buf, size_t len, const char *name,
  * ckpt_meta_parse() of an image the caller is done with: its pages are
  * given back to the system as the parse passes them (ckpt_give_back()),
  * so the image and the checkpoint parsed from it are not held whole at
- * once.  buf must be malloc()'d memory of the caller's; afterwards its
- * bytes are undefined and the caller may only free it.
+ * once.  buf must be malloc()'d memory of the caller's, or a private
+ * mapping of a file (read-only will do: the parse never writes to buf);
+ * afterwards its bytes are undefined and the caller may only free or
+ * unmap it.
  */
 int ckpt_meta_parse_spend(uint8_t *buf, size_t len, const char *name,
 			  struct ckpt_meta **out, char *err, size_t errlen);

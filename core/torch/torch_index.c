@@ -1709,6 +1709,8 @@ static int index_image(struct ckpt_store *s, const char *name,
 	const struct pk_value *root, *st, *v[NROLES];
 	struct ckpt_mpout hp, hs;
 	struct ckpt_mpout *parts[] = { &t.w, &t.wk, &hp, &t.wp, &hs, &t.wr };
+	_Static_assert(sizeof(parts) / sizeof(parts[0]) == CKPT_TORCH_PIECES,
+		       "an image's pieces are its parts");
 	struct pk_arena *arena = NULL;
 	uint64_t pkl_xxh3 = XXH3_64bits(pkl, len);	/* before it is spent */
 	size_t hash_at, body_at, i;

@@ -180,6 +180,29 @@ teardown() { common_teardown; }
 	[[ "$output" == *"48 records"*"45 checked, 3 without a checksum, 0 mismatched"* ]]
 }
 
+@test "torch: through the node-local index cache (the image staged and mapped by the first open, the pickle given back for the parsed form by the next, read again when form and image are damaged) every view equals the one without a cache" {
+	"$CKPTFS" extract "$W4/per_rank" "$TMP/plain" --world 3 --rank 2
+	for step in first form damaged again; do
+		if [ $step = damaged ]; then
+			for f in "$TMP"/ic/*.ckptfs-parsed "$TMP"/ic/*.ckptfs-index; do
+				$PY -c 'import sys,os; f=open(sys.argv[1],"r+b"); n=os.fstat(f.fileno()).st_size; f.seek(n-40); b=f.read(1); f.seek(n-40); f.write(bytes([b[0]^0x55]))' "$f"
+			done
+		fi
+		run "$CKPTFS" info "$W4/per_rank" --index-cache "$TMP/ic"
+		echo "$step: $output"
+		[ "$status" -eq 0 ]
+		case $step in
+		first|damaged) [[ "$output" == *"records located as read"* ]] ;;
+		*) [[ "$output" == *"via this node's index cache"* ]] ;;
+		esac
+		[ $step = damaged ] || not grep -q "parsed again" <<<"$output"
+		[ $step != damaged ] || [[ "$output" == *".ckptfs-parsed: parsed form is corrupt"*"parsed again"* ]]
+		"$CKPTFS" extract "$W4/per_rank" "$TMP/$step" --world 3 --rank 2 --index-cache "$TMP/ic"
+		diff -r "$TMP/plain" "$TMP/$step"
+		ls "$TMP"/ic/*.ckptfs-parsed
+	done
+}
+
 @test "torch: plan of a lazily opened checkpoint locates the rank's records and lists the eager open's reads; a record it cannot locate fails plan, naming it" {
 	local w r
 	for w in 1 3 8; do
