@@ -825,12 +825,13 @@ static int write_temp(const struct ckpt_index_cache *c, int fd,
 	return 0;
 }
 
-/* iov[0..n) written to a new temp file of c, to be <hex><suffix>, and
- * with sync fsynced: 0 and *sg, or -errno with err and nothing left. */
+/* iov[0..n) written to a new temp file of c, to be <hex><suffix>, not
+ * fsynced (a cache file torn by a crash fails its own checks at the next
+ * open, which says so and writes it again): 0 and *sg, or -errno with
+ * err and nothing left. */
 static int stage_iov(const struct ckpt_index_cache *c, const char *hex,
 		     const char *suffix, const struct iovec *iov, int n,
-		     bool sync, struct ckpt_index_staged *sg, char *err,
-		     size_t errlen)
+		     struct ckpt_index_staged *sg, char *err, size_t errlen)
 {
 	int rc;
 
@@ -841,9 +842,6 @@ static int stage_iov(const struct ckpt_index_cache *c, const char *hex,
 				 "index cache %s: cannot create a file: %s",
 				 c->dir, strerror(errno));
 	rc = write_temp(c, sg->fd, sg->tmp, iov, n, err, errlen);
-	if (!rc && sync && fsync(sg->fd))
-		rc = ckpt_errf(err, errlen, -errno, "%s/%s: cannot fsync: %s",
-			       c->dir, sg->tmp, strerror(errno));
 	if (rc)
 		ckpt_index_cache_unstage(c, sg);
 	return rc;
@@ -874,7 +872,7 @@ int ckpt_index_cache_stage(const struct ckpt_index_cache *c,
 			   struct ckpt_index_staged *sg, char *err,
 			   size_t errlen)
 {
-	return stage_iov(c, hex, IMG_SUFFIX, iov, n, true, sg, err, errlen);
+	return stage_iov(c, hex, IMG_SUFFIX, iov, n, sg, err, errlen);
 }
 
 int ckpt_index_cache_map_staged(const struct ckpt_index_cache *c,
@@ -937,6 +935,6 @@ int ckpt_index_cache_write_parsed(const struct ckpt_index_cache *c,
 	struct ckpt_index_staged sg;
 	int rc;
 
-	rc = stage_iov(c, hex, PARSED_SUFFIX, iov, n, false, &sg, err, errlen);
+	rc = stage_iov(c, hex, PARSED_SUFFIX, iov, n, &sg, err, errlen);
 	return rc ? rc : rename_staged(c, &sg, err, errlen);
 }

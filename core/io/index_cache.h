@@ -147,9 +147,11 @@ void ckpt_index_cache_touch(const struct ckpt_index_cache *c,
 
 /*
  * Store img as hex's cached image: written to a new temp file made in
- * the directory opened (through c->dfd, never by path), fsynced and
- * renamed over <hex>.ckptfs-index, so a reader
- * sees the old file or the new one whole; then the oldest image files
+ * the directory opened (through c->dfd, never by path) and renamed over
+ * <hex>.ckptfs-index, so a reader sees the old file or the new one
+ * whole.  Not fsynced: one torn by a crash fails its stamp or its hash
+ * at the next open, which warns and writes it again (a cache is not
+ * worth a flush on the first open's way).  Then the oldest image files
  * (by mtime) beyond CKPT_INDEX_CACHE_MAX are removed with their locks.
  * Returns 0 or -errno with err (the cache is left as it was).
  */
@@ -161,7 +163,7 @@ int ckpt_index_cache_write(const struct ckpt_index_cache *c, const char *hex,
  * ckpt_index_cache_write() in two steps, for a caller that must free or
  * spend the image before it knows whether to store it: stage writes the
  * image, iov[0..n) one after another (n at most 32), to a new temp file
- * and fsyncs it (0, or -errno with err and nothing left); then exactly
+ * (0, or -errno with err and nothing left); then exactly
  * one of commit (renames it over hex's image and prunes, as the write
  * does; on failure -errno with err, and the temp file removed) or
  * unstage (removes it) ends *sg.  Meanwhile map_staged maps the staged

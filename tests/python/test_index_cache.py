@@ -93,6 +93,10 @@ def damage_file(f, damage):
             fh.write(bytes([b[0] ^ 0x55]))
         elif damage == "truncate":
             fh.truncate(size // 2)
+        elif damage == "empty":  # as a crash may leave an unsynced file
+            fh.truncate(0)
+        elif damage == "zeros":
+            fh.write(bytes(size))
         else:
             fh.seek(0)
             fh.write(b"\xde\xad\xbe\xef" * 64)
@@ -152,7 +156,8 @@ def test_a_stale_cache_entry_is_ignored_and_rebuilt(ckpt, tmp_path):
     assert r["origin"] == "torch-index-cache" and r["warnings"] == [], r
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage",
+                                    "empty", "zeros"])
 def test_a_damaged_cache_file_is_ignored_with_a_warning(ckpt, tmp_path,
                                                        damage):
     cache = str(tmp_path / "cache")
@@ -167,7 +172,8 @@ def test_a_damaged_cache_file_is_ignored_with_a_warning(ckpt, tmp_path,
     assert open_once(ckpt, cache)["origin"] == "torch-index-cache"
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage",
+                                    "empty", "zeros"])
 def test_a_damaged_parsed_form_is_ignored_with_a_warning(ckpt, tmp_path,
                                                         damage):
     """The image is parsed instead (the tensors are checked), and the
