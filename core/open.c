@@ -160,13 +160,22 @@ static int pickle_gone(const char *meta_path, char *err, size_t errlen)
 			 meta_path);
 }
 
+/* Before an image with the stamp of s's data files is built: the stamp
+ * opens every data file, on an object store through one listing of the
+ * root rather than a HEAD each. */
+static void list_for_stamp(struct ckpt_store *s)
+{
+	ckpt_store_list_ahead(s, UINT32_MAX);
+}
+
 /* The image of the torch checkpoint of s with pickle pkl (.metadata at
  * meta_path) as an open builds it now: lazy (ckpt_torch_index_lazy()),
  * or lazy with the stamp of its data files, so that it may be stored in
  * the node-local index cache (ckpt_torch_index_merged() of nothing
  * located), or eager (ckpt_torch_index()).  spend: pkl is torch_meta()'s
- * own *pklp, which it only frees afterwards, so a lazy index gives its
- * pages back as it goes (ckpt_torch_index_spend()). */
+ * own *pklp, which it only frees afterwards, so a lazy index without the
+ * stamp gives its pages back as it goes (ckpt_torch_index_spend(); the
+ * stamped one an open stores is built spent by build_staged()). */
 static int build_image(struct ckpt_store *s, const char *meta_path,
 		       const uint8_t *pkl, size_t len, bool lazy,
 		       bool stamped, bool spend, uint8_t **img, size_t *imglen,
@@ -179,19 +188,16 @@ static int build_image(struct ckpt_store *s, const char *meta_path,
 	if (!lazy)
 		return ckpt_torch_index(s, meta_path, pkl, len, img, imglen,
 					err, errlen);
-	/* The stamp opens every data file: on an object store, through
-	 * one listing of the root rather than a HEAD each. */
-	if (stamped)
-		ckpt_store_list_ahead(s, UINT32_MAX);
+	if (stamped) {
+		list_for_stamp(s);
+		return ckpt_torch_index_merged(s, meta_path, pkl, len, none, 0,
+					       img, imglen, err, errlen);
+	}
 	if (spend)
 		return ckpt_torch_index_spend(s, meta_path, (uint8_t *)pkl,
-					      len, stamped, img, imglen, err,
-					      errlen);
-	if (!stamped)
-		return ckpt_torch_index_lazy(s, meta_path, pkl, len, img,
-					     imglen, err, errlen);
-	return ckpt_torch_index_merged(s, meta_path, pkl, len, none, 0, img,
-				       imglen, err, errlen);
+					      len, img, imglen, err, errlen);
+	return ckpt_torch_index_lazy(s, meta_path, pkl, len, img, imglen, err,
+				     errlen);
 }
 
 /* A directory of safetensors files: see safetensors/st_index.h. */
@@ -324,22 +330,21 @@ struct cache_hold {
 	char hex[CKPT_INDEX_CACHE_KEY_HEX];
 	struct ckpt_index_staged staged;
 	const uint8_t *map;	/* the staged image mapped, or NULL */
-	size_t maplen;
 	uint64_t tag;		/* the hash of the image's records (its
 				 * stamp's): its parsed form's tag */
 	bool has_tag;
 };
 
-/* An image the open is done with: the staged one h mapped (it outlives
- * h's lock), or one in memory. */
-static void release_image(struct cache_hold *h, uint8_t *img)
+/* An image of len bytes the open is done with: the staged one h mapped
+ * (it outlives h's lock), or one in memory. */
+static void release_image(struct cache_hold *h, uint8_t *img, size_t len)
 {
 	if (!img || img != h->map) {
 		free(img);
 		return;
 	}
-	CKPT_UNPOISON((void *)h->map, h->maplen);	/* spent: poisoned */
-	munmap((void *)h->map, h->maplen);
+	CKPT_UNPOISON(img, len);	/* spent: poisoned */
+	munmap(img, len);
 	h->map = NULL;
 }
 
@@ -610,9 +615,7 @@ static int build_staged(struct ckpt_store *s,
 		rc = pickle_gone(ic->meta_path, err, errlen);
 		goto out_drop;
 	}
-	/* The stamp opens every data file: on an object store, through
-	 * one listing of the root rather than a HEAD each. */
-	ckpt_store_list_ahead(s, UINT32_MAX);
+	list_for_stamp(s);
 	rc = ckpt_torch_index_pieces(s, ic->meta_path, (uint8_t *)ic->pkl,
 				     ic->pkl_len, spend, &pc, err, errlen);
 	if (rc)
@@ -627,7 +630,7 @@ static int build_staged(struct ckpt_store *s,
 	} else if (!ckpt_index_cache_map_staged(c, &hold->staged, pc.len,
 						&hold->map, why,
 						sizeof(why))) {
-		hold->maplen = *imglen = pc.len;
+		*imglen = pc.len;
 		*img = (uint8_t *)hold->map;
 		ckpt_torch_pieces_free(&pc);
 		return 0;
@@ -896,7 +899,7 @@ static int torch_meta(struct ckpt_store *s, const char *meta_path,
 	 * whole (or mapped from where it is staged), and the checkpoint are
 	 * not held whole at once. */
 	rc = ckpt_meta_parse_spend(img, imglen, meta_path, m, err, errlen);
-	release_image(&hold, img);
+	release_image(&hold, img, imglen);
 	store_held(&hold, s, rc ? NULL : *m, warning);
 	if (!rc && *pklp && !keep) {
 		free(*pklp);	/* a cached image parsed: not needed again */
@@ -1011,6 +1014,8 @@ static void located_to_cache(struct ckpt_meta *m)
 		if (!pkl)
 			goto out_close;
 		ic.pkl = pkl;
+		ic.pkl_xxh3 = m->torch_pkl_xxh3;	/* just checked */
+		ic.has_pkl_xxh3 = true;
 	}
 	/* What the cached image located: from its parsed form, or parsed */
 	if (!cache_hit(&c, hex, &ic, NULL, &img, &imglen, &cached,
@@ -1770,13 +1775,12 @@ static int open_opts(const char *dir, const struct ckpt_open_opts *o,
 		goto out_path;
 	} else if (ckpt_torch_is_pickle(buf, len)) {
 		/* what a pickle read again at close must hash to */
-		uint64_t xxh3 = o && o->index_cache && !keeps_pickle(s, o) ?
-				XXH3_64bits(buf, len) : 0;
+		bool hashed = o && o->index_cache && !keeps_pickle(s, o);
+		uint64_t xxh3 = hashed ? XXH3_64bits(buf, len) : 0;
 
 		rc = torch_meta(s, path, o, mver, &buf, len,
-				o && o->index_cache && !keeps_pickle(s, o) ?
-				&xxh3 : NULL, &m, &origin, &variants, &warning,
-				err, errlen);
+				hashed ? &xxh3 : NULL, &m, &origin, &variants,
+				&warning, err, errlen);
 		if (!rc && m->lazy && o && o->index_cache)
 			keep_for_cache(m, o->index_cache, mver, &buf, len,
 				       xxh3);

@@ -1633,63 +1633,37 @@ void ckpt_torch_pieces_free(struct ckpt_torch_pieces *pc)
 	memset(pc, 0, sizeof(*pc));
 }
 
+/* The last piece (the records: most of the image) is grown in place to
+ * the whole and moved to its end, and the others copied in front of it,
+ * each freed as soon as it is copied: the image is never held twice. */
 int ckpt_torch_pieces_join(struct ckpt_torch_pieces *pc, uint8_t **img,
 			   size_t *imglen)
 {
-	size_t at = 0;
+	size_t at = 0, tail;
+	uint8_t *buf;
 	int k;
 
-	*img = malloc(pc->len ? pc->len : 1);
-	if (!*img) {
+	if (!pc->n) {
+		*img = malloc(1);
+		*imglen = 0;
+		return *img ? 0 : -ENOMEM;
+	}
+	tail = pc->iov[pc->n - 1].iov_len;
+	buf = realloc(pc->iov[pc->n - 1].iov_base, pc->len);
+	if (!buf) {
 		ckpt_torch_pieces_free(pc);
 		return -ENOMEM;
 	}
+	pc->n--;	/* the last is buf now */
+	memmove(buf + pc->len - tail, buf, tail);
 	for (k = 0; k < pc->n; k++) {
-		memcpy(*img + at, pc->iov[k].iov_base, pc->iov[k].iov_len);
+		memcpy(buf + at, pc->iov[k].iov_base, pc->iov[k].iov_len);
 		at += pc->iov[k].iov_len;
 		free(pc->iov[k].iov_base);
-		pc->iov[k].iov_base = NULL;
-	}
-	*imglen = pc->len;
-	memset(pc, 0, sizeof(*pc));
-	return 0;
-}
-
-/*
- * parts[0, n) one after another into *img (caller frees).  The last part
- * (the records: most of the image) is grown in place to the whole and
- * moved to its end, and the others copied in front of it, each emptied
- * as soon as it is copied: the image is never held twice.
- */
-static int join_parts(struct ckpt_mpout *const *parts, size_t n,
-		      uint8_t **img, size_t *imglen)
-{
-	struct ckpt_mpout *last = parts[n - 1];
-	size_t total = 0, at = 0, tail, k;
-	uint8_t *buf;
-
-	for (k = 0; k < n; k++) {
-		if (parts[k]->failed)
-			return -ENOMEM;
-		total += parts[k]->sb.size;
-	}
-	tail = last->sb.size;
-	buf = realloc(last->sb.data, total ? total : 1);
-	if (!buf)
-		return -ENOMEM;
-	last->sb.data = NULL;	/* buf owns it now */
-	ckpt_mpout_destroy(last);
-	ckpt_mpout_init(last);
-	memmove(buf + total - tail, buf, tail);
-	for (k = 0; k + 1 < n; k++) {
-		if (parts[k]->sb.size)
-			memcpy(buf + at, parts[k]->sb.data, parts[k]->sb.size);
-		at += parts[k]->sb.size;
-		ckpt_mpout_destroy(parts[k]);
-		ckpt_mpout_init(parts[k]);
 	}
 	*img = buf;
-	*imglen = total;
+	*imglen = pc->len;
+	memset(pc, 0, sizeof(*pc));
 	return 0;
 }
 
@@ -1709,6 +1683,7 @@ static int index_image(struct ckpt_store *s, const char *name,
 	const struct pk_value *root, *st, *v[NROLES];
 	struct ckpt_mpout hp, hs;
 	struct ckpt_mpout *parts[] = { &t.w, &t.wk, &hp, &t.wp, &hs, &t.wr };
+	struct ckpt_torch_pieces pc;
 	_Static_assert(sizeof(parts) / sizeof(parts[0]) == CKPT_TORCH_PIECES,
 		       "an image's pieces are its parts");
 	struct pk_arena *arena = NULL;
@@ -1804,11 +1779,13 @@ static int index_image(struct ckpt_store *s, const char *name,
 	put_side_records(&t, &hs);
 	rc = hash_parts(parts, sizeof(parts) / sizeof(parts[0]), hash_at,
 			body_at);
-	if (!rc && pieces)
-		take_pieces(parts, sizeof(parts) / sizeof(parts[0]), pieces);
-	else if (!rc)
-		rc = join_parts(parts, sizeof(parts) / sizeof(parts[0]), img,
-				imglen);
+	if (!rc) {
+		take_pieces(parts, sizeof(parts) / sizeof(parts[0]), &pc);
+		if (pieces)
+			*pieces = pc;
+		else
+			rc = ckpt_torch_pieces_join(&pc, img, imglen);
+	}
 	if (rc)
 		ckpt_errf(err, errlen, rc, "%s: out of memory", name);
 out_tab:
@@ -1849,16 +1826,11 @@ int ckpt_torch_index_lazy(struct ckpt_store *s, const char *name,
 }
 
 int ckpt_torch_index_spend(struct ckpt_store *s, const char *name,
-			   uint8_t *pkl, size_t len, bool stamped,
-			   uint8_t **img, size_t *imglen, char *err,
-			   size_t errlen)
+			   uint8_t *pkl, size_t len, uint8_t **img,
+			   size_t *imglen, char *err, size_t errlen)
 {
-	static const struct ckpt_meta *const none[1] = { NULL };
-	uint32_t *no_guards[1] = { NULL };
-
-	return index_image(s, name, pkl, len, true, true,
-			   stamped ? none : NULL, stamped ? no_guards : NULL,
-			   0, NULL, img, imglen, err, errlen);
+	return index_image(s, name, pkl, len, true, true, NULL, NULL, 0,
+			   NULL, img, imglen, err, errlen);
 }
 
 int ckpt_torch_index_pieces(struct ckpt_store *s, const char *name,

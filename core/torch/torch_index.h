@@ -57,17 +57,16 @@ int ckpt_torch_index_lazy(struct ckpt_store *s, const char *name,
 			  size_t *imglen, char *err, size_t errlen);
 
 /*
- * ckpt_torch_index_lazy() (stamped: ckpt_torch_index_merged() with
- * nothing known) for a caller done with pkl: the pickle's pages are given
+ * ckpt_torch_index_lazy() for a caller done with pkl (the stamped image:
+ * ckpt_torch_index_pieces() with spend): the pickle's pages are given
  * back to the system as it streams by (pk_stream.spend), so the pickle
  * and the image are not held whole at once.  pkl must be malloc()'d
  * memory of the caller's; afterwards its bytes are undefined and the
  * caller may only free it.
  */
 int ckpt_torch_index_spend(struct ckpt_store *s, const char *name,
-			   uint8_t *pkl, size_t len, bool stamped,
-			   uint8_t **img, size_t *imglen, char *err,
-			   size_t errlen);
+			   uint8_t *pkl, size_t len, uint8_t **img,
+			   size_t *imglen, char *err, size_t errlen);
 
 /*
  * An image as the index wrote it, in pieces: iov[0, n) one after another

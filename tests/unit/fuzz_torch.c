@@ -72,7 +72,7 @@ static void spend_agrees(const uint8_t *pkl, size_t n)
 	memcpy(copy, pkl, n);
 	rc = ckpt_torch_index_lazy(NULL, "fuzz/.metadata", pkl, n, &img,
 				   &len, err, sizeof(err));
-	src = ckpt_torch_index_spend(NULL, "fuzz/.metadata", copy, n, false,
+	src = ckpt_torch_index_spend(NULL, "fuzz/.metadata", copy, n,
 				     &simg, &slen, serr, sizeof(serr));
 	free(copy);
 	if (rc != src || (rc && strcmp(err, serr)) ||

@@ -162,7 +162,7 @@ static void test_spend_same(void)
 		if (index_case(names[i], &img, &len))
 			continue;
 		n = read_case(names[i], &pkl);
-		rc = ckpt_torch_index_spend(NULL, ".metadata", pkl, n, false,
+		rc = ckpt_torch_index_spend(NULL, ".metadata", pkl, n,
 					    &simg, &slen, err, sizeof(err));
 		free(pkl);
 		CHECK(rc == 0 && slen == len && !memcmp(img, simg, len));
