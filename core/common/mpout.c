@@ -1,15 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* Writing msgpack images with msgpack-c: see mpout.h. */
+/* Writing msgpack images with msgpack-c's encoding: see mpout.h. */
 #include "common/mpout.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int write_cb(void *data, const char *buf, size_t len)
+int ckpt_mpout_append_slow(struct ckpt_mpout *o, const void *buf,
+			   size_t len)
 {
-	struct ckpt_mpout *o = data;
-
 	if (o->failed || msgpack_sbuffer_write(&o->sb, buf, len)) {
 		o->failed = true;
 		return -1;
@@ -20,7 +19,6 @@ static int write_cb(void *data, const char *buf, size_t len)
 void ckpt_mpout_init(struct ckpt_mpout *o)
 {
 	msgpack_sbuffer_init(&o->sb);
-	msgpack_packer_init(&o->pk, o, write_cb);
 	o->failed = false;
 }
 
@@ -43,19 +41,19 @@ int ckpt_mpout_finish(struct ckpt_mpout *o, uint8_t **buf, size_t *len)
 	return 0;
 }
 
-void ckpt_pack_bool(msgpack_packer *pk, bool v)
+void ckpt_pack_bool(struct ckpt_mpout *o, bool v)
 {
 	if (v)
-		msgpack_pack_true(pk);
+		ckpt_mp_true(o);
 	else
-		msgpack_pack_false(pk);
+		ckpt_mp_false(o);
 }
 
-void ckpt_pack_dims(msgpack_packer *pk, const uint64_t *d, unsigned n)
+void ckpt_pack_dims(struct ckpt_mpout *o, const uint64_t *d, unsigned n)
 {
 	unsigned i;
 
-	msgpack_pack_array(pk, n);
+	ckpt_mp_array(o, n);
 	for (i = 0; i < n; i++)
-		msgpack_pack_uint64(pk, d[i]);
+		ckpt_mp_uint64(o, d[i]);
 }

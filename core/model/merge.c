@@ -20,7 +20,7 @@
 
 static void str(struct ckpt_mpout *o, const char *s, size_t len)
 {
-	msgpack_pack_str_with_body(&o->pk, s, len);
+	ckpt_mp_str_with_body(o, s, len);
 }
 
 /* A chunk of part p; order: where it was gathered, which settles ties. */
@@ -140,57 +140,57 @@ static void record(struct ckpt_mpout *o, const struct pick *p)
 		     c->has_xxh3 + (z ? 3 : 0) + pending + guarded;
 	unsigned t;
 
-	msgpack_pack_map(&o->pk, n);
-	ckpt_pack_cstr(&o->pk, "fqn");
+	ckpt_mp_map(o, n);
+	ckpt_pack_cstr(o, "fqn");
 	str(o, ckpt_entry_fqn(m, p->e), p->e->fqn_len);
-	ckpt_pack_cstr(&o->pk, "offsets");
+	ckpt_pack_cstr(o, "offsets");
 	if (p->e->kind == CKPT_KIND_BYTES)
-		msgpack_pack_nil(&o->pk);
+		ckpt_mp_nil(o);
 	else
-		ckpt_pack_dims(&o->pk, ckpt_chunk_offsets(m, c), p->e->ndim);
-	ckpt_pack_cstr(&o->pk, "relative_path");
-	ckpt_pack_cstr(&o->pk, m->strings + f->path);
-	ckpt_pack_cstr(&o->pk, "offset");
-	msgpack_pack_uint64(&o->pk, z ? z->off : c->foff);
-	ckpt_pack_cstr(&o->pk, "length");
-	msgpack_pack_uint64(&o->pk, z ? z->len : c->len);
+		ckpt_pack_dims(o, ckpt_chunk_offsets(m, c), p->e->ndim);
+	ckpt_pack_cstr(o, "relative_path");
+	ckpt_pack_cstr(o, m->strings + f->path);
+	ckpt_pack_cstr(o, "offset");
+	ckpt_mp_uint64(o, z ? z->off : c->foff);
+	ckpt_pack_cstr(o, "length");
+	ckpt_mp_uint64(o, z ? z->len : c->len);
 	if (z) {
-		ckpt_pack_cstr(&o->pk, "transforms");
-		msgpack_pack_array(&o->pk, z->ntransforms);
+		ckpt_pack_cstr(o, "transforms");
+		ckpt_mp_array(o, z->ntransforms);
 		for (t = 0; t < z->ntransforms; t++)
-			ckpt_pack_cstr(&o->pk,
+			ckpt_pack_cstr(o,
 				       ckpt_transform_name(z->transforms[t]));
-		ckpt_pack_cstr(&o->pk, "payload");
-		ckpt_pack_cstr(&o->pk, ckpt_payload_name(z->payload));
-		ckpt_pack_cstr(&o->pk, "size");
-		msgpack_pack_uint64(&o->pk, c->len);
+		ckpt_pack_cstr(o, "payload");
+		ckpt_pack_cstr(o, ckpt_payload_name(z->payload));
+		ckpt_pack_cstr(o, "size");
+		ckpt_mp_uint64(o, c->len);
 	}
 	if (c->strides_at != CKPT_NONE) {
-		ckpt_pack_cstr(&o->pk, "strides");
-		ckpt_pack_dims(&o->pk, ckpt_chunk_strides(m, c), p->e->ndim);
+		ckpt_pack_cstr(o, "strides");
+		ckpt_pack_dims(o, ckpt_chunk_strides(m, c), p->e->ndim);
 	}
 	if (c->has_crc32) {
-		ckpt_pack_cstr(&o->pk, "crc32");
-		msgpack_pack_uint32(&o->pk, c->crc32);
+		ckpt_pack_cstr(o, "crc32");
+		ckpt_mp_uint32(o, c->crc32);
 	}
 	if (c->has_xxh3) {
-		ckpt_pack_cstr(&o->pk, "xxh3");
-		msgpack_pack_uint64(&o->pk, c->xxh3);
+		ckpt_pack_cstr(o, "xxh3");
+		ckpt_mp_uint64(o, c->xxh3);
 	}
 	if (guarded) {	/* a part's index checked the header: kept */
 		const struct ckpt_guard *g = &m->guards[p->guard];
 
-		ckpt_pack_cstr(&o->pk, "zip_header");
-		msgpack_pack_array(&o->pk, 3);
-		msgpack_pack_uint64(&o->pk, g->off);
-		msgpack_pack_uint64(&o->pk, g->len);
-		msgpack_pack_uint64(&o->pk, g->xxh3);
+		ckpt_pack_cstr(o, "zip_header");
+		ckpt_mp_array(o, 3);
+		ckpt_mp_uint64(o, g->off);
+		ckpt_mp_uint64(o, g->len);
+		ckpt_mp_uint64(o, g->xxh3);
 	}
 	if (pending) {	/* a part opened lazily: located when read */
-		ckpt_pack_cstr(&o->pk, "archive");
-		msgpack_pack_array(&o->pk, 2);
-		msgpack_pack_uint64(&o->pk, m->lazy[ci].boff);
-		msgpack_pack_uint64(&o->pk, m->lazy[ci].blen);
+		ckpt_pack_cstr(o, "archive");
+		ckpt_mp_array(o, 2);
+		ckpt_mp_uint64(o, m->lazy[ci].boff);
+		ckpt_mp_uint64(o, m->lazy[ci].blen);
 	}
 }
 
@@ -281,13 +281,13 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 	at[0] = 0;
 	ckpt_mpout_init(&o);
 	packing = true;
-	msgpack_pack_map(&o.pk, npd ? 5 : 4);
-	ckpt_pack_cstr(&o.pk, "format");
-	ckpt_pack_cstr(&o.pk, CKPT_FORMAT_NAME);
-	ckpt_pack_cstr(&o.pk, "version");
-	msgpack_pack_uint64(&o.pk, CKPT_FORMAT_VERSION);
-	ckpt_pack_cstr(&o.pk, "state_dict_metadata");
-	msgpack_pack_map(&o.pk, nkeys);
+	ckpt_mp_map(&o, npd ? 5 : 4);
+	ckpt_pack_cstr(&o, "format");
+	ckpt_pack_cstr(&o, CKPT_FORMAT_NAME);
+	ckpt_pack_cstr(&o, "version");
+	ckpt_mp_uint64(&o, CKPT_FORMAT_VERSION);
+	ckpt_pack_cstr(&o, "state_dict_metadata");
+	ckpt_mp_map(&o, nkeys);
 	for (k = 0; k < nkeys; k++) {
 		const struct ckpt_meta *m0 = parts[keys[k].part];
 		const struct ckpt_entry *e0 = keys[k].e;
@@ -323,35 +323,35 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 		npicks = kept;
 		str(&o, fqn, e0->fqn_len);
 		if (e0->kind == CKPT_KIND_BYTES) {
-			msgpack_pack_map(&o.pk, 1);
-			ckpt_pack_cstr(&o.pk, "type");
-			ckpt_pack_cstr(&o.pk, "bytes");
+			ckpt_mp_map(&o, 1);
+			ckpt_pack_cstr(&o, "type");
+			ckpt_pack_cstr(&o, "bytes");
 			npicks = first + (npicks > first);	/* one record */
 			continue;
 		}
-		msgpack_pack_map(&o.pk, 5);
-		ckpt_pack_cstr(&o.pk, "type");
-		ckpt_pack_cstr(&o.pk, "tensor");
-		ckpt_pack_cstr(&o.pk, "dtype");
-		ckpt_pack_cstr(&o.pk, ckpt_dtype_name((enum ckpt_dtype)e0->dtype));
-		ckpt_pack_cstr(&o.pk, "requires_grad");
-		ckpt_pack_bool(&o.pk, e0->requires_grad);
-		ckpt_pack_cstr(&o.pk, "size");
-		ckpt_pack_dims(&o.pk, ckpt_entry_shape(m0, e0), e0->ndim);
-		ckpt_pack_cstr(&o.pk, "chunks");
-		msgpack_pack_array(&o.pk, npicks - first);
+		ckpt_mp_map(&o, 5);
+		ckpt_pack_cstr(&o, "type");
+		ckpt_pack_cstr(&o, "tensor");
+		ckpt_pack_cstr(&o, "dtype");
+		ckpt_pack_cstr(&o, ckpt_dtype_name((enum ckpt_dtype)e0->dtype));
+		ckpt_pack_cstr(&o, "requires_grad");
+		ckpt_pack_bool(&o, e0->requires_grad);
+		ckpt_pack_cstr(&o, "size");
+		ckpt_pack_dims(&o, ckpt_entry_shape(m0, e0), e0->ndim);
+		ckpt_pack_cstr(&o, "chunks");
+		ckpt_mp_array(&o, npicks - first);
 		for (j = first; j < npicks; j++) {
-			msgpack_pack_map(&o.pk, 2);
-			ckpt_pack_cstr(&o.pk, "offsets");
-			ckpt_pack_dims(&o.pk, ckpt_chunk_offsets(picks[j].m, picks[j].c), e0->ndim);
-			ckpt_pack_cstr(&o.pk, "sizes");
-			ckpt_pack_dims(&o.pk, ckpt_chunk_sizes(picks[j].m, picks[j].e, picks[j].c),
+			ckpt_mp_map(&o, 2);
+			ckpt_pack_cstr(&o, "offsets");
+			ckpt_pack_dims(&o, ckpt_chunk_offsets(picks[j].m, picks[j].c), e0->ndim);
+			ckpt_pack_cstr(&o, "sizes");
+			ckpt_pack_dims(&o, ckpt_chunk_sizes(picks[j].m, picks[j].e, picks[j].c),
 			     e0->ndim);
 		}
 	}
 	if (npd) {
-		ckpt_pack_cstr(&o.pk, "planner_data");
-		msgpack_pack_map(&o.pk, npd);
+		ckpt_pack_cstr(&o, "planner_data");
+		ckpt_mp_map(&o, npd);
 		for (k = 0; k < nkeys; k++) {
 			const struct ckpt_meta *m0 = parts[keys[k].part];
 			const struct ckpt_entry *e0 = keys[k].e;
@@ -359,7 +359,7 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 			if (!e0->ncomps)
 				continue;
 			str(&o, ckpt_entry_fqn(m0, e0), e0->fqn_len);
-			msgpack_pack_array(&o.pk, e0->ncomps);
+			ckpt_mp_array(&o, e0->ncomps);
 			for (j = 0; j < e0->ncomps; j++) {
 				const struct ckpt_comp *c =
 					&m0->comps[e0->comp_first + j];
@@ -368,8 +368,8 @@ int ckpt_meta_merge(struct ckpt_meta *const *parts, const char *const *names,
 			}
 		}
 	}
-	ckpt_pack_cstr(&o.pk, "storage_data");
-	msgpack_pack_array(&o.pk, npicks);
+	ckpt_pack_cstr(&o, "storage_data");
+	ckpt_mp_array(&o, npicks);
 	for (j = 0; j < npicks; j++)
 		record(&o, &picks[j]);
 	if (ckpt_mpout_finish(&o, img, len))

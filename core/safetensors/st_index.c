@@ -343,13 +343,13 @@ static int write_image(struct st *s, uint8_t **img, size_t *len)
 	if (rc)
 		return rc;
 	ckpt_mpout_init(&o);
-	msgpack_pack_map(&o.pk, 4);
-	ckpt_pack_cstr(&o.pk, "format");
-	ckpt_pack_cstr(&o.pk, CKPT_FORMAT_NAME);
-	ckpt_pack_cstr(&o.pk, "version");
-	msgpack_pack_uint64(&o.pk, CKPT_FORMAT_VERSION);
-	ckpt_pack_cstr(&o.pk, "state_dict_metadata");
-	msgpack_pack_map(&o.pk, nk);
+	ckpt_mp_map(&o, 4);
+	ckpt_pack_cstr(&o, "format");
+	ckpt_pack_cstr(&o, CKPT_FORMAT_NAME);
+	ckpt_pack_cstr(&o, "version");
+	ckpt_mp_uint64(&o, CKPT_FORMAT_VERSION);
+	ckpt_pack_cstr(&o, "state_dict_metadata");
+	ckpt_mp_map(&o, nk);
 	for (i = 0; i < nk; i++) {
 		const struct key_run *r = &keys[i];
 		const struct ckpt_st_tensor *t = &set->t[r->first];
@@ -357,45 +357,45 @@ static int write_image(struct st *s, uint8_t **img, size_t *len)
 		for (c = r->first, n = 0; c < r->first + r->n; c++)
 			n += !repeats(set, r, c);
 		nrec += n;
-		ckpt_pack_cstr(&o.pk, t->fqn);
-		msgpack_pack_map(&o.pk, 4);
-		ckpt_pack_cstr(&o.pk, "type");
-		ckpt_pack_cstr(&o.pk, "tensor");
-		ckpt_pack_cstr(&o.pk, "dtype");
-		ckpt_pack_cstr(&o.pk, ckpt_dtype_name((enum ckpt_dtype)t->dtype));
-		ckpt_pack_cstr(&o.pk, "size");
-		ckpt_pack_dims(&o.pk, r->shape, t->ndim);
-		ckpt_pack_cstr(&o.pk, "chunks");
-		msgpack_pack_array(&o.pk, n);
+		ckpt_pack_cstr(&o, t->fqn);
+		ckpt_mp_map(&o, 4);
+		ckpt_pack_cstr(&o, "type");
+		ckpt_pack_cstr(&o, "tensor");
+		ckpt_pack_cstr(&o, "dtype");
+		ckpt_pack_cstr(&o, ckpt_dtype_name((enum ckpt_dtype)t->dtype));
+		ckpt_pack_cstr(&o, "size");
+		ckpt_pack_dims(&o, r->shape, t->ndim);
+		ckpt_pack_cstr(&o, "chunks");
+		ckpt_mp_array(&o, n);
 		for (c = r->first; c < r->first + r->n; c++) {
 			if (repeats(set, r, c))
 				continue;
-			msgpack_pack_map(&o.pk, 2);
-			ckpt_pack_cstr(&o.pk, "offsets");
-			ckpt_pack_dims(&o.pk, set->t[c].saved, t->ndim);
-			ckpt_pack_cstr(&o.pk, "sizes");
-			ckpt_pack_dims(&o.pk, set->t[c].shape, t->ndim);
+			ckpt_mp_map(&o, 2);
+			ckpt_pack_cstr(&o, "offsets");
+			ckpt_pack_dims(&o, set->t[c].saved, t->ndim);
+			ckpt_pack_cstr(&o, "sizes");
+			ckpt_pack_dims(&o, set->t[c].shape, t->ndim);
 		}
 	}
-	ckpt_pack_cstr(&o.pk, "storage_data");
-	msgpack_pack_array(&o.pk, nrec);
+	ckpt_pack_cstr(&o, "storage_data");
+	ckpt_mp_array(&o, nrec);
 	for (i = 0; i < nk; i++) {
 		for (c = keys[i].first; c < keys[i].first + keys[i].n; c++) {
 			const struct ckpt_st_tensor *t = &set->t[c];
 
 			if (repeats(set, &keys[i], c))
 				continue;
-			msgpack_pack_map(&o.pk, 5);
-			ckpt_pack_cstr(&o.pk, "fqn");
-			ckpt_pack_cstr(&o.pk, t->fqn);
-			ckpt_pack_cstr(&o.pk, "offsets");
-			ckpt_pack_dims(&o.pk, t->saved, t->ndim);
-			ckpt_pack_cstr(&o.pk, "relative_path");
-			ckpt_pack_cstr(&o.pk, s->files[t->file]);
-			ckpt_pack_cstr(&o.pk, "offset");
-			msgpack_pack_uint64(&o.pk, t->foff);
-			ckpt_pack_cstr(&o.pk, "length");
-			msgpack_pack_uint64(&o.pk, t->len);
+			ckpt_mp_map(&o, 5);
+			ckpt_pack_cstr(&o, "fqn");
+			ckpt_pack_cstr(&o, t->fqn);
+			ckpt_pack_cstr(&o, "offsets");
+			ckpt_pack_dims(&o, t->saved, t->ndim);
+			ckpt_pack_cstr(&o, "relative_path");
+			ckpt_pack_cstr(&o, s->files[t->file]);
+			ckpt_pack_cstr(&o, "offset");
+			ckpt_mp_uint64(&o, t->foff);
+			ckpt_pack_cstr(&o, "length");
+			ckpt_mp_uint64(&o, t->len);
 		}
 	}
 	free(keys);

@@ -254,7 +254,7 @@ static int dims_of(const struct pk_value *v, uint64_t *out, unsigned *n)
 
 static void put_key(struct ckpt_mpout *w, const struct pk_value *s)
 {
-	msgpack_pack_str_with_body(&w->pk, s->u.str.s, s->u.str.len);
+	ckpt_mp_str_with_body(w, s->u.str.s, s->u.str.len);
 }
 
 /* TensorProperties: the 5-tuple state (dtype, layout, requires_grad,
@@ -352,17 +352,17 @@ static int put_tensor_entry(struct tctx *t, const struct pk_value *fqn,
 	key->ndim = (uint8_t)n;
 	key->dims = t->nkdims;
 	key->nchunks = chunks->n;
-	msgpack_pack_map(&t->wk.pk, 5);
-	ckpt_pack_cstr(&t->wk.pk, "type");
-	ckpt_pack_cstr(&t->wk.pk, "tensor");
-	ckpt_pack_cstr(&t->wk.pk, "dtype");
-	ckpt_pack_cstr(&t->wk.pk, ckpt_dtype_name(dt));
-	ckpt_pack_cstr(&t->wk.pk, "requires_grad");
-	ckpt_pack_bool(&t->wk.pk, rg);
-	ckpt_pack_cstr(&t->wk.pk, "size");
-	ckpt_pack_dims(&t->wk.pk, size, n);
-	ckpt_pack_cstr(&t->wk.pk, "chunks");
-	msgpack_pack_array(&t->wk.pk, chunks->n);
+	ckpt_mp_map(&t->wk, 5);
+	ckpt_pack_cstr(&t->wk, "type");
+	ckpt_pack_cstr(&t->wk, "tensor");
+	ckpt_pack_cstr(&t->wk, "dtype");
+	ckpt_pack_cstr(&t->wk, ckpt_dtype_name(dt));
+	ckpt_pack_cstr(&t->wk, "requires_grad");
+	ckpt_pack_bool(&t->wk, rg);
+	ckpt_pack_cstr(&t->wk, "size");
+	ckpt_pack_dims(&t->wk, size, n);
+	ckpt_pack_cstr(&t->wk, "chunks");
+	ckpt_mp_array(&t->wk, chunks->n);
 	for (i = 0; i < chunks->n; i++) {
 		const struct pk_value *c = state_of(chunks->u.items[i],
 						    TG_CHUNK_MD);
@@ -377,15 +377,15 @@ static int put_tensor_entry(struct tctx *t, const struct pk_value *fqn,
 			return ckpt_errf(t->err, t->errlen, -ENOMEM,
 					 "%s: out of memory", t->name);
 		d = t->kdims + t->nkdims + (size_t)i * 2 * n;
-		msgpack_pack_map(&t->wk.pk, 2);
+		ckpt_mp_map(&t->wk, 2);
 		if (dims_of(pk_dict_get(c, "offsets"), d, &k) || k != n)
 			return fail(t, fqn, "a chunk's offsets are not a torch.Size of the tensor's rank");
-		ckpt_pack_cstr(&t->wk.pk, "offsets");
-		ckpt_pack_dims(&t->wk.pk, d, k);
+		ckpt_pack_cstr(&t->wk, "offsets");
+		ckpt_pack_dims(&t->wk, d, k);
 		if (dims_of(pk_dict_get(c, "sizes"), d + n, &k) || k != n)
 			return fail(t, fqn, "a chunk's sizes are not a torch.Size of the tensor's rank");
-		ckpt_pack_cstr(&t->wk.pk, "sizes");
-		ckpt_pack_dims(&t->wk.pk, d + n, k);
+		ckpt_pack_cstr(&t->wk, "sizes");
+		ckpt_pack_dims(&t->wk, d + n, k);
 	}
 	t->nkdims += (size_t)chunks->n * 2 * n;
 	return 0;
@@ -401,7 +401,7 @@ static int consume_key(struct tctx *t, const struct pk_value *k,
 
 	if (k->type != PK_STR)
 		return fail(t, NULL, "state_dict_metadata has a key that is not a string");
-	msgpack_pack_str_with_body(&t->wk.pk, k->u.str.s, k->u.str.len);
+	ckpt_mp_str_with_body(&t->wk, k->u.str.s, k->u.str.len);
 	if ((st = state_of(v, TG_TENSOR_MD)))
 		return put_tensor_entry(t, k, st);
 	if (!pk_is_call(v, TG_BYTES_MD))
@@ -409,9 +409,9 @@ static int consume_key(struct tctx *t, const struct pk_value *k,
 	rc = add_key(t, k, &key);
 	if (rc)
 		return rc;
-	msgpack_pack_map(&t->wk.pk, 1);
-	ckpt_pack_cstr(&t->wk.pk, "type");
-	ckpt_pack_cstr(&t->wk.pk, "bytes");
+	ckpt_mp_map(&t->wk, 1);
+	ckpt_pack_cstr(&t->wk, "type");
+	ckpt_pack_cstr(&t->wk, "bytes");
 	return 0;
 }
 
@@ -440,12 +440,12 @@ static void consume_planner(struct tctx *t, const struct pk_value *k,
 	if (k->type != PK_STR || !is_path(p))
 		return;
 	put_key(&t->wp, k);
-	msgpack_pack_array(&t->wp.pk, p->n);
+	ckpt_mp_array(&t->wp, p->n);
 	for (j = 0; j < p->n; j++) {
 		if (p->u.items[j]->type == PK_STR)
 			put_key(&t->wp, p->u.items[j]);
 		else
-			msgpack_pack_uint64(&t->wp.pk,
+			ckpt_mp_uint64(&t->wp,
 					    (uint64_t)p->u.items[j]->u.i);
 	}
 	t->npd++;
@@ -1296,61 +1296,61 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 		loc.strided = false;
 		loc.crc32 = 0;
 	}
-	msgpack_pack_map(&t->wr.pk, 6 + loc.strided + (loc.crc32 != 0) +
+	ckpt_mp_map(&t->wr, 6 + loc.strided + (loc.crc32 != 0) +
 			 (loc.guard_len != 0) + loc.archive +
 			 (loc.ntransforms ? 2 + !tensor : 0));
-	ckpt_pack_cstr(&t->wr.pk, "fqn");
+	ckpt_pack_cstr(&t->wr, "fqn");
 	put_key(&t->wr, fqn);
-	ckpt_pack_cstr(&t->wr.pk, "index");
+	ckpt_pack_cstr(&t->wr, "index");
 	if (idx && idx->type == PK_INT && idx->u.i >= 0)
-		msgpack_pack_uint64(&t->wr.pk, (uint64_t)idx->u.i);
+		ckpt_mp_uint64(&t->wr, (uint64_t)idx->u.i);
 	else
-		msgpack_pack_nil(&t->wr.pk);
-	ckpt_pack_cstr(&t->wr.pk, "relative_path");
+		ckpt_mp_nil(&t->wr);
+	ckpt_pack_cstr(&t->wr, "relative_path");
 	put_key(&t->wr, path);
-	ckpt_pack_cstr(&t->wr.pk, "offsets");
+	ckpt_pack_cstr(&t->wr, "offsets");
 	if (tensor)
-		ckpt_pack_dims(&t->wr.pk, off, n);
+		ckpt_pack_dims(&t->wr, off, n);
 	else
-		msgpack_pack_nil(&t->wr.pk);
-	ckpt_pack_cstr(&t->wr.pk, "offset");
-	msgpack_pack_uint64(&t->wr.pk, loc.offset);
-	ckpt_pack_cstr(&t->wr.pk, "length");
-	msgpack_pack_uint64(&t->wr.pk, loc.length);
+		ckpt_mp_nil(&t->wr);
+	ckpt_pack_cstr(&t->wr, "offset");
+	ckpt_mp_uint64(&t->wr, loc.offset);
+	ckpt_pack_cstr(&t->wr, "length");
+	ckpt_mp_uint64(&t->wr, loc.length);
 	if (loc.strided) {
-		ckpt_pack_cstr(&t->wr.pk, "strides");
-		ckpt_pack_dims(&t->wr.pk, loc.strides, n);
+		ckpt_pack_cstr(&t->wr, "strides");
+		ckpt_pack_dims(&t->wr, loc.strides, n);
 	}
 	if (loc.crc32) {
-		ckpt_pack_cstr(&t->wr.pk, "crc32");
-		msgpack_pack_uint64(&t->wr.pk, loc.crc32);
+		ckpt_pack_cstr(&t->wr, "crc32");
+		ckpt_mp_uint64(&t->wr, loc.crc32);
 	}
 	if (loc.guard_len) {
-		ckpt_pack_cstr(&t->wr.pk, "zip_header");
-		msgpack_pack_array(&t->wr.pk, 3);
-		msgpack_pack_uint64(&t->wr.pk, loc.guard_off);
-		msgpack_pack_uint64(&t->wr.pk, loc.guard_len);
-		msgpack_pack_uint64(&t->wr.pk, loc.guard_xxh3);
+		ckpt_pack_cstr(&t->wr, "zip_header");
+		ckpt_mp_array(&t->wr, 3);
+		ckpt_mp_uint64(&t->wr, loc.guard_off);
+		ckpt_mp_uint64(&t->wr, loc.guard_len);
+		ckpt_mp_uint64(&t->wr, loc.guard_xxh3);
 	}
 	if (loc.archive) {
-		ckpt_pack_cstr(&t->wr.pk, "archive");
-		msgpack_pack_array(&t->wr.pk, 2);
-		msgpack_pack_uint64(&t->wr.pk, loc.offset);
-		msgpack_pack_uint64(&t->wr.pk, loc.archive_len);
+		ckpt_pack_cstr(&t->wr, "archive");
+		ckpt_mp_array(&t->wr, 2);
+		ckpt_mp_uint64(&t->wr, loc.offset);
+		ckpt_mp_uint64(&t->wr, loc.archive_len);
 	}
 	if (loc.ntransforms) {
 		unsigned k;
 
-		ckpt_pack_cstr(&t->wr.pk, "transforms");
-		msgpack_pack_array(&t->wr.pk, loc.ntransforms);
+		ckpt_pack_cstr(&t->wr, "transforms");
+		ckpt_mp_array(&t->wr, loc.ntransforms);
 		for (k = 0; k < loc.ntransforms; k++)
-			ckpt_pack_cstr(&t->wr.pk,
+			ckpt_pack_cstr(&t->wr,
 				       ckpt_transform_name(loc.transforms[k]));
-		ckpt_pack_cstr(&t->wr.pk, "payload");
-		ckpt_pack_cstr(&t->wr.pk, tensor ? "torch.save" : "raw");
+		ckpt_pack_cstr(&t->wr, "payload");
+		ckpt_pack_cstr(&t->wr, tensor ? "torch.save" : "raw");
 		if (!tensor) {
-			ckpt_pack_cstr(&t->wr.pk, "size");
-			msgpack_pack_uint64(&t->wr.pk, loc.size);
+			ckpt_pack_cstr(&t->wr, "size");
+			ckpt_mp_uint64(&t->wr, loc.size);
 		}
 	}
 	t->nrec++;
@@ -1406,15 +1406,15 @@ static void put_file_stamp(struct tctx *t, const char *name, size_t len)
 	    ckpt_store_open(t->store, p, &id, &fi, NULL, 0))
 		memset(&fi, 0, sizeof(fi));
 	free(p);
-	msgpack_pack_map(&t->w.pk, 4);
-	ckpt_pack_cstr(&t->w.pk, "path");
-	msgpack_pack_str_with_body(&t->w.pk, name, len);
-	ckpt_pack_cstr(&t->w.pk, "size");
-	msgpack_pack_uint64(&t->w.pk, fi.size);
-	ckpt_pack_cstr(&t->w.pk, "version");
-	ckpt_pack_cstr(&t->w.pk, fi.version);
-	ckpt_pack_cstr(&t->w.pk, "ident");
-	ckpt_pack_cstr(&t->w.pk, fi.ident);
+	ckpt_mp_map(&t->w, 4);
+	ckpt_pack_cstr(&t->w, "path");
+	ckpt_mp_str_with_body(&t->w, name, len);
+	ckpt_pack_cstr(&t->w, "size");
+	ckpt_mp_uint64(&t->w, fi.size);
+	ckpt_pack_cstr(&t->w, "version");
+	ckpt_pack_cstr(&t->w, fi.version);
+	ckpt_pack_cstr(&t->w, "ident");
+	ckpt_pack_cstr(&t->w, fi.ident);
 }
 
 /*
@@ -1437,8 +1437,8 @@ static void put_file_stamps(struct tctx *t)
 	t->npaths = u;
 	if (t->lazy && !t->known)	/* never stored (open.c) */
 		u = 0;
-	ckpt_pack_cstr(&t->w.pk, "files");
-	msgpack_pack_array(&t->w.pk, u + t->nside);
+	ckpt_pack_cstr(&t->w, "files");
+	ckpt_mp_array(&t->w, u + t->nside);
 	for (i = 0; i < u; i++)
 		put_file_stamp(t, t->paths[i].s, t->paths[i].len);
 	for (i = 0; i < t->nside; i++)
@@ -1541,15 +1541,15 @@ static void put_side_entries(struct tctx *t, struct ckpt_mpout *w,
 	unsigned i;
 
 	for (i = 0; i < t->nside; i++) {
-		ckpt_pack_cstr(&w->pk, t->side[i]);
+		ckpt_pack_cstr(w, t->side[i]);
 		if (role == ROLE_PD) {
-			msgpack_pack_array(&w->pk, 1);
-			ckpt_pack_cstr(&w->pk, t->side[i]);
+			ckpt_mp_array(w, 1);
+			ckpt_pack_cstr(w, t->side[i]);
 			continue;
 		}
-		msgpack_pack_map(&w->pk, 1);
-		ckpt_pack_cstr(&w->pk, "type");
-		ckpt_pack_cstr(&w->pk, "bytes");
+		ckpt_mp_map(w, 1);
+		ckpt_pack_cstr(w, "type");
+		ckpt_pack_cstr(w, "bytes");
 	}
 }
 
@@ -1558,19 +1558,19 @@ static void put_side_records(struct tctx *t, struct ckpt_mpout *w)
 	unsigned i;
 
 	for (i = 0; i < t->nside; i++) {
-		msgpack_pack_map(&w->pk, 6);
-		ckpt_pack_cstr(&w->pk, "fqn");
-		ckpt_pack_cstr(&w->pk, t->side[i]);
-		ckpt_pack_cstr(&w->pk, "index");
-		msgpack_pack_nil(&w->pk);
-		ckpt_pack_cstr(&w->pk, "relative_path");
-		ckpt_pack_cstr(&w->pk, t->side[i]);
-		ckpt_pack_cstr(&w->pk, "offsets");
-		msgpack_pack_nil(&w->pk);
-		ckpt_pack_cstr(&w->pk, "offset");
-		msgpack_pack_uint64(&w->pk, 0);
-		ckpt_pack_cstr(&w->pk, "length");
-		msgpack_pack_uint64(&w->pk, t->side_size[i]);
+		ckpt_mp_map(w, 6);
+		ckpt_pack_cstr(w, "fqn");
+		ckpt_pack_cstr(w, t->side[i]);
+		ckpt_pack_cstr(w, "index");
+		ckpt_mp_nil(w);
+		ckpt_pack_cstr(w, "relative_path");
+		ckpt_pack_cstr(w, t->side[i]);
+		ckpt_pack_cstr(w, "offsets");
+		ckpt_mp_nil(w);
+		ckpt_pack_cstr(w, "offset");
+		ckpt_mp_uint64(w, 0);
+		ckpt_pack_cstr(w, "length");
+		ckpt_mp_uint64(w, t->side_size[i]);
 	}
 }
 
@@ -1734,11 +1734,11 @@ static int index_image(struct ckpt_store *s, const char *name,
 	free(t.kdims);
 	t.kdims = NULL;
 	has_pd = v[ROLE_PD] || t.nside;
-	msgpack_pack_map(&t.w.pk, has_pd ? 6 : 5);
-	ckpt_pack_cstr(&t.w.pk, "format");
-	ckpt_pack_cstr(&t.w.pk, CKPT_FORMAT_NAME);
-	ckpt_pack_cstr(&t.w.pk, "version");
-	msgpack_pack_uint64(&t.w.pk, CKPT_FORMAT_VERSION);
+	ckpt_mp_map(&t.w, has_pd ? 6 : 5);
+	ckpt_pack_cstr(&t.w, "format");
+	ckpt_pack_cstr(&t.w, CKPT_FORMAT_NAME);
+	ckpt_pack_cstr(&t.w, "version");
+	ckpt_mp_uint64(&t.w, CKPT_FORMAT_VERSION);
 	/* The stamp comes first, so a mount checks an index without walking
 	 * it: the pickle's size and hash, each data file's identity, and a
 	 * hash of every byte after the stamp (an edited record is caught).
@@ -1747,35 +1747,35 @@ static int index_image(struct ckpt_store *s, const char *name,
 	 * (seen while the records were written) stay a fixed-width byte
 	 * (0xcc), as images have them.
 	 * docs/format.md describes it. */
-	ckpt_pack_cstr(&t.w.pk, "source");
-	msgpack_pack_map(&t.w.pk, 7);
-	ckpt_pack_cstr(&t.w.pk, "format");
-	ckpt_pack_cstr(&t.w.pk, "torch-dcp");
-	ckpt_pack_cstr(&t.w.pk, "metadata_size");
-	msgpack_pack_uint64(&t.w.pk, len);
-	ckpt_pack_cstr(&t.w.pk, "metadata_xxh3");
-	msgpack_pack_uint64(&t.w.pk, pkl_xxh3);
+	ckpt_pack_cstr(&t.w, "source");
+	ckpt_mp_map(&t.w, 7);
+	ckpt_pack_cstr(&t.w, "format");
+	ckpt_pack_cstr(&t.w, "torch-dcp");
+	ckpt_pack_cstr(&t.w, "metadata_size");
+	ckpt_mp_uint64(&t.w, len);
+	ckpt_pack_cstr(&t.w, "metadata_xxh3");
+	ckpt_mp_uint64(&t.w, pkl_xxh3);
 	/* Every tensor record in a torch.save archive has its zip_header:
 	 * an index without this was written before, and is not used. */
-	ckpt_pack_cstr(&t.w.pk, "guards");
-	msgpack_pack_uint64(&t.w.pk, CKPT_INDEX_GUARDS);
-	ckpt_pack_cstr(&t.w.pk, "variants");
-	msgpack_pack_fix_uint8(&t.w.pk, t.variants);
+	ckpt_pack_cstr(&t.w, "guards");
+	ckpt_mp_uint64(&t.w, CKPT_INDEX_GUARDS);
+	ckpt_pack_cstr(&t.w, "variants");
+	ckpt_mp_fix_uint8(&t.w, t.variants);
 	put_file_stamps(&t);
-	ckpt_pack_cstr(&t.w.pk, "image_xxh3");
+	ckpt_pack_cstr(&t.w, "image_xxh3");
 	hash_at = t.w.sb.size + 1;
-	msgpack_pack_fix_uint64(&t.w.pk, 0);
+	ckpt_mp_fix_uint64(&t.w, 0);
 	body_at = t.w.sb.size;
-	ckpt_pack_cstr(&t.w.pk, "state_dict_metadata");
-	msgpack_pack_map(&t.w.pk, (uint32_t)(t.nkeys + t.nside));
+	ckpt_pack_cstr(&t.w, "state_dict_metadata");
+	ckpt_mp_map(&t.w, (uint32_t)(t.nkeys + t.nside));
 	put_side_entries(&t, &t.w, ROLE_SDM);
 	if (has_pd) {
-		ckpt_pack_cstr(&hp.pk, "planner_data");
-		msgpack_pack_map(&hp.pk, t.npd + t.nside);
+		ckpt_pack_cstr(&hp, "planner_data");
+		ckpt_mp_map(&hp, t.npd + t.nside);
 		put_side_entries(&t, &hp, ROLE_PD);
 	}
-	ckpt_pack_cstr(&hs.pk, "storage_data");
-	msgpack_pack_array(&hs.pk, t.nrec + t.nside);
+	ckpt_pack_cstr(&hs, "storage_data");
+	ckpt_mp_array(&hs, t.nrec + t.nside);
 	put_side_records(&t, &hs);
 	rc = hash_parts(parts, sizeof(parts) / sizeof(parts[0]), hash_at,
 			body_at);
@@ -2288,20 +2288,20 @@ int ckpt_torch_rank_index_pack(const struct ckpt_rank_image *r, size_t n,
 	if (n > UINT32_MAX)
 		return -ENOMEM;
 	ckpt_mpout_init(&w);
-	msgpack_pack_map(&w.pk, 3);
-	ckpt_pack_cstr(&w.pk, "format");
-	ckpt_pack_cstr(&w.pk, CKPT_RANK_INDEX_FORMAT);
-	ckpt_pack_cstr(&w.pk, "version");
-	msgpack_pack_uint64(&w.pk, 1);
-	ckpt_pack_cstr(&w.pk, "ranks");
-	msgpack_pack_array(&w.pk, (uint32_t)n);
+	ckpt_mp_map(&w, 3);
+	ckpt_pack_cstr(&w, "format");
+	ckpt_pack_cstr(&w, CKPT_RANK_INDEX_FORMAT);
+	ckpt_pack_cstr(&w, "version");
+	ckpt_mp_uint64(&w, 1);
+	ckpt_pack_cstr(&w, "ranks");
+	ckpt_mp_array(&w, (uint32_t)n);
 	for (i = 0; i < n; i++) {
-		msgpack_pack_map(&w.pk, 2);
-		ckpt_pack_cstr(&w.pk, "rank");
-		msgpack_pack_uint64(&w.pk, r[i].rank);
-		ckpt_pack_cstr(&w.pk, "index");
-		msgpack_pack_bin(&w.pk, r[i].len);
-		msgpack_pack_bin_body(&w.pk, r[i].img, r[i].len);
+		ckpt_mp_map(&w, 2);
+		ckpt_pack_cstr(&w, "rank");
+		ckpt_mp_uint64(&w, r[i].rank);
+		ckpt_pack_cstr(&w, "index");
+		ckpt_mp_bin(&w, r[i].len);
+		ckpt_mp_bin_body(&w, r[i].img, r[i].len);
 	}
 	rc = ckpt_mpout_finish(&w, out, outlen);
 	ckpt_mpout_destroy(&w);

@@ -46,20 +46,20 @@ static void pack(const char *fmt, uint64_t ver, const uint64_t *r, size_t n,
 	size_t i;
 
 	ckpt_mpout_init(&w);
-	msgpack_pack_map(&w.pk, 3);
-	ckpt_pack_cstr(&w.pk, "format");
-	ckpt_pack_cstr(&w.pk, fmt);
-	ckpt_pack_cstr(&w.pk, "version");
-	msgpack_pack_uint64(&w.pk, ver);
-	ckpt_pack_cstr(&w.pk, "ranks");
-	msgpack_pack_array(&w.pk, (uint32_t)n);
+	ckpt_mp_map(&w, 3);
+	ckpt_pack_cstr(&w, "format");
+	ckpt_pack_cstr(&w, fmt);
+	ckpt_pack_cstr(&w, "version");
+	ckpt_mp_uint64(&w, ver);
+	ckpt_pack_cstr(&w, "ranks");
+	ckpt_mp_array(&w, (uint32_t)n);
 	for (i = 0; i < n; i++) {
-		msgpack_pack_map(&w.pk, 2);
-		ckpt_pack_cstr(&w.pk, "rank");
-		msgpack_pack_uint64(&w.pk, r[i]);
-		ckpt_pack_cstr(&w.pk, "index");
-		msgpack_pack_bin(&w.pk, 1);
-		msgpack_pack_bin_body(&w.pk, "x", 1);
+		ckpt_mp_map(&w, 2);
+		ckpt_pack_cstr(&w, "rank");
+		ckpt_mp_uint64(&w, r[i]);
+		ckpt_pack_cstr(&w, "index");
+		ckpt_mp_bin(&w, 1);
+		ckpt_mp_bin_body(&w, "x", 1);
 	}
 	CHECK(ckpt_mpout_finish(&w, buf, len) == 0);
 	ckpt_mpout_destroy(&w);
