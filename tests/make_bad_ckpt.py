@@ -212,6 +212,12 @@ def path_nul(m, out):
 
 
 @case
+def path_nul_repeat(m, out):
+    # the record before names __0_0.distcp: the path is not that file
+    rec(m, 1)["relative_path"] = "__0_0.distcp\0x"
+
+
+@case
 def file_missing(m, out):
     os.unlink(os.path.join(out, "__1_0.distcp"))
 

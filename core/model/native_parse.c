@@ -1025,6 +1025,16 @@ static int add_lazy(struct parser *ps, const struct record *r,
 	return 0;
 }
 
+/* Whether file fi's path (NUL-terminated in m's strings) is exactly the
+ * len bytes at path: a path with a NUL inside never is. */
+static bool same_path(const struct ckpt_meta *m, uint32_t fi,
+		      const char *path, size_t len)
+{
+	const char *f = m->strings + m->files[fi].path;
+
+	return strnlen(f, len + 1) == len && memcmp(f, path, len) == 0;
+}
+
 /* r's zip_header as a guard of chunk ch: bytes before the record's own,
  * of a zip local header's length, in a record without transforms. */
 static int add_guard(struct parser *ps, const struct record *r,
@@ -1147,7 +1157,13 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 					   r.length);
 			goto out_files;
 		}
-		if (!ckpt_relpath_is_safe(r.path, r.path_len)) {
+		/* Intern the path; records of one file often follow each
+		 * other.  Only a safe path is interned, so one found needs
+		 * no check. */
+		if (fi == CKPT_NONE || !same_path(m, fi, r.path, r.path_len))
+			fi = ckpt_strtab_find(&files, 0, r.path, r.path_len);
+		if (fi == UINT32_MAX &&
+		    !ckpt_relpath_is_safe(r.path, r.path_len)) {
 			rc = ckpt_errf_key(ps->err, ps->errlen, -EINVAL,
 					   ckpt_entry_fqn(m, e), SIZE_MAX,
 					   "%s: key '%s': relative_path '%.*s' must be relative, inside the checkpoint, without '..' or NUL",
@@ -1156,13 +1172,6 @@ static int parse_storage_data(struct parser *ps, struct mp_cursor *c)
 					   r.path);
 			goto out_files;
 		}
-		/* Intern the path; records of one file often follow each
-		 * other. */
-		if (fi == CKPT_NONE ||
-		    strncmp(m->strings + m->files[fi].path, r.path,
-			    r.path_len) != 0 ||
-		    m->strings[m->files[fi].path + r.path_len] != '\0')
-			fi = ckpt_strtab_find(&files, 0, r.path, r.path_len);
 		if (fi == UINT32_MAX) {
 			if (ckpt_grow((void **)&m->files, &cap_files,
 				 (size_t)m->nfiles + 1, sizeof(*m->files))) {

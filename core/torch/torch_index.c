@@ -1081,11 +1081,12 @@ static int locate_zip(struct tctx *t, const char *fqn, size_t fqn_len,
  * A tensor record of a torch.save archive [boff, boff + blen), not
  * located (tctx.lazy): the chunk's byte size stands as its length, the
  * archive's place as "archive", and ckpt_torch_locate() finds the tensor
- * inside when a read needs it.  Nothing is read now.
+ * inside when a read needs it.  Nothing is read now.  path_safe: what
+ * note_path() found of the record's relative_path.
  */
 static int lazy_tensor(struct tctx *t, const struct pk_value *fqn,
 		       const struct sdm_key *key, const uint64_t *off,
-		       unsigned n, int64_t hint, const struct pk_value *path,
+		       unsigned n, int64_t hint, bool path_safe,
 		       uint64_t boff, uint64_t blen, struct location *loc)
 {
 	uint64_t sizes[CKPT_MAX_DIMS], bytes;
@@ -1094,7 +1095,7 @@ static int lazy_tensor(struct tctx *t, const struct pk_value *fqn,
 
 	if (chunk_sizes(t, key, off, n, hint, sizes))
 		return fail(t, fqn, "a storage record's offsets match no chunk");
-	if (!ckpt_relpath_is_safe(path->u.str.s, path->u.str.len))
+	if (!path_safe)
 		return fail(t, fqn, "relative_path must be relative, inside the checkpoint, without '..' or NUL");
 	bytes = ckpt_dtype_size(dt);
 	for (d = 0; d < n; d++)
@@ -1188,14 +1189,17 @@ static int located_key(const struct pk_value *fqn, int rc)
 /* A record's relative_path, kept for the stamp's "files": each once when
  * it is among the last PATHS_SEEN kept (a checkpoint's records cycle
  * through its few files), else put_file_stamps() removes the repeats.
- * Unsafe paths are not kept: their records fail. */
+ * Unsafe paths are not kept: their records fail.  *safe: path is known
+ * safe (ckpt_relpath_is_safe()): kept now or before. */
 #define PATHS_SEEN 64
 
-static int note_path(struct tctx *t, const struct pk_value *path)
+static int note_path(struct tctx *t, const struct pk_value *path,
+		     bool *safe)
 {
 	size_t i;
 	char *s;
 
+	*safe = true;
 	for (i = t->npaths; i > 0 && t->npaths - i < PATHS_SEEN; i--) {
 		const struct rel_path *p = &t->paths[i - 1];
 
@@ -1203,8 +1207,10 @@ static int note_path(struct tctx *t, const struct pk_value *path)
 		    !memcmp(p->s, path->u.str.s, p->len))
 			return 0;
 	}
-	if (!ckpt_relpath_is_safe(path->u.str.s, path->u.str.len))
+	if (!ckpt_relpath_is_safe(path->u.str.s, path->u.str.len)) {
+		*safe = false;
 		return 0;
+	}
 	if (ckpt_grow((void **)&t->paths, &t->paths_cap, t->npaths + 1,
 		      sizeof(*t->paths)) ||
 	    !(s = strndup(path->u.str.s, path->u.str.len)))
@@ -1225,7 +1231,7 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 	struct location loc = { .guard_len = 0 };
 	unsigned n = 0;
 	uint32_t ei;
-	bool tensor;
+	bool tensor, path_safe;
 	char what[96];
 	int rc;
 
@@ -1262,7 +1268,7 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 	t->last_key = ei;
 	sk = &t->keys[ei];
 	tensor = sk->tensor;
-	rc = note_path(t, path);
+	rc = note_path(t, path, &path_safe);
 	if (rc)
 		return rc;
 	if (tensor && (!offv || offv->type == PK_NONE ||
@@ -1280,7 +1286,8 @@ static int put_record(struct tctx *t, const struct pk_value *key,
 	} else if (tensor && t->lazy) {
 		rc = lazy_tensor(t, fqn, sk, off, n,
 				 idx && idx->type == PK_INT ? idx->u.i : -1,
-				 path, (uint64_t)o->u.i, (uint64_t)l->u.i, &loc);
+				 path_safe, (uint64_t)o->u.i,
+				 (uint64_t)l->u.i, &loc);
 		if (rc)
 			return located_key(fqn, rc);
 	} else if (tensor) {

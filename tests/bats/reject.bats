@@ -48,6 +48,7 @@ refuse() {
 @test "relative_path with .." { refuse path_dotdot "relative_path '../__0_0.distcp' must be relative"; }
 @test "absolute relative_path" { refuse path_absolute "relative_path '/etc/passwd' must be relative"; }
 @test "relative_path with NUL" { refuse path_nul "must be relative, inside the checkpoint, without '..' or NUL"; }
+@test "relative_path with NUL after the same path's record" { refuse path_nul_repeat "key 'optim.state.w.exp_avg': relative_path '__0_0.distcp' must be relative, inside the checkpoint, without '..' or NUL"; }
 @test "missing data file" { refuse file_missing "__1_0.distcp: key 'optim.state.w.step': cannot open data file"; }
 @test "data file too short" { refuse file_short "__0_0.distcp: key 'optim.param_groups': data file has 100 bytes, its record ends at 211"; }
 @test "data file is a directory" { refuse file_is_dir "__1_0.distcp: key 'optim.state.w.step': data file is not a regular file"; }
