@@ -140,6 +140,23 @@ def cases(good, out):
     write_meta(d, pickle.dumps(md2, protocol=4))
     exp.append(("path_escape", "must be relative"))
 
+    # a tensor record right after one of the same file: that file's name
+    # with a NUL and more is not that file (checked, not taken as seen)
+    d = copy(good, out, "path_nul_repeat")
+    md2 = dcp_metadata(good)
+    items = list(md2.storage_data.items())
+    from torch.distributed._shard.checkpoint.metadata import TensorStorageMetadata
+    for (_, prev), (mi, si) in zip(items, items[1:]):
+        if (si.relative_path == prev.relative_path and si.length > 0 and
+                isinstance(md2.state_dict_metadata[mi.fqn],
+                           TensorStorageMetadata)):
+            si.relative_path += "\0x"
+            break
+    else:
+        raise SystemExit("no tensor record after one of its file")
+    write_meta(d, pickle.dumps(md2, protocol=4))
+    exp.append(("path_nul_repeat", "must be relative"))
+
     mi, si = tensor_record(md, "model.layer1.weight")
     d = copy(good, out, "zip_lying_sizes")
 

@@ -28,7 +28,8 @@ void ckpt_mpout_init(struct ckpt_mpout *o);
 void ckpt_mpout_destroy(struct ckpt_mpout *o);
 
 /* Hand the image over: 0 with *buf (caller frees with free()) and *len,
- * or -ENOMEM when any write failed.  o is then empty. */
+ * o then empty; or -ENOMEM when any write failed, o still to be
+ * destroyed. */
 int ckpt_mpout_finish(struct ckpt_mpout *o, uint8_t **buf, size_t *len);
 
 /* Append len bytes where the buffer must grow first (or len > 16):
@@ -46,6 +47,8 @@ static inline int ckpt_mpout_append(struct ckpt_mpout *o, const void *buf,
 	const char *s = buf;
 	char *d;
 
+	if (!len)	/* no bytes: data may still be NULL */
+		return o->failed ? -1 : 0;
 	if (o->failed || len > 16 || sb->alloc - sb->size < len)
 		return ckpt_mpout_append_slow(o, buf, len);
 	d = sb->data + sb->size;
@@ -58,7 +61,7 @@ static inline int ckpt_mpout_append(struct ckpt_mpout *o, const void *buf,
 	} else if (len >= 2) {
 		memcpy(d, s, 2);
 		memcpy(d + len - 2, s + len - 2, 2);
-	} else if (len) {
+	} else {
 		*d = *s;
 	}
 	sb->size += len;
@@ -69,7 +72,10 @@ static inline int ckpt_mpout_append(struct ckpt_mpout *o, const void *buf,
  * ckpt_mp_str(o, len), ckpt_mp_str_body(o, s, len), ckpt_mp_nil(o),
  * ckpt_mp_true(o), ckpt_mp_bin(o, len), ckpt_mp_fix_uint8(o, v), ...:
  * msgpack-c's msgpack_pack_*() with o for the packer.  The template's
- * timestamp calls msgpack_pack_ext() by name: it is pointed at ours. */
+ * timestamp calls msgpack_pack_ext() by name: it is pointed at ours.
+ * Checked with msgpack-c 4.0: a template that called another
+ * msgpack_pack_*() by name would not compile (the packer's type), not
+ * encode differently. */
 #define msgpack_pack_inline_func(name) static inline int ckpt_mp ## name
 #define msgpack_pack_inline_func_cint(name) static inline int ckpt_mp ## name
 #define msgpack_pack_inline_func_fixint(name) \

@@ -261,6 +261,14 @@ teardown() { common_teardown; }
 	# keys are named where a record is at fault
 	run env CKPTFS_EAGER_INDEX=1 "$CKPTFS" info "$TMP/hostile/zip_lying_sizes"
 	[[ "$output" == *"key 'model.layer1.weight'"* ]]
+	# an unsafe relative_path fails the lazy open too, also right after
+	# a record of the file it names with a NUL and more
+	for name in path_escape path_nul_repeat; do
+		run "$CKPTFS" info "$TMP/hostile/$name"
+		echo "$name (lazy): status $status: $output"
+		[ "$status" -eq 1 ]
+		[[ "$output" == *"/.metadata: key '"*"': relative_path must be relative"* ]]
+	done
 	# lazily, by the read that locates it
 	run "$CKPTFS" cat "$TMP/hostile/zip_lying_sizes" model.layer1.weight --world 2 --rank 0
 	[ "$status" -ne 0 ]
