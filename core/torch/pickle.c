@@ -128,9 +128,45 @@ static struct pk_block *block_new(size_t bs)
 	return p;
 }
 
-/* size bytes from the newest block of *list (a->head or a->kept). */
-static void *list_alloc(struct pk_arena *a, struct pk_block **list,
-			size_t size)
+/* A new block at the head of *list with room for size (rounded) bytes:
+ * the spare list's first when it fits (head only), else a new one. */
+static __attribute__((noinline)) struct pk_block *
+list_grow(struct pk_arena *a, struct pk_block **list, size_t size)
+{
+	size_t *next = list == &a->kept ? &a->next_kept : &a->next_block;
+	size_t bs = *next ? *next : ARENA_FIRST_BLOCK;
+	struct pk_block *b;
+
+	if (list != &a->kept && a->spare && a->spare->size >= size) {
+		b = a->spare;	/* faulted in already */
+		a->spare = b->next;
+	} else {
+		if (bs < ARENA_MAX_BLOCK)
+			*next = bs * 2;
+		if (bs < size)
+			bs = size;
+		if (bs > a->cap - a->total) {
+			a->capped = true;
+			return NULL;
+		}
+		b = block_new(bs);
+		if (!b)
+			return NULL;
+		b->size = bs;
+		a->total += bs;
+	}
+	b->next = *list;
+	b->used = 0;
+	b->seq = ++a->seq;
+	*list = b;
+	return b;
+}
+
+/* size bytes from the newest block of *list (a->head or a->kept).
+ * Inline: every value the machine makes comes from here, and its size
+ * is most often a constant. */
+static inline void *list_alloc(struct pk_arena *a, struct pk_block **list,
+			       size_t size)
 {
 	struct pk_block *b = *list;
 	void *p;
@@ -139,32 +175,9 @@ static void *list_alloc(struct pk_arena *a, struct pk_block **list,
 		return NULL;
 	size = (size + ARENA_ALIGN - 1) & ~(ARENA_ALIGN - 1);
 	if (!b || b->size - b->used < size) {
-		size_t *next = list == &a->kept ? &a->next_kept :
-			       &a->next_block;
-		size_t bs = *next ? *next : ARENA_FIRST_BLOCK;
-
-		if (list != &a->kept && a->spare && a->spare->size >= size) {
-			b = a->spare;	/* faulted in already */
-			a->spare = b->next;
-		} else {
-			if (bs < ARENA_MAX_BLOCK)
-				*next = bs * 2;
-			if (bs < size)
-				bs = size;
-			if (bs > a->cap - a->total) {
-				a->capped = true;
-				return NULL;
-			}
-			b = block_new(bs);
-			if (!b)
-				return NULL;
-			b->size = bs;
-			a->total += bs;
-		}
-		b->next = *list;
-		b->used = 0;
-		b->seq = ++a->seq;
-		*list = b;
+		b = list_grow(a, list, size);
+		if (!b)
+			return NULL;
 	}
 	p = (char *)b->data + b->used;
 	b->used += size;
@@ -172,7 +185,7 @@ static void *list_alloc(struct pk_arena *a, struct pk_block **list,
 	return p;
 }
 
-static void *arena_alloc(struct pk_arena *a, size_t size)
+static inline void *arena_alloc(struct pk_arena *a, size_t size)
 {
 	return list_alloc(a, &a->head, size);
 }
@@ -279,14 +292,15 @@ static const char *op_name(uint8_t op)
 	return "unknown";
 }
 
-static int fail(struct machine *mc, int rc, const char *what)
+static __attribute__((cold)) int fail(struct machine *mc, int rc,
+				      const char *what)
 {
 	return ckpt_errf(mc->err, mc->errlen, rc,
 			 "%s: pickle opcode %s (0x%02x) at byte %zu: %s",
 			 mc->name, op_name(mc->op), mc->op, mc->op_at, what);
 }
 
-static int oom(struct machine *mc)
+static __attribute__((cold)) int oom(struct machine *mc)
 {
 	if (mc->a->capped)
 		return fail(mc, -E2BIG, "pickle builds too many objects for its size");
@@ -330,7 +344,7 @@ static inline uint64_t le(const uint8_t *p, unsigned n)
 	}
 }
 
-static struct pk_value *new_value(struct machine *mc, enum pk_type t)
+static inline struct pk_value *new_value(struct machine *mc, enum pk_type t)
 {
 	struct pk_value *v = mc->free_vals;
 
@@ -393,36 +407,46 @@ static void spend_input(struct machine *mc, struct arena_pos p)
 	ckpt_give_back(&mc->spent, mc->buf + mc->op_at);
 }
 
-static int push(struct machine *mc, struct pk_value *v)
+/* push()'s slow path: v is NULL (out of memory), or the stack is full. */
+static __attribute__((noinline)) int push_grow(struct machine *mc,
+					       struct pk_value *v)
 {
+	size_t ncap = mc->stack_cap ? mc->stack_cap * 2 : 64;
+	struct pk_value **ns;
+
 	if (!v)
 		return oom(mc);
-	if (mc->sp == mc->stack_cap) {
-		size_t ncap = mc->stack_cap ? mc->stack_cap * 2 : 64;
-		struct pk_value **ns;
+	/* Every push consumed at least one input byte. */
+	if (ncap > (size_t)(mc->end - mc->buf) + 64)
+		ncap = (size_t)(mc->end - mc->buf) + 64;
+	if (ncap <= mc->sp)
+		return fail(mc, -EINVAL, "stack overflow");
+	ns = realloc(mc->stack, ncap * sizeof(*ns));
+	if (!ns)
+		return oom(mc);
+	mc->stack = ns;
+	mc->stack_cap = ncap;
+	mc->stack[mc->sp++] = v;
+	return 0;
+}
 
-		/* Every push consumed at least one input byte. */
-		if (ncap > (size_t)(mc->end - mc->buf) + 64)
-			ncap = (size_t)(mc->end - mc->buf) + 64;
-		if (ncap <= mc->sp)
-			return fail(mc, -EINVAL, "stack overflow");
-		ns = realloc(mc->stack, ncap * sizeof(*ns));
-		if (!ns)
-			return oom(mc);
-		mc->stack = ns;
-		mc->stack_cap = ncap;
-	}
+/* Push v, which may be NULL after a failed allocation (then -ENOMEM or
+ * -E2BIG).  Inline: most opcodes end in a push. */
+static inline int push(struct machine *mc, struct pk_value *v)
+{
+	if (__builtin_expect(!v || mc->sp == mc->stack_cap, 0))
+		return push_grow(mc, v);
 	mc->stack[mc->sp++] = v;
 	return 0;
 }
 
 /* The stack floor: values above the innermost MARK are not below it. */
-static size_t floor_sp(const struct machine *mc)
+static inline size_t floor_sp(const struct machine *mc)
 {
 	return mc->nmarks ? mc->marks[mc->nmarks - 1] : 0;
 }
 
-static int pop(struct machine *mc, struct pk_value **v)
+static inline int pop(struct machine *mc, struct pk_value **v)
 {
 	if (mc->sp <= floor_sp(mc))
 		return fail(mc, -EINVAL, "stack underflow");
@@ -799,17 +823,24 @@ static int memo_put(struct machine *mc, uint64_t idx)
 	return 0;
 }
 
+/* memo_get()'s failure, out of line: its message buffer is not on the
+ * stack of every GET. */
+static __attribute__((noinline, cold)) int memo_unset(struct machine *mc,
+						      uint64_t idx)
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "memo index %llu is not set",
+		 (unsigned long long)idx);
+	return fail(mc, -EINVAL, what);
+}
+
 static int memo_get(struct machine *mc, uint64_t idx)
 {
 	size_t slot = memo_slot(mc, idx);
 
-	if (slot == SIZE_MAX || !mc->memo[slot]) {
-		char what[64];
-
-		snprintf(what, sizeof(what), "memo index %llu is not set",
-			 (unsigned long long)idx);
-		return fail(mc, -EINVAL, what);
-	}
+	if (slot == SIZE_MAX || !mc->memo[slot])
+		return memo_unset(mc, idx);
 	return push(mc, mc->memo[slot]);
 }
 
@@ -1046,6 +1077,36 @@ static int step(struct machine *mc, struct pk_value **root)
 	}
 }
 
+/* scan_memo()'s view of an opcode: W(n) for a fixed-width argument of n
+ * bytes (0-8), a SCAN_ kind for a variable one, and 0 (SCAN_END) for
+ * STOP and every opcode that step() refuses.  Must agree with step(). */
+enum {
+	SCAN_END = 0,
+	SCAN_GET1 = 16,		/* BINGET: a 1-byte memo index */
+	SCAN_GET4,		/* LONG_BINGET: a 4-byte one */
+	SCAN_COUNTED1,		/* a length of 1 byte, then its bytes */
+	SCAN_COUNTED4,
+	SCAN_COUNTED8,
+	SCAN_LINES,		/* GLOBAL: two lines */
+};
+#define W(n) ((n) + 1)
+
+static const uint8_t scan_arg[256] = {
+	[0x80] = W(1), ['q'] = W(1), ['K'] = W(1),
+	['r'] = W(4), ['J'] = W(4), ['M'] = W(2), [0x95] = W(8),
+	['h'] = SCAN_GET1, ['j'] = SCAN_GET4,
+	[0x8c] = SCAN_COUNTED1, [0x8a] = SCAN_COUNTED1,
+	['X'] = SCAN_COUNTED4, [0x8d] = SCAN_COUNTED8,
+	['c'] = SCAN_LINES,
+	['('] = W(0), [0x94] = W(0), ['N'] = W(0), [0x88] = W(0),
+	[0x89] = W(0), [')'] = W(0), [0x85] = W(0), [0x86] = W(0),
+	[0x87] = W(0), ['t'] = W(0), [']'] = W(0), ['}'] = W(0),
+	['a'] = W(0), ['s'] = W(0), ['e'] = W(0), ['u'] = W(0),
+	[0x93] = W(0), [0x81] = W(0), ['R'] = W(0), ['Q'] = W(0),
+	['b'] = W(0),
+};
+#undef W
+
 /*
  * The memo indices that a GET reads, into mc->read and mc->rank, and a
  * slot for each in mc->memo: a pass over the opcodes that decodes their
@@ -1071,69 +1132,48 @@ static int scan_memo(struct machine *mc)
 		return -ENOMEM;
 	while (p < end) {
 		uint8_t op = *p++;
+		unsigned arg = scan_arg[op];
 		size_t left = (size_t)(end - p);
 
-		k = 0;
-		idx = UINT64_MAX;
-		switch (op) {
-		case 0x80: case 'q': case 'K':
-			k = 1;
-			break;
-		case 'h':
-			if (left < 1)
+		if (arg - 1 < SCAN_GET1 - 1) {	/* a fixed-width argument */
+			if (arg - 1 > left)
 				goto out_rank;
-			idx = p[0];
-			k = 1;
-			break;
-		case 'j':
-			if (left < 4)
+			p += arg - 1;
+			continue;
+		}
+		switch (arg) {
+		case SCAN_GET1:
+		case SCAN_GET4:
+			k = arg == SCAN_GET1 ? 1 : 4;
+			if (left < k)
 				goto out_rank;
-			idx = le(p, 4);
-			k = 4;
+			idx = le(p, k);
+			p += k;
+			if (idx < mc->nbits)
+				mc->read[idx / 64] |= 1ull << (idx % 64);
 			break;
-		case 'r': case 'J':
-			k = 4;
-			break;
-		case 'M':
-			k = 2;
-			break;
-		case 0x95:
-			k = 8;
-			break;
-		case 0x8c: case 'X': case 0x8d: case 0x8a:
-			k = op == 'X' ? 4 : op == 0x8d ? 8 : 1;
+		case SCAN_COUNTED1:
+		case SCAN_COUNTED4:
+		case SCAN_COUNTED8:
+			k = arg == SCAN_COUNTED1 ? 1 : arg == SCAN_COUNTED4 ? 4 : 8;
 			if (left < k)
 				goto out_rank;
 			n = le(p, k);
 			if (n > left - k)
 				goto out_rank;
 			p += k + n;	/* the length, then its bytes */
-			k = 0;
 			break;
-		case 'c':
+		case SCAN_LINES:
 			for (k = 0; k < 2; k++) {
 				nl = memchr(p, '\n', (size_t)(end - p));
 				if (!nl)
 					goto out_rank;
 				p = nl + 1;
 			}
-			k = 0;
 			break;
-		case '.':
-			goto out_rank;
-		case '(': case 0x94: case 'N': case 0x88: case 0x89:
-		case ')': case 0x85: case 0x86: case 0x87: case 't':
-		case ']': case '}': case 'a': case 's': case 'e': case 'u':
-		case 0x93: case 0x81: case 'R': case 'Q': case 'b':
-			break;
-		default:
+		default:	/* STOP, or an opcode step() refuses */
 			goto out_rank;
 		}
-		if (k > left)
-			goto out_rank;
-		p += k;
-		if (idx < mc->nbits)
-			mc->read[idx / 64] |= 1ull << (idx % 64);
 	}
 out_rank:
 	for (w = 0; w < words; w++) {
