@@ -27,6 +27,20 @@ void *ckpt_big_alloc(size_t n)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *ckpt_malloc_huge(size_t n)
+{
+	void *p;
+
+	if (n < 2 * HUGE_PAGE)
+		return malloc(mapped(n));
+	if (posix_memalign(&p, HUGE_PAGE, n))
+		return NULL;
+	madvise(p, n & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);	/* a hint */
+	return p;
+}
+
 void *ckpt_big_realloc(void *p, size_t old, size_t n)
 {
 	void *q;

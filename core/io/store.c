@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bigbuf.h"
 #include "common/errbuf.h"
 #include "common/relpath.h"
 #include "io/az_config.h"
@@ -193,7 +194,7 @@ int ckpt_store_read_file(struct ckpt_store *s, const char *name, size_t max,
 		return ckpt_errf(err, errlen, -EFBIG,
 				 "%s/%s: %" PRIu64 " bytes, more than the %zu-byte metadata limit",
 				 s->root, name, fi.size, max);
-	b = malloc(fi.size ? (size_t)fi.size : 1);
+	b = ckpt_malloc_huge((size_t)fi.size);
 	if (!b)
 		return ckpt_errf(err, errlen, -ENOMEM, "%s/%s: out of memory",
 				 s->root, name);

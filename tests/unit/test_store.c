@@ -332,6 +332,39 @@ static void test_short_file(void)
 	cd_remove(dir);
 }
 
+/* A whole-file read of a large file (a .metadata of some MB): every byte
+ * as in the file, into a buffer aligned for huge pages that free()
+ * takes; an empty file reads as a buffer of its own too. */
+static void test_read_file_large(void)
+{
+	char *dir = cd_new(), err[1024];
+	const size_t n = ((size_t)5 << 20) + 3;
+	struct ckpt_store *s;
+	uint8_t *buf = NULL;
+	size_t len = 0, i, bad = 0;
+
+	CHECK(put_pattern(dir, "meta", 0, n) == 0);
+	CHECK(put_pattern(dir, "empty", 0, 0) == 0);
+	s = store(dir, false, 0);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	CHECK(ckpt_store_read_file(s, "meta", n, &buf, &len, NULL, err,
+				   sizeof(err)) == 0);
+	CHECK(len == n && buf && ((uintptr_t)buf & (((size_t)2 << 20) - 1)) == 0);
+	for (i = 0; buf && i < len; i++)
+		bad += buf[i] != pat(0, i);
+	CHECK(bad == 0);
+	free(buf);
+	buf = NULL;
+	CHECK(ckpt_store_read_file(s, "empty", 10, &buf, &len, NULL, err,
+				   sizeof(err)) == 0);
+	CHECK(len == 0 && buf != NULL);
+	free(buf);
+	ckpt_store_free(s);
+	cd_remove(dir);
+}
+
 /* A file replaced (deleted and created again, perhaps on the same inode
  * number) after it was opened: while its fd is open, its old bytes; once
  * the cache had to close it, EIO naming it; never the new bytes. */
@@ -794,6 +827,7 @@ int main(void)
 	TEST(test_open_not_regular);
 	TEST(test_open_outside);
 	TEST(test_short_file);
+	TEST(test_read_file_large);
 	TEST(test_identity);
 	TEST(test_batch_and_stats);
 	TEST(test_adjacent_large);
