@@ -200,6 +200,11 @@ int mp_read_uint(struct mp_cursor *c, uint64_t *v)
 	if (mp_left(c) < 1)
 		return -EBADMSG;
 	t = c->p[0];
+	if (t < 0x80) {		/* a positive fixint: most of an image's */
+		*v = t;
+		c->p++;
+		return 0;
+	}
 	if (t >= 0xcc && t <= 0xcf) {
 		w = 1u << (t - 0xcc);
 		rc = fetch(c, w, v);

@@ -796,7 +796,27 @@ static struct pk_value *keep_value(struct machine *mc, struct pk_value *v)
 	return k;
 }
 
-static int memo_put(struct machine *mc, uint64_t idx)
+/* memo_put()'s slot for a GET: the top of the stack kept there (made
+ * to outlive its batch when streaming). */
+static __attribute__((noinline)) int memo_keep(struct machine *mc,
+					       size_t slot)
+{
+	struct pk_value *v = mc->stack[mc->sp - 1];
+
+	if (mc->st && !(v->flags & PK_KEPT)) {
+		v = keep_value(mc, v);
+		if (!v)
+			return oom(mc);
+		mc->stack[mc->sp - 1] = v;
+	}
+	mc->memo[slot] = v;
+	v->flags |= PK_PINNED;
+	return 0;
+}
+
+/* Memoize the top of the stack as idx.  Inline: most of a .metadata's
+ * MEMOIZEs are of slots no GET reads, which cost a bit test. */
+static inline int memo_put(struct machine *mc, uint64_t idx)
 {
 	size_t slot;
 
@@ -808,19 +828,7 @@ static int memo_put(struct machine *mc, uint64_t idx)
 	if (idx >= mc->nmemo)
 		mc->nmemo = idx + 1;
 	slot = memo_slot(mc, idx);
-	if (slot != SIZE_MAX) {
-		struct pk_value *v = mc->stack[mc->sp - 1];
-
-		if (mc->st && !(v->flags & PK_KEPT)) {
-			v = keep_value(mc, v);
-			if (!v)
-				return oom(mc);
-			mc->stack[mc->sp - 1] = v;
-		}
-		mc->memo[slot] = v;
-		v->flags |= PK_PINNED;
-	}
-	return 0;
+	return slot == SIZE_MAX ? 0 : memo_keep(mc, slot);
 }
 
 /* memo_get()'s failure, out of line: its message buffer is not on the
@@ -835,7 +843,7 @@ static __attribute__((noinline, cold)) int memo_unset(struct machine *mc,
 	return fail(mc, -EINVAL, what);
 }
 
-static int memo_get(struct machine *mc, uint64_t idx)
+static inline int memo_get(struct machine *mc, uint64_t idx)
 {
 	size_t slot = memo_slot(mc, idx);
 

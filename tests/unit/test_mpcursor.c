@@ -33,6 +33,26 @@ static void test_scalars(void)
 	CHECK(mp_read_uint(&c, &u) == -EBADMSG);
 }
 
+/* mp_read_uint() at the edges of the positive fixints: 0 and 0x7f read,
+ * a fixmap head (0x80) is not an integer, a negative fixint is out of
+ * range and left unread. */
+static void test_uint_edges(void)
+{
+	static const uint8_t b[] = { 0x00, 0x7f, 0x80, 0xe0 };
+	struct mp_cursor c = CUR(b);
+	uint64_t u = 1;
+	uint32_t n;
+	int64_t s;
+
+	CHECK(mp_read_uint(&c, &u) == 0 && u == 0);
+	CHECK(mp_read_uint(&c, &u) == 0 && u == 0x7f);
+	CHECK(mp_read_uint(&c, &u) == -EPROTO);
+	CHECK(mp_read_map(&c, &n) == 0 && n == 0);
+	CHECK(mp_read_uint(&c, &u) == -ERANGE);
+	CHECK(mp_read_int(&c, &s) == 0 && s == -32);
+	CHECK(mp_left(&c) == 0);
+}
+
 static void test_counts_bounded_by_bytes(void)
 {
 	/* array32 of 2^32-1 elements with 3 bytes after it */
@@ -101,6 +121,7 @@ static void test_bin(void)
 int main(void)
 {
 	TEST(test_scalars);
+	TEST(test_uint_edges);
 	TEST(test_counts_bounded_by_bytes);
 	TEST(test_skip_nested_and_truncated);
 	TEST(test_deep_nesting_no_recursion);
